@@ -1,0 +1,3 @@
+from lcr.cli import main
+
+main()

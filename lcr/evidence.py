@@ -1,0 +1,76 @@
+"""What a retrieval returns and what an answer costs: shared by every method."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Usage:
+    """LLM cost counters; methods and the answer step add to the same object."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+
+    def add(self, prompt_tokens: int, completion_tokens: int, calls: int = 1) -> None:
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.calls += calls
+
+    def merged(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.calls + other.calls,
+        )
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass
+class EvidenceItem:
+    """One retrieved node: its text and the exact spans of source.txt it rests on.
+
+    ``spans`` are ``(start, end)`` character offsets into the index's source.txt;
+    a summary node points at its leaves' spans, so every answer traces back.
+    """
+
+    id: str
+    doc: int
+    level: int
+    score: float
+    text: str
+    spans: list[tuple[int, int]]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "doc": self.doc,
+            "level": self.level,
+            "score": float(self.score),
+            "text": self.text,
+            "spans": [[int(s), int(e)] for s, e in self.spans],
+        }
+        out.update(self.extra)
+        return out
+
+
+@dataclass
+class Evidence:
+    """A method's answer to ``retrieve``: items in the order the LLM should read them.
+
+    ``info`` carries method-specific facts worth showing (MixPR's mode, RAPTOR's
+    traversal, iterations used); ``usage`` counts LLM calls made while retrieving.
+    """
+
+    method: str
+    items: list[EvidenceItem]
+    info: dict[str, Any] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+
+    def in_document_order(self) -> list[EvidenceItem]:
+        return sorted(self.items, key=lambda it: (min((s for s, _ in it.spans), default=0), it.id))

@@ -1,0 +1,90 @@
+"""The contract every retrieval method fulfils, so CLI, evaluator and tests treat all alike.
+
+A method is a small stateless object: ``build`` writes its artefacts through a
+:class:`~lcr.store.MethodWriter`; ``retrieve`` reads them back through a
+:class:`~lcr.store.MethodReader` and returns :class:`~lcr.evidence.Evidence`.
+Answering is shared (``lcr.answer``). Methods never import each other.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from lcr.config import Setting
+from lcr.evidence import Evidence, EvidenceItem
+from lcr.models.base import Models
+from lcr.progress import NULL_PROGRESS, Progress
+from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
+
+
+@dataclass
+class BuildContext:
+    """Everything a build may use. ``cache`` keeps LLM outputs across interruptions."""
+
+    source: str
+    documents: list[SourceDoc]
+    out: MethodWriter
+    models: Models
+    settings: dict[str, Any]
+    progress: Progress = NULL_PROGRESS
+    cache: LLMCache = field(default_factory=MemoryCache)
+
+    def doc_texts(self) -> Iterator[tuple[int, int, str]]:
+        """``(doc index, start offset in source.txt, text)`` for each document."""
+        for i, d in enumerate(self.documents):
+            yield i, d.start, self.source[d.start : d.end]
+
+
+@dataclass
+class QueryContext:
+    """Everything a retrieval may use: the stored build, models, query settings."""
+
+    source: str
+    documents: list[SourceDoc]
+    stored: MethodReader
+    models: Models
+    settings: dict[str, Any]
+    progress: Progress = NULL_PROGRESS
+
+
+class Method(ABC):
+    """One retrieval method. Subclasses set the class attributes and two methods."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]  # one line: what it does
+    needs: ClassVar[str]  # one line: what it needs to build and to answer
+    paper: ClassVar[str]  # citation, or "" for baselines
+    build_settings: ClassVar[tuple[Setting, ...]] = ()
+    query_settings: ClassVar[tuple[Setting, ...]] = ()
+    build_uses_llm: ClassVar[bool] = False
+    build_uses_embedder: ClassVar[bool] = False
+    built_by_default: ClassVar[bool] = False  # part of a plain `lcr index`
+
+    def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
+        """Whether ``retrieve`` (not the answer) needs the LLM with these settings."""
+        return False
+
+    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
+        return False
+
+    @abstractmethod
+    def build(self, ctx: BuildContext) -> None: ...
+
+    @abstractmethod
+    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+        """Evidence for ``question``; ``k`` (``-k``) overrides the method's default count."""
+
+
+def item_from_node(node: Node, score: float, **extra: Any) -> EvidenceItem:
+    return EvidenceItem(
+        id=node.id,
+        doc=node.doc,
+        level=node.level,
+        score=float(score),
+        text=node.text,
+        spans=list(node.spans),
+        extra=dict(extra),
+    )

@@ -1,0 +1,263 @@
+"""Plain retrieval baselines to compare the published methods against.
+
+All share the same leaves (sentence-respecting token windows) so that their
+differences come from scoring alone: ``bm25`` (bm25s), ``tfidf`` (cosine, the
+MixPR paper's RAG-Sparse), ``dense`` (the embedder), ``hybrid`` (0.15 sparse +
+0.85 dense, as in the MixPR paper) and ``full`` (the whole text, cut to the
+model's window by the answer step).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lcr.config import Setting
+from lcr.errors import IndexDamagedError
+from lcr.evidence import Evidence
+from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node
+from lcr.store import Node
+
+CHUNK_SETTINGS = (Setting("chunk_tokens", 128, "leaf size in tokens; sentences are never cut"),)
+TOPK_SETTINGS = (Setting("top_k", 10, "chunks handed to the answer step (-k overrides)"),)
+
+
+def chunk_nodes(ctx: BuildContext) -> list[Node]:
+    """Sentence-respecting token windows over every document, as nodes."""
+    from lcr.text.chunking import token_windows
+
+    max_tokens = int(ctx.settings["chunk_tokens"])
+    nodes: list[Node] = []
+    task = ctx.progress.task("chunking", total=len(ctx.documents))
+    for doc, start, text in ctx.doc_texts():
+        for chunk in token_windows(text, max_tokens, offset=start):
+            nodes.append(Node(f"c{len(nodes)}", 0, chunk.text, [(chunk.start, chunk.end)], doc))
+        task.advance()
+    return nodes
+
+
+def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` best scores, best first; ties broken by position."""
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    part = np.argpartition(-scores, k - 1)[:k]
+    return part[np.lexsort((part, -scores[part]))]
+
+
+def ranked_evidence(
+    method: str, nodes: list[Node], scores: np.ndarray, k: int, **info: Any
+) -> Evidence:
+    if len(scores) != len(nodes):
+        raise IndexDamagedError(f"{method} index is damaged: scores and nodes disagree")
+    chosen = top_indices(scores, k)
+    items = [item_from_node(nodes[i], float(scores[i]), rank=r + 1) for r, i in enumerate(chosen)]
+    return Evidence(method=method, items=items, info=dict(info))
+
+
+def effective_k(ctx: QueryContext, k: int | None) -> int:
+    return int(k if k is not None else ctx.settings["top_k"])
+
+
+def _tfidf_scores(ctx: QueryContext, question: str) -> np.ndarray:
+    from lcr.models.tfidf import TfidfModel
+
+    model = TfidfModel.load(ctx.stored)
+    matrix = ctx.stored.csr("tfidf")
+    q = model.transform([question])
+    return np.asarray((matrix @ q.T).toarray()).ravel()
+
+
+def _dense_scores(ctx: QueryContext, question: str) -> np.ndarray:
+    emb = ctx.stored.array("embeddings")
+    q = ctx.models.embedder.encode([question])
+    return emb @ q[0]
+
+
+def _build_tfidf(ctx: BuildContext, nodes: list[Node]) -> None:
+    from lcr.models.tfidf import TfidfModel
+
+    model, matrix = TfidfModel.fit([n.text for n in nodes])
+    model.save(ctx.out)
+    ctx.out.write_csr("tfidf", matrix)
+    ctx.out.stats["vocabulary"] = model.vocabulary_size
+
+
+def _build_dense(ctx: BuildContext, nodes: list[Node]) -> None:
+    task = ctx.progress.task("embedding chunks", total=len(nodes))
+    emb = ctx.models.embedder.encode([n.text for n in nodes], progress=_Advance(task))
+    ctx.out.write_array("embeddings", emb.astype(np.float32))
+
+
+class _Advance:
+    """Adapts a progress task into the Progress an embedder reports to."""
+
+    def __init__(self, task: Any) -> None:
+        self._task = task
+
+    def task(self, description: str, total: float | None = None) -> Any:
+        return self._task
+
+    def log(self, message: str) -> None:
+        return None
+
+
+def _bm25_tokenize(texts: list[str], settings: dict[str, Any]) -> list[list[str]]:
+    """The same tokenisation for chunks (build) and questions (query)."""
+    import bm25s
+
+    stop = None if settings["stopwords"] == "none" else settings["stopwords"]
+    stemmer = None
+    if settings.get("stemmer", "none") != "none":
+        import Stemmer
+
+        stemmer = Stemmer.Stemmer(settings["stemmer"])
+    out = bm25s.tokenize(
+        texts, stopwords=stop, stemmer=stemmer, return_ids=False, show_progress=False
+    )
+    return [list(t) for t in out]
+
+
+class BM25(Method):
+    name = "bm25"
+    summary = "Okapi BM25 over sentence-respecting chunks (bm25s)"
+    needs = "build: nothing; answer: LLM"
+    paper = ""
+    built_by_default = True
+    build_settings = (
+        *CHUNK_SETTINGS,
+        Setting("k1", 1.5, "BM25 term-frequency saturation"),
+        Setting("b", 0.75, "BM25 length normalisation"),
+        Setting("stopwords", "en", "stop-word list for bm25s ('none' keeps all)"),
+        Setting("stemmer", "english", "Snowball stemmer language (PyStemmer); 'none' for none"),
+    )
+    query_settings = TOPK_SETTINGS
+
+    def build(self, ctx: BuildContext) -> None:
+        import bm25s
+
+        nodes = chunk_nodes(ctx)
+        tokens = _bm25_tokenize([n.text for n in nodes], ctx.settings)
+        retriever = bm25s.BM25(k1=float(ctx.settings["k1"]), b=float(ctx.settings["b"]))
+        retriever.index(tokens, show_progress=False)
+        scores = retriever.scores
+        ctx.out.write_array("bm25_data", np.asarray(scores["data"]))
+        ctx.out.write_array("bm25_indices", np.asarray(scores["indices"]))
+        ctx.out.write_array("bm25_indptr", np.asarray(scores["indptr"]))
+        ctx.out.write_json(
+            "bm25_vocabulary",
+            {"vocab": retriever.vocab_dict, "num_docs": int(scores["num_docs"])},
+        )
+        ctx.out.write_nodes(nodes)
+        ctx.out.stats["vocabulary"] = len(retriever.vocab_dict)
+
+    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+        import bm25s
+
+        stored = ctx.stored
+        meta = stored.json("bm25_vocabulary")
+        retriever = bm25s.BM25(k1=float(stored.settings["k1"]), b=float(stored.settings["b"]))
+        retriever.scores = {
+            "data": stored.array("bm25_data"),
+            "indices": stored.array("bm25_indices"),
+            "indptr": stored.array("bm25_indptr"),
+            "num_docs": int(meta["num_docs"]),
+        }
+        retriever.vocab_dict = meta["vocab"]
+        retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
+        retriever.nonoccurrence_array = None  # only BM25L/BM25+ need it; we use Lucene BM25
+        q_tokens = _bm25_tokenize([question], stored.settings)
+        known = [t for t in q_tokens[0] if t in retriever.vocab_dict]
+        nodes = stored.nodes()
+        scores = (
+            np.asarray(retriever.get_scores(known), dtype=np.float64)
+            if known
+            else np.zeros(len(nodes))
+        )
+        return ranked_evidence(self.name, nodes, scores, effective_k(ctx, k))
+
+
+class TfIdf(Method):
+    name = "tfidf"
+    summary = "TF-IDF cosine similarity over chunks (the MixPR paper's RAG-Sparse)"
+    needs = "build: nothing; answer: LLM"
+    paper = ""
+    build_settings = CHUNK_SETTINGS
+    query_settings = TOPK_SETTINGS
+
+    def build(self, ctx: BuildContext) -> None:
+        nodes = chunk_nodes(ctx)
+        _build_tfidf(ctx, nodes)
+        ctx.out.write_nodes(nodes)
+
+    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+        scores = _tfidf_scores(ctx, question)
+        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx, k))
+
+
+class Dense(Method):
+    name = "dense"
+    summary = "cosine similarity of sentence-transformer embeddings over chunks"
+    needs = "build: embedder; answer: embedder + LLM"
+    paper = ""
+    build_uses_embedder = True
+    build_settings = CHUNK_SETTINGS
+    query_settings = TOPK_SETTINGS
+
+    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
+        return True
+
+    def build(self, ctx: BuildContext) -> None:
+        nodes = chunk_nodes(ctx)
+        _build_dense(ctx, nodes)
+        ctx.out.write_nodes(nodes)
+
+    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+        scores = _dense_scores(ctx, question)
+        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx, k))
+
+
+class Hybrid(Method):
+    name = "hybrid"
+    summary = "0.15 x TF-IDF cosine + 0.85 x dense cosine (the MixPR paper's RAG-Hybrid)"
+    needs = "build: embedder; answer: embedder + LLM"
+    paper = "Alonso & Millidge 2024 (MixPR), RAG baselines"
+    build_uses_embedder = True
+    build_settings = CHUNK_SETTINGS
+    query_settings = (
+        *TOPK_SETTINGS,
+        Setting("sparse_weight", 0.15, "weight of the sparse score (paper: 0.15)", paper=True),
+    )
+
+    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
+        return True
+
+    def build(self, ctx: BuildContext) -> None:
+        nodes = chunk_nodes(ctx)
+        _build_tfidf(ctx, nodes)
+        _build_dense(ctx, nodes)
+        ctx.out.write_nodes(nodes)
+
+    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+        w = float(ctx.settings["sparse_weight"])
+        scores = w * _tfidf_scores(ctx, question) + (1.0 - w) * _dense_scores(ctx, question)
+        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx, k))
+
+
+class FullText(Method):
+    name = "full"
+    summary = "the whole text, cut to the LLM's context window by the answer step"
+    needs = "build: nothing; answer: LLM (long prompts: slow on a CPU)"
+    paper = ""
+
+    def build(self, ctx: BuildContext) -> None:
+        nodes = [
+            Node(f"d{doc}", 0, text, [(start, start + len(text))], doc)
+            for doc, start, text in ctx.doc_texts()
+        ]
+        ctx.out.write_nodes(nodes)
+
+    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+        items = [item_from_node(n, 1.0) for n in ctx.stored.nodes()]
+        return Evidence(method=self.name, items=items)

@@ -1,0 +1,267 @@
+"""The library API behind the CLI and the evaluator: index, retrieve, ask.
+
+Everything a command does that is not parsing arguments or printing lives here,
+so ``lcr eval`` and scripts run exactly the code the CLI runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lcr import config
+from lcr.errors import InputError
+from lcr.evidence import Evidence, Usage
+from lcr.methods import get_method, method_names
+from lcr.methods.base import BuildContext, Method, QueryContext
+from lcr.models.base import Models
+from lcr.progress import NULL_PROGRESS, Progress
+from lcr.store import DocumentInput, Index
+
+
+def load_documents(
+    paths: Sequence[str | Path], warn: Callable[[str], None] | None = None
+) -> list[DocumentInput]:
+    from lcr.text.loading import load_document
+
+    docs = []
+    for p in paths:
+        d = load_document(p, warn=warn)
+        docs.append(DocumentInput(d.name, d.text, d.sha256, d.size))
+    return docs
+
+
+def default_index_path(source: str | Path) -> Path:
+    """``book.txt`` -> ``book.idx`` beside it; stdin -> ``stdin.idx`` here."""
+    if str(source) == "-":
+        return Path("stdin.idx")
+    p = Path(source)
+    return p.with_name(p.stem + ".idx") if p.suffix else p.with_name(p.name + ".idx")
+
+
+def build_settings(method: Method, sets: Sequence[str]) -> dict[str, Any]:
+    return config.resolve(
+        method.name, method.build_settings, sets, phase="build", other_phase=method.query_settings
+    )
+
+
+def query_settings(method: Method, sets: Sequence[str]) -> dict[str, Any]:
+    return config.resolve(
+        method.name, method.query_settings, sets, phase="query", other_phase=method.build_settings
+    )
+
+
+@dataclass
+class BuildReport:
+    method: str
+    built: bool  # False when an identical build was already there
+    seconds: float
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+def expand_methods(requested: Sequence[str]) -> list[str]:
+    """``all`` means every method; nothing means the methods that need no LLM."""
+    from lcr.methods import default_build_methods
+
+    if not requested:
+        return default_build_methods()
+    names: list[str] = []
+    for name in requested:
+        for n in method_names() if name == "all" else [name]:
+            get_method(n)  # unknown names fail here, before any work
+            if n not in names:
+                names.append(n)
+    return names
+
+
+def build_models_record(method: Method, models: Models) -> dict[str, str]:
+    rec: dict[str, str] = {}
+    if method.build_uses_llm:
+        rec["llm"] = models.llm_id()
+    if method.build_uses_embedder:
+        rec["embedder"] = models.embedder_id()
+    return rec
+
+
+def build(
+    index: Index,
+    methods: Sequence[str],
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    force: bool = False,
+    progress: Progress = NULL_PROGRESS,
+) -> list[BuildReport]:
+    """Build ``methods`` into ``index``; an identical existing build is kept."""
+    config.check_methods_named(sets, method_names())
+    resolved = [(get_method(n), None) for n in methods]
+    plans = [(m, build_settings(m, sets)) for m, _ in resolved]  # all settings checked first
+    reports = []
+    for method, settings in plans:
+        record = build_models_record(method, models)
+        existing = index.methods.get(method.name)
+        if (
+            not force
+            and existing is not None
+            and existing.get("settings") == settings
+            and existing.get("models") == record
+        ):
+            reports.append(BuildReport(method.name, False, 0.0, existing.get("counts", {})))
+            continue
+        started = time.perf_counter()
+        with index.building(method.name, settings=settings, models=record) as out:
+            method.build(
+                BuildContext(
+                    source=index.source,
+                    documents=index.documents,
+                    out=out,
+                    models=models,
+                    settings=settings,
+                    progress=progress,
+                    cache=index.llm_cache(method.name),
+                )
+            )
+        reports.append(
+            BuildReport(
+                method.name,
+                True,
+                time.perf_counter() - started,
+                index.methods[method.name]["counts"],
+            )
+        )
+    return reports
+
+
+def index_files(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    methods: Sequence[str],
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    force: bool = False,
+    progress: Progress = NULL_PROGRESS,
+    warn: Callable[[str], None] | None = None,
+) -> tuple[Index, list[BuildReport]]:
+    names = expand_methods(methods)
+    config.check_methods_named(sets, method_names())
+    for n in names:
+        build_settings(get_method(n), sets)  # fail on a bad --set before reading files
+    docs = load_documents(paths, warn=warn)
+    index = Index.create(out, docs, force=force)
+    return index, build(index, names, models, sets, force=force, progress=progress)
+
+
+@dataclass
+class Result:
+    """One question's outcome: what ``--json`` prints, one object per line."""
+
+    question: str
+    method: str
+    evidence: Evidence
+    answer: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    timings: dict[str, float] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+    dropped: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "method": self.method,
+            "evidence": [it.to_json() for it in self.evidence.items],
+            "info": self.evidence.info,
+            "usage": self.usage.to_json(),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "models": self.models,
+        }
+
+
+def _check_question(question: str) -> str:
+    q = question.strip()
+    if not q:
+        raise InputError("the question is empty")
+    return q
+
+
+def _align_models(reader_models: dict[str, str], models: Models) -> None:
+    """Query with the embedder the index was built with (vectors must match)."""
+    built_with = reader_models.get("embedder")
+    if built_with and not models.embedder_loaded and models.spec.embedder != built_with:
+        models.spec.embedder = built_with
+
+
+def retrieve(
+    index: Index,
+    method_name: str,
+    question: str,
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    k: int | None = None,
+    progress: Progress = NULL_PROGRESS,
+) -> Result:
+    question = _check_question(question)
+    method = get_method(method_name)
+    settings = query_settings(method, sets)
+    if k is not None and k < 1:
+        raise InputError("-k must be at least 1")
+    reader = index.reader(method.name)
+    _align_models(reader.entry.get("models", {}), models)
+    started = time.perf_counter()
+    evidence = method.retrieve(
+        QueryContext(index.source, index.documents, reader, models, settings, progress),
+        question,
+        k,
+    )
+    elapsed = time.perf_counter() - started
+    used_models = dict(reader.entry.get("models", {}))
+    if method.retrieval_uses_llm(settings):
+        used_models["llm"] = models.llm_id()
+    return Result(
+        question=question,
+        method=method.name,
+        evidence=evidence,
+        usage=evidence.usage,
+        timings={"retrieve_s": elapsed},
+        models=used_models,
+    )
+
+
+def ask(
+    index: Index,
+    method_name: str,
+    question: str,
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    k: int | None = None,
+    max_new_tokens: int = 256,
+    progress: Progress = NULL_PROGRESS,
+) -> Result:
+    """Retrieve, then answer from the evidence in document order."""
+    from lcr.answer import answer
+
+    result = retrieve(index, method_name, question, models, sets, k=k, progress=progress)
+    ordered = result.evidence.in_document_order()
+    started = time.perf_counter()
+    llm = models.llm
+    loaded = time.perf_counter()
+    out = answer(result.question, ordered, llm, max_new_tokens=max_new_tokens)
+    result.timings["answer_s"] = time.perf_counter() - loaded
+    if loaded - started > 0.05:
+        result.timings["llm_load_s"] = loaded - started
+    result.answer = out.text
+    result.evidence = Evidence(
+        method=result.evidence.method,
+        items=out.used,
+        info={**result.evidence.info, **({"dropped": out.dropped} if out.dropped else {})},
+        usage=result.evidence.usage,
+    )
+    result.usage = result.usage.merged(out.usage)
+    result.models["llm"] = llm.model_id
+    return result

@@ -1,0 +1,17 @@
+"""The on-disk index: manifest, source text, per-method builds, LLM cache."""
+
+from lcr.store.cache import LLMCache, MemoryCache, cache_key
+from lcr.store.index import DocumentInput, Index, MethodReader, MethodWriter, SourceDoc
+from lcr.store.nodes import Node
+
+__all__ = [
+    "DocumentInput",
+    "Index",
+    "LLMCache",
+    "MemoryCache",
+    "MethodReader",
+    "MethodWriter",
+    "Node",
+    "SourceDoc",
+    "cache_key",
+]

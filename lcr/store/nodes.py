@@ -1,0 +1,81 @@
+"""Node records: one JSON object per line in ``<method>/nodes.jsonl``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lcr.errors import IndexDamagedError
+
+
+@dataclass
+class Node:
+    """A unit a method retrieves: a chunk, a summary, a fact, a graph node.
+
+    ``spans`` are ``(start, end)`` offsets into source.txt; a summary's spans are
+    the union of its leaves' spans. ``doc`` is the index of the source document.
+    """
+
+    id: str
+    level: int
+    text: str
+    spans: list[tuple[int, int]]
+    doc: int
+    children: list[str] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "level": self.level,
+            "doc": self.doc,
+            "spans": [[int(s), int(e)] for s, e in self.spans],
+            "text": self.text,
+        }
+        if self.children:
+            out["children"] = list(self.children)
+        if self.meta:
+            out["meta"] = self.meta
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Node:
+        return cls(
+            id=str(obj["id"]),
+            level=int(obj["level"]),
+            text=str(obj["text"]),
+            spans=[(int(s), int(e)) for s, e in obj["spans"]],
+            doc=int(obj["doc"]),
+            children=[str(c) for c in obj.get("children", [])],
+            meta=dict(obj.get("meta", {})),
+        )
+
+
+def write_nodes(path: Path, nodes: Iterable[Node]) -> int:
+    count = 0
+    with path.open("w", encoding="utf-8") as fh:
+        for node in nodes:
+            fh.write(json.dumps(node.to_json(), ensure_ascii=False))
+            fh.write("\n")
+            count += 1
+    return count
+
+
+def iter_nodes(path: Path) -> Iterator[Node]:
+    with path.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Node.from_json(json.loads(line))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise IndexDamagedError(
+                    f"damaged node record at {path}:{lineno} ({exc.__class__.__name__})"
+                ) from None
+
+
+def read_nodes(path: Path) -> list[Node]:
+    return list(iter_nodes(path))

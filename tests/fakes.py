@@ -1,0 +1,85 @@
+"""A scripted LLM for control-flow tests. Real-model tests cover the same paths."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from lcr.evidence import Usage
+from lcr.models.base import Generation, Message
+
+
+class ScriptedLLM:
+    """Deterministic stand-in for the LLM protocol.
+
+    ``generate`` answers with the first ``words`` words of the last user message
+    (after any "Excerpts:"/"Question:" framing), so summaries are real text made
+    from their input; ``choice_probability`` follows a callable or a constant.
+    """
+
+    model_id = "scripted-test-llm"
+
+    def __init__(self, yes_probability: float = 0.5, words: int = 20) -> None:
+        self.usage = Usage()
+        self.yes_probability = yes_probability
+        self.words = words
+        self.prompts: list[list[Message]] = []
+
+    @property
+    def context_window(self) -> int:
+        return 4096
+
+    def count_tokens(self, text: str) -> int:
+        return len(re.findall(r"\w+|[^\w\s]", text))
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+    ) -> Generation:
+        self.prompts.append(list(messages))
+        content = messages[-1]["content"]
+        words = content.split()[: min(self.words, max_new_tokens)]
+        text = " ".join(words)
+        prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
+        completion = self.count_tokens(text)
+        self.usage.add(prompt_tokens, completion)
+        return Generation(text, prompt_tokens, completion)
+
+    def generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+    ) -> list[Generation]:
+        return [self.generate(c, max_new_tokens=max_new_tokens, stop=stop) for c in conversations]
+
+    def choice_probability(
+        self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
+    ) -> float:
+        self.prompts.append(list(messages))
+        self.usage.add(sum(self.count_tokens(m["content"]) for m in messages), 0)
+        return self.yes_probability
+
+    def continuation_logprob(self, context: str, continuation: str) -> float:
+        self.usage.add(self.count_tokens(context + continuation), 0)
+        shared = len(set(context.lower().split()) & set(continuation.lower().split()))
+        return -float(self.count_tokens(continuation)) + 0.5 * shared
+
+
+class ForbiddenLLM(ScriptedLLM):
+    """Fails the test if anything touches it: proves a path needs no LLM."""
+
+    def generate(self, *args: object, **kwargs: object) -> Generation:  # type: ignore[override]
+        raise AssertionError("the LLM was used")
+
+    def choice_probability(self, *args: object, **kwargs: object) -> float:  # type: ignore[override]
+        raise AssertionError("the LLM was used")
+
+    def continuation_logprob(self, *args: object, **kwargs: object) -> float:  # type: ignore[override]
+        raise AssertionError("the LLM was used")

@@ -1,0 +1,201 @@
+"""The command line: exit codes, one-line errors, JSON schema, batch questions."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lcr.cli import main
+
+
+def run(
+    args: list[str],
+    capsys: pytest.CaptureFixture[str],
+    stdin: str | None = None,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+) -> tuple[int, str, str]:
+    if stdin is not None:
+        assert monkeypatch is not None
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    code = exc.value.code
+    return (code if isinstance(code, int) else 1), out.out, out.err
+
+
+@pytest.fixture()
+def story(tmp_path: Path, cinderella: Path) -> Path:
+    target = tmp_path / "cinderella.txt"
+    shutil.copy(cinderella, target)
+    return target
+
+
+def test_index_default_then_retrieve_json(story: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(["index", str(story), "-q"], capsys)
+    assert code == 0, err
+    idx = story.with_suffix(".idx")
+    assert (idx / "manifest.json").exists() and "bm25" in out
+    code, out, err = run(
+        ["retrieve", str(idx), "Where did the bird sit?", "-k", "3", "--json"], capsys
+    )
+    assert code == 0, err
+    obj = json.loads(out)
+    assert set(obj) >= {"question", "answer", "method", "evidence", "usage", "timings", "models"}
+    assert obj["answer"] is None and obj["method"] == "bm25" and len(obj["evidence"]) == 3
+    source = (idx / "source.txt").read_text()
+    for ev in obj["evidence"]:
+        assert set(ev) >= {"id", "doc", "level", "score", "text", "spans"}
+        ((s, e),) = ev["spans"]
+        assert source[s:e] == ev["text"]
+    assert obj["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
+
+
+def test_stdin_batch_questions(
+    story: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(["index", str(story), "-q"], capsys)
+    idx = story.with_suffix(".idx")
+    code, out, err = run(
+        ["retrieve", str(idx), "-", "--json", "-k", "1"],
+        capsys,
+        stdin="Who was the stepmother?\n\nWhat did the pigeons say?\n",
+        monkeypatch=monkeypatch,
+    )
+    assert code == 0, err
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [o["question"] for o in lines] == [
+        "Who was the stepmother?",
+        "What did the pigeons say?",
+    ]
+
+
+def test_multi_document_index(
+    tmp_path: Path, story: Path, shared_data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "qa1.txt"
+    other.write_text(
+        "\n".join(
+            line.split(" ", 1)[1]
+            for line in (shared_data / "babi" / "qa1_single-supporting-fact_test.txt")
+            .read_text()
+            .splitlines()[:40]
+            if "\t" not in line
+        )
+    )
+    code, _, err = run(
+        ["index", str(story), str(other), "-o", str(tmp_path / "c.idx"), "-q", "--method", "tfidf"],
+        capsys,
+    )
+    assert code == 0, err
+    code, out, _ = run(
+        [
+            "retrieve",
+            str(tmp_path / "c.idx"),
+            "Where is Mary?",
+            "--method",
+            "tfidf",
+            "-k",
+            "1",
+            "--json",
+        ],
+        capsys,
+    )
+    assert code == 0
+    docs = {ev["doc"] for ev in json.loads(out)["evidence"]}
+    assert docs == {1}
+    code, out, _ = run(["info", str(tmp_path / "c.idx"), "--json"], capsys)
+    info = json.loads(out)
+    assert [s["name"] for s in info["sources"]] == ["cinderella.txt", "qa1.txt"]
+    assert "tfidf" in info["methods"]
+
+
+def test_several_files_without_output_make_one_index_each(
+    tmp_path: Path, story: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    second = tmp_path / "second.txt"
+    second.write_text("A short second document. It has two sentences.")
+    code, _, err = run(["index", str(story), str(second), "-q"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "cinderella.idx").is_dir() and (tmp_path / "second.idx").is_dir()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["index", "/no/such/file.txt"], 1, "no such file"),
+        (["retrieve", "/no/such.idx", "q"], 1, "no index at"),
+        (["index", "{story}", "--method", "nosuch"], 2, "unknown method"),
+        (["index", "{story}", "--set", "bm25.nosuch=1"], 2, "valid: b, chunk_tokens"),
+        (["index", "{story}", "--set", "bm25.k1=abc"], 2, "takes a float"),
+        (["index", "{story}", "--set", "nonsense"], 2, "method.key=value"),
+        (["retrieve", "{idx}", "   "], 1, "question is empty"),
+        (
+            ["retrieve", "{idx}", "q", "--method", "tfidf"],
+            1,
+            "lcr index cinderella.txt -o .* --method tfidf",
+        ),
+        (["retrieve", "{idx}", "q", "--set", "bm25.chunk_tokens=5"], 2, "setting of 'lcr index'"),
+        (["retrieve", "{idx}", "q", "-k", "0"], 1, "-k must be at least 1"),
+        (["retrieve", "{idx}", "q", "--mode", "local"], 2, "has none"),
+        (["ask"], 2, "Missing argument"),
+    ],
+)
+def test_bad_input_is_one_line_error(
+    args: list[str], code: int, message: str, story: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(["index", str(story), "-q"], capsys)
+    idx = story.with_suffix(".idx")
+    argv = [a.replace("{story}", str(story)).replace("{idx}", str(idx)) for a in args]
+    got, out, err = run(argv, capsys)
+    assert got == code
+    assert "Traceback" not in err
+    import re
+
+    assert re.search(message, err), err
+    if code == 1:
+        assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty"),
+        (b"   \n\t\n", "whitespace"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 4, "not plain text"),
+    ],
+)
+def test_bad_documents_refused_without_damage(
+    content: bytes, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    code, _, err = run(["index", str(bad)], capsys)
+    assert code == 1 and message in err.lower() and "Traceback" not in err
+    assert not (tmp_path / "bad.idx").exists()
+
+
+def test_python_m_lcr_and_exit_code_in_a_real_process(story: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "lcr", "retrieve", str(story) + ".nope", "q"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("lcr: no index at") and "Traceback" not in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "lcr", "methods"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "bm25" in proc.stdout
+
+
+def test_info_and_methods_human(story: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run(["index", str(story), "-q"], capsys)
+    code, out, _ = run(["info", str(story.with_suffix(".idx"))], capsys)
+    assert code == 0 and "bm25" in out and "cinderella.txt" in out
+    code, out, _ = run(["methods", "--settings"], capsys)
+    assert code == 0 and "bm25.k1=1.5" in out
