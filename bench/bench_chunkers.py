@@ -1,6 +1,6 @@
 """Chunker speed on real text repeated to a size (run by hand; no asserts on time).
 
-    .venv/bin/python bench/bench_chunkers.py --mb 4
+.venv/bin/python bench/bench_chunkers.py --mb 4
 """
 
 from __future__ import annotations

@@ -19,6 +19,8 @@ _REGISTRY: dict[str, str] = {
     "dense": "lcr.methods.baselines:Dense",
     "hybrid": "lcr.methods.baselines:Hybrid",
     "full": "lcr.methods.baselines:FullText",
+    "mixpr": "lcr.methods.mixpr:MixPR",
+    "raptor": "lcr.methods.raptor:Raptor",
 }
 
 
@@ -31,7 +33,8 @@ def get_method(name: str) -> Method:
     if target is None:
         raise UsageError(f"unknown method {name!r}; known: {', '.join(_REGISTRY)}")
     module, _, cls = target.partition(":")
-    return getattr(import_module(module), cls)()  # type: ignore[no-any-return]
+    method: Method = getattr(import_module(module), cls)()
+    return method
 
 
 def default_build_methods() -> list[str]:

@@ -25,7 +25,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +137,8 @@ class MethodReader:
         self.entry = entry
         self.dir = index.path / entry["dir"]
         self._nodes: dict[str, list[Node]] = {}
+        self._loaded: dict[str, Any] = {}
+        self.memo: dict[str, Any] = {}  # a method's derived query-time state (see ``memoised``)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -152,10 +154,29 @@ class MethodReader:
         return self._nodes[name]
 
     def array(self, name: str) -> np.ndarray:
-        return read_array(self._file(f"{name}.zarr"))
+        """Read once per reader: a batch of questions pays for the I/O once."""
+        key = f"array:{name}"
+        if key not in self._loaded:
+            arr = read_array(self._file(f"{name}.zarr"))
+            arr.flags.writeable = False  # shared between questions: never modified in place
+            self._loaded[key] = arr
+        return self._loaded[key]
 
     def csr(self, name: str) -> sp.csr_array:
-        return read_csr(self._file(f"{name}.zarr"))
+        key = f"csr:{name}"
+        if key not in self._loaded:
+            m = read_csr(self._file(f"{name}.zarr"))
+            for part in (m.data, m.indices, m.indptr):
+                part.flags.writeable = False
+            self._loaded[key] = m
+        return self._loaded[key]
+
+    def memoised(self, key: str, make: Callable[[], Any]) -> Any:
+        """Query-time state a method derives from its arrays (a transition matrix, a
+        rebuilt vectoriser), computed on the first question and reused after."""
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
 
     def json(self, name: str) -> Any:
         try:
@@ -175,6 +196,7 @@ class Index:
     path: Path
     manifest: dict[str, Any]
     _source: str | None = field(default=None, repr=False)
+    _readers: dict[str, MethodReader] = field(default_factory=dict, repr=False)
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -326,7 +348,11 @@ class Index:
                 f"{self.path} has no {name} index; build it with: "
                 f"lcr index {src} -o {self.path} --method {name}"
             )
-        return MethodReader(self, name, entry)
+        cached = self._readers.get(name)
+        if cached is None or cached.entry is not entry:
+            cached = MethodReader(self, name, entry)
+            self._readers[name] = cached
+        return cached
 
     def doc_at(self, offset: int) -> int:
         """Which document a character offset of source.txt belongs to."""

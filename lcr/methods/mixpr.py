@@ -1,0 +1,312 @@
+"""MixPR: a mixture of PageRanks over a sparse TF-IDF chunk graph (Alonso & Millidge 2024).
+
+Build (section 4, appendix A.2): sentence chunks of at most 32 words; TF-IDF
+rows, L2-normalised; ``A`` = column-normalised ``E^T E`` with entries below
+0.27 removed, computed block by block (:mod:`lcr.graph.similarity`). Plain
+PageRank does not depend on the question, so it is computed once here.
+
+Retrieve: the question is vectorised with the stored vectoriser, linked into
+the graph as one more node and made the one-hot personalisation node;
+personalised PageRank (alpha 0.6) for local questions, plain PageRank (alpha
+0) for global ones, chosen by the paper's zero-shot y/n router unless
+``mode`` says which. The top k = 100 chunks go to the answer step in
+document order.
+
+How the question links into the graph decides whether the walk works (see
+the ``link`` setting and ``bench/bench_mixpr.py`` for the measurements).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from lcr.config import Setting
+from lcr.errors import IndexDamagedError
+from lcr.evidence import Evidence, Usage
+from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node
+from lcr.store import Node
+
+ROUTER_INSTRUCTION = (
+    "If the query asks for summarization, most frequent words, or descriptions of an entire "
+    "document, answer 'y' with no other text. If the query does not and only asks a specific "
+    "question, answer 'n' with no other text."
+)
+
+# the stored plain PageRank is computed with the default query settings
+BUILD_MAX_ITER = 18
+BUILD_TOL = 1e-4
+
+LINK_CHOICES = ("threshold", "topm", "threshold+topm", "relative", "all")
+MODE_CHOICES = ("auto", "local", "global")
+
+
+def _threads() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def router_messages(question: str) -> list[dict[str, str]]:
+    """The paper's zero-shot prompt (appendix A.2), instruction before and after the query."""
+    content = f"{ROUTER_INSTRUCTION}\n\nQUERY: {question}\n\n{ROUTER_INSTRUCTION}\n\nAnswer:"
+    return [{"role": "user", "content": content}]
+
+
+def question_links(
+    sims: np.ndarray, how: str, threshold: float, m: int, ratio: float = 0.5
+) -> np.ndarray:
+    """Edge weights from the question to every chunk under the ``link`` setting.
+
+    Weights are the question-chunk cosines; only the chosen chunks get an edge.
+    """
+    links = np.zeros_like(sims, dtype=np.float64)
+    positive = sims > 0
+    if how == "all":
+        links[positive] = sims[positive]
+        return links
+    chosen = np.zeros(len(sims), dtype=bool)
+    if how in ("threshold", "threshold+topm"):
+        chosen |= sims >= threshold
+    if how in ("topm", "threshold+topm") and m > 0:
+        chosen[_top(sims, m)] = True
+    if how == "relative" and len(sims) and m > 0:
+        top = _top(sims, m)
+        chosen[top[sims[top] >= ratio * sims[top[0]]]] = True
+    chosen &= positive
+    links[chosen] = sims[chosen]
+    return links
+
+
+def _top(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` best scores, best first; ties go to the earlier chunk."""
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    part = np.argpartition(-scores, k - 1)[:k]
+    return part[np.lexsort((part, -scores[part]))]
+
+
+def combine_ranking(walk: np.ndarray, sims: np.ndarray, k: int, sim_share: float) -> np.ndarray:
+    """The k chunks to return: ``round(sim_share * k)`` by direct similarity, the rest by walk.
+
+    Walk ties (e.g. chunks the walk never reached) are broken by direct
+    similarity, then by position. ``sim_share`` = 0 is the paper's pure ranking.
+    """
+    n = len(walk)
+    k = min(k, n)
+    chosen: list[int] = []
+    taken = np.zeros(n, dtype=bool)
+    n_direct = round(max(0.0, min(1.0, sim_share)) * k)
+    if n_direct:
+        direct = _top(sims, n_direct)
+        direct = direct[sims[direct] > 0]
+        chosen.extend(direct.tolist())
+        taken[direct] = True
+    rest = k - len(chosen)
+    if rest > 0:
+        candidates = np.flatnonzero(~taken)
+        order = np.lexsort((candidates, -sims[candidates], -walk[candidates]))
+        chosen.extend(candidates[order[:rest]].tolist())
+    return np.asarray(chosen, dtype=np.int64)
+
+
+class MixPR(Method):
+    name = "mixpr"
+    summary = "mixture of PageRanks over a TF-IDF sentence graph; no LLM to build, real-time on CPU"
+    needs = "build: nothing; retrieve: LLM router only with mode=auto; answer: LLM"
+    paper = "Alonso & Millidge 2024, Mixture-of-PageRanks (arXiv:2412.06078)"
+    built_by_default = True
+    build_settings = (
+        Setting("max_words", 32, "chunk size N in words (sentences, then newlines, then equal "
+                "word splits); paper: 32", paper=True),
+        Setting("threshold", 0.27, "graph edges need cosine >= this; paper: 0.27", paper=True),
+        Setting("self_loops", True, "keep each chunk's similarity with itself (the diagonal of "
+                "E^T E, as the paper's A has). It makes the walk lazy, so an isolated chunk "
+                "keeps its mass instead of being dangling; false drops the diagonal", paper=True),
+        Setting("max_degree", 0, "keep only each chunk's N strongest edges (0 = every edge "
+                "over the threshold, the paper's graph). Bounds the graph's memory on very "
+                "repetitive or >10M-token texts at 2*N edges per chunk"),
+    )  # fmt: skip
+    query_settings = (
+        Setting("mode", "auto", "auto: the LLM router picks local (PPR) or global (PageRank); "
+                "local/global skip the router and need no LLM", choices=MODE_CHOICES),
+        Setting("alpha_local", 0.6, "restart probability for local questions; paper: 0.6",
+                paper=True),
+        Setting("alpha_global", 0.0, "restart probability for global questions; paper: 0 "
+                "(plain PageRank, query-independent, precomputed at build)", paper=True),
+        Setting("max_iter", 18, "power-iteration cap; paper: 18", paper=True),
+        Setting("tol", 1e-4, "stop when the L1 change of the scores falls below this. "
+                "networkx's rule (change < nodes * 1e-6) stops a million-token walk after 3-4 "
+                "steps, before it reaches the far hops of a chain"),
+        Setting("top_k", 100, "chunks handed to the answer step (-k overrides); paper: 100",
+                paper=True),
+        Setting("link", "threshold+topm", "how the question joins the graph: 'threshold' "
+                "(the paper's 0.27, as if it were a chunk), 'topm' (its link_m most similar "
+                "chunks), 'threshold+topm' (both; never isolated), 'all' (every chunk sharing "
+                "a word). See bench/mixpr_note.md for the measurements", choices=LINK_CHOICES),
+        Setting("link_m", 5, "chunks the question links to under 'topm'/'threshold+topm'"),
+        Setting("link_ratio", 0.5, "under 'relative': link to the (at most link_m) chunks whose "
+                "similarity is at least this fraction of the best chunk's"),
+        Setting("sim_share", 0.5, "share of top_k filled by direct TF-IDF similarity before "
+                "the walk's ranking (0 = the paper's pure ranking). Measured (bench_mixpr.py "
+                "linking, k=100): QMSum specific-query gold recall 0.183 at 0, 0.212 at 0.5, "
+                "0.247 for pure TF-IDF; VT and Hash-Hop 4-hop chains 1.00 at 0 and 0.5, "
+                "0.80 and 0.25 for TF-IDF"),
+        Setting("router_threshold", 0.5, "P('y') above which mode=auto routes to global"),
+    )  # fmt: skip
+
+    def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
+        return str(settings.get("mode", "auto")) == "auto"
+
+    # ------------------------------------------------------------------ build
+    def build(self, ctx: BuildContext) -> None:
+        from lcr.graph import pagerank, similarity_graph, transition_matrix
+        from lcr.models.tfidf import TfidfModel
+        from lcr.text.chunking import sentence_word_chunks
+
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        max_words = int(ctx.settings["max_words"])
+        nodes: list[Node] = []
+        task = ctx.progress.task("chunking", total=len(ctx.documents))
+        for doc, start, text in ctx.doc_texts():
+            for c in sentence_word_chunks(text, max_words=max_words, offset=start):
+                nodes.append(Node(f"s{len(nodes)}", 0, c.text, [(c.start, c.end)], doc))
+            task.advance()
+        timings["chunk_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        if nodes:
+            model, emb = TfidfModel.fit([n.text for n in nodes])
+            model.save(ctx.out)
+            vocab = model.vocabulary_size
+        else:
+            emb, vocab = sp.csr_array((0, 0), dtype=np.float32), 0
+        timings["tfidf_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        ctx.progress.task("similarity graph", total=None)
+        graph, gstats = similarity_graph(
+            emb,
+            float(ctx.settings["threshold"]),
+            self_loops=bool(ctx.settings["self_loops"]),
+            max_degree=int(ctx.settings["max_degree"]),
+            workers=_threads(),
+        )
+        timings["graph_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        transition, dangling = transition_matrix(graph)
+        pr = pagerank(
+            transition, dangling, alpha=0.0, max_iter=BUILD_MAX_ITER,
+            tol=BUILD_TOL / max(len(nodes), 1),
+        )  # fmt: skip
+        del transition
+        timings["pagerank_s"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        ctx.out.write_csr("tfidf", emb)
+        ctx.out.write_csr("graph", graph)
+        ctx.out.write_array("col_sums", np.asarray(graph.sum(axis=0), dtype=np.float64).ravel())
+        ctx.out.write_array("pagerank", pr.scores.astype(np.float64))
+        ctx.out.write_nodes(nodes)
+        timings["write_s"] = time.perf_counter() - t0
+
+        ctx.out.stats.update(
+            {
+                "chunks": len(nodes),
+                "vocabulary": vocab,
+                "nnz": int(graph.nnz),
+                "mean_degree": round(graph.nnz / max(len(nodes), 1), 1),
+                "capped_rows": gstats.capped_rows,
+                "graph_blocks": gstats.blocks,
+                "pagerank_iterations": pr.iterations,
+                **{k: round(v, 3) for k, v in timings.items()},
+            }
+        )
+
+    # --------------------------------------------------------------- retrieve
+    def _route(self, ctx: QueryContext, question: str, usage: Usage) -> tuple[str, float | None]:
+        mode = str(ctx.settings.get("mode", "auto"))
+        if mode != "auto":
+            return mode, None
+        llm = ctx.models.llm
+        before = (llm.usage.prompt_tokens, llm.usage.completion_tokens, llm.usage.calls)
+        p_global = float(llm.choice_probability(router_messages(question), yes="y", no="n"))
+        usage.add(
+            llm.usage.prompt_tokens - before[0],
+            llm.usage.completion_tokens - before[1],
+            llm.usage.calls - before[2],
+        )
+        threshold = float(ctx.settings.get("router_threshold", 0.5))
+        return ("global" if p_global > threshold else "local"), p_global
+
+    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+        from lcr.graph import QueryGraph
+
+        s = ctx.settings
+        top_k = int(k if k is not None else s["top_k"])
+        usage = Usage()
+        mode, p_global = self._route(ctx, question, usage)
+        nodes = ctx.stored.nodes()
+        n = len(nodes)
+        info: dict[str, Any] = {"mode": mode}
+        if p_global is not None:
+            info["router_p_global"] = round(p_global, 4)
+        if n == 0:
+            return Evidence(self.name, [], info=info, usage=usage)
+
+        sims = self._question_sims(ctx, question, n)
+        alpha = float(s["alpha_local"] if mode == "local" else s["alpha_global"])
+        max_iter, tol = int(s["max_iter"]), float(s["tol"])
+        info["alpha"] = alpha
+        stored_settings = ctx.stored.settings
+        if alpha == 0.0 and (max_iter, tol) == (BUILD_MAX_ITER, BUILD_TOL):
+            # Plain PageRank ignores the personalisation, and one extra node barely
+            # moves it: the build already computed it over the chunk graph.
+            walk = ctx.stored.array("pagerank")
+            info.update(iterations=ctx.stored.stats.get("pagerank_iterations"), linked=0)
+        else:
+            graph = ctx.stored.csr("graph")
+            col_sums = ctx.stored.array("col_sums")
+            if graph.shape != (n, n) or len(col_sums) != n:
+                raise IndexDamagedError("mixpr index is damaged: graph and nodes disagree")
+            links = question_links(
+                sims, str(s["link"]), float(stored_settings.get("threshold", 0.27)),
+                int(s["link_m"]), float(s["link_ratio"]),
+            )  # fmt: skip
+            self_weight = 1.0 if stored_settings.get("self_loops", True) else 0.0
+            qg = QueryGraph(graph, col_sums, links, self_weight, workers=_threads())
+            result = qg.personalised(alpha, max_iter=max_iter, tol=tol / (n + 1))
+            walk = result.scores[:n]
+            info.update(
+                iterations=result.iterations,
+                converged=result.converged,
+                linked=int((links > 0).sum()),
+            )
+        if len(walk) != n:
+            raise IndexDamagedError("mixpr index is damaged: PageRank and nodes disagree")
+        info["link"] = s["link"]
+        share = float(s["sim_share"]) if mode == "local" else 0.0
+        chosen = combine_ranking(np.asarray(walk, dtype=np.float64), sims, top_k, share)
+        rank = {int(i): r + 1 for r, i in enumerate(chosen)}
+        items = [
+            item_from_node(nodes[i], float(walk[i]), rank=rank[i], similarity=float(sims[i]))
+            for i in sorted(rank, key=lambda j: (nodes[j].spans[0][0] if nodes[j].spans else 0, j))
+        ]
+        return Evidence(self.name, items, info=info, usage=usage)
+
+    @staticmethod
+    def _question_sims(ctx: QueryContext, question: str, n: int) -> np.ndarray:
+        """Cosine of the question with every chunk, by the stored vectoriser."""
+        from lcr.models.tfidf import TfidfModel
+
+        model = TfidfModel.load(ctx.stored)
+        emb = ctx.stored.csr("tfidf")
+        if emb.shape[0] != n:
+            raise IndexDamagedError("mixpr index is damaged: TF-IDF rows and nodes disagree")
+        q = model.transform([question])
+        return np.asarray((emb @ q.T).toarray(), dtype=np.float64).ravel()

@@ -1,0 +1,143 @@
+"""lcr.graph: PageRank equals networkx's; the blocked similarity graph equals the dense one."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lcr.graph import QueryGraph, pagerank, power_iteration, similarity_graph, transition_matrix
+
+
+def random_weights(n: int, seed: int, density: float = 0.15) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    w = rng.random((n, n)) * (rng.random((n, n)) < density)
+    w[:, rng.choice(n, size=max(1, n // 8), replace=False)] = 0.0  # dangling nodes
+    return w  # w[i, j] = weight of the edge j -> i
+
+
+def nx_graph(w: np.ndarray) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(w)))
+    for i, j in zip(*np.nonzero(w), strict=True):
+        g.add_edge(int(j), int(i), weight=float(w[i, j]))
+    return g
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("alpha", [0.0, 0.15, 0.6])
+def test_matches_networkx(seed: int, alpha: float) -> None:
+    w = random_weights(30, seed)
+    transition, dangling = transition_matrix(sp.csr_array(w))
+    rng = np.random.default_rng(seed + 100)
+    p = rng.random(30)
+    for personal in (None, p):
+        nx_p = None if personal is None else {i: float(v) for i, v in enumerate(personal)}
+        ref = nx.pagerank(
+            nx_graph(w), alpha=1.0 - alpha, personalization=nx_p, max_iter=1000, tol=1e-12
+        )
+        ours = pagerank(
+            transition, dangling, alpha=alpha, personalization=personal, max_iter=1000, tol=1e-12
+        )
+        assert ours.converged
+        np.testing.assert_allclose(ours.scores, [ref[i] for i in range(30)], atol=1e-9)
+        assert ours.scores.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("cap", [1, 3, 18])
+def test_iteration_cap_matches_networkx_power_steps(cap: int) -> None:
+    """With the cap hit, the result is exactly ``cap`` steps of networkx's Google matrix."""
+    w = random_weights(25, 7)
+    p = np.zeros(25)
+    p[3] = 1.0
+    alpha = 0.6
+    google = nx.google_matrix(
+        nx_graph(w), alpha=1.0 - alpha, personalization={i: float(v) for i, v in enumerate(p)}
+    )
+    x = np.full(25, 1 / 25)
+    for _ in range(cap):
+        x = x @ np.asarray(google)
+    transition, dangling = transition_matrix(sp.csr_array(w))
+    ours = pagerank(transition, dangling, alpha=alpha, personalization=p, max_iter=cap, tol=0.0)
+    assert ours.iterations == cap and not ours.converged
+    np.testing.assert_allclose(ours.scores, x, atol=1e-12)
+
+
+def test_networkx_tolerance_rule_stops_early() -> None:
+    w = random_weights(40, 3, density=0.3)
+    transition, dangling = transition_matrix(sp.csr_array(w))
+    loose = pagerank(transition, dangling, alpha=0.6, max_iter=18, tol=1e-3)
+    tight = pagerank(transition, dangling, alpha=0.6, max_iter=18, tol=1e-12)
+    assert loose.converged and loose.iterations < tight.iterations <= 18
+
+
+def test_bad_alpha_and_personalization_are_refused() -> None:
+    dangling = np.zeros(3, dtype=bool)
+    with pytest.raises(ValueError):
+        power_iteration(lambda x: x, dangling, alpha=1.5)
+    with pytest.raises(ValueError):
+        power_iteration(lambda x: x, dangling, alpha=0.5, personalization=np.zeros(3))
+
+
+def unit_rows(seed: int, n: int = 120, v: int = 40) -> sp.csr_array:
+    m = sp.random(n, v, density=0.12, random_state=seed, format="csr", dtype=np.float64)
+    m = sp.csr_array(m)
+    norms = np.sqrt(np.asarray(m.multiply(m).sum(axis=1)).ravel())
+    norms[norms == 0] = 1.0
+    return sp.csr_array(sp.diags_array(1.0 / norms) @ m)
+
+
+@pytest.mark.parametrize("self_loops", [True, False])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_similarity_graph_equals_dense_thresholded_product(self_loops: bool, workers: int) -> None:
+    emb = unit_rows(1)
+    dense = (emb @ emb.T).toarray()
+    ref = np.where(dense >= 0.27, dense, 0.0)
+    if not self_loops:
+        np.fill_diagonal(ref, 0.0)
+    # a tiny work budget forces many blocks
+    graph, stats = similarity_graph(
+        emb, 0.27, self_loops=self_loops, workers=workers, block_work=50
+    )
+    assert stats.blocks > 10
+    assert graph.nnz == np.count_nonzero(ref) == stats.nnz
+    np.testing.assert_allclose(graph.toarray(), ref, atol=1e-6)
+    assert (graph != graph.T).nnz == 0
+
+
+def test_max_degree_keeps_each_rows_strongest_edges() -> None:
+    emb = unit_rows(2)
+    full, _ = similarity_graph(emb, 0.1, self_loops=False)
+    capped, stats = similarity_graph(emb, 0.1, self_loops=False, max_degree=3, block_work=40)
+    dense, kept = full.toarray(), capped.toarray()
+    assert stats.capped_rows == int((np.count_nonzero(dense, axis=1) > 3).sum()) > 0
+    assert (capped != capped.T).nnz == 0
+    for i in range(len(dense)):
+        nz = np.flatnonzero(dense[i])
+        best = nz[np.lexsort((nz, -dense[i, nz]))][:3]
+        assert np.all(kept[i, best] == pytest.approx(dense[i, best]))  # own top 3 survive
+        others = np.setdiff1d(np.flatnonzero(kept[i]), best)
+        for j in others:  # any other edge is one of j's own top 3
+            nzj = np.flatnonzero(dense[j])
+            assert i in nzj[np.lexsort((nzj, -dense[j, nzj]))][:3]
+    assert capped.nnz <= 2 * 3 * len(dense)
+
+
+def test_query_graph_equals_explicitly_extended_graph() -> None:
+    emb = unit_rows(3, n=60)
+    graph, _ = similarity_graph(emb, 0.2)
+    rng = np.random.default_rng(0)
+    links = np.where(rng.random(60) < 0.1, rng.random(60), 0.0)
+    big = np.zeros((61, 61))
+    big[:60, :60] = graph.toarray()
+    big[:60, 60] = big[60, :60] = links
+    big[60, 60] = 1.0
+    transition, dangling = transition_matrix(sp.csr_array(big))
+    p = np.zeros(61)
+    p[60] = 1.0
+    ref = pagerank(transition, dangling, alpha=0.6, personalization=p, tol=1e-10)
+    qg = QueryGraph(graph, np.asarray(graph.sum(axis=0)).ravel(), links, 1.0, workers=2)
+    ours = qg.personalised(0.6, tol=1e-10)
+    assert ours.iterations == ref.iterations
+    np.testing.assert_allclose(ours.scores, ref.scores, rtol=1e-5, atol=1e-9)
