@@ -455,7 +455,7 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
     """Every method: what it does, what it needs, its paper."""
     from lcr.methods import get_method, method_names
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     for name in method_names():
         m = get_method(name)
         rows.append(
@@ -494,18 +494,25 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
 
 # ------------------------------------------------------------------- models
 @cli.group("models", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per preset.")
 @click.pass_context
-def models_group(ctx: click.Context) -> None:
+def models_group(ctx: click.Context, as_json: bool) -> None:
     """List the model presets: installed, cached, size and RAM."""
     if ctx.invoked_subcommand is not None:
         return
     from lcr.models.presets import list_presets
 
-    click.echo(f"{'preset':22} {'kind':9} {'installed':10} {'cached':7} {'download':9} RAM")
-    for p in list_presets():
+    presets = list_presets()
+    if as_json:
+        for p in presets:
+            click.echo(json.dumps(p.to_json()))
+        return
+    click.echo(f"{'preset':22} {'kind':9} {'installed':10} {'cached':7} {'download':>9} {'RAM':>8}")
+    for p in presets:
         name = p.name + (" *" if p.default else "")
         click.echo(
-            f"{name:22} {p.kind:9} {_yn(p.installed):10} {_yn(p.cached):7} {p.download:9} {p.ram}"
+            f"{name:22} {p.kind:9} {_yn(p.installed):10} {_yn(p.cached):7} "
+            f"{_human(p.download_bytes):>9} {_human(p.ram_bytes):>8}"
         )
     click.echo("* default.  Install a preset with: lcr models install NAME")
 

@@ -153,7 +153,7 @@ def test_bad_input_is_one_line_error(
     run(["index", str(story), "-q"], capsys)
     idx = story.with_suffix(".idx")
     argv = [a.replace("{story}", str(story)).replace("{idx}", str(idx)) for a in args]
-    got, out, err = run(argv, capsys)
+    got, _out, err = run(argv, capsys)
     assert got == code
     assert "Traceback" not in err
     import re

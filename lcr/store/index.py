@@ -323,7 +323,8 @@ class Index:
     @property
     def source(self) -> str:
         if self._source is None:
-            self._source = (self.path / "source.txt").read_text(encoding="utf-8")
+            with (self.path / "source.txt").open(encoding="utf-8", newline="") as fh:
+                self._source = fh.read()
         return self._source
 
     @property

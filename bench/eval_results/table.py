@@ -1,0 +1,23 @@
+"""Markdown tables from the ``--json`` summaries that run.sh writes (one per task)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from lcr.eval.summary import markdown
+
+
+def main(work: str, tag: str) -> None:
+    for task in ("hashhop2", "hashhop4", "vt", "babilong-qa2", "babilong-qa3"):
+        path = Path(work) / f"{task}.{tag}.summary.json"
+        if not path.exists():
+            continue
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        print(f"**{task}** ({payload['questions']} questions)\n")
+        print(markdown(payload["summary"]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "/tmp/lcr-eval-bench", *sys.argv[2:3] or ["all"])

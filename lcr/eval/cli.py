@@ -1,0 +1,286 @@
+"""``lcr eval``: run methods on a dataset, or prepare/generate datasets.
+
+``lcr eval DATA.jsonl --method M`` and ``lcr eval prepare|generate ...`` share
+one name: :class:`DefaultGroup` sends anything that is not a subcommand to the
+hidden ``run`` command. The lead attaches it with ``cli.add_command(eval_group, "eval")``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from lcr.models.base import DEFAULT_EMBEDDER, DEFAULT_LLM
+
+FORMAT_HELP = """\b
+Dataset format (JSONL, one question a line):
+  {"id": "q1", "question": "...", "answers": ["...", "..."],
+   "documents": [{"id": "d1", "title": "...", "text": "..."}],
+   "evidence": [{"doc": "d1", "start": 10, "end": 42}, {"doc": "d1", "text": "exact words"}]}
+A document is inline {id, title, text}, {"id": ...} for one given inline on an
+earlier line, or a path relative to the data file. Evidence is optional: spans
+into the document's own text, exact strings, or {"doc": id} for document-level
+gold. Questions over the same documents share one index."""
+
+
+class DefaultGroup(click.Group):
+    """A group whose unknown first word (a data file, an option) goes to ``run``."""
+
+    default_command = "run"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [self.default_command, *args]
+        return super().parse_args(ctx, args)
+
+    def format_usage(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_usage(
+            ctx.command_path,
+            "DATA.jsonl --method M [--method M2 ...] [OPTIONS]\n"
+            f"{' ' * (len(ctx.command_path) + 7)}| prepare KIND SOURCE -o OUT | generate KIND "
+            "--length N -o OUT",
+        )
+
+
+@click.group(
+    "eval",
+    cls=DefaultGroup,
+    epilog=FORMAT_HELP,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+def eval_group() -> None:
+    """Measure methods side by side on real and generated long-context tasks.
+
+    `lcr eval DATA.jsonl --method bm25 --method mixpr` runs every method on every
+    question (see `lcr eval run --help`); `prepare` converts SQuALITY, QMSum,
+    ODSum and BABILong; `generate` writes RULER and Hash-Hop tasks.
+    """
+
+
+def _progress_enabled(quiet: bool) -> bool:
+    return not quiet and sys.stderr.isatty()
+
+
+def _note(message: str, quiet: bool) -> None:
+    if not quiet:
+        click.echo(message, err=True)
+
+
+@eval_group.command("run", hidden=True, epilog=FORMAT_HELP)
+@click.argument("data", type=click.Path(path_type=Path))
+@click.option(
+    "--method",
+    "-m",
+    "methods",
+    multiple=True,
+    help="Method to evaluate (repeat for several; 'all' for every method).",
+)
+@click.option(
+    "-k", "k", type=int, default=None, help="Evidence items per question (method default)."
+)
+@click.option("--limit", type=int, default=None, help="Only the first N questions.")
+@click.option(
+    "--retrieval-only",
+    is_flag=True,
+    help="Score retrieval only: no answer step, so no LLM for methods that retrieve without one.",
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Results JSONL (appended; default DATA.results.jsonl). A rerun skips questions "
+    "already done with the same method, settings and models.",
+)
+@click.option(
+    "--index-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where the shared indexes are cached (default DATA.indexes/ beside the data).",
+)
+@click.option(
+    "--max-new-tokens", type=int, default=256, show_default=True, help="Answer length cap."
+)
+@click.option(
+    "--llm",
+    envvar="LCR_LLM",
+    default=DEFAULT_LLM,
+    show_default=True,
+    help="LLM preset, id or path.",
+)
+@click.option(
+    "--embedder",
+    envvar="LCR_EMBEDDER",
+    default=DEFAULT_EMBEDDER,
+    show_default=True,
+    help="Embedder preset, id or path.",
+)
+@click.option(
+    "--device",
+    envvar="LCR_DEVICE",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+)
+@click.option(
+    "--set", "sets", multiple=True, metavar="METHOD.KEY=VALUE", help="Override a setting."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress or notes on stderr.")
+def run_command(
+    data: Path,
+    methods: tuple[str, ...],
+    k: int | None,
+    limit: int | None,
+    retrieval_only: bool,
+    out: Path | None,
+    index_dir: Path | None,
+    max_new_tokens: int,
+    llm: str,
+    embedder: str,
+    device: str,
+    sets: tuple[str, ...],
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Run every --method on every question of DATA.jsonl and print the summary table.
+
+    Per question it records the answer (unless --retrieval-only), the evidence,
+    EM / F1 (SQuAD normalisation), ROUGE-L, RULER string match (all / part),
+    evidence recall, evidence tokens, LLM tokens in and out, LLM calls, wall
+    time and FLOPs (2 x parameters x tokens, PECAN's measure). The table shows
+    means with 95% bootstrap intervals and, for two methods, a paired bootstrap
+    test of their difference.
+    """
+    from lcr.errors import UsageError
+    from lcr.eval import runner, summary
+    from lcr.models.base import Models, ModelSpec
+    from lcr.progress import progress_for
+
+    if max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be at least 1")
+    opts = runner.RunOptions(
+        methods=list(methods),
+        k=k,
+        limit=limit,
+        retrieval_only=retrieval_only,
+        sets=list(sets),
+        max_new_tokens=max_new_tokens,
+        index_dir=index_dir,
+        out=out,
+    )
+    with progress_for(_progress_enabled(quiet)) as progress:
+        models = Models(
+            spec=ModelSpec(llm=llm, embedder=embedder, device=device), progress=progress
+        )
+        outcome = runner.run(data, models, opts, progress=progress)
+    names = [p.name for p in outcome.plans]
+    result = summary.summarize(outcome.records, names, retrieval_only=retrieval_only)
+    if as_json:
+        payload: dict[str, Any] = {
+            "data": str(data),
+            "results": str(outcome.out),
+            "questions": len(outcome.questions),
+            "new": outcome.new,
+            "skipped": outcome.skipped,
+            "retrieval_only": retrieval_only,
+            "summary": result,
+        }
+        click.echo(json.dumps(payload, ensure_ascii=False))
+        return
+    from rich.console import Console
+
+    _note(
+        f"{len(outcome.questions)} questions x {len(names)} methods: {outcome.new} run, "
+        f"{outcome.skipped} already in {outcome.out}",
+        quiet,
+    )
+    summary.render(result, Console())
+
+
+@eval_group.command("prepare")
+@click.argument("kind", type=click.Choice(["squality", "qmsum", "odsum", "babilong"]))
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("-o", "--out", "out", required=True, help="Output JSONL ('-' for stdout).")
+@click.option("--seed", type=int, default=0, show_default=True, help="BABILong sampling seed.")
+@click.option("--limit", type=int, default=None, help="At most N questions.")
+@click.option(
+    "--filler",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="babilong: the long text the bAbI facts are hidden in (any prose, e.g. a book).",
+)
+@click.option(
+    "--length",
+    default="32k",
+    show_default=True,
+    help="babilong: target length in tokens (approximate counter, see generate --help).",
+)
+@click.option("--quiet", "-q", is_flag=True)
+def prepare_command(
+    kind: str,
+    source: Path,
+    out: str,
+    seed: int,
+    limit: int | None,
+    filler: Path | None,
+    length: str,
+    quiet: bool,
+) -> None:
+    """Convert a real set's files (see ../shared/data/README.md) to the eval format.
+
+    \b
+    squality SOURCE=dev.jsonl        story questions, 4 reference answers each
+    qmsum    SOURCE=val.jsonl        meeting queries; gold evidence = relevant_text_span
+    odsum    SOURCE=odsum/ folder    all dev stories one corpus; document-level gold
+    babilong SOURCE=qaN_*_test.txt   bAbI qa1-qa5 facts hidden in --filler at --length;
+                                     supporting facts are the gold evidence
+    """
+    from lcr.eval import convert, dataset
+    from lcr.eval.generate import parse_length
+
+    questions = convert.prepare(
+        kind, source, seed=seed, limit=limit, filler=filler, length=parse_length(length)
+    )
+    n = dataset.save(questions, out)
+    _note(f"wrote {n} questions to {out}", quiet or out == "-")
+
+
+@eval_group.command("generate")
+@click.argument(
+    "kind",
+    type=click.Choice(
+        ["niah-single", "niah-multikey", "niah-multivalue", "niah-multiquery", "vt", "hashhop"]
+    ),
+)
+@click.option(
+    "--length",
+    required=True,
+    help="Document length in tokens (4096, 32k, 128k) of the approximate counter.",
+)
+@click.option("-o", "--out", "out", required=True, help="Output JSONL ('-' for stdout).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--count", type=int, default=50, show_default=True, help="Number of questions.")
+@click.option("--hops", type=int, default=None, help="vt: chain length (4); hashhop: 1-6 (2).")
+@click.option("--quiet", "-q", is_flag=True)
+def generate_command(
+    kind: str, length: str, out: str, seed: int, count: int, hops: int | None, quiet: bool
+) -> None:
+    """Write a synthetic task: RULER NIAH (4 variants), variable tracking, Hash-Hop.
+
+    Each question has its own document of --length tokens and its gold evidence
+    (the needles, the assignment chain). Tokens are counted by lcr's approximate
+    tokenizer-free counter (lcr.text.tokens: close to Qwen2.5's BPE on prose,
+    fewer than BPE on random strings), so the same seed gives the same file
+    byte for byte whatever models are installed.
+    """
+    from lcr.eval import dataset
+    from lcr.eval.generate import generate, parse_length
+
+    questions = generate(kind, parse_length(length), count, seed, hops=hops)
+    n = dataset.save(questions, out)
+    _note(f"wrote {n} questions to {out}", quiet or out == "-")

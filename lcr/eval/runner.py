@@ -1,0 +1,347 @@
+"""The runner behind ``lcr eval``: every method on every question, resumable.
+
+Questions over the same documents share one index (cached beside the data or in
+``--index-dir``); each method is built into it once (``pipeline.build`` keeps an
+identical build). Each finished (question, method) is appended to the results
+file at once, keyed by a digest of everything that changes the outcome (method,
+resolved build and query settings, models, ``-k``, answer or retrieval-only),
+so a rerun skips what is done and an interrupted run loses one question at most.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lcr import config, pipeline
+from lcr.errors import InputError, SettingError, UsageError
+from lcr.eval import dataset, metrics
+from lcr.eval.dataset import Question
+from lcr.methods import get_method, method_names
+from lcr.methods.base import Method
+from lcr.models.base import Models
+from lcr.pipeline import Result
+from lcr.progress import NULL_PROGRESS, Progress
+from lcr.store import DocumentInput, Index
+from lcr.text.tokens import count_tokens
+
+
+@dataclass
+class RunOptions:
+    methods: list[str]
+    k: int | None = None
+    limit: int | None = None
+    retrieval_only: bool = False
+    sets: list[str] = field(default_factory=list)
+    max_new_tokens: int = 256
+    index_dir: Path | None = None
+    out: Path | None = None
+
+
+@dataclass
+class MethodPlan:
+    """One method as this run uses it, and the digest that identifies its results."""
+
+    method: Method
+    build: dict[str, Any]
+    query: dict[str, Any]
+    models: dict[str, str]
+    key: str
+
+    @property
+    def name(self) -> str:
+        return self.method.name
+
+
+def default_out(data: Path) -> Path:
+    """``set.jsonl`` -> ``set.results.jsonl`` beside it."""
+    return data.with_name(data.stem + ".results.jsonl")
+
+
+def default_index_dir(data: Path) -> Path:
+    """``set.jsonl`` -> ``set.indexes/`` beside it."""
+    return data.with_name(data.stem + ".indexes")
+
+
+def _digest(obj: Any) -> str:
+    raw = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
+
+
+def split_sets(sets: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``--set`` lines split into build-time and query-time ones.
+
+    One eval command builds and queries, so it takes both kinds of setting;
+    a key of neither kind fails, listing the valid ones.
+    """
+    config.check_methods_named(sets, method_names())
+    build: list[str] = []
+    query: list[str] = []
+    for text in sets:
+        target, name, _ = config.split_assignment(text)
+        method = get_method(target)
+        if any(st.name == name for st in method.build_settings):
+            build.append(text)
+        elif any(st.name == name for st in method.query_settings):
+            query.append(text)
+        else:
+            valid = sorted(st.name for st in (*method.build_settings, *method.query_settings))
+            raise SettingError(
+                f"unknown setting {target}.{name}; valid: {', '.join(valid) or 'none'}"
+            )
+    return build, query
+
+
+def plan_methods(names: Sequence[str], models: Models, opts: RunOptions) -> list[MethodPlan]:
+    """Resolve methods and settings up front, so every bad name or --set fails first."""
+    if not names:
+        raise UsageError("give at least one --method (or --method all)")
+    build_sets, query_sets = split_sets(opts.sets)
+    if opts.k is not None and opts.k < 1:
+        raise UsageError("-k must be at least 1")
+    plans = []
+    for name in pipeline.expand_methods(names):
+        method = get_method(name)
+        build = pipeline.build_settings(method, build_sets)
+        query = pipeline.query_settings(method, query_sets)
+        rec: dict[str, str] = {}
+        if method.build_uses_embedder or method.retrieval_uses_embedder(query):
+            rec["embedder"] = models.embedder_id()
+        if method.build_uses_llm or method.retrieval_uses_llm(query) or not opts.retrieval_only:
+            rec["llm"] = models.llm_id()
+        key = _digest(
+            {
+                "method": name,
+                "build": build,
+                "query": query,
+                "models": rec,
+                "k": opts.k,
+                "retrieval_only": opts.retrieval_only,
+                "max_new_tokens": None if opts.retrieval_only else opts.max_new_tokens,
+            }
+        )
+        plans.append(MethodPlan(method, build, query, rec, key))
+    return plans
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """Records already in ``path``; a torn last line (killed mid-write) is ignored."""
+    if not path.exists():
+        return []
+    out = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(rec, dict) and "id" in rec and "run" in rec:
+                out.append(rec)
+    return out
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:40] or "docs"
+
+
+def open_index(q: Question, index_dir: Path) -> Index:
+    """The shared index of ``q``'s documents, created on first use."""
+    name = f"{_slug(q.documents[0].id)}-{q.corpus_key()}.idx"
+    docs = [DocumentInput(d.id, d.text, d.sha256, len(d.text.encode("utf-8"))) for d in q.documents]
+    return Index.create(index_dir / name, docs)
+
+
+def source_spans(q: Question, index: Index) -> tuple[list[tuple[int, int] | None], list[int]]:
+    """Gold spans in source.txt offsets, and gold documents (by index) for doc-level gold."""
+    starts = {d.id: i for i, d in enumerate(q.documents)}
+    sdocs = index.documents
+    spans: list[tuple[int, int] | None] = []
+    gold_docs: list[int] = []
+    located = dataset.gold_spans(q)
+    for ev, span in zip(q.evidence, located, strict=True):
+        if ev.whole_document:
+            assert ev.doc is not None
+            gold_docs.append(starts[ev.doc])
+            continue
+        if span is None:
+            spans.append(None)
+            continue
+        doc_id, s, e = span
+        base = sdocs[starts[doc_id]].start
+        spans.append((base + s, base + e))
+    return spans, gold_docs
+
+
+def score(
+    q: Question,
+    result: Result,
+    gold: list[tuple[int, int] | None],
+    gold_docs: list[int],
+    llm_params: float | None,
+    wall: float,
+) -> dict[str, float]:
+    items = result.evidence.items
+    out: dict[str, float] = {}
+    out.update(metrics.evidence_recall(gold, [sp for it in items for sp in it.spans]))
+    dr = metrics.doc_recall(gold_docs, [it.doc for it in items])
+    if dr is not None:
+        out["doc_recall"] = dr
+    out["evidence_tokens"] = float(sum(count_tokens(it.text) for it in items))
+    if q.answers:
+        joined = "\n".join(it.text for it in items)
+        out["answer_in_evidence"] = metrics.string_match_all(joined, q.answers) or 0.0
+    out.update(metrics.answer_scores(result.answer, q.answers))
+    u = result.usage
+    out["prompt_tokens"] = float(u.prompt_tokens)
+    out["completion_tokens"] = float(u.completion_tokens)
+    out["llm_calls"] = float(u.calls)
+    out["wall_s"] = wall
+    out["flops"] = metrics.query_flops(llm_params, u.prompt_tokens, u.completion_tokens)
+    return out
+
+
+def _record(
+    q: Question, plan: MethodPlan, opts: RunOptions, result: Result, scores: dict[str, float]
+) -> dict[str, Any]:
+    return {
+        "id": q.id,
+        "method": plan.name,
+        "run": plan.key,
+        "task": q.task,
+        "question": q.question,
+        "answer": result.answer,
+        "evidence": [
+            {
+                "id": it.id,
+                "doc": it.doc,
+                "score": round(float(it.score), 6),
+                "spans": [[int(s), int(e)] for s, e in it.spans],
+            }
+            for it in result.evidence.items
+        ],
+        "metrics": {k: round(v, 6) if isinstance(v, float) else v for k, v in scores.items()},
+        "usage": result.usage.to_json(),
+        "timings": {k: round(v, 4) for k, v in result.timings.items()},
+        "models": result.models,
+        "k": opts.k,
+        "retrieval_only": opts.retrieval_only,
+        "settings": {"build": plan.build, "query": plan.query},
+    }
+
+
+def _groups(questions: Sequence[Question]) -> Iterator[list[Question]]:
+    by_key: dict[str, list[Question]] = {}
+    for q in questions:
+        by_key.setdefault(q.corpus_key(), []).append(q)
+    yield from by_key.values()
+
+
+@dataclass
+class RunOutcome:
+    questions: list[Question]
+    plans: list[MethodPlan]
+    records: list[dict[str, Any]]  # this run's records (new and resumed), question order
+    new: int
+    skipped: int
+    out: Path
+
+
+def run(
+    data: str | Path,
+    models: Models,
+    opts: RunOptions,
+    *,
+    progress: Progress = NULL_PROGRESS,
+) -> RunOutcome:
+    """Evaluate ``opts.methods`` on the questions of ``data``; see the module doc."""
+    data_path = Path(data)
+    if opts.limit is not None and opts.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    plans = plan_methods(opts.methods, models, opts)
+    build_sets, query_sets = split_sets(opts.sets)
+    questions = dataset.load(data_path, opts.limit)
+    out = opts.out or default_out(data_path)
+    if out.exists() and out.is_dir():
+        raise InputError(f"--out {out} is a folder")
+    index_dir = opts.index_dir or default_index_dir(data_path)
+    done: dict[tuple[str, str], dict[str, Any]] = {
+        (r["id"], r["run"]): r for r in read_results(out)
+    }
+    pending = [(q, p) for q in questions for p in plans if (q.id, p.key) not in done]
+    skipped = len(questions) * len(plans) - len(pending)
+    new = 0
+    if pending:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        task = progress.task("eval", total=len(pending))
+        todo = {(q.id, p.key) for q, p in pending}
+        with out.open("a", encoding="utf-8") as fh:
+            for group in _groups(questions):
+                group_plans = [p for p in plans if any((q.id, p.key) in todo for q in group)]
+                if not group_plans:
+                    continue
+                index = open_index(group[0], index_dir)
+                pipeline.build(
+                    index, [p.name for p in group_plans], models, build_sets, progress=progress
+                )
+                for q in group:
+                    gold, gold_docs = source_spans(q, index)
+                    for plan in group_plans:
+                        if (q.id, plan.key) not in todo:
+                            continue
+                        rec = run_one(q, plan, index, models, opts, gold, gold_docs, query_sets)
+                        fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                        fh.flush()
+                        done[(q.id, plan.key)] = rec
+                        new += 1
+                        task.advance()
+    records = [done[(q.id, p.key)] for q in questions for p in plans if (q.id, p.key) in done]
+    return RunOutcome(questions, plans, records, new, skipped, out)
+
+
+def _warm(plan: MethodPlan, models: Models, opts: RunOptions) -> None:
+    """Load the models a query needs before the clock starts (wall time is per query)."""
+    if "embedder" in plan.models:
+        _ = models.embedder
+    if not opts.retrieval_only or plan.method.retrieval_uses_llm(plan.query):
+        _ = models.llm
+
+
+def run_one(
+    q: Question,
+    plan: MethodPlan,
+    index: Index,
+    models: Models,
+    opts: RunOptions,
+    gold: list[tuple[int, int] | None],
+    gold_docs: list[int],
+    query_sets: Sequence[str] = (),
+) -> dict[str, Any]:
+    _warm(plan, models, opts)
+    started = time.perf_counter()
+    if opts.retrieval_only:
+        result = pipeline.retrieve(index, plan.name, q.question, models, query_sets, k=opts.k)
+    else:
+        result = pipeline.ask(
+            index,
+            plan.name,
+            q.question,
+            models,
+            query_sets,
+            k=opts.k,
+            max_new_tokens=opts.max_new_tokens,
+        )
+    wall = time.perf_counter() - started - result.timings.get("llm_load_s", 0.0)
+    params = None
+    if result.usage.calls:
+        llm = models.llm if models.llm_loaded else None
+        params = metrics.llm_parameters(models.llm_id(), llm)
+    scores = score(q, result, gold, gold_docs, params, wall)
+    return _record(q, plan, opts, result, scores)

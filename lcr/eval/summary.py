@@ -1,0 +1,159 @@
+"""The summary of a run: one row per method, means with 95% bootstrap intervals.
+
+With exactly two methods, a paired bootstrap test of their difference on the
+questions both answered is added for every metric they share.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from lcr.eval.stats import bootstrap_mean, paired_bootstrap
+
+# Display order and labels; metrics absent from every record are not shown.
+METRICS: tuple[tuple[str, str], ...] = (
+    ("em", "EM"),
+    ("f1", "F1"),
+    ("rouge_l", "ROUGE-L"),
+    ("match_all", "match all"),
+    ("match_part", "match part"),
+    ("recall", "recall"),
+    ("char_recall", "char recall"),
+    ("doc_recall", "doc recall"),
+    ("answer_in_evidence", "answer in ev."),
+    ("evidence_tokens", "ev. tokens"),
+    ("prompt_tokens", "tokens in"),
+    ("completion_tokens", "tokens out"),
+    ("llm_calls", "LLM calls"),
+    ("wall_s", "wall s"),
+    ("flops", "TFLOPs"),
+)
+_COST = {"prompt_tokens", "completion_tokens", "llm_calls", "flops"}
+
+
+def _values(records: Sequence[dict[str, Any]], method: str, metric: str) -> dict[str, float]:
+    out = {}
+    for r in records:
+        if r["method"] != method:
+            continue
+        v = r.get("metrics", {}).get(metric)
+        if isinstance(v, int | float) and not math.isnan(v):
+            out[r["id"]] = float(v)
+    return out
+
+
+def shown_metrics(records: Sequence[dict[str, Any]], retrieval_only: bool) -> list[str]:
+    present = {k for r in records for k in r.get("metrics", {})}
+    names = [m for m, _ in METRICS if m in present]
+    if retrieval_only:  # no LLM answered: its counters would be all zero
+        names = [
+            m for m in names if m not in _COST or any(r.get("metrics", {}).get(m) for r in records)
+        ]
+    return names
+
+
+def summarize(
+    records: Sequence[dict[str, Any]], methods: Sequence[str], *, retrieval_only: bool = False
+) -> dict[str, Any]:
+    """JSON-ready summary: per method and metric, mean/low/high/n; paired test for two."""
+    names = shown_metrics(records, retrieval_only)
+    table: dict[str, dict[str, Any]] = {}
+    for m in methods:
+        row: dict[str, Any] = {}
+        for metric in names:
+            vals = _values(records, m, metric)
+            if vals:
+                scale = 1e-12 if metric == "flops" else 1.0
+                iv = bootstrap_mean([v * scale for v in vals.values()])
+                row[metric] = iv.to_json()
+        row["questions"] = len({r["id"] for r in records if r["method"] == m})
+        table[m] = row
+    out: dict[str, Any] = {"metrics": names, "methods": table}
+    if len(methods) == 2:
+        a, b = methods
+        paired: dict[str, Any] = {}
+        for metric in names:
+            va, vb = _values(records, a, metric), _values(records, b, metric)
+            shared = [i for i in va if i in vb]
+            if shared:
+                scale = 1e-12 if metric == "flops" else 1.0
+                test = paired_bootstrap(
+                    [va[i] * scale for i in shared], [vb[i] * scale for i in shared]
+                )
+                paired[metric] = test.to_json()
+        out["paired"] = {"a": a, "b": b, "tests": paired}
+    return out
+
+
+def _fmt(x: float) -> str:
+    if math.isnan(x):
+        return "-"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}"
+
+
+def label(metric: str) -> str:
+    return dict(METRICS).get(metric, metric)
+
+
+def render(summary: dict[str, Any], console: Any) -> None:
+    """Print the summary as rich tables on ``console``."""
+    from rich.table import Table
+
+    names: list[str] = summary["metrics"]
+    table = Table(title="lcr eval: mean [95% bootstrap interval]", show_lines=False)
+    table.add_column("method", style="bold")
+    table.add_column("n", justify="right")
+    for metric in names:
+        table.add_column(label(metric), justify="right")
+    for method, row in summary["methods"].items():
+        cells = [method, str(row.get("questions", 0))]
+        for metric in names:
+            iv = row.get(metric)
+            if iv is None:
+                cells.append("-")
+            else:
+                cells.append(f"{_fmt(iv['mean'])}\n[{_fmt(iv['low'])}, {_fmt(iv['high'])}]")
+        table.add_row(*cells)
+    console.print(table)
+    paired = summary.get("paired")
+    if paired and paired["tests"]:
+        t2 = Table(title=f"paired bootstrap: {paired['a']} - {paired['b']}")
+        t2.add_column("metric")
+        t2.add_column("difference", justify="right")
+        t2.add_column("95% interval", justify="right")
+        t2.add_column("p", justify="right")
+        t2.add_column("n", justify="right")
+        for metric, t in paired["tests"].items():
+            t2.add_row(
+                label(metric),
+                _fmt(t["diff"]),
+                f"[{_fmt(t['low'])}, {_fmt(t['high'])}]",
+                f"{t['p_value']:.3f}",
+                str(t["n"]),
+            )
+        console.print(t2)
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The summary as a Markdown table (for README results)."""
+    names: list[str] = summary["metrics"]
+    head = "| method | n | " + " | ".join(label(m) for m in names) + " |"
+    sep = "|---|---:|" + "---:|" * len(names)
+    lines = [head, sep]
+    for method, row in summary["methods"].items():
+        cells = []
+        for m in names:
+            iv = row.get(m)
+            cells.append(
+                "-" if iv is None else f"{_fmt(iv['mean'])} [{_fmt(iv['low'])}, {_fmt(iv['high'])}]"
+            )
+        lines.append(f"| {method} | {row.get('questions', 0)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,187 @@
+"""End to end: generate a small set, evaluate two cheap methods through the CLI,
+check the table, the JSON, the results file and resuming; the answer path with a
+scripted LLM, and once with the real small model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lcr.errors import LcrError, UsageError
+from lcr.eval import runner
+from lcr.eval.cli import eval_group
+from lcr.models.base import Models, ModelSpec
+from tests.fakes import ForbiddenLLM, ScriptedLLM
+
+
+@pytest.fixture()
+def niah_set(tmp_path: Path) -> Path:
+    path = tmp_path / "niah.jsonl"
+    res = CliRunner().invoke(
+        eval_group,
+        ["generate", "niah-multikey", "--length", "3000", "--count", "6", "-o", str(path)],
+    )
+    assert res.exit_code == 0, res.output
+    return path
+
+
+def test_two_methods_through_cli_table_json_and_resume(niah_set: Path) -> None:
+    cli = CliRunner()
+    args = [str(niah_set), "--method", "bm25", "-m", "tfidf", "--retrieval-only", "-k", "3"]
+    res = cli.invoke(eval_group, [*args, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["new"] == 12 and out["skipped"] == 0 and out["questions"] == 6
+    summary = out["summary"]
+    assert set(summary["methods"]) == {"bm25", "tfidf"}
+    assert "em" not in summary["metrics"]  # no answers in retrieval-only mode
+    for method in ("bm25", "tfidf"):
+        row = summary["methods"][method]
+        assert row["questions"] == 6
+        # the needle's key is in the question: lexical retrieval finds it every time
+        assert row["recall"]["mean"] == 1.0
+        assert row["answer_in_evidence"]["mean"] == 1.0
+        assert row["recall"]["low"] <= row["recall"]["mean"] <= row["recall"]["high"]
+        assert 0 < row["evidence_tokens"]["mean"] <= 3 * 200
+    assert summary["paired"]["a"] == "bm25" and "recall" in summary["paired"]["tests"]
+    assert summary["paired"]["tests"]["recall"]["diff"] == 0.0
+
+    results = niah_set.with_name("niah.results.jsonl")
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(records) == 12
+    rec = records[0]
+    assert rec["answer"] is None and len(rec["evidence"]) == 3
+    assert rec["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
+    assert rec["metrics"]["wall_s"] > 0 and rec["metrics"]["flops"] == 0
+    assert (niah_set.parent / "niah.indexes").is_dir()
+    assert len(list((niah_set.parent / "niah.indexes").glob("*.idx"))) == 6
+
+    # a rerun skips everything; the table lists both methods
+    res = cli.invoke(eval_group, args)
+    assert res.exit_code == 0, res.output
+    assert "bm25" in res.output and "tfidf" in res.output and "recall" in res.output
+    assert "paired bootstrap" in res.output
+    assert len(results.read_text().splitlines()) == 12
+
+    # another -k is another run: only it is computed
+    res = cli.invoke(eval_group, [*args[:-1], "1", "--json", "--limit", "2"])
+    out = json.loads(res.output)
+    assert out["new"] == 4 and out["skipped"] == 0
+    assert len(results.read_text().splitlines()) == 16
+
+
+def test_build_and_query_settings_in_one_command(niah_set: Path, tmp_path: Path) -> None:
+    opts = runner.RunOptions(
+        methods=["bm25"],
+        retrieval_only=True,
+        out=tmp_path / "s.jsonl",
+        limit=1,
+        sets=["bm25.chunk_tokens=64", "bm25.top_k=2"],
+    )
+    outcome = runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), opts)
+    rec = outcome.records[0]
+    assert len(rec["evidence"]) == 2
+    assert rec["settings"]["build"]["chunk_tokens"] == 64
+    assert rec["metrics"]["evidence_tokens"] <= 2 * 70
+
+
+def test_resume_after_interruption_and_torn_line(niah_set: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.jsonl"
+    opts = runner.RunOptions(methods=["bm25"], retrieval_only=True, out=out, limit=3)
+    first = runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), opts)
+    assert first.new == 3
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines[:2]) + "\n" + lines[2][:40])  # killed mid-write
+    opts.limit = None
+    again = runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), opts)
+    assert again.new == 4 and again.skipped == 2
+    assert [r["id"] for r in again.records] == [f"niah-multikey-{i}" for i in range(6)]
+
+
+class CountedLLM(ScriptedLLM):
+    """A scripted LLM that reports a parameter count, as the real backend can."""
+
+    def num_parameters(self) -> int:
+        return 135_000_000
+
+
+def test_answer_path_with_scripted_llm(niah_set: Path, tmp_path: Path) -> None:
+    llm = CountedLLM(words=400)
+    models = Models.with_objects(llm=llm, spec=ModelSpec(llm="smollm2-135m"))
+    opts = runner.RunOptions(methods=["bm25"], k=2, limit=2, out=tmp_path / "a.jsonl")
+    outcome = runner.run(niah_set, models, opts)
+    assert outcome.new == 2
+    rec = outcome.records[0]
+    m = rec["metrics"]
+    # the scripted LLM echoes the prompt, which holds the retrieved needle
+    assert rec["answer"] and m["match_all"] == 1.0 and m["match_part"] == 1.0
+    assert 0 <= m["f1"] < 0.2 and m["em"] == 0.0 and 0 <= m["rouge_l"] < 0.2
+    assert m["llm_calls"] == 1 and m["prompt_tokens"] > 0 and m["completion_tokens"] > 0
+    assert m["flops"] == pytest.approx(2 * 0.135e9 * (m["prompt_tokens"] + m["completion_tokens"]))
+    assert rec["usage"]["calls"] == 1 and rec["models"]["llm"] == "scripted-test-llm"
+    # the same settings with another model is another run
+    other = ScriptedLLM()
+    other.model_id = "other-llm"
+    assert runner.run(niah_set, Models.with_objects(llm=other), opts).new == 2
+    assert runner.run(niah_set, Models.with_objects(llm=CountedLLM()), opts).new == 0
+
+
+def test_user_errors_are_lcr_errors(niah_set: Path, tmp_path: Path) -> None:
+    models = Models.with_objects(llm=ForbiddenLLM())
+    with pytest.raises(UsageError, match="unknown method"):
+        runner.run(niah_set, models, runner.RunOptions(methods=["nope"], retrieval_only=True))
+    with pytest.raises(UsageError, match="--method"):
+        runner.run(niah_set, models, runner.RunOptions(methods=[], retrieval_only=True))
+    with pytest.raises(UsageError):
+        runner.run(
+            niah_set,
+            models,
+            runner.RunOptions(methods=["bm25"], retrieval_only=True, sets=["bm25.nokey=1"]),
+        )
+    with pytest.raises(UsageError, match=r"unknown setting bm25.zz; valid: .*chunk_tokens.*top_k"):
+        runner.run(
+            niah_set,
+            models,
+            runner.RunOptions(methods=["bm25"], retrieval_only=True, sets=["bm25.zz=1"]),
+        )
+    with pytest.raises(LcrError, match="no dataset"):
+        runner.run(tmp_path / "x.jsonl", models, runner.RunOptions(methods=["bm25"]))
+    res = CliRunner().invoke(eval_group, ["generate", "vt", "--length", "50", "-o", "-"])
+    assert isinstance(res.exception, UsageError)
+    res = CliRunner().invoke(eval_group, ["generate", "nope", "--length", "5k", "-o", "-"])
+    assert res.exit_code == 2  # click's own usage error
+    res = CliRunner().invoke(eval_group, ["--help"])
+    assert res.exit_code == 0 and "prepare" in res.output and "DATA.jsonl" in res.output
+
+
+@pytest.mark.slow
+def test_real_small_model_answers(niah_set: Path, tmp_path: Path) -> None:
+    res = CliRunner().invoke(
+        eval_group,
+        [
+            str(niah_set),
+            "-m",
+            "bm25",
+            "-k",
+            "2",
+            "--limit",
+            "1",
+            "--llm",
+            "smollm2-135m",
+            "--device",
+            "cpu",
+            "--max-new-tokens",
+            "24",
+            "--json",
+            "--out",
+            str(tmp_path / "s.jsonl"),
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    row = json.loads(res.output)["summary"]["methods"]["bm25"]
+    assert row["llm_calls"]["mean"] == 1.0
+    assert 0 < row["completion_tokens"]["mean"] <= 24
+    assert row["flops"]["mean"] > 0
