@@ -281,35 +281,33 @@ def _run_queries(
 
 
 def _print_result(result: Result, index: Index, *, answer: bool) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    """Answer first, then the evidence by rank: score, document, span, excerpt."""
+    import textwrap
 
-    console = Console(highlight=False)
     if answer:
-        console.print(f"[bold]Q:[/bold] {result.question}")
-        console.print(f"[bold]A:[/bold] {result.answer}\n")
+        click.echo(f"Q: {result.question}")
+        click.echo(f"A: {result.answer}\n")
     docs = index.documents
-    table = Table(
-        title=f"evidence ({result.method}, {len(result.evidence.items)} nodes)",
-        title_justify="left",
-        show_lines=False,
-    )
-    for col in ("#", "score", "doc", "level", "span", "excerpt"):
-        table.add_column(col, overflow="fold" if col == "excerpt" else "ellipsis")
+    click.echo(f"Evidence ({result.method}, {len(result.evidence.items)} nodes):")
     ranked = sorted(result.evidence.items, key=lambda it: -it.score)
     for rank, it in enumerate(ranked, 1):
-        span = ", ".join(f"{s}-{e}" for s, e in it.spans[:2]) + (" …" if len(it.spans) > 2 else "")
-        excerpt = " ".join(it.text.split())
-        excerpt = excerpt if len(excerpt) <= 120 else excerpt[:117] + "..."
+        spans = ", ".join(f"{s}-{e}" for s, e in it.spans[:3])
+        if len(it.spans) > 3:
+            spans += f" (+{len(it.spans) - 3} more)"
         name = docs[it.doc].name if 0 <= it.doc < len(docs) else str(it.doc)
-        table.add_row(str(rank), f"{it.score:.4g}", name, str(it.level), span, excerpt)
-    console.print(table)
+        level = f"  level {it.level}" if it.level else ""
+        click.echo(f"[{rank}] score {it.score:.4g}  {name}  chars {spans}{level}")
+        excerpt = " ".join(it.text.split())
+        excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."
+        click.echo(
+            textwrap.fill(excerpt, width=88, initial_indent="    ", subsequent_indent="    ")
+        )
     if result.evidence.info:
-        console.print("info: " + ", ".join(f"{k}={v}" for k, v in result.evidence.info.items()))
+        click.echo("info: " + ", ".join(f"{k}={v}" for k, v in result.evidence.info.items()))
     u = result.usage
     if u.calls:
-        console.print(
-            f"usage: {u.calls} LLM calls, {u.prompt_tokens} prompt + "
+        click.echo(
+            f"usage: {u.calls} LLM call(s), {u.prompt_tokens} prompt + "
             f"{u.completion_tokens} completion tokens"
         )
 
