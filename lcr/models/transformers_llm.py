@@ -1,0 +1,646 @@
+"""The local LLM backend: a Hugging Face transformers causal chat model.
+
+Implements the :class:`lcr.models.base.LLM` protocol (generation, yes/no and
+log-probabilities read from logits) and, beyond it, the "local backend extras"
+that only an in-process model can give and that PECAN and LightPAL need:
+
+- :meth:`TransformersLLM.forward_with_attention` / :meth:`forward_mean_attention`:
+  attention capture (switching to eager attention for that pass only);
+- :meth:`TransformersLLM.prefix_cache` and friends: a KV cache of a shared
+  prefix, deep-copied for each continuation, so the prefix is computed once.
+
+Computation is fp32 on CPU (bf16 is ~10x slower on CPUs without AVX-512) and
+bf16/fp16 on CUDA; 4-/8-bit loading goes through bitsandbytes on CUDA only.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from lcr.errors import ModelError, UsageError
+from lcr.evidence import Usage
+from lcr.models.base import Generation, Message
+
+if TYPE_CHECKING:
+    import torch
+
+DEFAULT_CONTEXT_CAP = 32768
+QUANTIZE_CHOICES = ("4bit", "8bit")
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without one fails."""
+    import torch
+
+    dev = (device or "auto").strip().lower()
+    if dev == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if dev == "cpu":
+        return "cpu"
+    if dev == "cuda" or dev.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ModelError(f"--device {device} asked for, but no CUDA GPU is available")
+        return dev
+    raise UsageError(f"unknown device {device!r}; choose one of {', '.join(DEVICE_CHOICES)}")
+
+
+def check_quantize(quantize: str | None, device: str) -> None:
+    """Refuse 4-/8-bit loading where bitsandbytes cannot do it, before any loading starts."""
+    if quantize is None:
+        return
+    if quantize not in QUANTIZE_CHOICES:
+        raise UsageError(
+            f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE_CHOICES)}"
+        )
+    if not device.startswith("cuda"):
+        raise ModelError(
+            f"--quantize {quantize} needs a CUDA GPU (bitsandbytes); on CPU leave it out "
+            "(the model runs in fp32)"
+        )
+    try:
+        import bitsandbytes  # noqa: F401
+    except ImportError:
+        raise ModelError(
+            f"--quantize {quantize} needs bitsandbytes: pip install 'lcr[gpu]'"
+        ) from None
+
+
+def compute_dtype(device: str) -> torch.dtype:
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+class AttentionPass(NamedTuple):
+    """What an attention-capturing forward pass returns (unpacks as a 3-tuple).
+
+    ``logits``: ``(batch, kept positions, vocab)``; ``attentions``: per layer
+    ``(batch, heads, new tokens, past + new tokens)`` from
+    :meth:`TransformersLLM.forward_with_attention`, or one ``(new, past + new)``
+    matrix averaged over layers and heads from
+    :meth:`TransformersLLM.forward_mean_attention`; ``cache``: the KV cache
+    extended by the new tokens.
+    """
+
+    logits: Any
+    attentions: Any
+    cache: Any
+
+
+@dataclass
+class PrefixCache:
+    """The KV cache of a token prefix, reusable by any number of continuations.
+
+    Never feed ``cache`` to the model directly (the model extends a cache in
+    place): :meth:`fork` gives a deep copy for one continuation.
+    """
+
+    ids: list[int]
+    cache: Any
+    last_logits: Any  # (vocab,) logits after the last prefix token
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def fork(self) -> Any:
+        return copy.deepcopy(self.cache)
+
+
+class TransformersLLM:
+    """A causal chat model run in-process with transformers; see the module docstring."""
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        model_id: str,
+        device: str = "cpu",
+        context_window: int | None = None,
+        batch_on_cpu: bool = False,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.model_id = model_id
+        self.device = device
+        self.usage = Usage()
+        self.batch_on_cpu = batch_on_cpu
+        self.model.eval()
+        configured = getattr(model.config, "max_position_embeddings", None) or DEFAULT_CONTEXT_CAP
+        cap = context_window if context_window is not None else DEFAULT_CONTEXT_CAP
+        self._context_window = int(min(configured, cap))
+        self._first_tokens: dict[str, frozenset[int]] = {}
+        self._eos_ids = self._collect_eos_ids()
+        pad = tokenizer.pad_token_id
+        self._pad_id = int(pad) if pad is not None else min(self._eos_ids, default=0)
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(
+        cls,
+        source: str | Path,
+        *,
+        model_id: str,
+        gguf_file: str | None = None,
+        device: str = "cpu",
+        quantize: str | None = None,
+        context_window: int | None = None,
+        local_only: bool = True,
+    ) -> TransformersLLM:
+        """Load from a model folder, a folder + ``gguf_file``, or a hub id.
+
+        ``device`` must already be resolved (``cpu``/``cuda[:N]``). Library
+        exceptions propagate; :mod:`lcr.models.loading` turns them into ModelError.
+        """
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        check_quantize(quantize, device)
+        dtype = compute_dtype(device)
+        common: dict[str, Any] = {"local_files_only": local_only}
+        if gguf_file is not None:
+            common["gguf_file"] = gguf_file
+        tokenizer = AutoTokenizer.from_pretrained(str(source), **common)
+        kwargs: dict[str, Any] = dict(common, dtype=dtype, attn_implementation="sdpa")
+        if quantize is not None:
+            from transformers import BitsAndBytesConfig
+
+            if quantize == "4bit":
+                kwargs["quantization_config"] = BitsAndBytesConfig(
+                    load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type="nf4"
+                )
+            else:
+                kwargs["quantization_config"] = BitsAndBytesConfig(load_in_8bit=True)
+            kwargs["device_map"] = {"": device if ":" in device else 0}
+        with _silent_gguf_progress(gguf_file is not None):
+            model: Any = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
+        if quantize is None:
+            if model.dtype != dtype:  # a bf16 save is computed in fp32 on CPU
+                model = model.to(dtype)
+            model = model.to(torch.device(device))
+        return cls(
+            model, tokenizer, model_id=model_id, device=device, context_window=context_window
+        )
+
+    def save_dequantized(self, dest: Path, dtype: str = "float32") -> None:
+        """Save the (GGUF-dequantized) weights and tokenizer as a plain HF folder.
+
+        The GGUF quantizer is dropped so the copy loads without dequantizing again.
+        With ``dtype="bfloat16"`` the copy is half the size; the in-memory model is
+        rounded through bf16 too, so this run computes exactly what later loads will.
+        """
+        import torch
+
+        cfg = self.model.config
+        if getattr(cfg, "quantization_config", None) is not None:
+            delattr(cfg, "quantization_config")
+        self.model.hf_quantizer = None
+        if dtype == "bfloat16":
+            # Parameters only: buffers such as RoPE's inv_freq are recomputed in fp32 on
+            # load, so rounding them would make this run differ from later ones.
+            params = list(self.model.parameters())
+            original = [p.dtype for p in params]
+            for p in params:
+                p.data = p.data.to(torch.bfloat16)
+            try:
+                self.model.save_pretrained(dest)
+            finally:
+                for p, dt in zip(params, original, strict=True):
+                    p.data = p.data.to(dt)
+        else:
+            self.model.save_pretrained(dest)
+        self.tokenizer.save_pretrained(dest)
+
+    # ------------------------------------------------------------ LLM protocol
+
+    @property
+    def context_window(self) -> int:
+        return self._context_window
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def encode(self, text: str) -> list[int]:
+        """Plain-text token ids, no special tokens added."""
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def render(self, messages: Sequence[Message]) -> list[int]:
+        """Token ids of the chat-templated conversation, ending with the assistant prompt.
+
+        A tokenizer without a chat template (a base model) gets the messages'
+        contents separated by blank lines.
+        """
+        if not messages:
+            raise ModelError("an LLM call needs at least one message")
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(
+                [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+            )
+        else:
+            text = "\n\n".join(m["content"] for m in messages) + "\n\n"
+        return self.encode(str(text))
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+    ) -> Generation:
+        prompt = self.render(messages)
+        return self._generate([prompt], max_new_tokens, stop, temperature)[0]
+
+    def generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+    ) -> list[Generation]:
+        """Left-padded batched generation on CUDA; on CPU one call at a time.
+
+        Batching on CPU buys little (compute bound) and padding changes results
+        slightly, so on CPU the outputs equal those of :meth:`generate`.
+        """
+        prompts = [self.render(c) for c in conversations]
+        if not prompts:
+            return []
+        if self.device == "cpu" and not self.batch_on_cpu:
+            out: list[Generation] = []
+            for p in prompts:
+                out.extend(self._generate([p], max_new_tokens, stop, temperature))
+            return out
+        return self._generate(prompts, max_new_tokens, stop, temperature)
+
+    def choice_probability(
+        self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
+    ) -> float:
+        """P(yes) / (P(yes) + P(no)) for the first token of the assistant's answer.
+
+        Each answer counts with the first token of both spellings ``"Yes"`` and
+        ``" Yes"`` (tokenizers split these differently), their probabilities summed.
+        Computed from the logits directly (the softmax normaliser cancels), so
+        it never underflows to 0/0.
+        """
+        import torch
+
+        yes_ids, no_ids = self._first_token_ids(yes), self._first_token_ids(no)
+        if yes_ids & no_ids:
+            raise ModelError(f"the answers {yes!r} and {no!r} start with the same token")
+        ids = self._fit(self.render(messages))
+        logits = self._forward_logits(ids, keep=1)[0, -1].double()
+        lse_yes = torch.logsumexp(logits[sorted(yes_ids)], dim=0)
+        lse_no = torch.logsumexp(logits[sorted(no_ids)], dim=0)
+        self.usage.add(len(ids), 0)
+        return float(torch.sigmoid(lse_yes - lse_no))
+
+    def continuation_logprob(self, context: str, continuation: str) -> float:
+        """Sum of log P(continuation tokens | context), plain text, one forward pass.
+
+        Context and continuation are tokenized separately (a clean boundary); an
+        empty context is replaced by the BOS (else EOS) token so the first
+        continuation token is still scored. A context too long for the window
+        loses its beginning.
+        """
+        ctx = self.encode(context)
+        cont = self.encode(continuation)
+        if not cont:
+            return 0.0
+        if not ctx:
+            ctx = [self._start_token()]
+        room = self.context_window - len(cont)
+        if room < 1:
+            raise ModelError(
+                f"a continuation of {len(cont)} tokens does not fit the context window "
+                f"of {self.model_id} ({self.context_window} tokens)"
+            )
+        ctx = ctx[-room:]
+        logits = self._forward_logits(ctx + cont, keep=len(cont) + 1)[0, :-1]
+        self.usage.add(len(ctx) + len(cont), 0)
+        return _sum_logprob(logits, cont)
+
+    # ------------------------------------------------- local backend extras
+
+    @contextmanager
+    def eager_attention(self) -> Iterator[None]:
+        """Switch to eager attention (the only one that yields weights) for a block."""
+        current = getattr(self.model.config, "_attn_implementation", None)
+        switch = current != "eager"
+        if switch:
+            self.model.set_attn_implementation("eager")
+        try:
+            yield
+        finally:
+            if switch and current is not None:
+                self.model.set_attn_implementation(current)
+
+    def forward_with_attention(
+        self,
+        input_ids: Sequence[int] | torch.Tensor,
+        past_key_values: Any = None,
+        *,
+        copy_cache: bool = True,
+        logits_to_keep: int = 1,
+    ) -> AttentionPass:
+        """One forward pass returning every layer's attention weights.
+
+        Memory is layers x heads x new x (past + new) floats: fine for short
+        inputs; for long ones use :meth:`forward_mean_attention`. The given
+        cache is deep-copied first unless ``copy_cache`` is False.
+        ``logits_to_keep``: logits of the last N positions (0 = all).
+        """
+        import torch
+
+        ids = self._as_batch(input_ids)
+        cache = copy.deepcopy(past_key_values) if copy_cache else past_key_values
+        with torch.no_grad(), self.eager_attention():
+            out = self.model(
+                input_ids=ids,
+                past_key_values=cache,
+                use_cache=True,
+                output_attentions=True,
+                logits_to_keep=logits_to_keep,
+            )
+        self.usage.add(int(ids.shape[1]), 0)
+        return AttentionPass(out.logits, out.attentions, out.past_key_values)
+
+    def forward_mean_attention(
+        self,
+        input_ids: Sequence[int] | torch.Tensor,
+        past_key_values: Any = None,
+        *,
+        copy_cache: bool = True,
+        logits_to_keep: int = 1,
+    ) -> AttentionPass:
+        """Like :meth:`forward_with_attention`, but attention averaged over layers and heads.
+
+        Hooks on each layer's attention module add its weights into one
+        ``(new, past + new)`` sum and drop them, so memory stays at one layer's
+        weights instead of all of them (PECAN's edge weights are exactly this mean).
+        """
+        import torch
+
+        ids = self._as_batch(input_ids)
+        if ids.shape[0] != 1:
+            raise ModelError("forward_mean_attention takes one sequence at a time")
+        modules = self._attention_modules()
+        total: list[torch.Tensor] = []
+
+        def hook(_module: Any, _args: Any, output: Any) -> None:
+            weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+            if weights is None:
+                raise ModelError(f"{self.model_id}: attention weights are not available")
+            summed = weights[0].float().sum(dim=0)
+            if total:
+                total[0] += summed
+            else:
+                total.append(summed)
+
+        cache = copy.deepcopy(past_key_values) if copy_cache else past_key_values
+        handles = [m.register_forward_hook(hook) for m in modules]
+        try:
+            with torch.no_grad(), self.eager_attention():
+                out = self.model(
+                    input_ids=ids,
+                    past_key_values=cache,
+                    use_cache=True,
+                    logits_to_keep=logits_to_keep,
+                )
+        finally:
+            for h in handles:
+                h.remove()
+        heads = int(getattr(self.model.config, "num_attention_heads", 1))
+        mean = total[0] / (len(modules) * heads)
+        self.usage.add(int(ids.shape[1]), 0)
+        return AttentionPass(out.logits, mean, out.past_key_values)
+
+    def prefix_cache(self, prefix: str | Sequence[int]) -> PrefixCache:
+        """Run the prefix once and keep its KV cache (plain text, no chat template)."""
+        import torch
+
+        ids = self.encode(prefix) if isinstance(prefix, str) else [int(i) for i in prefix]
+        if not ids:
+            ids = [self._start_token()]
+        with torch.no_grad():
+            out = self.model(input_ids=self._as_batch(ids), use_cache=True, logits_to_keep=1)
+        self.usage.add(len(ids), 0)
+        return PrefixCache(ids=ids, cache=out.past_key_values, last_logits=out.logits[0, -1])
+
+    def extend_prefix(self, prefix: PrefixCache, more: str | Sequence[int]) -> PrefixCache:
+        """A new, longer prefix cache; ``prefix`` itself stays reusable."""
+        import torch
+
+        ids = self.encode(more) if isinstance(more, str) else [int(i) for i in more]
+        if not ids:
+            return PrefixCache(list(prefix.ids), prefix.fork(), prefix.last_logits)
+        cache = prefix.fork()
+        with torch.no_grad():
+            out = self.model(
+                input_ids=self._as_batch(ids),
+                past_key_values=cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        self.usage.add(len(ids), 0)
+        return PrefixCache(prefix.ids + ids, out.past_key_values, out.logits[0, -1])
+
+    def logits_after_prefix(self, prefix: PrefixCache, continuation: Sequence[int]) -> torch.Tensor:
+        """Logits ``(len(continuation), vocab)`` at each continuation position, prefix reused."""
+        import torch
+
+        ids = [int(i) for i in continuation]
+        if not ids:
+            return prefix.last_logits.new_zeros((0, prefix.last_logits.shape[-1]))
+        with torch.no_grad():
+            out = self.model(
+                input_ids=self._as_batch(ids), past_key_values=prefix.fork(), use_cache=True
+            )
+        self.usage.add(len(ids), 0)
+        logits: torch.Tensor = out.logits[0]
+        return logits
+
+    def continuation_logprob_after_prefix(self, prefix: PrefixCache, continuation: str) -> float:
+        """:meth:`continuation_logprob` with the context's KV cache reused."""
+        import torch
+
+        cont = self.encode(continuation)
+        if not cont:
+            return 0.0
+        if len(prefix) + len(cont) > self.context_window:
+            raise ModelError(
+                f"prefix and continuation ({len(prefix) + len(cont)} tokens) exceed the "
+                f"context window of {self.model_id} ({self.context_window} tokens)"
+            )
+        later = self.logits_after_prefix(prefix, cont[:-1]) if len(cont) > 1 else None
+        first = prefix.last_logits.unsqueeze(0)
+        logits = first if later is None else torch.cat([first, later], dim=0)
+        return _sum_logprob(logits, cont)
+
+    # ---------------------------------------------------------------- helpers
+
+    def _collect_eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for source in (getattr(self.model, "generation_config", None), self.model.config):
+            value = getattr(source, "eos_token_id", None)
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, (list, tuple)):
+                ids.update(int(v) for v in value)
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        return ids
+
+    def _start_token(self) -> int:
+        bos = self.tokenizer.bos_token_id
+        if bos is not None:
+            return int(bos)
+        if self._eos_ids:
+            return min(self._eos_ids)
+        raise ModelError(f"{self.model_id} has neither a BOS nor an EOS token")
+
+    def _first_token_ids(self, word: str) -> frozenset[int]:
+        if word not in self._first_tokens:
+            ids = {toks[0] for v in (word, " " + word.lstrip()) if (toks := self.encode(v))}
+            if not ids:
+                raise ModelError(f"the answer {word!r} has no tokens")
+            self._first_tokens[word] = frozenset(ids)
+        return self._first_tokens[word]
+
+    def _fit(self, ids: list[int], reserve: int = 0) -> list[int]:
+        if len(ids) + reserve > self.context_window:
+            raise ModelError(
+                f"a prompt of {len(ids)} tokens does not fit the context window of "
+                f"{self.model_id} ({self.context_window} tokens)"
+            )
+        return ids
+
+    def _as_batch(self, ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
+        import torch
+
+        tensor = ids if isinstance(ids, torch.Tensor) else torch.tensor([list(ids)])
+        if tensor.dim() == 1:
+            tensor = tensor.unsqueeze(0)
+        return tensor.to(self.model.device)
+
+    def _forward_logits(self, ids: list[int], keep: int) -> torch.Tensor:
+        import torch
+
+        with torch.no_grad():
+            out = self.model(input_ids=self._as_batch(ids), use_cache=False, logits_to_keep=keep)
+        logits: torch.Tensor = out.logits
+        return logits
+
+    def _attention_modules(self) -> list[Any]:
+        base = getattr(self.model, "model", None)
+        layers = getattr(base, "layers", None)
+        found = [getattr(layer, "self_attn", None) for layer in layers or ()]
+        if not found or any(m is None for m in found):
+            raise ModelError(f"attention capture is not supported for {self.model_id}")
+        return found
+
+    def _generate(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        stop: Sequence[str],
+        temperature: float,
+    ) -> list[Generation]:
+        import torch
+        from transformers import GenerationConfig
+
+        longest = max(len(p) for p in prompts)
+        self._fit(max(prompts, key=len))
+        budget = max(1, min(max_new_tokens, self.context_window - longest))
+        input_ids = torch.full((len(prompts), longest), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), longest), dtype=torch.long)
+        for row, p in enumerate(prompts):  # left padding: every prompt ends at the same column
+            input_ids[row, longest - len(p) :] = torch.tensor(p)
+            mask[row, longest - len(p) :] = 1
+        config = GenerationConfig(
+            max_new_tokens=budget,
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=self._pad_id,
+            eos_token_id=sorted(self._eos_ids) or None,
+            stop_strings=list(stop) or None,
+        )
+        extra: dict[str, Any] = {"tokenizer": self.tokenizer} if stop else {}
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=input_ids.to(self.model.device),
+                attention_mask=mask.to(self.model.device),
+                generation_config=config,
+                **extra,
+            )
+        results: list[Generation] = []
+        ends = self._eos_ids | {self._pad_id}
+        for row, p in enumerate(prompts):
+            new = [int(t) for t in out[row, longest:].tolist()]
+            count = len(new)
+            for i, tok in enumerate(new):
+                if tok in ends:
+                    count = i + 1  # the end token itself was generated (and paid for)
+                    new = new[:i]
+                    break
+            text = self.tokenizer.decode(new, skip_special_tokens=True)
+            text = _cut_at_stop(text, stop)
+            self.usage.add(len(p), count)
+            results.append(Generation(text=text, prompt_tokens=len(p), completion_tokens=count))
+        return results
+
+
+@contextmanager
+def _silent_gguf_progress(active: bool) -> Iterator[None]:
+    """Hide transformers' GGUF dequantization bar (a raw tqdm its logging switch misses)."""
+    if not active:
+        yield
+        return
+    import functools
+
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        yield
+        return
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is None:
+        yield
+        return
+    gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        gguf_utils.tqdm = original
+
+
+def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """The text before the earliest stop string (generation halts just after it)."""
+    cut = len(text)
+    for s in stop:
+        if s:
+            pos = text.find(s)
+            if pos != -1:
+                cut = min(cut, pos)
+    return text[:cut]
+
+
+def _sum_logprob(logits: torch.Tensor, targets: Sequence[int]) -> float:
+    """Sum over positions of log softmax(logits[i])[targets[i]], in float64."""
+    import torch
+
+    logp = torch.log_softmax(logits.double(), dim=-1)
+    index = torch.tensor(list(targets), device=logp.device).unsqueeze(1)
+    return float(logp.gather(1, index).sum())
