@@ -199,3 +199,67 @@ def test_info_and_methods_human(story: Path, capsys: pytest.CaptureFixture[str])
     assert code == 0 and "bm25" in out and "cinderella.txt" in out
     code, out, _ = run(["methods", "--settings"], capsys)
     assert code == 0 and "bm25.k1=1.5" in out
+
+
+@pytest.mark.slow
+def test_ask_end_to_end_with_smollm(
+    story: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real answer path: SmolLM2-135M answers two stdin questions, loaded once."""
+    run(["index", str(story), "-q"], capsys)
+    idx = story.with_suffix(".idx")
+    code, out, err = run(
+        [
+            "ask",
+            str(idx),
+            "-",
+            "--llm",
+            "smollm2-135m",
+            "--device",
+            "cpu",
+            "--json",
+            "-k",
+            "3",
+            "--max-new-tokens",
+            "24",
+        ],
+        capsys,
+        stdin="Who helped Cinderella?\nWhat did the step-sisters do?\n",
+        monkeypatch=monkeypatch,
+    )
+    assert code == 0, err
+    results = [json.loads(line) for line in out.splitlines()]
+    assert len(results) == 2
+    source = (idx / "source.txt").read_text()
+    for obj in results:
+        assert isinstance(obj["answer"], str) and obj["answer"].strip()
+        assert obj["models"]["llm"] == "smollm2-135m"
+        assert obj["usage"]["calls"] == 1
+        assert obj["usage"]["prompt_tokens"] > 100
+        assert 0 < obj["usage"]["completion_tokens"] <= 24
+        assert obj["timings"]["answer_s"] > 0
+        assert 1 <= len(obj["evidence"]) <= 3
+        for ev in obj["evidence"]:
+            ((s, e),) = ev["spans"]
+            assert source[s:e] == ev["text"]
+
+
+def test_human_ask_output_with_scripted_llm(
+    story: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lcr.models.base import Models
+    from tests.fakes import ScriptedLLM
+
+    llm = ScriptedLLM(words=5)
+    original = Models.llm
+
+    monkeypatch.setattr(Models, "llm", property(lambda self: llm))
+    run(["index", str(story), "-q"], capsys)
+    code, out, err = run(
+        ["ask", str(story.with_suffix(".idx")), "Who was kind?", "-k", "2"], capsys
+    )
+    monkeypatch.setattr(Models, "llm", original)
+    assert code == 0, err
+    assert out.startswith("Q: Who was kind?\nA: ")
+    assert "Evidence (bm25, 2 nodes):" in out and "[1] score" in out and "chars " in out
+    assert "usage: 1 LLM call(s)" in out
