@@ -1,7 +1,7 @@
 """One suite every registered method must pass (after scikit-learn's check_estimator).
 
 A new method is picked up from the registry with no change here; give it small
-settings in ``FAST_SETTINGS`` if its defaults are too slow for CI.
+build settings in ``FAST_BUILD_SETTINGS`` if its defaults are too slow for CI.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from lcr.store import DocumentInput, Index
 from tests.fakes import ScriptedLLM
 
 # Settings that keep each method quick on a 2,600-word story; the defaults are the papers'.
-FAST_SETTINGS: dict[str, list[str]] = {
+FAST_BUILD_SETTINGS: dict[str, list[str]] = {
     "raptor": ["raptor.summary_max_tokens=40"],
 }
 QUESTION = "What did the prince do with the golden slipper?"
@@ -40,7 +40,7 @@ def _doc(path: Path) -> DocumentInput:
 
 
 def _sets(name: str) -> list[str]:
-    return FAST_SETTINGS.get(name, [])
+    return FAST_BUILD_SETTINGS.get(name, [])
 
 
 def _build(tmp: Path, name: str, story: Path, embedder: Any) -> Index:
@@ -74,9 +74,9 @@ def test_reopen_gives_same_evidence_with_valid_spans(
 ) -> None:
     index = _build(tmp_path / "x.idx", method_name, cinderella, embedder)
     models = Models.with_objects(llm=ScriptedLLM(yes_probability=0.2), embedder=embedder)
-    first = pipeline.retrieve(index, method_name, QUESTION, models, _sets(method_name))
+    first = pipeline.retrieve(index, method_name, QUESTION, models)
     reopened = Index.open(tmp_path / "x.idx")
-    second = pipeline.retrieve(reopened, method_name, QUESTION, models, _sets(method_name))
+    second = pipeline.retrieve(reopened, method_name, QUESTION, models)
     assert [it.to_json() for it in first.evidence.items] == [
         it.to_json() for it in second.evidence.items
     ]
@@ -109,14 +109,14 @@ def test_retrieval_without_llm_when_method_says_so(
     method_name: str, tmp_path: Path, cinderella: Path, embedder: Any
 ) -> None:
     method = get_method(method_name)
-    settings = pipeline.query_settings(method, _sets(method_name))
+    settings = pipeline.query_settings(method, [])
     if method.retrieval_uses_llm(settings):
         # e.g. MixPR's router in auto mode; its local/global modes are covered in its own tests
         assert method_name in {"mixpr", "pecan", "graphreader"}, method_name
         return
     index = _build(tmp_path / "x.idx", method_name, cinderella, embedder)
     models = NoLLMModels.with_objects(embedder=embedder)
-    result = pipeline.retrieve(index, method_name, QUESTION, models, _sets(method_name))
+    result = pipeline.retrieve(index, method_name, QUESTION, models)
     assert result.usage.calls == 0
 
 
@@ -127,5 +127,5 @@ def test_k_limits_ranked_methods(
         return  # returns the whole text by definition
     index = _build(tmp_path / "x.idx", method_name, cinderella, embedder)
     models = Models.with_objects(llm=ScriptedLLM(yes_probability=0.2), embedder=embedder)
-    result = pipeline.retrieve(index, method_name, QUESTION, models, _sets(method_name), k=3)
+    result = pipeline.retrieve(index, method_name, QUESTION, models, k=3)
     assert 1 <= len(result.evidence.items) <= 3 or method_name == "raptor"

@@ -1,0 +1,394 @@
+"""RAPTOR build and retrieval on the shared method contract.
+
+Build (section 3 of the paper): ~100-token leaves that never cut a sentence,
+embedded; per layer, soft UMAP + Gaussian-mixture clusters (``clustering``),
+each summarised by the LLM with the paper's prompt (appendix D) and re-embedded
+as the next layer; until too few nodes are left to cluster (at most
+``reduction_dim + 1``), clustering stops shrinking the layer, or ``max_layers``.
+Every summary goes through the index's LLM cache as soon as it is written, so
+an interrupted build resumes without paying for it again; a failed LLM call
+stops the build with :class:`~lcr.errors.LLMCallError` and stores nothing.
+
+Retrieve (appendix F): collapsed tree (default) or tree traversal (``tree``).
+
+Token counts (leaf size, cluster budget, collapsed-tree budget) use
+:func:`lcr.text.tokens.count_tokens`, the model-free approximation shared by all
+chunkers, so the tree and the budget do not depend on which LLM reads them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lcr.config import Setting
+from lcr.errors import IndexDamagedError, LcrError, LLMCallError
+from lcr.evidence import Evidence
+from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node
+from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
+from lcr.methods.raptor.tree import collapsed_tree, merge_spans, tree_traversal
+from lcr.models.base import LLM, Generation, Message
+from lcr.progress import Task
+from lcr.store import Node, cache_key
+from lcr.text.tokens import count_tokens
+
+SYSTEM_PROMPT = "You are a Summarizing Text Portal"
+USER_PROMPT = (
+    "Write a summary of the following, including as many key details as possible: {context}:"
+)
+PROMPT_VERSION = "raptor-summary-v1"
+
+
+def summary_messages(texts: Sequence[str]) -> list[Message]:
+    """The paper's prompt (appendix D); each child on one line, children apart by a blank."""
+    context = "\n\n".join(" ".join(t.splitlines()) for t in texts)
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": USER_PROMPT.format(context=context)},
+    ]
+
+
+class _Advance:
+    """Adapts one progress task into the Progress an embedder reports to."""
+
+    def __init__(self, task: Task) -> None:
+        self._task = task
+
+    def task(self, description: str, total: float | None = None) -> Task:
+        return self._task
+
+    def log(self, message: str) -> None:
+        return None
+
+
+class _Summariser:
+    """Summaries through the cache: cached ones cost nothing, new ones are stored at once."""
+
+    def __init__(self, ctx: BuildContext, max_new_tokens: int, batch_size: int) -> None:
+        self.ctx = ctx
+        self.max_new_tokens = max_new_tokens
+        self.requested_batch = batch_size
+        self.calls = 0
+        self.batches = 0
+        self.cached = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.seconds = 0.0
+        self._llm: LLM | None = None
+
+    @property
+    def llm(self) -> LLM:
+        if self._llm is None:
+            self._llm = self.ctx.models.llm
+        return self._llm
+
+    @property
+    def batch_size(self) -> int:
+        """The setting, or for 0 by the LLM's device (a cached batch is all or nothing)."""
+        if self.requested_batch > 0:
+            return self.requested_batch
+        device = str(getattr(self.llm, "device", "cpu"))
+        return 8 if device.startswith("cuda") else 1
+
+    def _key(self, messages: list[Message]) -> str:
+        return cache_key(PROMPT_VERSION, self.llm.model_id, messages, self.max_new_tokens)
+
+    def run(self, conversations: list[list[Message]], task: Task, layer: int) -> list[str]:
+        out: list[str | None] = [None] * len(conversations)
+        keys = [self._key(m) for m in conversations]
+        todo: list[int] = []
+        for i, key in enumerate(keys):
+            hit = self.ctx.cache.get(key)
+            if isinstance(hit, dict) and isinstance(hit.get("text"), str) and hit["text"].strip():
+                out[i] = hit["text"]
+                self.cached += 1
+                task.advance()
+            else:
+                todo.append(i)
+        size = self.batch_size if todo else 1
+        for b in range(0, len(todo), size):
+            batch = todo[b : b + size]
+            gens = self._generate([conversations[i] for i in batch], layer)
+            for i, gen in zip(batch, gens, strict=True):
+                text = gen.text.strip()
+                if not text:
+                    raise LLMCallError(
+                        f"the LLM returned an empty summary (layer {layer}); "
+                        "try another --llm or a larger raptor.summary_max_tokens"
+                    )
+                self.ctx.cache.put(
+                    keys[i],
+                    {
+                        "text": text,
+                        "prompt_tokens": gen.prompt_tokens,
+                        "completion_tokens": gen.completion_tokens,
+                    },
+                )
+                self.prompt_tokens += gen.prompt_tokens
+                self.completion_tokens += gen.completion_tokens
+                self.calls += 1
+                out[i] = text
+                task.advance()
+        return [t for t in out if t is not None]
+
+    def _generate(self, convs: list[list[Message]], layer: int) -> list[Generation]:
+        started = time.perf_counter()
+        try:
+            if len(convs) == 1:
+                gens = [self.llm.generate(convs[0], max_new_tokens=self.max_new_tokens)]
+            else:
+                gens = self.llm.generate_batch(convs, max_new_tokens=self.max_new_tokens)
+        except LcrError:
+            raise
+        except Exception as exc:
+            raise LLMCallError(
+                f"LLM call failed while summarising RAPTOR layer {layer} "
+                f"({exc.__class__.__name__}: {exc}); summaries already written are kept, "
+                "run the same command again to resume"
+            ) from exc
+        finally:
+            self.seconds += time.perf_counter() - started
+        if len(gens) != len(convs):
+            raise LLMCallError(f"the LLM returned {len(gens)} summaries for {len(convs)} prompts")
+        self.batches += 1
+        return gens
+
+
+def _embed(ctx: BuildContext, texts: list[str], what: str) -> np.ndarray:
+    task = ctx.progress.task(f"raptor: embedding {what}", total=len(texts))
+    if not texts:
+        return np.zeros((0, ctx.models.embedder.dim), dtype=np.float32)
+    emb = ctx.models.embedder.encode(texts, progress=_Advance(task))
+    return np.asarray(emb, dtype=np.float32)
+
+
+class Raptor(Method):
+    name = "raptor"
+    summary = "tree of recursive cluster summaries (UMAP + GMM + LLM), collapsed-tree retrieval"
+    needs = "build: embedder + LLM (one summary per cluster); answer: embedder + LLM"
+    paper = (
+        "Sarthi et al. 2024, RAPTOR: Recursive Abstractive Processing for "
+        "Tree-Organized Retrieval (ICLR)"
+    )
+    build_uses_llm = True
+    build_uses_embedder = True
+    built_by_default = False
+    build_settings = (
+        Setting("chunk_tokens", 100, "leaf size in tokens; sentences are never cut", paper=True),
+        Setting("reduction_dim", 10, "UMAP output dimensions", paper=True),
+        Setting("threshold", 0.1, "soft membership: join every cluster above it", paper=True),
+        Setting("max_clusters", 50, "largest number of mixture components tried (BIC)", paper=True),
+        Setting(
+            "cluster_max_tokens",
+            3500,
+            "summariser budget; a cluster with more text is clustered again",
+            paper=True,
+        ),
+        Setting("max_layers", 5, "most summary layers above the leaves", paper=True),
+        Setting("local_neighbors", 10, "UMAP n_neighbors inside a global cluster", paper=True),
+        Setting(
+            "global_neighbors_cap",
+            50,
+            "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory",
+        ),
+        Setting(
+            "summary_max_tokens",
+            150,
+            "most new tokens per summary (the paper's summaries average ~130 tokens)",
+        ),
+        Setting(
+            "batch_size",
+            0,
+            "summaries per LLM batch; 0 = auto (8 on a GPU, 1 on a CPU, where batching "
+            "gains nothing and one call at a time keeps every summary resumable)",
+        ),
+        Setting("seed", 224, "seed of UMAP and the mixtures (the reference code's)"),
+    )
+    query_settings = (
+        Setting(
+            "mode",
+            "collapsed",
+            "collapsed (all layers by cosine, to a token budget) or traversal (top-k per layer)",
+            choices=("collapsed", "traversal"),
+            paper=True,
+        ),
+        Setting(
+            "max_tokens",
+            2000,
+            "collapsed tree: token budget of the context (lcr's model-free token count)",
+            paper=True,
+        ),
+        Setting("top_k", 5, "traversal: nodes kept per layer (-k overrides)"),
+    )
+
+    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
+        return True
+
+    # ------------------------------------------------------------------ build
+    def build(self, ctx: BuildContext) -> None:
+        from lcr.text.chunking import token_windows
+
+        s = ctx.settings
+        params = ClusterParams(
+            dim=int(s["reduction_dim"]),
+            threshold=float(s["threshold"]),
+            max_clusters=int(s["max_clusters"]),
+            max_tokens=int(s["cluster_max_tokens"]),
+            global_neighbors_cap=int(s["global_neighbors_cap"]),
+            local_neighbors=int(s["local_neighbors"]),
+            seed=int(s["seed"]),
+        )
+        summariser = _Summariser(ctx, int(s["summary_max_tokens"]), int(s["batch_size"]))
+        seconds = {"chunking": 0.0, "embedding": 0.0, "clustering": 0.0, "summarisation": 0.0}
+        breaks = [d.start for d in ctx.documents[1:]]
+
+        t = time.perf_counter()
+        nodes: list[Node] = []
+        task = ctx.progress.task("raptor: chunking", total=len(ctx.documents))
+        for doc, start, text in ctx.doc_texts():
+            for chunk in token_windows(text, int(s["chunk_tokens"]), offset=start):
+                n_tok = count_tokens(chunk.text)
+                nodes.append(
+                    Node(
+                        f"c{len(nodes)}",
+                        0,
+                        chunk.text,
+                        [(chunk.start, chunk.end)],
+                        doc,
+                        meta={"tokens": n_tok},
+                    )
+                )
+            task.advance()
+        seconds["chunking"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        layer_emb = _embed(ctx, [n.text for n in nodes], "leaves")
+        seconds["embedding"] += time.perf_counter() - t
+        embeddings = [layer_emb]
+        leaves_of: list[list[int]] = [[i] for i in range(len(nodes))]
+        layer_nodes = list(range(len(nodes)))
+        sizes = [len(nodes)]
+        reports: list[dict[str, int]] = []
+        stop = "max_layers reached"
+
+        for layer in range(1, int(s["max_layers"]) + 1):
+            if len(layer_nodes) <= params.dim + 1:
+                stop = f"too few nodes to cluster ({len(layer_nodes)})"
+                break
+            t = time.perf_counter()
+            task = ctx.progress.task(
+                f"raptor: layer {layer}: clustering {len(layer_nodes)} nodes", total=1
+            )
+            tokens = [int(nodes[i].meta["tokens"]) for i in layer_nodes]
+            clusters, report = cluster_layer(layer_emb, tokens, params)
+            task.advance()
+            seconds["clustering"] += time.perf_counter() - t
+            reports.append(dict(vars(report), clusters=len(clusters)))
+            if len(clusters) >= len(layer_nodes):
+                stop = f"clustering no longer shrinks the layer ({len(layer_nodes)} nodes)"
+                break
+
+            t = time.perf_counter()
+            task = ctx.progress.task(f"raptor: layer {layer}: summaries", total=len(clusters))
+            convs = [summary_messages([nodes[layer_nodes[j]].text for j in c]) for c in clusters]
+            texts = summariser.run(convs, task, layer)
+            seconds["summarisation"] += time.perf_counter() - t
+
+            new_ids: list[int] = []
+            for c, text in zip(clusters, texts, strict=True):
+                members = [layer_nodes[j] for j in c]
+                leaves = sorted({leaf for m in members for leaf in leaves_of[m]})
+                spans = merge_spans(
+                    [sp for leaf in leaves for sp in nodes[leaf].spans], ctx.source, breaks
+                )
+                node = Node(
+                    f"s{layer}-{len(new_ids)}",
+                    layer,
+                    text,
+                    spans,
+                    nodes[leaves[0]].doc,
+                    children=[nodes[m].id for m in members],
+                    meta={"tokens": count_tokens(text), "leaves": len(leaves)},
+                )
+                new_ids.append(len(nodes))
+                nodes.append(node)
+                leaves_of.append(leaves)
+            t = time.perf_counter()
+            layer_emb = _embed(ctx, texts, f"layer {layer} summaries")
+            seconds["embedding"] += time.perf_counter() - t
+            embeddings.append(layer_emb)
+            layer_nodes = new_ids
+            sizes.append(len(new_ids))
+        else:
+            stop = f"max_layers ({int(s['max_layers'])}) reached"
+
+        all_emb = (
+            np.concatenate(embeddings, axis=0) if embeddings else np.zeros((0, 0), dtype=np.float32)
+        )
+        ctx.out.write_nodes(nodes)
+        ctx.out.write_array("embeddings", all_emb.astype(np.float32))
+        tree = {"layers": sizes, "stop": stop, "seed": params.seed, "clustering": reports}
+        ctx.out.write_json("tree", tree)
+        ctx.out.stats.update(
+            {
+                "layers": sizes,
+                "stop": stop,
+                "clustering": reports,
+                "llm_calls": summariser.calls,
+                "llm_batches": summariser.batches,
+                "llm_batch_size": summariser.batch_size if summariser.batches else 0,
+                "llm_cached": summariser.cached,
+                "llm_prompt_tokens": summariser.prompt_tokens,
+                "llm_completion_tokens": summariser.completion_tokens,
+                "llm_seconds": round(summariser.seconds, 3),
+                "seconds": {k: round(v, 3) for k, v in seconds.items()},
+            }
+        )
+
+    # --------------------------------------------------------------- retrieve
+    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+        nodes = ctx.stored.nodes()
+        emb = ctx.stored.array("embeddings")
+        if emb.shape[0] != len(nodes):
+            raise IndexDamagedError("raptor index is damaged: embeddings and nodes disagree")
+        if not nodes:
+            return Evidence(method=self.name, items=[], info={"mode": ctx.settings["mode"]})
+        q = ctx.models.embedder.encode([question])[0]
+        scores = emb.astype(np.float32) @ np.asarray(q, dtype=np.float32)
+        tokens = [int(n.meta.get("tokens", count_tokens(n.text))) for n in nodes]
+        mode = str(ctx.settings["mode"])
+        info: dict[str, Any] = {"mode": mode, "tree_layers": max(n.level for n in nodes) + 1}
+        if mode == "traversal":
+            top_k = int(k if k is not None else ctx.settings["top_k"])
+            index = {n.id: i for i, n in enumerate(nodes)}
+            try:
+                children = [[index[c] for c in n.children] for n in nodes]
+            except KeyError:
+                raise IndexDamagedError("raptor index is damaged: unknown child id") from None
+            chosen = tree_traversal(scores, [n.level for n in nodes], children, top_k)
+            info["top_k"] = top_k
+            info["tokens"] = sum(tokens[i] for i in chosen)
+        else:
+            budget = int(ctx.settings["max_tokens"])
+            chosen, used = collapsed_tree(scores, tokens, budget, k)
+            info.update(max_tokens=budget, tokens=used)
+        per_layer: dict[str, int] = {}
+        for i in chosen:
+            key = str(nodes[i].level)
+            per_layer[key] = per_layer.get(key, 0) + 1
+        info["nodes_per_layer"] = per_layer
+        items = [
+            item_from_node(
+                nodes[i],
+                float(scores[i]),
+                rank=r + 1,
+                layer=nodes[i].level,
+                summary=nodes[i].level > 0,
+                tokens=tokens[i],
+            )
+            for r, i in enumerate(chosen)
+        ]
+        return Evidence(method=self.name, items=items, info=info)

