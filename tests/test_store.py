@@ -140,7 +140,7 @@ def test_open_errors(tmp_path: Path) -> None:
         Index.open(tmp_path / "plain")
     index = Index.create(tmp_path / "x.idx", [A])
     build_demo(index)
-    with pytest.raises(MethodNotBuiltError, match="lcr index a.txt -o .* --method raptor"):
+    with pytest.raises(MethodNotBuiltError, match=r"lcr index a\.txt -o .* --method raptor"):
         index.reader("raptor")
 
 
@@ -163,7 +163,7 @@ def test_damaged_files(tmp_path: Path) -> None:
     with pytest.raises(IndexDamagedError, match="wrong size"):
         Index.open(tmp_path / "x.idx")
     nodes.unlink()
-    with pytest.raises(IndexDamagedError, match="missing nodes.jsonl"):
+    with pytest.raises(IndexDamagedError, match=r"missing nodes\.jsonl"):
         Index.open(tmp_path / "x.idx")
     (tmp_path / "x.idx" / "manifest.json").write_text("{not json")
     with pytest.raises(IndexDamagedError, match="not valid JSON"):
@@ -177,7 +177,7 @@ def test_damaged_node_line_is_a_clear_error(tmp_path: Path) -> None:
     nodes = mdir / "nodes.jsonl"
     raw = nodes.read_bytes()
     nodes.write_bytes(b"[" + raw[1:])  # same size, broken JSON on line 1
-    with pytest.raises(IndexDamagedError, match="nodes.jsonl:1"):
+    with pytest.raises(IndexDamagedError, match=r"nodes\.jsonl:1"):
         Index.open(tmp_path / "x.idx").reader("demo").nodes()
 
 
