@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from lcr.atomic import fsync_dir
 from lcr.errors import ModelError
 from lcr.progress import NULL_PROGRESS, Progress, Task
 
@@ -136,7 +137,7 @@ def join_parts(
                 f"version; reinstall with: lcr models install {label}"
             )
         os.replace(tmp, dest)
-        _fsync_dir(dest.parent)
+        fsync_dir(dest.parent)
     except OSError as exc:  # disk full, permissions: a clear error, nothing left behind
         tmp.unlink(missing_ok=True)
         raise ModelError(
@@ -154,20 +155,6 @@ def _umask() -> int:
     return mask
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename durable (best effort: some file systems refuse directory fds)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 @contextmanager
 def atomic_directory(final: Path) -> Iterator[Path]:
     """Yield a temp folder beside ``final``; rename it onto ``final`` when the block succeeds.
@@ -183,7 +170,7 @@ def atomic_directory(final: Path) -> Iterator[Path]:
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -34,6 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcr import __version__
+from lcr.atomic import atomic_write_json, fsync_dir
 from lcr.errors import (
     IndexDamagedError,
     IndexNotFoundError,
@@ -43,7 +44,6 @@ from lcr.errors import (
     SourceMismatchError,
 )
 from lcr.store.arrays import read_array, read_csr, write_array, write_csr
-from lcr.store.atomic import atomic_write_json, fsync_dir
 from lcr.store.cache import LLMCache
 from lcr.store.nodes import Node, read_nodes, write_nodes
 
