@@ -246,6 +246,7 @@ def _run_queries(
     answer: bool,
     max_new_tokens: int = 256,
 ) -> None:
+    """Shared body of ``ask`` and ``retrieve``: one result per question."""
     from lcr import pipeline
     from lcr.progress import progress_for
     from lcr.store import Index
@@ -317,78 +318,22 @@ def _print_result(result: Result, index: Index, *, answer: bool) -> None:
 @click.option(
     "--max-new-tokens", type=int, default=256, show_default=True, help="Longest answer, in tokens."
 )
-def ask_cmd(
-    index_path: str,
-    question: str,
-    method: str,
-    k: int | None,
-    mode: str | None,
-    as_json: bool,
-    sets: tuple[str, ...],
-    llm: str,
-    embedder: str,
-    device: str,
-    quantize: str | None,
-    quiet: bool,
-    max_new_tokens: int,
-) -> None:
+def ask_cmd(**options: Any) -> None:
     """Retrieve evidence for QUESTION from INDEX and answer it with the LLM.
 
     QUESTION `-` reads one question per line from stdin (models load once).
     """
-    _run_queries(
-        index_path,
-        question,
-        method,
-        k,
-        mode,
-        as_json,
-        sets,
-        llm,
-        embedder,
-        device,
-        quantize,
-        quiet,
-        answer=True,
-        max_new_tokens=max_new_tokens,
-    )
+    _run_queries(**options, answer=True)
 
 
 @cli.command("retrieve")
 @query_options
-def retrieve_cmd(
-    index_path: str,
-    question: str,
-    method: str,
-    k: int | None,
-    mode: str | None,
-    as_json: bool,
-    sets: tuple[str, ...],
-    llm: str,
-    embedder: str,
-    device: str,
-    quantize: str | None,
-    quiet: bool,
-) -> None:
+def retrieve_cmd(**options: Any) -> None:
     """Retrieve evidence for QUESTION from INDEX, without answering.
 
     Loads no LLM unless the method's retrieval needs one.
     """
-    _run_queries(
-        index_path,
-        question,
-        method,
-        k,
-        mode,
-        as_json,
-        sets,
-        llm,
-        embedder,
-        device,
-        quantize,
-        quiet,
-        answer=False,
-    )
+    _run_queries(**options, answer=False)
 
 
 # --------------------------------------------------------------------- info
