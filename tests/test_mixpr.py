@@ -230,3 +230,43 @@ def test_sim_share_puts_the_most_similar_chunks_first(chains_index: tuple) -> No
     ranks = sorted(ev.items, key=lambda it: it.extra["rank"])
     sims = [it.extra["similarity"] for it in ranks]
     assert sims == sorted(sims, reverse=True)
+
+
+def test_combine_ranking_equals_a_full_sort() -> None:
+    """The partial selection gives exactly the full lexsort's choice, ties included."""
+    import numpy as np
+
+    from lcr.methods.mixpr import _top, combine_ranking
+
+    def full(walk: np.ndarray, sims: np.ndarray, k: int, share: float) -> list[int]:
+        k = min(k, len(walk))
+        chosen: list[int] = []
+        n_direct = round(share * k)
+        if n_direct:
+            direct = _top(sims, n_direct)
+            chosen = direct[sims[direct] > 0].tolist()
+        rest = [i for i in range(len(walk)) if i not in chosen]
+        rest.sort(key=lambda i: (-walk[i], -sims[i], i))
+        return chosen + rest[: k - len(chosen)]
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 120))
+        walk = np.round(rng.random(n), int(rng.integers(0, 3)))  # many exact ties
+        sims = np.round(rng.random(n) * (rng.random(n) < 0.5), 1)
+        k, share = int(rng.integers(1, 80)), float(rng.choice([0.0, 0.3, 0.5, 1.0]))
+        assert combine_ranking(walk, sims, k, share).tolist() == full(walk, sims, k, share)
+
+
+def test_a_batch_of_questions_reuses_the_prepared_graph(chains_index: tuple) -> None:
+    idx, _, question, _ = chains_index
+    models = Models.with_objects()
+    sets = ["mixpr.mode=local"]
+    first = pipeline.retrieve(idx, "mixpr", question, models, sets).evidence
+    memo = idx.reader("mixpr").memo
+    prepared = memo["mixpr:graph"], memo["mixpr:tfidf"]
+    again = pipeline.retrieve(idx, "mixpr", question, models, sets).evidence
+    assert memo["mixpr:graph"] is prepared[0] and memo["mixpr:tfidf"] is prepared[1]
+    assert [it.to_json() for it in first.items] == [it.to_json() for it in again.items]
+    fresh = pipeline.retrieve(Index.open(idx.path), "mixpr", question, models, sets).evidence
+    assert [it.to_json() for it in fresh.items] == [it.to_json() for it in first.items]

@@ -7,7 +7,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from lcr.graph import QueryGraph, pagerank, power_iteration, similarity_graph, transition_matrix
+from lcr.graph import (
+    GraphOperator,
+    QueryGraph,
+    pagerank,
+    power_iteration,
+    similarity_graph,
+    transition_matrix,
+)
 
 
 def random_weights(n: int, seed: int, density: float = 0.15) -> np.ndarray:
@@ -104,6 +111,45 @@ def test_similarity_graph_equals_dense_thresholded_product(self_loops: bool, wor
     assert graph.nnz == np.count_nonzero(ref) == stats.nnz
     np.testing.assert_allclose(graph.toarray(), ref, atol=1e-6)
     assert (graph != graph.T).nnz == 0
+
+
+def test_similarity_graph_reports_blocks_and_stores_int32_indices() -> None:
+    emb = unit_rows(4)
+    seen: list[int] = []
+    graph, stats = similarity_graph(emb, 0.27, block_work=50, on_block=seen.append)
+    assert len(seen) == stats.blocks > 10 and set(seen) == {stats.blocks}
+    assert graph.indices.dtype == np.int32 and graph.indptr.dtype == np.int32
+    assert graph.has_sorted_indices
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_graph_operator_is_bitwise_scipys_float64_product(workers: int) -> None:
+    """Split over threads or not, each row sums in scipy's order: equal to the last bit."""
+    m = sp.random(1500, 1500, density=0.5, random_state=5, format="csr", dtype=np.float32)
+    graph = sp.csr_array(m + m.T)  # > 1M entries, so the rows are split across workers
+    assert graph.nnz > 1_000_000
+    op = GraphOperator(graph, workers=workers)
+    y = np.random.default_rng(0).random(1500)
+    ref = sp.csr_array(graph, dtype=np.float64) @ y
+    for _ in range(2):  # the pool is kept between products
+        assert np.array_equal(op(y), ref)
+    op.close()
+    assert np.array_equal(op(y), ref)  # a closed operator still works (single thread)
+    assert graph.dtype == np.float32  # the caller's matrix is left as it was
+
+
+def test_query_graph_with_a_shared_operator_equals_a_fresh_one() -> None:
+    emb = unit_rows(6, n=80)
+    graph, _ = similarity_graph(emb, 0.2)
+    sums = np.asarray(graph.sum(axis=0)).ravel()
+    shared = GraphOperator(graph, workers=2)
+    rng = np.random.default_rng(1)
+    for _ in range(3):  # several questions over one operator
+        links = np.where(rng.random(80) < 0.1, rng.random(80), 0.0)
+        fresh = QueryGraph(graph, sums, links, 1.0, workers=2).personalised(0.6, tol=1e-10)
+        reused = QueryGraph(shared, sums, links, 1.0).personalised(0.6, tol=1e-10)
+        assert fresh.iterations == reused.iterations
+        assert np.array_equal(fresh.scores, reused.scores)
 
 
 def test_max_degree_keeps_each_rows_strongest_edges() -> None:

@@ -6,6 +6,7 @@ Shared by the graph-based methods (MixPR now; LightPAL's PPR can reuse
 
 from lcr.graph.pagerank import (
     PAPER_MAX_ITER,
+    GraphOperator,
     PageRankResult,
     QueryGraph,
     pagerank,
@@ -16,6 +17,7 @@ from lcr.graph.similarity import GraphStats, column_sums, similarity_graph
 
 __all__ = [
     "PAPER_MAX_ITER",
+    "GraphOperator",
     "GraphStats",
     "PageRankResult",
     "QueryGraph",

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = [
+    "GraphOperator",
     "PageRankResult",
     "QueryGraph",
     "pagerank",
@@ -121,25 +122,70 @@ def pagerank(
     )
 
 
+class GraphOperator:
+    """A stored graph made ready for many products ``graph @ y``, built once per index.
+
+    scipy multiplies a float32 matrix by a float64 vector by first copying the
+    whole matrix to float64, on every product; that copy cost more than the
+    product itself at a million tokens. Here the float64 data (and int32
+    indices, when they fit) are made once, and rows are split into nnz-balanced
+    slices for a thread pool. Each row is still summed in the same order, so
+    the products are bitwise those of ``graph.astype(float64) @ y``. Meant to be
+    memoised on the index reader (:meth:`lcr.store.MethodReader.memoised`).
+    """
+
+    def __init__(self, graph: sp.csr_array | sp.csr_matrix, workers: int = 1) -> None:
+        g = sp.csr_array(graph)
+        n = g.shape[0]
+        small = max(n, g.shape[1], g.nnz) < np.iinfo(np.int32).max
+        itype = np.int32 if small else np.int64
+        data = np.asarray(g.data, dtype=np.float64)
+        indices = np.asarray(g.indices, dtype=itype)
+        indptr = np.asarray(g.indptr, dtype=itype)
+        self.shape = g.shape
+        self.nnz = int(g.nnz)
+        self._parts = _row_parts(data, indices, indptr, g.shape, workers)
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __call__(self, y: np.ndarray) -> np.ndarray:
+        if len(self._parts) == 1:
+            return np.asarray(self._parts[0][1] @ y)
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(len(self._parts))
+        out = np.empty(self.shape[0])
+        pieces = list(self._pool.map(lambda part: part[1] @ y, self._parts))
+        for (a, _), piece in zip(self._parts, pieces, strict=True):
+            out[a : a + len(piece)] = piece
+        return out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
 class QueryGraph:
     """A stored symmetric graph plus one question node, walked without copying the graph.
 
     The question links to chunk ``j`` with weight ``links[j]`` in both directions
     (as in the paper, where the question is one more chunk of the same graph),
     and to itself with ``self_weight``. Columns are normalised on the fly:
-    ``A x = S (x / colsum)``, so the stored matrix is never rewritten.
+    ``A x = S (x / colsum)``, so the stored matrix is never rewritten. Pass a
+    :class:`GraphOperator` (kept across questions) instead of the matrix to
+    skip its per-question preparation.
     """
 
     def __init__(
         self,
-        graph: sp.csr_array,
+        graph: sp.csr_array | GraphOperator,
         col_sums: np.ndarray,
         links: np.ndarray,
         self_weight: float = 0.0,
         workers: int = 1,
     ) -> None:
-        self.graph = graph
-        self.n = graph.shape[0]
+        self._owned = not isinstance(graph, GraphOperator)
+        self.operator = GraphOperator(graph, workers) if self._owned else graph
+        self.n = self.operator.shape[0]
         self.links = np.asarray(links, dtype=np.float64)
         self.self_weight = float(self_weight)
         sums = np.empty(self.n + 1)
@@ -147,21 +193,20 @@ class QueryGraph:
         sums[self.n] = self.links.sum() + self.self_weight
         self.dangling = sums <= 0
         self._inv = np.divide(1.0, sums, out=np.zeros_like(sums), where=~self.dangling)
-        self._parts = _row_parts(graph, workers)
-        self._pool = ThreadPoolExecutor(len(self._parts)) if len(self._parts) > 1 else None
+        # the question's edges are few: keep them as an index list
+        self._linked = np.flatnonzero(self.links)
+        self._link_w = self.links[self._linked]
 
     def matvec(self, x: np.ndarray) -> np.ndarray:
         y = x * self._inv
         yc, yq = y[: self.n], y[self.n]
         out = np.empty(self.n + 1)
-        if self._pool is None:
-            out[: self.n] = self.graph @ yc
-        else:
-            pieces = list(self._pool.map(lambda part: part[1] @ yc, self._parts))
-            for (a, _), piece in zip(self._parts, pieces, strict=True):
-                out[a : a + len(piece)] = piece
-        out[: self.n] += self.links * yq
-        out[self.n] = self.links @ yc + self.self_weight * yq
+        out[: self.n] = self.operator(yc)
+        out[self._linked] += self._link_w * yq
+        # over the linked chunks only: a full-length ``links @ yc`` goes to BLAS,
+        # whose threads fight the walk's own on a busy machine (measured: 0.24 s
+        # -> 0.16 s a question) and whose sum depends on the BLAS thread count
+        out[self.n] = float(np.dot(self._link_w, yc[self._linked])) + self.self_weight * yq
         return out
 
     def personalised(
@@ -179,28 +224,32 @@ class QueryGraph:
             self.close()
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
-            self._parts = [(0, self.graph)]
+        """Stop the thread pool of an operator this graph made itself (a shared one stays)."""
+        if self._owned:
+            self.operator.close()
 
 
-def _row_parts(graph: sp.csr_array, workers: int) -> list[tuple[int, sp.csr_array]]:
+def _row_parts(
+    data: np.ndarray,
+    indices: np.ndarray,
+    indptr: np.ndarray,
+    shape: tuple[int, int],
+    workers: int,
+) -> list[tuple[int, sp.csr_array]]:
     """Split rows into ``workers`` slices of about equal nnz (views, no copies)."""
-    n = graph.shape[0]
-    if workers <= 1 or graph.nnz < 1_000_000:
-        return [(0, graph)]
-    targets = np.linspace(0, graph.nnz, workers + 1)[1:-1]
-    cuts = [0, *np.searchsorted(graph.indptr, targets).tolist(), n]
+    n = shape[0]
+    nnz = len(data)
+    if workers <= 1 or nnz < 1_000_000:
+        cuts = [0, n]
+    else:
+        targets = np.linspace(0, nnz, workers + 1)[1:-1]
+        cuts = [0, *np.searchsorted(indptr, targets).tolist(), n]
     parts: list[tuple[int, sp.csr_array]] = []
     for a, b in itertools.pairwise(cuts):
         if b <= a:
             continue
-        pa, pb = int(graph.indptr[a]), int(graph.indptr[b])
-        view = sp.csr_array(
-            (graph.data[pa:pb], graph.indices[pa:pb], graph.indptr[a : b + 1] - pa),
-            shape=(b - a, graph.shape[1]),
-            copy=False,
-        )
+        pa, pb = int(indptr[a]), int(indptr[b])
+        ptr = indptr[a : b + 1] - indptr[a]
+        view = sp.csr_array((data[pa:pb], indices[pa:pb], ptr), shape=(b - a, shape[1]), copy=False)
         parts.append((a, view))
     return parts

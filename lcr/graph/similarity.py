@@ -15,7 +15,7 @@ Everything here is exact: no approximate neighbour search, no sampling.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -78,11 +78,12 @@ def _upper_entries(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Entries ``(i, j, s)`` of block rows ``i``, with ``j > i`` and ``s >= threshold``."""
     prod = sp.csr_array(left @ right)  # rows j >= start, cols i - start
-    keep = prod.data >= threshold
-    counts = np.diff(prod.indptr)
-    rows_j = np.repeat(np.arange(start, start + left.shape[0], dtype=np.int64), counts)[keep]
-    cols_i = prod.indices[keep].astype(np.int64) + start
-    vals = prod.data[keep]
+    # Most products fall under the threshold: find the kept positions first and
+    # look up only their rows, instead of expanding a row id for every product.
+    kept = np.flatnonzero(prod.data >= threshold)
+    rows_j = np.searchsorted(prod.indptr, kept, side="right").astype(np.int64) - 1 + start
+    cols_i = prod.indices[kept].astype(np.int64) + start
+    vals = prod.data[kept]
     upper = rows_j > cols_i
     return cols_i[upper], rows_j[upper], vals[upper].astype(np.float32)
 
@@ -98,15 +99,22 @@ def _top_per_row(
     return rows[keep], cols[keep], vals[keep]
 
 
+Entries = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 def _iter_blocks(
     emb: sp.csr_array, ranges: list[tuple[int, int]], threshold: float, workers: int
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+) -> Iterator[Entries]:
+    def block(a: int, b: int) -> Entries:
+        return _upper_entries(*_block_operands(emb, a, b), a, threshold)
+
     if workers <= 1 or len(ranges) == 1:
         for a, b in ranges:
-            yield _upper_entries(*_block_operands(emb, a, b), a, threshold)
+            yield block(a, b)
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        # a bounded window of blocks in flight keeps memory bounded too
+        # a bounded window of blocks in flight keeps memory bounded too; the
+        # operands are made on this thread (scipy may sort shared arrays in place)
         window = 2 * workers
         pending = [
             pool.submit(_upper_entries, *_block_operands(emb, a, b), a, threshold)
@@ -132,6 +140,7 @@ def similarity_graph(
     max_degree: int = 0,
     workers: int = 2,
     block_work: int = DEFAULT_BLOCK_WORK,
+    on_block: Callable[[int], None] | None = None,
 ) -> tuple[sp.csr_array, GraphStats]:
     """The symmetric matrix of cosine similarities ``>= threshold`` between rows.
 
@@ -142,6 +151,7 @@ def similarity_graph(
     either end keeps it, so the graph stays symmetric and holds at most
     ``2 * n * max_degree`` off-diagonal entries however repetitive the text.
     Returns float32 CSR with sorted indices, and what the build saw.
+    ``on_block(total)`` is called after each block (for a progress bar).
     """
     # a copy: sorting indices in place must never touch the caller's arrays
     emb = sp.csr_array(embeddings, dtype=np.float32, copy=True)
@@ -161,6 +171,8 @@ def similarity_graph(
     vals_parts: list[np.ndarray] = []
     held = 0
     for i, j, v in _iter_blocks(emb, ranges, threshold, workers):
+        if on_block is not None:
+            on_block(len(ranges))
         if max_degree > 0:
             # both directions, so each row sees all its neighbours for the top-m cut
             i, j, v = np.concatenate([i, j]), np.concatenate([j, i]), np.concatenate([v, v])
@@ -198,6 +210,12 @@ def similarity_graph(
         graph = sp.csr_array(graph + sp.diags_array(diag, format="csr"), dtype=np.float32)
     graph.eliminate_zeros()
     graph.sort_indices()
+    if max(n, graph.nnz) < np.iinfo(np.int32).max:
+        # int32 indices: a third less to store, read and stream per PageRank step
+        graph = sp.csr_array(
+            (graph.data, graph.indices.astype(np.int32), graph.indptr.astype(np.int32)),
+            shape=graph.shape,
+        )
     products = int(row_work.sum() - n)
     stats = GraphStats(n, int(graph.nnz), products // 2, len(ranges), capped)
     return graph, stats

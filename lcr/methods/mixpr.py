@@ -13,7 +13,7 @@ personalised PageRank (alpha 0.6) for local questions, plain PageRank (alpha
 document order.
 
 How the question links into the graph decides whether the walk works (see
-the ``link`` setting and ``bench/bench_mixpr.py`` for the measurements).
+the ``link`` setting, and bench/README.md for the measurements).
 """
 
 from __future__ import annotations
@@ -108,6 +108,12 @@ def combine_ranking(walk: np.ndarray, sims: np.ndarray, k: int, sim_share: float
     rest = k - len(chosen)
     if rest > 0:
         candidates = np.flatnonzero(~taken)
+        if len(candidates) > rest:
+            # only chunks scoring at least the rest-th best walk score can make it
+            # (ties at that score included), so sorting them alone gives the same order
+            scores = walk[candidates]
+            kth = np.partition(scores, len(scores) - rest)[len(scores) - rest]
+            candidates = candidates[scores >= kth]
         order = np.lexsort((candidates, -sims[candidates], -walk[candidates]))
         chosen.extend(candidates[order[:rest]].tolist())
     return np.asarray(chosen, dtype=np.int64)
@@ -128,7 +134,9 @@ class MixPR(Method):
                 "keeps its mass instead of being dangling; false drops the diagonal", paper=True),
         Setting("max_degree", 0, "keep only each chunk's N strongest edges (0 = every edge "
                 "over the threshold, the paper's graph). Bounds the graph's memory on very "
-                "repetitive or >10M-token texts at 2*N edges per chunk"),
+                "repetitive or >10M-token texts at 2*N edges per chunk (10M tokens, N=50: "
+                "33M edges, peak RSS 4.1 GB; uncapped: ~2e9 edges, does not fit in 12 GB; "
+                "bench/README.md)"),
     )  # fmt: skip
     query_settings = (
         Setting("mode", "auto", "auto: the LLM router picks local (PPR) or global (PageRank); "
@@ -145,16 +153,21 @@ class MixPR(Method):
                 paper=True),
         Setting("link", "threshold+topm", "how the question joins the graph: 'threshold' "
                 "(the paper's 0.27, as if it were a chunk), 'topm' (its link_m most similar "
-                "chunks), 'threshold+topm' (both; never isolated), 'all' (every chunk sharing "
-                "a word). See bench/mixpr_note.md for the measurements", choices=LINK_CHOICES),
+                "chunks), 'threshold+topm' (both; never isolated), 'relative' (top link_m "
+                "within link_ratio of the best), 'all' (every chunk sharing a word). Gold "
+                "recall at k=100, variable tracking / Hash-Hop 4-hop chains / QMSum specific "
+                "queries: threshold 1.00/1.00/0.179, topm 1.00/1.00/0.179, threshold+topm "
+                "1.00/1.00/0.183 (0.212 with sim_share 0.5, the default), relative "
+                "1.00/1.00/0.181, all 1.00/0.25/0.248; TF-IDF alone 0.80/0.25/0.247. "
+                "Details: bench/README.md (MixPR)", choices=LINK_CHOICES),
         Setting("link_m", 5, "chunks the question links to under 'topm'/'threshold+topm'"),
         Setting("link_ratio", 0.5, "under 'relative': link to the (at most link_m) chunks whose "
                 "similarity is at least this fraction of the best chunk's"),
         Setting("sim_share", 0.5, "share of top_k filled by direct TF-IDF similarity before "
-                "the walk's ranking (0 = the paper's pure ranking). Measured (bench_mixpr.py "
-                "linking, k=100): QMSum specific-query gold recall 0.183 at 0, 0.212 at 0.5, "
-                "0.247 for pure TF-IDF; VT and Hash-Hop 4-hop chains 1.00 at 0 and 0.5, "
-                "0.80 and 0.25 for TF-IDF"),
+                "the walk's ranking (0 = the paper's pure ranking). Measured (k=100): QMSum "
+                "specific-query gold recall 0.183 at 0, 0.212 at 0.5, 0.247 for pure TF-IDF; "
+                "variable-tracking and Hash-Hop 4-hop chains 1.00 at 0 and 0.5, against 0.80 "
+                "and 0.25 for TF-IDF. Details: bench/README.md (MixPR)"),
         Setting("router_threshold", 0.5, "P('y') above which mode=auto routes to global"),
     )  # fmt: skip
 
@@ -163,7 +176,7 @@ class MixPR(Method):
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext) -> None:
-        from lcr.graph import pagerank, similarity_graph, transition_matrix
+        from lcr.graph import column_sums, pagerank, similarity_graph, transition_matrix
         from lcr.models.tfidf import TfidfModel
         from lcr.text.chunking import sentence_word_chunks
 
@@ -188,13 +201,19 @@ class MixPR(Method):
         timings["tfidf_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        ctx.progress.task("similarity graph", total=None)
+        graph_task = ctx.progress.task("similarity graph", total=None)
+
+        def on_block(total: int) -> None:
+            graph_task.update(total=total)
+            graph_task.advance()
+
         graph, gstats = similarity_graph(
             emb,
             float(ctx.settings["threshold"]),
             self_loops=bool(ctx.settings["self_loops"]),
             max_degree=int(ctx.settings["max_degree"]),
             workers=_threads(),
+            on_block=on_block,
         )
         timings["graph_s"] = time.perf_counter() - t0
 
@@ -210,7 +229,7 @@ class MixPR(Method):
         t0 = time.perf_counter()
         ctx.out.write_csr("tfidf", emb)
         ctx.out.write_csr("graph", graph)
-        ctx.out.write_array("col_sums", np.asarray(graph.sum(axis=0), dtype=np.float64).ravel())
+        ctx.out.write_array("col_sums", column_sums(graph))
         ctx.out.write_array("pagerank", pr.scores.astype(np.float64))
         ctx.out.write_nodes(nodes)
         timings["write_s"] = time.perf_counter() - t0
@@ -270,16 +289,13 @@ class MixPR(Method):
             walk = ctx.stored.array("pagerank")
             info.update(iterations=ctx.stored.stats.get("pagerank_iterations"), linked=0)
         else:
-            graph = ctx.stored.csr("graph")
-            col_sums = ctx.stored.array("col_sums")
-            if graph.shape != (n, n) or len(col_sums) != n:
-                raise IndexDamagedError("mixpr index is damaged: graph and nodes disagree")
+            operator, col_sums = self._graph(ctx, n)
             links = question_links(
                 sims, str(s["link"]), float(stored_settings.get("threshold", 0.27)),
                 int(s["link_m"]), float(s["link_ratio"]),
             )  # fmt: skip
             self_weight = 1.0 if stored_settings.get("self_loops", True) else 0.0
-            qg = QueryGraph(graph, col_sums, links, self_weight, workers=_threads())
+            qg = QueryGraph(operator, col_sums, links, self_weight)
             result = qg.personalised(alpha, max_iter=max_iter, tol=tol / (n + 1))
             walk = result.scores[:n]
             info.update(
@@ -300,11 +316,26 @@ class MixPR(Method):
         return Evidence(self.name, items, info=info, usage=usage)
 
     @staticmethod
+    def _graph(ctx: QueryContext, n: int) -> tuple[Any, np.ndarray]:
+        """The stored graph as a ready operator and its column sums, made once per reader."""
+        from lcr.graph import GraphOperator
+
+        def make() -> tuple[GraphOperator, np.ndarray]:
+            graph = ctx.stored.csr("graph")
+            col_sums = ctx.stored.array("col_sums")
+            if graph.shape != (n, n) or len(col_sums) != n:
+                raise IndexDamagedError("mixpr index is damaged: graph and nodes disagree")
+            return GraphOperator(graph, workers=_threads()), col_sums
+
+        result: tuple[Any, np.ndarray] = ctx.stored.memoised("mixpr:graph", make)
+        return result
+
+    @staticmethod
     def _question_sims(ctx: QueryContext, question: str, n: int) -> np.ndarray:
         """Cosine of the question with every chunk, by the stored vectoriser."""
         from lcr.models.tfidf import TfidfModel
 
-        model = TfidfModel.load(ctx.stored)
+        model = ctx.stored.memoised("mixpr:tfidf", lambda: TfidfModel.load(ctx.stored))
         emb = ctx.stored.csr("tfidf")
         if emb.shape[0] != n:
             raise IndexDamagedError("mixpr index is damaged: TF-IDF rows and nodes disagree")
