@@ -236,14 +236,15 @@ def test_combine_ranking_equals_a_full_sort() -> None:
     """The partial selection gives exactly the full lexsort's choice, ties included."""
     import numpy as np
 
-    from lcr.methods.mixpr import _top, combine_ranking
+    from lcr.methods.base import top_indices
+    from lcr.methods.mixpr import combine_ranking
 
     def full(walk: np.ndarray, sims: np.ndarray, k: int, share: float) -> list[int]:
         k = min(k, len(walk))
         chosen: list[int] = []
         n_direct = round(share * k)
         if n_direct:
-            direct = _top(sims, n_direct)
+            direct = top_indices(sims, n_direct)
             chosen = direct[sims[direct] > 0].tolist()
         rest = [i for i in range(len(walk)) if i not in chosen]
         rest.sort(key=lambda i: (-walk[i], -sims[i], i))

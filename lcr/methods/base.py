@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from lcr.config import Setting
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.models.base import Models
@@ -76,6 +78,15 @@ class Method(ABC):
     @abstractmethod
     def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
         """Evidence for ``question``; ``k`` (``-k``) overrides the method's default count."""
+
+
+def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` best scores, best first; ties go to the earlier node."""
+    k = min(k, len(scores))
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    part = np.argpartition(-scores, k - 1)[:k]
+    return part[np.lexsort((part, -scores[part]))]
 
 
 def item_from_node(node: Node, score: float, **extra: Any) -> EvidenceItem:

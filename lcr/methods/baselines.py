@@ -16,7 +16,7 @@ import numpy as np
 from lcr.config import Setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
-from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node
+from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
 from lcr.store import Node
 
 CHUNK_SETTINGS = (Setting("chunk_tokens", 128, "leaf size in tokens; sentences are never cut"),)
@@ -35,15 +35,6 @@ def chunk_nodes(ctx: BuildContext) -> list[Node]:
             nodes.append(Node(f"c{len(nodes)}", 0, chunk.text, [(chunk.start, chunk.end)], doc))
         task.advance()
     return nodes
-
-
-def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` best scores, best first; ties broken by position."""
-    k = min(k, len(scores))
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    part = np.argpartition(-scores, k - 1)[:k]
-    return part[np.lexsort((part, -scores[part]))]
 
 
 def ranked_evidence(

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from lcr.config import Setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, Usage
-from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node
+from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
 from lcr.store import Node
 
 ROUTER_INSTRUCTION = (
@@ -71,22 +71,13 @@ def question_links(
     if how in ("threshold", "threshold+topm"):
         chosen |= sims >= threshold
     if how in ("topm", "threshold+topm") and m > 0:
-        chosen[_top(sims, m)] = True
+        chosen[top_indices(sims, m)] = True
     if how == "relative" and len(sims) and m > 0:
-        top = _top(sims, m)
+        top = top_indices(sims, m)
         chosen[top[sims[top] >= ratio * sims[top[0]]]] = True
     chosen &= positive
     links[chosen] = sims[chosen]
     return links
-
-
-def _top(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` best scores, best first; ties go to the earlier chunk."""
-    k = min(k, len(scores))
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    part = np.argpartition(-scores, k - 1)[:k]
-    return part[np.lexsort((part, -scores[part]))]
 
 
 def combine_ranking(walk: np.ndarray, sims: np.ndarray, k: int, sim_share: float) -> np.ndarray:
@@ -101,7 +92,7 @@ def combine_ranking(walk: np.ndarray, sims: np.ndarray, k: int, sim_share: float
     taken = np.zeros(n, dtype=bool)
     n_direct = round(max(0.0, min(1.0, sim_share)) * k)
     if n_direct:
-        direct = _top(sims, n_direct)
+        direct = top_indices(sims, n_direct)
         direct = direct[sims[direct] > 0]
         chosen.extend(direct.tolist())
         taken[direct] = True
