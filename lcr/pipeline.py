@@ -97,8 +97,8 @@ def build(
 ) -> list[BuildReport]:
     """Build ``methods`` into ``index``; an identical existing build is kept."""
     config.check_methods_named(sets, method_names())
-    resolved = [(get_method(n), None) for n in methods]
-    plans = [(m, build_settings(m, sets)) for m, _ in resolved]  # all settings checked first
+    # every method's settings are checked before any work starts
+    plans = [(m, build_settings(m, sets)) for m in (get_method(n) for n in methods)]
     reports = []
     for method, settings in plans:
         record = build_models_record(method, models)
