@@ -94,9 +94,19 @@ class _Advance:
         return None
 
 
+def _bm25s() -> Any:
+    """bm25s, with its logger (set to DEBUG by the library) kept to warnings."""
+    import logging
+
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
+
+
 def _bm25_tokenize(texts: list[str], settings: dict[str, Any]) -> list[list[str]]:
     """The same tokenisation for chunks (build) and questions (query)."""
-    import bm25s
+    bm25s = _bm25s()
 
     stop = None if settings["stopwords"] == "none" else settings["stopwords"]
     stemmer = None
@@ -126,8 +136,7 @@ class BM25(Method):
     query_settings = TOPK_SETTINGS
 
     def build(self, ctx: BuildContext) -> None:
-        import bm25s
-
+        bm25s = _bm25s()
         nodes = chunk_nodes(ctx)
         tokens = _bm25_tokenize([n.text for n in nodes], ctx.settings)
         retriever = bm25s.BM25(k1=float(ctx.settings["k1"]), b=float(ctx.settings["b"]))
@@ -144,8 +153,7 @@ class BM25(Method):
         ctx.out.stats["vocabulary"] = len(retriever.vocab_dict)
 
     def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
-        import bm25s
-
+        bm25s = _bm25s()
         stored = ctx.stored
         meta = stored.json("bm25_vocabulary")
         retriever = bm25s.BM25(k1=float(stored.settings["k1"]), b=float(stored.settings["b"]))
