@@ -21,7 +21,6 @@ from hypothesis import strategies as st
 
 from lcr import pipeline
 from lcr.errors import LLMCallError
-from lcr.evidence import Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.raptor.clustering import (
     ClusterParams,
@@ -35,6 +34,7 @@ from lcr.models.base import Generation, Message, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index, Node
 from lcr.text.tokens import count_tokens
+from tests import fakes
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CINDERELLA = DATA / "stories" / "cinderella.txt"
@@ -66,7 +66,7 @@ class HashEmbedder:
         return out
 
 
-class ScriptedLLM:
+class ScriptedLLM(fakes.ScriptedLLM):
     """Summarises by echoing the first words of its input; counts every call.
 
     ``fail_after`` makes call number ``fail_after + 1`` raise ``fail_with``.
@@ -75,9 +75,8 @@ class ScriptedLLM:
     model_id = "scripted-llm"
 
     def __init__(self, fail_after: int | None = None, fail_with: type = RuntimeError) -> None:
-        self.usage = Usage()
+        super().__init__()
         self.calls = 0
-        self.prompts: list[list[Message]] = []
         self.fail_after = fail_after
         self.fail_with = fail_with
 
@@ -107,24 +106,6 @@ class ScriptedLLM:
         gen = Generation(text, count_tokens(user), len(words) + 1)
         self.usage.add(gen.prompt_tokens, gen.completion_tokens)
         return gen
-
-    def generate_batch(
-        self,
-        conversations: Sequence[Sequence[Message]],
-        *,
-        max_new_tokens: int = 256,
-        stop: Sequence[str] = (),
-        temperature: float = 0.0,
-    ) -> list[Generation]:
-        return [self.generate(c, max_new_tokens=max_new_tokens) for c in conversations]
-
-    def choice_probability(
-        self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
-    ) -> float:
-        return 0.5
-
-    def continuation_logprob(self, context: str, continuation: str) -> float:
-        return 0.0
 
 
 def _models(llm: ScriptedLLM | None = None) -> Models:
