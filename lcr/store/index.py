@@ -344,10 +344,10 @@ class Index:
     def reader(self, name: str) -> MethodReader:
         entry = self.manifest.get("methods", {}).get(name)
         if entry is None:
-            src = " ".join(d.name for d in self.documents) or "SOURCE"
+            src = " ".join("-" if d.name == "stdin" else d.name for d in self.documents)
             raise MethodNotBuiltError(
                 f"{self.path} has no {name} index; build it with: "
-                f"lcr index {src} -o {self.path} --method {name}"
+                f"lcr index {src or 'SOURCE'} -o {self.path} --method {name}"
             )
         cached = self._readers.get(name)
         if cached is None or cached.entry is not entry:
