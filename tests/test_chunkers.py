@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
-from functools import cache
 from itertools import pairwise
 from pathlib import Path
 
@@ -23,20 +21,7 @@ from lcr.text import (
     split_sentences,
     token_windows,
 )
-
-DATA = Path("/work/shared/data")
-
-
-@cache
-def _texts() -> dict[str, str]:
-    texts = {"cinderella": (DATA / "stories" / "cinderella.txt").read_text("utf-8")}
-    with (DATA / "squality" / "dev.jsonl").open(encoding="utf-8") as f:
-        texts["squality"] = json.loads(f.readline())["document"]
-    with (DATA / "qmsum" / "val.jsonl").open(encoding="utf-8") as f:
-        turns = json.loads(f.readline())["meeting_transcripts"]
-    texts["qmsum"] = "\n".join(f"{t['speaker']}: {t['content']}" for t in turns)
-    return texts
-
+from tests.realdata import real_texts
 
 REAL = ["cinderella", "squality", "qmsum"]
 
@@ -70,14 +55,14 @@ def _containing(spans: list[Chunk], pos: int) -> Chunk:
 
 @pytest.mark.parametrize("name", REAL)
 def test_sentences_partition_real_text(name: str) -> None:
-    text = _texts()[name]
+    text = real_texts()[name]
     sents = split_sentences(text)
     check_partition(text, sents)
     assert len(sents) > 50
 
 
 def test_sentences_cinderella_known_boundaries() -> None:
-    sents = [s.text for s in split_sentences(_texts()["cinderella"])]
+    sents = [s.text for s in split_sentences(real_texts()["cinderella"])]
     assert sents[0].startswith("The wife of a rich man fell sick")
     assert sents[0].endswith("be near you.")
     assert sents[1] == "Thereupon she closed her eyes and\ndeparted."
@@ -85,7 +70,7 @@ def test_sentences_cinderella_known_boundaries() -> None:
 
 
 def test_sentences_squality_paragraphs_split() -> None:
-    text = _texts()["squality"]
+    text = real_texts()["squality"]
     sents = [s.text for s in split_sentences(text)]
     # title and byline are their own pieces (blank lines, no full stops)
     assert sents[:2] == ["Jinx Ship To The Rescue", "By ALFRED COPPEL, JR."]
@@ -145,7 +130,7 @@ def test_sentences_empty_and_blank() -> None:
 
 
 def test_sentences_offset_inside_concatenation() -> None:
-    first, second = _texts()["cinderella"], _texts()["squality"]
+    first, second = real_texts()["cinderella"], real_texts()["squality"]
     source = first + "\n\n" + second
     off = len(first) + 2
     chunks = split_sentences(second, offset=off)
@@ -187,7 +172,7 @@ def check_token_windows(
 @pytest.mark.parametrize("name", REAL)
 @pytest.mark.parametrize("max_tokens", [100, 300])
 def test_token_windows_real_text(name: str, max_tokens: int) -> None:
-    text = _texts()[name]
+    text = real_texts()[name]
     windows = token_windows(text, max_tokens)
     check_token_windows(text, windows, max_tokens)
     # greedy (RAPTOR): the next window's first sentence did not fit in this one
@@ -214,7 +199,7 @@ def test_token_windows_with_a_model_tokenizer() -> None:
     def count(s: str) -> int:
         return len(tok.encode(s, add_special_tokens=False).ids)
 
-    text = _texts()["cinderella"]
+    text = real_texts()["cinderella"]
     windows = token_windows(text, 100, count=count)
     check_token_windows(text, windows, 100, count)
     assert sum(count(w.text) for w in windows) / len(windows) > 60
@@ -242,7 +227,7 @@ def test_token_windows_giant_word_cut_by_characters() -> None:
 
 
 def test_token_windows_offset() -> None:
-    text = _texts()["cinderella"]
+    text = real_texts()["cinderella"]
     a = token_windows(text, 120)
     b = token_windows(text, 120, offset=777)
     assert [(c.start + 777, c.end + 777, c.text) for c in a] == [
@@ -262,7 +247,7 @@ def test_token_windows_bad_limit(bad: int) -> None:
 @pytest.mark.parametrize("name", ["squality", "cinderella", "qmsum"])
 @pytest.mark.parametrize("max_tokens", [300, 2000])
 def test_paragraph_windows_real_text(name: str, max_tokens: int) -> None:
-    text = _texts()[name]
+    text = real_texts()[name]
     windows = paragraph_windows(text, max_tokens)
     check_partition(text, windows)
     assert all(count_tokens(w.text) <= max_tokens for w in windows)
@@ -298,7 +283,7 @@ def test_paragraph_windows_packs_and_falls_back() -> None:
 
 @pytest.mark.parametrize("name", REAL)
 def test_mixpr_chunks_real_text(name: str) -> None:
-    text = _texts()[name]
+    text = real_texts()[name]
     chunks = sentence_word_chunks(text)
     check_partition(text, chunks)
     assert all(len(c.text.split()) <= 32 for c in chunks)
@@ -337,7 +322,7 @@ def test_mixpr_chunks_newline_then_equal_split() -> None:
 
 
 def test_mixpr_chunks_custom_limit_and_offset() -> None:
-    text = _texts()["squality"]
+    text = real_texts()["squality"]
     a = sentence_word_chunks(text, max_words=8)
     b = sentence_word_chunks(text, max_words=8, offset=10)
     check_partition(text, a)

