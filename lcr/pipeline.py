@@ -94,6 +94,7 @@ def build(
     *,
     force: bool = False,
     progress: Progress = NULL_PROGRESS,
+    warn: Callable[[str], None] | None = None,
 ) -> list[BuildReport]:
     """Build ``methods`` into ``index``; an identical existing build is kept."""
     config.check_methods_named(sets, method_names())
@@ -122,6 +123,7 @@ def build(
                     settings=settings,
                     progress=progress,
                     cache=index.llm_cache(method.name),
+                    warn=warn or (lambda message: None),
                 )
             )
         reports.append(
@@ -152,7 +154,7 @@ def index_files(
         build_settings(get_method(n), sets)  # fail on a bad --set before reading files
     docs = load_documents(paths, warn=warn)
     index = Index.create(out, docs, force=force)
-    return index, build(index, names, models, sets, force=force, progress=progress)
+    return index, build(index, names, models, sets, force=force, progress=progress, warn=warn)
 
 
 @dataclass

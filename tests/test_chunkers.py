@@ -218,6 +218,28 @@ def test_token_windows_long_sentence_split_evenly() -> None:
     assert text[inner[0].start - 1] == " " and text[inner[-1].end] in " ."
 
 
+def test_token_windows_unpunctuated_lines_make_whole_line_windows() -> None:
+    """Hash-Hop-like text (no full stops) is one long 'sentence' of many lines: the
+    windows hold whole lines, with no one-word scraps (an embedder ranks those first)."""
+    import random
+
+    rng = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    def key() -> str:
+        return "".join(rng.choice(letters) for _ in range(16))
+
+    lines = [f"{key()} = {key()}" for _ in range(400)]
+    text = "\n".join(lines) + "\n"
+    windows = token_windows(text, 128)
+    check_token_windows(text, windows, 128)
+    line_starts = {0} | {i + 1 for i, c in enumerate(text) if c == "\n"}
+    line_ends = {i for i, c in enumerate(text) if c == "\n"}
+    assert all(w.start in line_starts and w.end in line_ends for w in windows)
+    sizes = [count_tokens(w.text) for w in windows]
+    assert min(sizes[:-1]) > 128 - 2 * max(count_tokens(x) for x in lines), sizes
+
+
 def test_token_windows_giant_word_cut_by_characters() -> None:
     text = "Start. " + "x" * 1000 + " end."
     windows = token_windows(text, 10)

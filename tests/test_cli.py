@@ -201,6 +201,28 @@ def test_info_and_methods_human(story: Path, capsys: pytest.CaptureFixture[str])
     assert code == 0 and "bm25.k1=1.5" in out
 
 
+def test_mixpr_memory_guard_warns_and_shows_the_cap(
+    story: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A graph over mixpr.max_edges is capped, and a script (no terminal) is told so."""
+    idx = str(story.with_suffix(".idx"))
+    code, _, err = run(["index", str(story), "-m", "mixpr", "-q"], capsys)
+    assert code == 0 and "warning" not in err
+    code, out, _ = run(["info", idx, "--json"], capsys)
+    exact = json.loads(out)["methods"]["mixpr"]["stats"]
+    assert exact["degree_cap"] == 0 and not exact["degree_cap_auto"]
+    budget = 3 * exact["chunks"]  # room for the self-loops and 1 edge a chunk
+    assert budget < exact["nnz"]
+    args = ["index", str(story), "-m", "mixpr", "--set", f"mixpr.max_edges={budget}", "--force"]
+    code, _, err = run([*args, "-q"], capsys)
+    assert code == 0
+    assert err.count("warning: mixpr: the exact graph would hold more than") == 1
+    code, out, _ = run(["info", idx, "--json"], capsys)
+    capped = json.loads(out)["methods"]["mixpr"]["stats"]
+    assert capped["degree_cap_auto"] and capped["degree_cap"] == 1
+    assert capped["nnz"] <= budget < exact["nnz"]
+
+
 @pytest.mark.slow
 def test_ask_end_to_end_with_smollm(
     story: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

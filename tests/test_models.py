@@ -499,10 +499,37 @@ def test_embedder(embedder: SentenceTransformerEmbedder) -> None:
     assert np.allclose(np.linalg.norm(emb[:4], axis=1), 1.0, atol=1e-5)
     assert emb[0] @ emb[1] > emb[0] @ emb[2] + 0.2
     assert progress.total == 5 and progress.done == 5
-    # order is kept despite the length sorting inside
+    # order is kept despite the length sorting inside (encoded afresh, not remembered)
+    embedder._memo.clear()
     alone = embedder.encode([texts[2]])
     assert np.allclose(alone[0], emb[2], atol=1e-5)
     assert embedder.encode([]).shape == (0, 384)
+
+
+def test_embedder_encodes_each_text_once(
+    embedder: SentenceTransformerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Repeated chunks, and a second build over the same chunks, reuse the vectors."""
+    embedder._memo.clear()
+    encoded: list[str] = []
+    real = embedder.model.encode
+
+    def counting(batch: list[str], **kwargs: object) -> np.ndarray:
+        encoded.extend(batch)
+        return real(batch, **kwargs)
+
+    monkeypatch.setattr(embedder.model, "encode", counting)
+    texts = ["Filler about the sea.", "A needle: 7731.", "Filler about the sea.", "Other."]
+    progress = _Count()
+    first = embedder.encode(texts, progress=progress)
+    assert sorted(encoded) == sorted(set(texts)) and progress.done == 4
+    assert np.array_equal(first[0], first[2])
+    again = embedder.encode(["Other.", "New line.", "A needle: 7731."])
+    assert encoded[3:] == ["New line."]
+    assert np.array_equal(again[0], first[3]) and np.array_equal(again[2], first[1])
+    monkeypatch.setattr("lcr.models.embedder.MEMO_ROWS", 2)
+    embedder.encode(["one more"])
+    assert len(embedder._memo) == 2  # bounded: the least recently used are dropped
 
 
 # ---------------------------------------------------------------------- GPU

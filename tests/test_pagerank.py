@@ -113,6 +113,67 @@ def test_similarity_graph_equals_dense_thresholded_product(self_loops: bool, wor
     assert (graph != graph.T).nnz == 0
 
 
+def real_tfidf_rows() -> sp.csr_array:
+    """TF-IDF rows of 32-word chunks of real text: common words make dense blocks."""
+    from lcr.models.tfidf import TfidfModel
+    from lcr.text.chunking import sentence_word_chunks
+    from tests.realdata import real_texts
+
+    text = "\n\n".join(real_texts().values())[:60_000]
+    _, emb = TfidfModel.fit([c.text for c in sentence_word_chunks(text, max_words=32)])
+    return sp.csr_array(emb)
+
+
+@pytest.mark.parametrize("scan", ["dense", "sparse", "chosen"])
+def test_compiled_kernels_give_scipys_graph_to_the_last_bit(
+    scan: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both kernels sum in scipy's order, so the graphs are identical, not just close."""
+    pytest.importorskip("numba")
+    import lcr.graph.similarity as similarity
+
+    ratio = {"dense": 10**12, "sparse": 0, "chosen": similarity._DENSE_SCAN_RATIO}[scan]
+    monkeypatch.setattr(similarity, "_DENSE_SCAN_RATIO", ratio)
+    for emb in (real_tfidf_rows(), unit_rows(7, n=300, v=60)):
+        ref, ref_stats = similarity_graph(emb, 0.27, backend="scipy", block_work=20_000)
+        ours, stats = similarity_graph(emb, 0.27, backend="numba", block_work=20_000, workers=2)
+        assert stats.blocks == ref_stats.blocks > 2
+        assert ours.nnz == ref.nnz > emb.shape[0]
+        assert np.array_equal(ours.indptr, ref.indptr)
+        assert np.array_equal(ours.indices, ref.indices)
+        assert np.array_equal(ours.data, ref.data)
+
+
+def test_compiled_kernel_empties_its_buffers_and_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block with more surviving entries than its buffers hold is finished in several calls."""
+    pytest.importorskip("numba")
+    import types
+
+    import lcr.graph.similarity as similarity
+
+    kernels = similarity._compiled_kernels()
+    calls: list[str] = []
+
+    def counted(name: str) -> object:
+        def call(*args: object) -> object:
+            calls.append(name)
+            return getattr(kernels, name)(*args)
+
+        return call
+
+    spy = types.SimpleNamespace(
+        upper_pairs_dense=counted("upper_pairs_dense"),
+        upper_pairs_sparse=counted("upper_pairs_sparse"),
+    )
+    monkeypatch.setattr(similarity, "_compiled_kernels", lambda: spy)
+    monkeypatch.setattr(similarity, "_BUFFER_ENTRIES", 1)  # buffers of 4 rows' width
+    emb = unit_rows(8, n=400, v=6)  # few terms: most pairs survive a low threshold
+    ref, _ = similarity_graph(emb, 0.05, backend="scipy", block_work=10**9)
+    ours, stats = similarity_graph(emb, 0.05, backend="numba", block_work=10**9)
+    assert stats.blocks == 1 and len(calls) >= 4
+    assert ref.nnz > 10_000 and (ours != ref).nnz == 0
+
+
 def test_similarity_graph_reports_blocks_and_stores_int32_indices() -> None:
     emb = unit_rows(4)
     seen: list[int] = []
@@ -187,3 +248,50 @@ def test_query_graph_equals_explicitly_extended_graph() -> None:
     ours = qg.personalised(0.6, tol=1e-10)
     assert ours.iterations == ref.iterations
     np.testing.assert_allclose(ours.scores, ref.scores, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("backend", ["numba", "scipy"])
+def test_max_edges_caps_the_degree_only_when_the_exact_graph_would_not_fit(backend: str) -> None:
+    if backend == "numba":
+        pytest.importorskip("numba")
+    emb = unit_rows(9, n=300, v=30)
+    exact, _ = similarity_graph(emb, 0.1, backend=backend)
+    roomy, stats = similarity_graph(emb, 0.1, max_edges=exact.nnz, backend=backend)
+    assert not stats.auto_capped and stats.max_degree == 0
+    assert (roomy != exact).nnz == 0
+
+    budget = exact.nnz // 3
+    # many small blocks: the build sees the overflow part-way, after exact blocks
+    capped, stats = similarity_graph(emb, 0.1, max_edges=budget, block_work=300, backend=backend)
+    self_loops = int(np.count_nonzero(emb.multiply(emb).sum(axis=1)))  # non-empty rows
+    m = (budget - self_loops) // (2 * 300)
+    assert stats.auto_capped and stats.max_degree == m and stats.blocks > 5
+    assert capped.nnz <= budget
+    asked, asked_stats = similarity_graph(emb, 0.1, max_degree=m, backend=backend)
+    assert not asked_stats.auto_capped
+    assert (capped != asked).nnz == 0  # the same graph as asking for the cap at the start
+
+
+@pytest.mark.parametrize("backend", ["numba", "scipy"])
+@pytest.mark.parametrize("budget", ["max_degree", "max_edges"])
+def test_pruning_as_blocks_arrive_gives_the_one_shot_cap(
+    budget: str, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pruning often (with each row's floor dropping entries early) keeps the same edges
+    as one top-m cut at the end, ties included, and counts the capped rows the same."""
+    import lcr.graph.similarity as similarity
+
+    emb = unit_rows(10, n=300, v=12)  # few terms: many equal similarities (ties)
+    args = {"max_degree": 4} if budget == "max_degree" else {"max_edges": 4000}
+    monkeypatch.setattr(similarity, "_PRUNE_EVERY", 10**12)
+    if backend == "numba":
+        pytest.importorskip("numba")
+    once, once_stats = similarity_graph(emb, 0.1, block_work=300, backend=backend, **args)
+    monkeypatch.setattr(similarity, "_PRUNE_EVERY", 50)
+    often, often_stats = similarity_graph(emb, 0.1, block_work=300, backend=backend, **args)
+    assert once_stats.blocks > 5 and once_stats.max_degree == often_stats.max_degree
+    assert once_stats.capped_rows == often_stats.capped_rows > 0
+    assert (once != often).nnz == 0
+    # the compiled and the NumPy cut agree (ties go to the lower column in both)
+    other, _ = similarity_graph(emb, 0.1, block_work=300, backend="scipy", **args)
+    assert (other != often).nnz == 0

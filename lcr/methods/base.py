@@ -9,7 +9,7 @@ Answering is shared (``lcr.answer``). Methods never import each other.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -33,6 +33,9 @@ class BuildContext:
     settings: dict[str, Any]
     progress: Progress = NULL_PROGRESS
     cache: LLMCache = field(default_factory=MemoryCache)
+    # one-line notes the user must see even without a terminal (e.g. a setting
+    # that changed what was built); the CLI prints them as "warning: ..."
+    warn: Callable[[str], None] = field(default=lambda message: None)
 
     def doc_texts(self) -> Iterator[tuple[int, int, str]]:
         """``(doc index, start offset in source.txt, text)`` for each document."""

@@ -63,7 +63,14 @@ def _tfidf_scores(ctx: QueryContext, question: str) -> np.ndarray:
 def _dense_scores(ctx: QueryContext, question: str) -> np.ndarray:
     emb = ctx.stored.array("embeddings")
     q = ctx.models.embedder.encode([question])
-    return emb @ q[0]
+    scores = emb @ q[0]
+    if not ctx.stored.stats.get("split_chunks"):
+        return scores
+    # some chunks were embedded in pieces: a chunk scores as its best piece
+    owner = ctx.stored.array("piece_owner")
+    best = np.full(int(owner[-1]) + 1, -np.inf, dtype=scores.dtype)
+    np.maximum.at(best, owner, scores)
+    return best
 
 
 def _build_tfidf(ctx: BuildContext, nodes: list[Node]) -> None:
@@ -75,10 +82,41 @@ def _build_tfidf(ctx: BuildContext, nodes: list[Node]) -> None:
     ctx.out.stats["vocabulary"] = model.vocabulary_size
 
 
+def embedding_pieces(embedder: Any, texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """The texts to embed, and the chunk each belongs to.
+
+    An embedder reads at most ``max_tokens`` of its own tokens and silently
+    drops the rest, and a chunk counted in lcr's approximate tokens can be far
+    longer in the embedder's (random strings, code, numbers). Such a chunk is
+    embedded in pieces that fit, cut at sentences, lines, then words, so no
+    word of it goes unseen; the chunks themselves (shared with bm25 and tfidf)
+    stay as they are.
+    """
+    from lcr.text.chunking import token_windows
+
+    limit = int(getattr(embedder, "max_tokens", 0) or 0)
+    counts = embedder.token_counts(texts) if limit else [0] * len(texts)
+    pieces: list[str] = []
+    owner: list[int] = []
+    for i, (text, n) in enumerate(zip(texts, counts, strict=True)):
+        parts = [text]
+        if n > limit:
+            parts = [c.text for c in token_windows(text, limit, count=embedder.count_tokens)]
+        pieces.extend(parts)
+        owner.extend([i] * len(parts))
+    return pieces, np.asarray(owner, dtype=np.int64)
+
+
 def _build_dense(ctx: BuildContext, nodes: list[Node]) -> None:
-    task = ctx.progress.task("embedding chunks", total=len(nodes))
-    emb = ctx.models.embedder.encode([n.text for n in nodes], progress=_Advance(task))
+    pieces, owner = embedding_pieces(ctx.models.embedder, [n.text for n in nodes])
+    task = ctx.progress.task("embedding chunks", total=len(pieces))
+    emb = ctx.models.embedder.encode(pieces, progress=_Advance(task))
     ctx.out.write_array("embeddings", emb.astype(np.float32))
+    split = int(np.count_nonzero(np.bincount(owner, minlength=len(nodes)) > 1)) if nodes else 0
+    if split:
+        ctx.out.write_array("piece_owner", owner)
+        ctx.out.stats["split_chunks"] = split
+        ctx.out.stats["embedded_pieces"] = len(pieces)
 
 
 class _Advance:

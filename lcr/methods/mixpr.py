@@ -123,11 +123,15 @@ class MixPR(Method):
         Setting("self_loops", True, "keep each chunk's similarity with itself (the diagonal of "
                 "E^T E, as the paper's A has). It makes the walk lazy, so an isolated chunk "
                 "keeps its mass instead of being dangling; false drops the diagonal", paper=True),
-        Setting("max_degree", 0, "keep only each chunk's N strongest edges (0 = every edge "
-                "over the threshold, the paper's graph). Bounds the graph's memory on very "
-                "repetitive or >10M-token texts at 2*N edges per chunk (10M tokens, N=50: "
-                "33M edges, peak RSS 4.1 GB; uncapped: ~2e9 edges, does not fit in 12 GB; "
-                "bench/README.md)"),
+        Setting("max_degree", 0, "keep only each chunk's N strongest edges (an edge stays when "
+                "either end keeps it). 0 = every edge over the threshold, the paper's graph, "
+                "unless max_edges steps in"),
+        Setting("max_edges", 150_000_000, "memory guard: the exact graph is kept while it "
+                "holds at most this many entries (1M tokens of real text: 22M; about 30 bytes "
+                "each at the build's peak). A larger graph (a ~3M-token or very repetitive "
+                "text) is built with the largest max_degree that fits instead, said in a "
+                "warning and by 'lcr info' (degree_cap). 0 = never cap: exact at any size, "
+                "but ~2e9 entries (> 16 GB) at 10M tokens. bench/README.md (MixPR)"),
     )  # fmt: skip
     query_settings = (
         Setting("mode", "auto", "auto: the LLM router picks local (PPR) or global (PageRank); "
@@ -203,10 +207,18 @@ class MixPR(Method):
             float(ctx.settings["threshold"]),
             self_loops=bool(ctx.settings["self_loops"]),
             max_degree=int(ctx.settings["max_degree"]),
+            max_edges=int(ctx.settings["max_edges"]),
             workers=_threads(),
             on_block=on_block,
         )
         timings["graph_s"] = time.perf_counter() - t0
+        if gstats.auto_capped:
+            ctx.warn(
+                f"mixpr: the exact graph would hold more than mixpr.max_edges="
+                f"{int(ctx.settings['max_edges']):,} entries, so each chunk keeps its "
+                f"{gstats.max_degree} strongest edges (degree_cap in 'lcr info'; "
+                "--set mixpr.max_edges=0 keeps every edge if memory allows)"
+            )
 
         t0 = time.perf_counter()
         transition, dangling = transition_matrix(graph)
@@ -231,6 +243,8 @@ class MixPR(Method):
                 "vocabulary": vocab,
                 "nnz": int(graph.nnz),
                 "mean_degree": round(graph.nnz / max(len(nodes), 1), 1),
+                "degree_cap": gstats.max_degree,
+                "degree_cap_auto": gstats.auto_capped,
                 "capped_rows": gstats.capped_rows,
                 "graph_blocks": gstats.blocks,
                 "pagerank_iterations": pr.iterations,

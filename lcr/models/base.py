@@ -81,6 +81,15 @@ class Embedder(Protocol):
     @property
     def dim(self) -> int: ...
 
+    @property
+    def max_tokens(self) -> int:
+        """Tokens of a text the model reads (0: no limit); the rest is dropped."""
+        ...
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
     def encode(
         self, texts: Sequence[str], *, batch_size: int = 32, progress: Progress = NULL_PROGRESS
     ) -> np.ndarray:

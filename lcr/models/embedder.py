@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,12 +14,22 @@ if TYPE_CHECKING:
     import numpy as np
 
 
+# Vectors remembered per embedder, by the text's hash (~1.5 KB each at 384 dims).
+MEMO_ROWS = 100_000
+
+
 class SentenceTransformerEmbedder:
-    """L2-normalised float32 sentence vectors; cosine similarity is a dot product."""
+    """L2-normalised float32 sentence vectors; cosine similarity is a dot product.
+
+    Each text is encoded once per process: repeated chunks (boilerplate, a
+    filler text shared by many documents) and a second method over the same
+    chunks (``hybrid`` after ``dense``) reuse the vectors already computed.
+    """
 
     def __init__(self, model: Any, *, model_id: str) -> None:
         self.model = model
         self.model_id = model_id
+        self._memo: OrderedDict[bytes, np.ndarray] = OrderedDict()
         dim = _dimension(model)
         if dim is None:  # some models only know their width after a first encode
             dim = int(model.encode(["x"], convert_to_numpy=True).shape[1])
@@ -38,12 +50,30 @@ class SentenceTransformerEmbedder:
     def dim(self) -> int:
         return self._dim
 
+    @property
+    def max_tokens(self) -> int:
+        """Tokens of a text the model reads (its window less the two special
+        tokens); the rest would be dropped without a word."""
+        window = int(getattr(self.model, "max_seq_length", 0) or 0)
+        return max(window - 2, 1) if window else 0
+
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Each text's length in the model's own tokens (no special tokens)."""
+        if not texts:
+            return []
+        ids = self.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+        return [len(x) for x in ids]
+
+    def count_tokens(self, text: str) -> int:
+        return self.token_counts([text])[0]
+
     def encode(
         self, texts: Sequence[str], *, batch_size: int = 32, progress: Progress = NULL_PROGRESS
     ) -> np.ndarray:
         """Encode in batches of similar length (less padding), rows in the input order.
 
-        Reports one progress task ("embedding", total = number of texts).
+        Texts already encoded (in this call or an earlier one) are not encoded
+        again. Reports one progress task ("embedding", total = number of texts).
         """
         import numpy as np
 
@@ -53,8 +83,15 @@ class SentenceTransformerEmbedder:
             return out
         batch_size = max(1, int(batch_size))
         task = progress.task("embedding", total=n)
-        order = sorted(range(n), key=lambda i: -len(texts[i]))
-        for start in range(0, n, batch_size):
+        keys = [hashlib.blake2b(t.encode("utf-8"), digest_size=16).digest() for t in texts]
+        todo: dict[bytes, int] = {}  # distinct texts to encode -> one row holding it
+        for i, key in enumerate(keys):
+            if key not in self._memo and key not in todo:
+                todo[key] = i
+        task.advance(n - len(todo))
+        order = sorted(todo.values(), key=lambda i: -len(texts[i]))
+        fresh: dict[bytes, np.ndarray] = {}
+        for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
             vecs = self.model.encode(
                 [texts[i] for i in idx],
@@ -63,9 +100,24 @@ class SentenceTransformerEmbedder:
                 normalize_embeddings=False,
                 show_progress_bar=False,
             )
-            out[idx] = np.asarray(vecs, dtype=np.float32)
+            for i, vec in zip(idx, _normalise(np.asarray(vecs, dtype=np.float32)), strict=True):
+                fresh[keys[i]] = vec
             task.advance(len(idx))
-        return _normalise(out)
+        for i, key in enumerate(keys):
+            vec = fresh.get(key)
+            if vec is None:
+                vec = self._memo[key]
+                self._memo.move_to_end(key)  # recently used: kept longest
+            out[i] = vec
+        self._remember(fresh)
+        return out
+
+    def _remember(self, fresh: dict[bytes, np.ndarray]) -> None:
+        for key, vec in fresh.items():
+            self._memo[key] = vec
+            self._memo.move_to_end(key)
+        while len(self._memo) > MEMO_ROWS:
+            self._memo.popitem(last=False)
 
 
 def _dimension(model: Any) -> int | None:

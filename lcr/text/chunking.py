@@ -296,7 +296,11 @@ def _check_limit(name: str, value: int) -> None:
 def _token_units(
     text: str, spans: list[Span], limit: int, count: TokenCounter
 ) -> tuple[list[Span], list[int]]:
-    """Sentence spans with counts; sentences over the limit split into fitting pieces."""
+    """Sentence spans with counts. A sentence over the limit is split at its
+    newlines first (a list, a table or unpunctuated text is one "sentence" that
+    is really many lines), and a line still over the limit into near-equal
+    pieces. Packing then fills windows with whole lines, instead of leaving
+    scraps of a word or two where uneven pieces overflowed."""
     units: list[Span] = []
     weights: list[int] = []
     for a, b in spans:
@@ -304,11 +308,31 @@ def _token_units(
         if w <= limit:
             units.append((a, b))
             weights.append(w)
-        else:
-            for pa, pb in _balanced_pieces(text, a, b, limit, count):
+            continue
+        for la, lb in _line_spans(text, a, b):
+            lw = count(text[la:lb])
+            if lw <= limit:
+                units.append((la, lb))
+                weights.append(lw)
+                continue
+            for pa, pb in _balanced_pieces(text, la, lb, limit, count):
                 units.append((pa, pb))
                 weights.append(count(text[pa:pb]))
     return units, weights
+
+
+def _line_spans(text: str, start: int, end: int) -> list[Span]:
+    """The non-blank lines of ``text[start:end]``, without surrounding whitespace."""
+    spans: list[Span] = []
+    line_start = start
+    while line_start < end:
+        nl = text.find("\n", line_start, end)
+        line_end = end if nl < 0 else nl
+        words = _word_spans(text, line_start, line_end)
+        if words:
+            spans.append((words[0][0], words[-1][1]))
+        line_start = line_end + 1
+    return spans
 
 
 def _token_window_spans(text: str, max_tokens: int, count: TokenCounter) -> list[Span]:
@@ -323,7 +347,8 @@ def token_windows(
 
     RAPTOR's rule: a sentence that would overflow the window starts the next
     one, so no sentence is cut, unless one sentence alone is over the limit;
-    that one is split at word boundaries into roughly equal pieces.
+    that one is split at its newlines, and a line still over the limit at word
+    boundaries into roughly equal pieces.
     """
     _check_limit("max_tokens", max_tokens)
     return _to_chunks(text, _token_window_spans(text, max_tokens, count), offset)
@@ -370,14 +395,10 @@ def sentence_word_chunks(text: str, max_words: int = 32, offset: int = 0) -> lis
         if b - a <= short or len(text[a:b].split()) <= max_words:
             append((a, b))
             continue
-        line_start = a
-        while line_start < b:
-            nl = text.find("\n", line_start, b)
-            line_end = b if nl < 0 else nl
-            words = _word_spans(text, line_start, line_end)
+        for la, lb in _line_spans(text, a, b):
+            words = _word_spans(text, la, lb)
             if len(words) > max_words:
                 spans.extend(_equal_word_pieces(words, max_words))
-            elif words:
-                append((words[0][0], words[-1][1]))
-            line_start = line_end + 1
+            else:
+                append((la, lb))
     return _to_chunks(text, spans, offset)

@@ -1,0 +1,65 @@
+"""dense/hybrid: chunks longer than the embedder's window are embedded in pieces."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lcr import pipeline
+from lcr.methods.baselines import embedding_pieces
+from lcr.models.base import Models
+from lcr.store import DocumentInput, Index
+
+
+def hash_lines(count: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+    def key() -> str:
+        return "".join(rng.choice(letters) for _ in range(16))
+
+    return [f"{key()} = {key()}" for _ in range(count)]
+
+
+def test_long_chunks_are_embedded_in_pieces_that_fit(embedder: Any) -> None:
+    lines = hash_lines(60)
+    long_chunk = "\n".join(lines)  # ~12 wordpieces a line: far over 254
+    short = "The lighthouse keeper climbed the stairs."
+    pieces, owner = embedding_pieces(embedder, [short, long_chunk, short])
+    assert embedder.max_tokens == 254
+    assert pieces[0] == short and pieces[-1] == short
+    inner = pieces[1:-1]
+    assert len(inner) >= 3 and list(owner) == [0] + [1] * len(inner) + [2]
+    assert max(embedder.token_counts(inner)) <= embedder.max_tokens
+    assert "\n".join(inner).split("\n") == lines  # whole lines, in order, none lost
+
+
+@pytest.mark.parametrize("method", ["dense", "hybrid"])
+def test_a_line_past_the_embedders_window_is_still_found(
+    tmp_path: Path, embedder: Any, method: str
+) -> None:
+    lines = hash_lines(400, seed=1)
+    text = "\n".join(lines) + "\n"
+    idx = Index.create(
+        tmp_path / "hh.idx",
+        [DocumentInput("hh.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))],
+    )
+    models = Models.with_objects(embedder=embedder)
+    pipeline.build(idx, [method], models)
+    stats = Index.open(idx.path).methods[method]["stats"]
+    assert stats["split_chunks"] > 0 and stats["embedded_pieces"] > stats["split_chunks"]
+    nodes = Index.open(idx.path).reader(method).nodes()
+    # the tail of a chunk whose start alone fills the embedder's window:
+    # truncated, it would never be seen
+    long = next(n for n in nodes if embedder.count_tokens(n.text) > embedder.max_tokens + 40)
+    pieces, _ = embedding_pieces(embedder, [long.text])
+    tail = pieces[-1]
+    assert tail not in pieces[0] and long.text.endswith(tail)
+    ev = pipeline.retrieve(idx, method, tail, models, k=3).evidence
+    assert ev.items[0].id == long.id  # the chunk scores as its best piece
+    if method == "dense":
+        assert ev.items[0].score > 0.99
