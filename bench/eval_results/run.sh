@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Retrieval-only results of `lcr eval` at 32k tokens, 50 questions per task (CPU).
-# Usage: bench/eval_results/run.sh [WORKDIR] [METHODS...]   (default: /tmp/lcr-eval-bench, bm25 tfidf dense)
-# Env: LIMIT=N evaluates only the first N questions of each task; TAG names the summary files.
+# Usage: bench/eval_results/run.sh [WORKDIR] [METHODS...]   (default: /tmp/lcr-eval-bench, bm25 tfidf dense hybrid mixpr)
+# Env: LIMIT=N evaluates only the first N questions of each task; TAG names the summary files;
+#      TASKS="vt hashhop2 ..." picks and orders the tasks (default: all five).
 # MixPR runs with mixpr.mode=local (all these questions are local; skips the LLM router).
 # Data and indexes stay in WORKDIR, outside the project; ../shared/data is read in place.
 set -euo pipefail
@@ -9,7 +10,7 @@ HERE="$(cd "$(dirname "$0")/../.." && pwd)"
 LCR="$HERE/.venv/bin/python -m lcr"
 DATA="${LCR_SHARED_DATA:-$HERE/../shared/data}"
 WORK="${1:-/tmp/lcr-eval-bench}"; shift || true
-METHODS=("${@:-bm25 tfidf dense}"); METHODS=(${METHODS[@]})
+METHODS=("${@:-bm25 tfidf dense hybrid mixpr}"); METHODS=(${METHODS[@]})
 mkdir -p "$WORK"; cd "$WORK"
 
 # BABILong filler: the SQuALITY dev stories (Project Gutenberg texts, as BABILong's PG-19).
@@ -27,7 +28,7 @@ ev generate vt --length 32k --count 50 --seed 0 -o vt.jsonl
 ev prepare babilong "$DATA/babi/qa2_two-supporting-facts_test.txt" --filler filler.txt --length 32k --limit 50 --seed 0 -o babilong-qa2.jsonl
 ev prepare babilong "$DATA/babi/qa3_three-supporting-facts_test.txt" --filler filler.txt --length 32k --limit 50 --seed 0 -o babilong-qa3.jsonl
 
-for task in hashhop2 hashhop4 vt babilong-qa2 babilong-qa3; do
+for task in ${TASKS:-hashhop2 hashhop4 vt babilong-qa2 babilong-qa3}; do
   args=()
   for m in "${METHODS[@]}"; do args+=(--method "$m"); done
   extra=()
