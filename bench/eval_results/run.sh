@@ -2,7 +2,7 @@
 # Retrieval-only results of `lcr eval` at 32k tokens, 50 questions per task (CPU).
 # Usage: bench/eval_results/run.sh [WORKDIR] [METHODS...]   (default: /tmp/lcr-eval-bench, bm25 tfidf dense hybrid mixpr)
 # Env: LIMIT=N evaluates only the first N questions of each task; TAG names the summary files;
-#      TASKS="vt hashhop2 ..." picks and orders the tasks (default: all five).
+#      TASKS="vt hashhop2 ..." picks and orders the tasks (default: all five); DEVICE=cuda on a GPU.
 # MixPR runs with mixpr.mode=local (all these questions are local; skips the LLM router).
 # Data and indexes stay in WORKDIR, outside the project; ../shared/data is read in place.
 set -euo pipefail
@@ -34,5 +34,5 @@ for task in ${TASKS:-hashhop2 hashhop4 vt babilong-qa2 babilong-qa3}; do
   extra=()
   if [ -n "${LIMIT:-}" ]; then extra+=(--limit "$LIMIT"); fi
   ev "$task.jsonl" "${args[@]}" "${extra[@]}" --set mixpr.mode=local --retrieval-only \
-    --device cpu --quiet --json > "$task.${TAG:-all}.summary.json"
+    --device "${DEVICE:-cpu}" --quiet --json > "$task.${TAG:-all}.summary.json"
 done

@@ -12,7 +12,7 @@ from lcr.eval.summary import markdown
 def main(work: str, tag: str) -> None:
     for task in ("hashhop2", "hashhop4", "vt", "babilong-qa2", "babilong-qa3"):
         path = Path(work) / f"{task}.{tag}.summary.json"
-        if not path.exists():
+        if not path.exists() or path.stat().st_size == 0:  # not run, or still running
             continue
         payload = json.loads(path.read_text(encoding="utf-8"))
         print(f"**{task}** ({payload['questions']} questions)\n")
