@@ -5,6 +5,7 @@ scripted LLM, and once with the real small model."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,7 @@ def test_two_methods_through_cli_table_json_and_resume(niah_set: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "bm25" in res.output and "tfidf" in res.output and "recall" in res.output
     assert "paired bootstrap" in res.output
+    assert not any("…" in line for line in res.output.splitlines())
     assert len(results.read_text().splitlines()) == 12
 
     # another -k is another run: only it is computed
@@ -185,3 +187,14 @@ def test_real_small_model_answers(niah_set: Path, tmp_path: Path) -> None:
     assert row["llm_calls"]["mean"] == 1.0
     assert 0 < row["completion_tokens"]["mean"] <= 24
     assert row["flops"]["mean"] > 0
+
+
+def test_table_is_wide_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`lcr eval ... > log` keeps every column whole instead of rich's 80-column cut."""
+    from lcr.eval.cli import table_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    assert table_console().width == 240
+    monkeypatch.setenv("COLUMNS", "100")
+    assert table_console().width == 100

@@ -8,6 +8,7 @@ hidden ``run`` command. The lead attaches it with ``cli.add_command(eval_group, 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -192,14 +193,21 @@ def run_command(
         }
         click.echo(json.dumps(payload, ensure_ascii=False))
         return
-    from rich.console import Console
-
     _note(
         f"{len(outcome.questions)} questions x {len(names)} methods: {outcome.new} run, "
         f"{outcome.skipped} already in {outcome.out}",
         quiet,
     )
-    summary.render(result, Console())
+    summary.render(result, table_console())
+
+
+def table_console() -> Any:
+    """A rich console for the summary; piped to a file it is 240 columns wide, because
+    rich's 80-column default would cut a dozen metric columns down to ellipses."""
+    from rich.console import Console
+
+    wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 240
+    return Console(width=wide)
 
 
 @eval_group.command("prepare")
