@@ -26,6 +26,14 @@ class Usage:
             self.calls + other.calls,
         )
 
+    def minus(self, earlier: Usage) -> Usage:
+        """What was spent since ``earlier``, a copy taken of the same counters."""
+        return Usage(
+            self.prompt_tokens - earlier.prompt_tokens,
+            self.completion_tokens - earlier.completion_tokens,
+            self.calls - earlier.calls,
+        )
+
     def to_json(self) -> dict[str, int]:
         return asdict(self)
 

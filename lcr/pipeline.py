@@ -114,6 +114,7 @@ def build(
             continue
         started = time.perf_counter()
         with index.building(method.name, settings=settings, models=record) as out:
+            before = _llm_usage(models)
             method.build(
                 BuildContext(
                     source=index.source,
@@ -126,6 +127,9 @@ def build(
                     warn=warn or (lambda message: None),
                 )
             )
+            if method.build_uses_llm:
+                # what this build paid; summaries reused from the index's cache cost nothing
+                out.stats["llm_usage"] = _llm_usage(models).minus(before).to_json()
         reports.append(
             BuildReport(
                 method.name,
@@ -135,6 +139,14 @@ def build(
             )
         )
     return reports
+
+
+def _llm_usage(models: Models) -> Usage:
+    """A copy of the LLM's counters; zero while no LLM is loaded (a new one starts at zero)."""
+    if not models.llm_loaded:
+        return Usage()
+    u = models.llm.usage
+    return Usage(u.prompt_tokens, u.completion_tokens, u.calls)
 
 
 def index_files(

@@ -14,7 +14,9 @@ from click.testing import CliRunner
 from lcr.errors import LcrError, UsageError
 from lcr.eval import runner
 from lcr.eval.cli import eval_group
+from lcr.eval.summary import markdown_builds, summarize
 from lcr.models.base import Models, ModelSpec
+from lcr.store import Index
 from tests.fakes import ForbiddenLLM, ScriptedLLM
 
 
@@ -49,6 +51,11 @@ def test_two_methods_through_cli_table_json_and_resume(niah_set: Path) -> None:
         assert 0 < row["evidence_tokens"]["mean"] <= 3 * 200
     assert summary["paired"]["a"] == "bm25" and "recall" in summary["paired"]["tests"]
     assert summary["paired"]["tests"]["recall"]["diff"] == 0.0
+    # one index per generated document; neither method builds with an LLM
+    for method in ("bm25", "tfidf"):
+        build = summary["build"][method]
+        assert build["indexes"] == 6 and build["build_s"]["mean"] > 0
+        assert "llm_calls" not in build
 
     results = niah_set.with_name("niah.results.jsonl")
     records = [json.loads(line) for line in results.read_text().splitlines()]
@@ -65,6 +72,7 @@ def test_two_methods_through_cli_table_json_and_resume(niah_set: Path) -> None:
     assert res.exit_code == 0, res.output
     assert "bm25" in res.output and "tfidf" in res.output and "recall" in res.output
     assert "paired bootstrap" in res.output
+    assert "index builds" in res.output
     assert not any("…" in line for line in res.output.splitlines())
     assert len(results.read_text().splitlines()) == 12
 
@@ -198,3 +206,31 @@ def test_table_is_wide_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
     assert table_console().width == 240
     monkeypatch.setenv("COLUMNS", "100")
     assert table_console().width == 100
+
+
+def test_build_cost_of_an_llm_built_method(
+    niah_set: Path, tmp_path: Path, embedder: object
+) -> None:
+    """RAPTOR's summaries are counted per index, and still reported when a rerun skips all."""
+    llm = CountedLLM(words=30)
+    models = Models.with_objects(llm=llm, embedder=embedder)  # type: ignore[arg-type]
+    opts = runner.RunOptions(
+        methods=["raptor"], retrieval_only=True, limit=2, out=tmp_path / "b.jsonl"
+    )
+    first = runner.run(niah_set, models, opts)
+    assert first.new == 2 and len(first.builds) == 2
+    summaries = 0
+    for build in first.builds:
+        index = Index.open(niah_set.parent / "niah.indexes" / build["index"])
+        nodes = index.reader("raptor").nodes()
+        summaries += sum(1 for n in nodes if n.level > 0)
+        assert build["llm_calls"] == sum(1 for n in nodes if n.level > 0)
+        assert build["prompt_tokens"] > 0 and build["completion_tokens"] > 0
+    assert summaries == llm.usage.calls > 0
+
+    again = runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), opts)
+    assert again.new == 0 and again.builds == first.builds
+    table = summarize(again.records, ["raptor"], retrieval_only=True, builds=again.builds)
+    row = table["build"]["raptor"]
+    assert row["indexes"] == 2 and row["llm_calls"]["mean"] == summaries / 2
+    assert "| raptor | 2 |" in markdown_builds(table)

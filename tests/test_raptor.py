@@ -307,6 +307,9 @@ def test_resume_pays_nothing_for_finished_summaries(
     assert second.calls == total - kept
     stats = index.reader("raptor").stats
     assert stats["llm_cached"] == kept and stats["llm_calls"] == total - kept
+    # the pipeline's own record of what this build paid agrees with the LLM's counters
+    assert stats["llm_usage"] == second.usage.to_json()
+    assert stats["llm_usage"]["calls"] == total - kept
     nodes = index.reader("raptor").nodes()
     assert [n.to_json() for n in nodes] == [n.to_json() for n in built[0].reader("raptor").nodes()]
 

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from lcr.eval.summary import markdown
+from lcr.eval.summary import markdown, markdown_builds
 
 
 def main(work: str, tag: str) -> None:
@@ -17,6 +17,9 @@ def main(work: str, tag: str) -> None:
         payload = json.loads(path.read_text(encoding="utf-8"))
         print(f"**{task}** ({payload['questions']} questions)\n")
         print(markdown(payload["summary"]))
+        builds = markdown_builds(payload["summary"])
+        if builds:
+            print(f"Index builds ({task}), mean per index:\n\n{builds}")
 
 
 if __name__ == "__main__":

@@ -155,7 +155,8 @@ def run_command(
     evidence recall, evidence tokens, LLM tokens in and out, LLM calls, wall
     time and FLOPs (2 x parameters x tokens, PECAN's measure). The table shows
     means with 95% bootstrap intervals and, for two methods, a paired bootstrap
-    test of their difference.
+    test of their difference; a second table, what building one index cost
+    (seconds; LLM calls and tokens for methods that build with an LLM).
     """
     from lcr.errors import UsageError
     from lcr.eval import runner, summary
@@ -180,7 +181,9 @@ def run_command(
         )
         outcome = runner.run(data, models, opts, progress=progress)
     names = [p.name for p in outcome.plans]
-    result = summary.summarize(outcome.records, names, retrieval_only=retrieval_only)
+    result = summary.summarize(
+        outcome.records, names, retrieval_only=retrieval_only, builds=outcome.builds
+    )
     if as_json:
         payload: dict[str, Any] = {
             "data": str(data),

@@ -152,11 +152,49 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:40] or "docs"
 
 
+def index_path(q: Question, index_dir: Path) -> Path:
+    """Where the shared index of ``q``'s documents lives."""
+    return index_dir / f"{_slug(q.documents[0].id)}-{q.corpus_key()}.idx"
+
+
 def open_index(q: Question, index_dir: Path) -> Index:
     """The shared index of ``q``'s documents, created on first use."""
-    name = f"{_slug(q.documents[0].id)}-{q.corpus_key()}.idx"
     docs = [DocumentInput(d.id, d.text, d.sha256, len(d.text.encode("utf-8"))) for d in q.documents]
-    return Index.create(index_dir / name, docs)
+    return Index.create(index_path(q, index_dir), docs)
+
+
+def build_costs(
+    questions: Sequence[Question], plans: Sequence[MethodPlan], index_dir: Path
+) -> list[dict[str, Any]]:
+    """What building each method into each of the run's indexes cost, from the manifests.
+
+    One record per (index, method) whose build matches the run's settings. The
+    LLM counters are those of the build that was committed: a build resumed from
+    the index's cache counts only the calls it still had to make.
+    """
+    out: list[dict[str, Any]] = []
+    for group in _groups(questions):
+        manifest_path = index_path(group[0], index_dir) / "manifest.json"
+        try:
+            built = json.loads(manifest_path.read_text(encoding="utf-8")).get("methods", {})
+        except (OSError, ValueError):
+            continue
+        for plan in plans:
+            entry = built.get(plan.name)
+            if not isinstance(entry, dict) or entry.get("settings") != plan.build:
+                continue
+            rec: dict[str, Any] = {
+                "method": plan.name,
+                "index": manifest_path.parent.name,
+                "build_s": float(entry.get("build_seconds", 0.0)),
+            }
+            usage = entry.get("stats", {}).get("llm_usage")
+            if isinstance(usage, dict):
+                rec["llm_calls"] = usage.get("calls", 0)
+                rec["prompt_tokens"] = usage.get("prompt_tokens", 0)
+                rec["completion_tokens"] = usage.get("completion_tokens", 0)
+            out.append(rec)
+    return out
 
 
 def source_spans(q: Question, index: Index) -> tuple[list[tuple[int, int] | None], list[int]]:
@@ -249,6 +287,7 @@ class RunOutcome:
     questions: list[Question]
     plans: list[MethodPlan]
     records: list[dict[str, Any]]  # this run's records (new and resumed), question order
+    builds: list[dict[str, Any]]  # build cost per (index, method), see build_costs
     new: int
     skipped: int
     out: Path
@@ -303,7 +342,8 @@ def run(
                         new += 1
                         task.advance()
     records = [done[(q.id, p.key)] for q in questions for p in plans if (q.id, p.key) in done]
-    return RunOutcome(questions, plans, records, new, skipped, out)
+    builds = build_costs(questions, plans, index_dir)
+    return RunOutcome(questions, plans, records, builds, new, skipped, out)
 
 
 def _warm(plan: MethodPlan, models: Models, opts: RunOptions) -> None:

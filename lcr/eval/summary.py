@@ -31,6 +31,13 @@ METRICS: tuple[tuple[str, str], ...] = (
     ("flops", "TFLOPs"),
 )
 _COST = {"prompt_tokens", "completion_tokens", "llm_calls", "flops"}
+# What building one index costs (per index, not per question: questions share indexes).
+BUILD_METRICS: tuple[tuple[str, str], ...] = (
+    ("build_s", "build s"),
+    ("llm_calls", "LLM calls"),
+    ("prompt_tokens", "tokens in"),
+    ("completion_tokens", "tokens out"),
+)
 
 
 def _values(records: Sequence[dict[str, Any]], method: str, metric: str) -> dict[str, float]:
@@ -54,10 +61,33 @@ def shown_metrics(records: Sequence[dict[str, Any]], retrieval_only: bool) -> li
     return names
 
 
+def summarize_builds(
+    builds: Sequence[dict[str, Any]], methods: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Per method: how many indexes, and the mean build cost of one, with its interval."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in methods:
+        rows = [b for b in builds if b["method"] == m]
+        if not rows:
+            continue
+        entry: dict[str, Any] = {"indexes": len(rows)}
+        for metric, _ in BUILD_METRICS:
+            vals = [float(b[metric]) for b in rows if isinstance(b.get(metric), int | float)]
+            if vals:
+                entry[metric] = bootstrap_mean(vals).to_json()
+        out[m] = entry
+    return out
+
+
 def summarize(
-    records: Sequence[dict[str, Any]], methods: Sequence[str], *, retrieval_only: bool = False
+    records: Sequence[dict[str, Any]],
+    methods: Sequence[str],
+    *,
+    retrieval_only: bool = False,
+    builds: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
-    """JSON-ready summary: per method and metric, mean/low/high/n; paired test for two."""
+    """JSON-ready summary: per method and metric, mean/low/high/n; paired test for two;
+    and the cost of building one index, per method (``build``)."""
     names = shown_metrics(records, retrieval_only)
     table: dict[str, dict[str, Any]] = {}
     for m in methods:
@@ -70,7 +100,11 @@ def summarize(
                 row[metric] = iv.to_json()
         row["questions"] = len({r["id"] for r in records if r["method"] == m})
         table[m] = row
-    out: dict[str, Any] = {"metrics": names, "methods": table}
+    out: dict[str, Any] = {
+        "metrics": names,
+        "methods": table,
+        "build": summarize_builds(builds, methods),
+    }
     if len(methods) == 2:
         a, b = methods
         paired: dict[str, Any] = {}
@@ -99,6 +133,13 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}"
 
 
+def _cell(iv: dict[str, float] | None, sep: str) -> str:
+    """``mean{sep}[low, high]``, or ``-`` for a metric a method has no value for."""
+    if iv is None:
+        return "-"
+    return f"{_fmt(iv['mean'])}{sep}[{_fmt(iv['low'])}, {_fmt(iv['high'])}]"
+
+
 def label(metric: str) -> str:
     return dict(METRICS).get(metric, metric)
 
@@ -115,12 +156,7 @@ def render(summary: dict[str, Any], console: Any) -> None:
         table.add_column(label(metric), justify="right")
     for method, row in summary["methods"].items():
         cells = [method, str(row.get("questions", 0))]
-        for metric in names:
-            iv = row.get(metric)
-            if iv is None:
-                cells.append("-")
-            else:
-                cells.append(f"{_fmt(iv['mean'])}\n[{_fmt(iv['low'])}, {_fmt(iv['high'])}]")
+        cells.extend(_cell(row.get(metric), "\n") for metric in names)
         table.add_row(*cells)
     console.print(table)
     paired = summary.get("paired")
@@ -140,6 +176,38 @@ def render(summary: dict[str, Any], console: Any) -> None:
                 str(t["n"]),
             )
         console.print(t2)
+    build = summary.get("build")
+    if build:
+        t3 = Table(title="index builds: mean per index [95% bootstrap interval]")
+        t3.add_column("method", style="bold")
+        t3.add_column("indexes", justify="right")
+        shown = _build_columns(build)
+        for metric in shown:
+            t3.add_column(dict(BUILD_METRICS)[metric], justify="right")
+        for method, row in build.items():
+            t3.add_row(method, str(row["indexes"]), *(_cell(row.get(m), "\n") for m in shown))
+        console.print(t3)
+
+
+def _build_columns(build: dict[str, dict[str, Any]]) -> list[str]:
+    """Build time always; LLM columns only when some method built with an LLM."""
+    return [m for m, _ in BUILD_METRICS if any(m in row for row in build.values())]
+
+
+def markdown_builds(summary: dict[str, Any]) -> str:
+    """The build costs as a Markdown table (empty when nothing was recorded)."""
+    build = summary.get("build") or {}
+    if not build:
+        return ""
+    shown = _build_columns(build)
+    lines = [
+        "| method | indexes | " + " | ".join(dict(BUILD_METRICS)[m] for m in shown) + " |",
+        "|---|---:|" + "---:|" * len(shown),
+    ]
+    for method, row in build.items():
+        cells = " | ".join(_cell(row.get(m), " ") for m in shown)
+        lines.append(f"| {method} | {row['indexes']} | {cells} |")
+    return "\n".join(lines) + "\n"
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -149,11 +217,6 @@ def markdown(summary: dict[str, Any]) -> str:
     sep = "|---|---:|" + "---:|" * len(names)
     lines = [head, sep]
     for method, row in summary["methods"].items():
-        cells = []
-        for m in names:
-            iv = row.get(m)
-            cells.append(
-                "-" if iv is None else f"{_fmt(iv['mean'])} [{_fmt(iv['low'])}, {_fmt(iv['high'])}]"
-            )
-        lines.append(f"| {method} | {row.get('questions', 0)} | " + " | ".join(cells) + " |")
+        cells = " | ".join(_cell(row.get(m), " ") for m in names)
+        lines.append(f"| {method} | {row.get('questions', 0)} | {cells} |")
     return "\n".join(lines) + "\n"
