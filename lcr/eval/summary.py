@@ -178,7 +178,12 @@ def render(summary: dict[str, Any], console: Any) -> None:
         console.print(t2)
     build = summary.get("build")
     if build:
-        t3 = Table(title="index builds: mean per index [95% bootstrap interval]")
+        t3 = Table(
+            title="index builds: mean per index",
+            caption="[95% bootstrap interval]",
+            title_justify="left",
+            caption_justify="left",
+        )
         t3.add_column("method", style="bold")
         t3.add_column("indexes", justify="right")
         shown = _build_columns(build)
