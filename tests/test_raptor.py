@@ -35,9 +35,9 @@ from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index, Node
 from lcr.text.tokens import count_tokens
 from tests import fakes
+from tests.conftest import SHARED_DATA
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-CINDERELLA = DATA / "stories" / "cinderella.txt"
+CINDERELLA = SHARED_DATA / "stories" / "cinderella.txt"
 
 
 # ------------------------------------------------------------------ fakes
