@@ -96,11 +96,7 @@ def answer(
     """Answer ``question`` from ``items`` (already in document order)."""
     window = context_tokens or llm.context_window
     fitted = fit_to_budget(question, items, llm, window - max_new_tokens)
-    before = Usage(llm.usage.prompt_tokens, llm.usage.completion_tokens, llm.usage.calls)
+    before = llm.usage.copy()
     gen = llm.generate(build_messages(question, fitted.items), max_new_tokens=max_new_tokens)
-    used = Usage(
-        llm.usage.prompt_tokens - before.prompt_tokens,
-        llm.usage.completion_tokens - before.completion_tokens,
-        llm.usage.calls - before.calls,
-    )
+    used = llm.usage.minus(before)
     return AnswerResult(gen.text.strip(), fitted.items, fitted.dropped, used)

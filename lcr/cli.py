@@ -35,6 +35,17 @@ def _progress_enabled(quiet: bool) -> bool:
 
 # ------------------------------------------------------------------ options
 def model_options(f: Any) -> Any:
+    from lcr.models.backends import BACKEND_CHOICES
+
+    f = click.option(
+        "--backend",
+        type=click.Choice(BACKEND_CHOICES),
+        default="auto",
+        show_default=True,
+        envvar="LCR_BACKEND",
+        help="LLM backend: auto picks the fastest installed one that can do what the "
+        "method needs. [env: LCR_BACKEND]",
+    )(f)
     f = click.option(
         "--quantize",
         type=click.Choice(["4bit", "8bit"]),
@@ -82,12 +93,19 @@ def quiet_option(f: Any) -> Any:
 
 
 def _models(
-    llm: str, embedder: str, device: str, quantize: str | None, progress: Progress
+    llm: str,
+    embedder: str,
+    device: str,
+    quantize: str | None,
+    progress: Progress,
+    backend: str = "auto",
 ) -> Models:
     from lcr.models.base import Models, ModelSpec
 
     return Models(
-        spec=ModelSpec(llm=llm, embedder=embedder, device=device, quantize=quantize),
+        spec=ModelSpec(
+            llm=llm, embedder=embedder, device=device, quantize=quantize, backend=backend
+        ),
         progress=progress,
     )
 
@@ -143,6 +161,7 @@ def index_cmd(
     embedder: str,
     device: str,
     quantize: str | None,
+    backend: str,
     quiet: bool,
 ) -> None:
     """Build or extend the index of FILE... (`-` reads stdin)."""
@@ -157,7 +176,7 @@ def index_cmd(
     else:
         jobs = [([f], default_index_path(f)) for f in files]
     with progress_for(_progress_enabled(quiet)) as progress:
-        models = _models(llm, embedder, device, quantize, progress)
+        models = _models(llm, embedder, device, quantize, progress, backend)
         for paths, target in jobs:
             index, reports = index_files(
                 paths,
@@ -241,6 +260,7 @@ def _run_queries(
     embedder: str,
     device: str,
     quantize: str | None,
+    backend: str,
     quiet: bool,
     *,
     answer: bool,
@@ -258,7 +278,7 @@ def _run_queries(
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(_progress_enabled(quiet)) as progress:
-        models = _models(llm, embedder, device, quantize, progress)
+        models = _models(llm, embedder, device, quantize, progress, backend)
         for q in _questions(question):
             if answer:
                 result = pipeline.ask(

@@ -26,6 +26,8 @@ class Setting:
     choices: tuple[str, ...] | None = None
     paper: bool = False
     kind: type | None = None  # the value type when ``default`` is None
+    low: float | None = None  # numbers: the smallest valid value (inclusive)
+    high: float | None = None  # numbers: the largest valid value (inclusive)
 
     @property
     def value_type(self) -> type:
@@ -49,9 +51,12 @@ class Setting:
                     return False
                 raise ValueError(raw)
             if vtype is int:
-                return int(raw)
+                return self._in_range(int(raw), raw)
             if vtype is float:
-                return float(raw)
+                value = float(raw)
+                if value != value or value in (float("inf"), float("-inf")):
+                    raise SettingError(f"setting {self.name!r} takes a finite number, got {raw!r}")
+                return self._in_range(value, raw)
         except ValueError:
             raise SettingError(
                 f"setting {self.name!r} takes a {vtype.__name__}, got {raw!r}"
@@ -61,6 +66,27 @@ class Setting:
                 f"setting {self.name!r} must be one of {', '.join(self.choices)}; got {raw!r}"
             )
         return raw
+
+    def range_text(self) -> str:
+        """``between 0 and 1``, ``at least 1``, ``at most 5``, or ``""``."""
+
+        def num(x: float) -> str:
+            return f"{x:g}"
+
+        if self.low is not None and self.high is not None:
+            return f"between {num(self.low)} and {num(self.high)}"
+        if self.low is not None:
+            return f"at least {num(self.low)}"
+        if self.high is not None:
+            return f"at most {num(self.high)}"
+        return ""
+
+    def _in_range(self, value: int | float, raw: str) -> int | float:
+        too_low = self.low is not None and value < self.low
+        too_high = self.high is not None and value > self.high
+        if too_low or too_high:
+            raise SettingError(f"setting {self.name!r} must be {self.range_text()}; got {raw!r}")
+        return value
 
 
 def defaults(settings: Iterable[Setting]) -> dict[str, SettingValue]:

@@ -47,6 +47,10 @@ class SettingError(UsageError):
     """An unknown ``--set`` key or a value of the wrong type."""
 
 
+class CapabilityError(UsageError):
+    """The chosen LLM backend cannot do what the command needs (checked before any work)."""
+
+
 class ModelError(LcrError):
     """A model cannot be found, assembled or loaded, or a backend lacks a feature."""
 

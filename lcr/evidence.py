@@ -13,17 +13,28 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
+    # prompt tokens served from a reused cache (a shared prefix) instead of being
+    # encoded again; included in prompt_tokens, so the tokens actually encoded
+    # are prompt_tokens - cached_tokens
+    cached_tokens: int = 0
 
-    def add(self, prompt_tokens: int, completion_tokens: int, calls: int = 1) -> None:
+    def add(
+        self, prompt_tokens: int, completion_tokens: int, calls: int = 1, cached_tokens: int = 0
+    ) -> None:
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
         self.calls += calls
+        self.cached_tokens += cached_tokens
+
+    def copy(self) -> Usage:
+        return Usage(self.prompt_tokens, self.completion_tokens, self.calls, self.cached_tokens)
 
     def merged(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.calls + other.calls,
+            self.cached_tokens + other.cached_tokens,
         )
 
     def minus(self, earlier: Usage) -> Usage:
@@ -32,6 +43,7 @@ class Usage:
             self.prompt_tokens - earlier.prompt_tokens,
             self.completion_tokens - earlier.completion_tokens,
             self.calls - earlier.calls,
+            self.cached_tokens - earlier.cached_tokens,
         )
 
     def to_json(self) -> dict[str, int]:

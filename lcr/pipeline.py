@@ -17,7 +17,7 @@ from lcr.errors import InputError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.base import BuildContext, Method, QueryContext
-from lcr.models.base import Models
+from lcr.models.base import Capability, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
 
@@ -100,6 +100,8 @@ def build(
     config.check_methods_named(sets, method_names())
     # every method's settings are checked before any work starts
     plans = [(m, build_settings(m, sets)) for m in (get_method(n) for n in methods)]
+    for method, settings in plans:  # and what each needs of the LLM backend
+        models.require(method.llm_needs("build", settings), f"building {method.name}")
     reports = []
     for method, settings in plans:
         record = build_models_record(method, models)
@@ -145,8 +147,7 @@ def _llm_usage(models: Models) -> Usage:
     """A copy of the LLM's counters; zero while no LLM is loaded (a new one starts at zero)."""
     if not models.llm_loaded:
         return Usage()
-    u = models.llm.usage
-    return Usage(u.prompt_tokens, u.completion_tokens, u.calls)
+    return models.llm.usage.copy()
 
 
 def index_files(
@@ -162,8 +163,9 @@ def index_files(
 ) -> tuple[Index, list[BuildReport]]:
     names = expand_methods(methods)
     config.check_methods_named(sets, method_names())
-    for n in names:
-        build_settings(get_method(n), sets)  # fail on a bad --set before reading files
+    for n in names:  # fail on a bad --set or a backend that cannot build it, before reading files
+        method = get_method(n)
+        models.require(method.llm_needs("build", build_settings(method, sets)), f"building {n}")
     docs = load_documents(paths, warn=warn)
     index = Index.create(out, docs, force=force)
     return index, build(index, names, models, sets, force=force, progress=progress, warn=warn)
@@ -225,6 +227,7 @@ def retrieve(
     if k is not None and k < 1:
         raise InputError("-k must be at least 1")
     reader = index.reader(method.name)
+    models.require(method.llm_needs("query", settings), f"{method.name} retrieval")
     _align_models(reader.entry.get("models", {}), models)
     started = time.perf_counter()
     evidence = method.retrieve(
@@ -260,6 +263,11 @@ def ask(
     """Retrieve, then answer from the evidence in document order."""
     from lcr.answer import answer
 
+    method = get_method(method_name)
+    models.require(
+        method.llm_needs("query", query_settings(method, sets)) | {Capability.GENERATE},
+        f"answering with {method.name}",
+    )
     result = retrieve(index, method_name, question, models, sets, k=k, progress=progress)
     ordered = result.evidence.in_document_order()
     started = time.perf_counter()

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 
 from lcr.evidence import Usage
-from lcr.models.base import Generation, Message
+from lcr.models.base import ALL_CAPABILITIES, Capability, ContinuationScore, Generation, Message
 
 
 class ScriptedLLM:
@@ -18,6 +18,8 @@ class ScriptedLLM:
     """
 
     model_id = "scripted-test-llm"
+    backend = "scripted"
+    capabilities: frozenset[Capability] = ALL_CAPABILITIES
 
     def __init__(self, yes_probability: float = 0.5, words: int = 20) -> None:
         self.usage = Usage()
@@ -71,6 +73,14 @@ class ScriptedLLM:
         shared = len(set(context.lower().split()) & set(continuation.lower().split()))
         return -float(self.count_tokens(continuation)) + 0.5 * shared
 
+    def continuation_logprobs(
+        self, context: str, continuations: Sequence[str], *, max_tokens: int | None = None
+    ) -> list[ContinuationScore]:
+        return [
+            ContinuationScore(self.continuation_logprob(context, c), self.count_tokens(c))
+            for c in continuations
+        ]
+
 
 class ForbiddenLLM(ScriptedLLM):
     """Fails the test if anything touches it: proves a path needs no LLM."""
@@ -82,4 +92,7 @@ class ForbiddenLLM(ScriptedLLM):
         raise AssertionError("the LLM was used")
 
     def continuation_logprob(self, *args: object, **kwargs: object) -> float:  # type: ignore[override]
+        raise AssertionError("the LLM was used")
+
+    def continuation_logprobs(self, *args: object, **kwargs: object) -> list[ContinuationScore]:  # type: ignore[override]
         raise AssertionError("the LLM was used")

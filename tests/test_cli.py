@@ -54,7 +54,12 @@ def test_index_default_then_retrieve_json(story: Path, capsys: pytest.CaptureFix
         assert set(ev) >= {"id", "doc", "level", "score", "text", "spans"}
         ((s, e),) = ev["spans"]
         assert source[s:e] == ev["text"]
-    assert obj["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
+    assert obj["usage"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "calls": 0,
+        "cached_tokens": 0,
+    }
 
 
 def test_stdin_batch_questions(

@@ -62,7 +62,12 @@ def test_two_methods_through_cli_table_json_and_resume(niah_set: Path) -> None:
     assert len(records) == 12
     rec = records[0]
     assert rec["answer"] is None and len(rec["evidence"]) == 3
-    assert rec["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "calls": 0}
+    assert rec["usage"] == {
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "calls": 0,
+        "cached_tokens": 0,
+    }
     assert rec["metrics"]["wall_s"] > 0 and rec["metrics"]["flops"] == 0
     assert (niah_set.parent / "niah.indexes").is_dir()
     assert len(list((niah_set.parent / "niah.indexes").glob("*.idx"))) == 6

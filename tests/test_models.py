@@ -163,6 +163,36 @@ def test_prefix_cache_reuse_equals_full_pass(llm: TransformersLLM) -> None:
     assert via_cache == pytest.approx(llm.continuation_logprob(prefix_text, text), abs=1e-3)
 
 
+def test_continuation_logprobs_share_the_context(llm: TransformersLLM) -> None:
+    context = "Cinderella lost a glass slipper on the palace stairs at midnight."
+    conts = [" The prince found it and searched the kingdom.", " Bananas are yellow.", ""]
+    before = llm.usage.copy()
+    scores = llm.continuation_logprobs(context, conts)
+    spent = llm.usage.minus(before)
+    for text, score in zip(conts, scores, strict=True):
+        assert score.logprob == pytest.approx(llm.continuation_logprob(context, text), abs=1e-3)
+        assert score.tokens == len(llm.encode(text))
+    assert scores[2].tokens == 0 and scores[2].mean == 0.0
+    # the context was encoded once and read from its cache for the second continuation
+    n_ctx = len(llm.encode(context))
+    assert spent.cached_tokens == n_ctx
+    assert spent.prompt_tokens - spent.cached_tokens == n_ctx + sum(
+        len(llm.encode(c)) - 1 for c in conts[:2]
+    )
+
+
+def test_continuation_logprobs_cut_each_pair_to_the_budget(llm: TransformersLLM) -> None:
+    context = " ".join(["The old lighthouse keeper climbed the stairs every night."] * 8)
+    cont = " ".join(["He lit the lamp and watched the sea for passing ships."] * 8)
+    (score,) = llm.continuation_logprobs(context, [cont], max_tokens=40)
+    assert score.tokens == 20  # both sides longer than half: 20 + 20
+    ctx_ids, cont_ids = llm.encode(context), llm.encode(cont)
+    expected = llm.continuation_logprob(
+        llm.tokenizer.decode(ctx_ids[-20:]), llm.tokenizer.decode(cont_ids[:20])
+    )
+    assert score.logprob == pytest.approx(expected, abs=0.05)
+
+
 def test_attention_capture_shapes(llm: TransformersLLM) -> None:
     cfg = llm.model.config
     ids = llm.encode("The cat sat on the mat because it was tired.")

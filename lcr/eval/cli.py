@@ -15,6 +15,7 @@ from typing import Any
 
 import click
 
+from lcr.models.backends import BACKEND_CHOICES
 from lcr.models.base import DEFAULT_EMBEDDER, DEFAULT_LLM
 
 FORMAT_HELP = """\b
@@ -128,6 +129,14 @@ def _note(message: str, quiet: bool) -> None:
     show_default=True,
 )
 @click.option(
+    "--backend",
+    envvar="LCR_BACKEND",
+    type=click.Choice(BACKEND_CHOICES),
+    default="auto",
+    show_default=True,
+    help="LLM backend (see lcr ask --help). [env: LCR_BACKEND]",
+)
+@click.option(
     "--set", "sets", multiple=True, metavar="METHOD.KEY=VALUE", help="Override a setting."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
@@ -144,6 +153,7 @@ def run_command(
     llm: str,
     embedder: str,
     device: str,
+    backend: str,
     sets: tuple[str, ...],
     as_json: bool,
     quiet: bool,
@@ -177,7 +187,8 @@ def run_command(
     )
     with progress_for(_progress_enabled(quiet)) as progress:
         models = Models(
-            spec=ModelSpec(llm=llm, embedder=embedder, device=device), progress=progress
+            spec=ModelSpec(llm=llm, embedder=embedder, device=device, backend=backend),
+            progress=progress,
         )
         outcome = runner.run(data, models, opts, progress=progress)
     names = [p.name for p in outcome.plans]

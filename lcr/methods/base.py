@@ -11,13 +11,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from lcr.config import Setting
 from lcr.evidence import Evidence, EvidenceItem
-from lcr.models.base import Models
+from lcr.models.base import Capability, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
 
@@ -74,6 +74,18 @@ class Method(ABC):
 
     def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
         return False
+
+    def llm_needs(
+        self, phase: Literal["build", "query"], settings: dict[str, Any]
+    ) -> frozenset[Capability]:
+        """What this method needs of the LLM backend to build, or to retrieve (not answer).
+
+        The pipeline checks it against the backend before any work starts. The
+        default: generation to build when ``build_uses_llm``; nothing to retrieve.
+        """
+        if phase == "build":
+            return frozenset({Capability.GENERATE}) if self.build_uses_llm else frozenset()
+        return frozenset()
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> None: ...

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +29,7 @@ from lcr.config import Setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, Usage
 from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
+from lcr.models.base import Capability
 from lcr.store import Node
 
 ROUTER_INSTRUCTION = (
@@ -168,6 +169,13 @@ class MixPR(Method):
 
     def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
         return str(settings.get("mode", "auto")) == "auto"
+
+    def llm_needs(
+        self, phase: Literal["build", "query"], settings: dict[str, Any]
+    ) -> frozenset[Capability]:
+        if phase == "query" and self.retrieval_uses_llm(settings):
+            return frozenset({Capability.CHOICE_PROBABILITY})  # the router reads y/n logits
+        return frozenset()
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext) -> None:

@@ -168,9 +168,13 @@ def _one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------------- the LLM
 
 
-def load_llm(spec: ModelSpec, progress: Progress) -> LLM:
-    """Load ``spec.llm`` on ``spec.device`` (``--quantize`` checked before any loading)."""
+def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers") -> LLM:
+    """Load ``spec.llm`` with ``backend`` (already chosen by :mod:`lcr.models.backends`)
+    on ``spec.device`` (``--quantize`` checked before any loading)."""
     from lcr.models.transformers_llm import check_quantize, resolve_device
+
+    if backend != "transformers":
+        raise ModelError(f"the {backend} backend is not available in this build of lcr")
 
     device = resolve_device(spec.device)
     check_quantize(spec.quantize, device)

@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lcr.errors import ModelError, UsageError
 from lcr.evidence import Usage
-from lcr.models.base import Generation, Message
+from lcr.models.base import (
+    ALL_CAPABILITIES,
+    Capability,
+    ContinuationScore,
+    Generation,
+    Message,
+    split_token_budget,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -116,6 +123,9 @@ class PrefixCache:
 
 class TransformersLLM:
     """A causal chat model run in-process with transformers; see the module docstring."""
+
+    backend = "transformers"
+    capabilities: frozenset[Capability] = ALL_CAPABILITIES
 
     def __init__(
         self,
@@ -329,6 +339,43 @@ class TransformersLLM:
         logits = self._forward_logits(ctx + cont, keep=len(cont) + 1)[0, :-1]
         self.usage.add(len(ctx) + len(cont), 0)
         return _sum_logprob(logits, cont)
+
+    def continuation_logprobs(
+        self,
+        context: str,
+        continuations: Sequence[str],
+        *,
+        max_tokens: int | None = None,
+    ) -> list[ContinuationScore]:
+        """Each continuation scored after ``context``, whose KV cache is computed once.
+
+        With ``max_tokens`` every pair is cut by :func:`split_token_budget`; pairs
+        that keep the same context tail share one prefix cache.
+        """
+        ctx_ids = self.encode(context) or [self._start_token()]
+        budget = min(max_tokens or self.context_window, self.context_window)
+        prefixes: dict[int, PrefixCache] = {}
+        scores: list[ContinuationScore] = []
+        for text in continuations:
+            cont = self.encode(text)
+            if not cont:
+                scores.append(ContinuationScore(0.0, 0))
+                continue
+            n_ctx, n_cont = split_token_budget(len(ctx_ids), len(cont), budget)
+            n_ctx = max(n_ctx, 1)
+            if n_ctx not in prefixes:
+                prefixes[n_ctx] = self.prefix_cache(ctx_ids[-n_ctx:])
+            else:  # the context is read again from its cache, not encoded again
+                self.usage.add(n_ctx, 0, calls=0, cached_tokens=n_ctx)
+            prefix = prefixes[n_ctx]
+            kept = cont[:n_cont]
+            logits = prefix.last_logits.unsqueeze(0)
+            if len(kept) > 1:
+                import torch
+
+                logits = torch.cat([logits, self.logits_after_prefix(prefix, kept[:-1])], dim=0)
+            scores.append(ContinuationScore(_sum_logprob(logits, kept), len(kept)))
+        return scores
 
     # ------------------------------------------------- local backend extras
 
