@@ -22,12 +22,12 @@ BACKEND_CHOICES = ("auto", "transformers", "llamacpp", "openai")
 class Backend:
     name: str
     capabilities: frozenset[Capability]
-    module: str  # the import that must succeed for the backend to be installed
+    modules: tuple[str, ...]  # imports that must be findable for the backend to be usable
     install_hint: str
 
     def installed(self) -> bool:
         try:
-            return importlib.util.find_spec(self.module) is not None
+            return all(importlib.util.find_spec(m) is not None for m in self.modules)
         except (ImportError, ValueError):
             return False
 
@@ -35,17 +35,22 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in (
-        Backend("transformers", ALL_CAPABILITIES, "transformers", "pip install lcr"),
+        Backend(
+            "transformers",
+            ALL_CAPABILITIES,
+            ("transformers", "lcr.models.transformers_llm"),
+            "pip install lcr",
+        ),
         Backend(
             "llamacpp",
             ALL_CAPABILITIES - {Capability.ATTENTION},
-            "llama_cpp",
+            ("llama_cpp", "lcr.models.llamacpp_llm"),
             "pip install 'lcr[llamacpp]'",
         ),
         Backend(
             "openai",
             frozenset({Capability.GENERATE}),
-            "json",  # the standard library's HTTP client: always installed
+            ("lcr.models.openai_llm",),
             "--base-url URL of an OpenAI-compatible server",
         ),
     )
