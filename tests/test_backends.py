@@ -42,10 +42,16 @@ def test_models_require_checks_an_injected_llm() -> None:
 
 
 def test_models_require_accumulates_needs_before_loading() -> None:
-    models = Models(spec=ModelSpec(backend="openai"))
+    models = Models(spec=ModelSpec(backend="openai", base_url="http://127.0.0.1:9/v1"))
     assert models.require(GEN, "answering") == "openai"
-    with pytest.raises(CapabilityError, match="choice_probability"):
-        models.require(frozenset({Capability.CHOICE_PROBABILITY}), "mixpr retrieval")
+    with pytest.raises(CapabilityError, match="continuation_logprob"):
+        models.require(frozenset({Capability.CONTINUATION_LOGPROB}), "building lightpal")
+    assert not models.llm_loaded  # refused before anything loaded or connected
+
+
+def test_openai_needs_a_server_url() -> None:
+    with pytest.raises(CapabilityError, match="--base-url"):
+        choose_backend("openai", GEN, "answering", ModelSpec(backend="openai"))
 
 
 @pytest.mark.parametrize(
@@ -62,3 +68,25 @@ def test_split_token_budget(ctx: int, cont: int, budget: int, expected: tuple[in
     kept = split_token_budget(ctx, cont, budget)
     assert kept == expected
     assert sum(kept) <= budget
+
+
+@pytest.mark.parametrize(
+    ("cores", "busy", "threads"),
+    [(2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 11.0, 1), (8, 2.2, 6), (1, 0.0, 1)],
+)
+def test_llamacpp_threads_leave_busy_cores_alone(cores: int, busy: float, threads: int) -> None:
+    from lcr.models.llamacpp_llm import threads_for_load
+
+    assert threads_for_load(cores, busy) == threads
+
+
+def test_llamacpp_threads_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lcr.errors import ModelError
+    from lcr.models.llamacpp_llm import busy_cores_elsewhere, default_threads
+
+    monkeypatch.setenv("LCR_THREADS", "3")
+    assert default_threads() == 3
+    monkeypatch.setenv("LCR_THREADS", "zero")
+    with pytest.raises(ModelError, match="LCR_THREADS"):
+        default_threads()
+    assert busy_cores_elsewhere(0.05) >= 0.0

@@ -15,8 +15,7 @@ from typing import Any
 
 import click
 
-from lcr.models.backends import BACKEND_CHOICES
-from lcr.models.base import DEFAULT_EMBEDDER, DEFAULT_LLM
+from lcr.cli_models import model_options, pop_model_spec
 
 FORMAT_HELP = """\b
 Dataset format (JSONL, one question a line):
@@ -107,35 +106,7 @@ def _note(message: str, quiet: bool) -> None:
 @click.option(
     "--max-new-tokens", type=int, default=256, show_default=True, help="Answer length cap."
 )
-@click.option(
-    "--llm",
-    envvar="LCR_LLM",
-    default=DEFAULT_LLM,
-    show_default=True,
-    help="LLM preset, id or path.",
-)
-@click.option(
-    "--embedder",
-    envvar="LCR_EMBEDDER",
-    default=DEFAULT_EMBEDDER,
-    show_default=True,
-    help="Embedder preset, id or path.",
-)
-@click.option(
-    "--device",
-    envvar="LCR_DEVICE",
-    type=click.Choice(["auto", "cpu", "cuda"]),
-    default="auto",
-    show_default=True,
-)
-@click.option(
-    "--backend",
-    envvar="LCR_BACKEND",
-    type=click.Choice(BACKEND_CHOICES),
-    default="auto",
-    show_default=True,
-    help="LLM backend (see lcr ask --help). [env: LCR_BACKEND]",
-)
+@model_options
 @click.option(
     "--set", "sets", multiple=True, metavar="METHOD.KEY=VALUE", help="Override a setting."
 )
@@ -150,13 +121,10 @@ def run_command(
     out: Path | None,
     index_dir: Path | None,
     max_new_tokens: int,
-    llm: str,
-    embedder: str,
-    device: str,
-    backend: str,
     sets: tuple[str, ...],
     as_json: bool,
     quiet: bool,
+    **model: Any,
 ) -> None:
     """Run every --method on every question of DATA.jsonl and print the summary table.
 
@@ -170,7 +138,7 @@ def run_command(
     """
     from lcr.errors import UsageError
     from lcr.eval import runner, summary
-    from lcr.models.base import Models, ModelSpec
+    from lcr.models.base import Models
     from lcr.progress import progress_for
 
     if max_new_tokens < 1:
@@ -186,10 +154,7 @@ def run_command(
         out=out,
     )
     with progress_for(_progress_enabled(quiet)) as progress:
-        models = Models(
-            spec=ModelSpec(llm=llm, embedder=embedder, device=device, backend=backend),
-            progress=progress,
-        )
+        models = Models(spec=pop_model_spec(model), progress=progress)
         outcome = runner.run(data, models, opts, progress=progress)
     names = [p.name for p in outcome.plans]
     result = summary.summarize(

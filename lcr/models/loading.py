@@ -171,10 +171,15 @@ def _one_line(exc: BaseException) -> str:
 def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers") -> LLM:
     """Load ``spec.llm`` with ``backend`` (already chosen by :mod:`lcr.models.backends`)
     on ``spec.device`` (``--quantize`` checked before any loading)."""
-    from lcr.models.transformers_llm import check_quantize, resolve_device
+    if backend == "llamacpp":
+        return _load_llamacpp(spec, progress)
+    if backend == "openai":
+        from lcr.models.openai_llm import OpenAILLM
 
+        return OpenAILLM.connect(spec)
     if backend != "transformers":
-        raise ModelError(f"the {backend} backend is not available in this build of lcr")
+        raise ModelError(f"unknown LLM backend {backend!r}")
+    from lcr.models.transformers_llm import check_quantize, resolve_device
 
     device = resolve_device(spec.device)
     check_quantize(spec.quantize, device)
@@ -183,13 +188,56 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
     quiet_libraries()
     if source.kind == "preset":
         assert source.preset is not None
-        llm = _load_preset_llm(source.preset, device, spec.quantize, progress, task)
+        llm = _load_preset_llm(
+            source.preset, device, spec.quantize, progress, task, spec.context_window
+        )
     elif source.kind == "hub":
         llm = _load_hub(source, "llm", device, spec.quantize)
     else:
         with hub_offline():
-            llm = _guarded_llm(source, device, spec.quantize)
+            llm = _guarded_llm(source, device, spec.quantize, context_window=spec.context_window)
     _finish(task, f"loaded {source.model_id} ({device})")
+    return llm
+
+
+def gguf_source(name: str) -> Source | None:
+    """The source of ``name`` when it is a GGUF model llama.cpp can load, else None."""
+    source = resolve(name, "llm")
+    if source.kind == "gguf" or (source.kind == "preset" and source.preset is not None):
+        return source
+    return None
+
+
+def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
+    """A preset's GGUF (joined once into the cache) or a ``.gguf`` file, loaded as it is."""
+    from lcr.models.llamacpp_llm import LlamaCppLLM
+
+    if spec.quantize is not None:
+        raise ModelError(
+            f"--quantize {spec.quantize} is for the transformers backend; the llama.cpp backend "
+            "runs the GGUF's own quantisation"
+        )
+    source = gguf_source(spec.llm)
+    if source is None:
+        raise ModelError(
+            f"the llama.cpp backend loads GGUF models (a preset or a .gguf file), not "
+            f"{spec.llm}; use --backend transformers"
+        )
+    device = "cpu" if spec.device in ("auto", "cpu") else spec.device
+    window = spec.context_window
+    if source.kind == "preset":
+        assert source.preset is not None
+        with cache.cache_lock(source.preset.name, progress):
+            path = _ensure_gguf(source.preset, progress)
+    else:
+        assert source.gguf_file is not None
+        path = Path(source.location) / source.gguf_file
+    task = progress.task(f"loading {source.model_id} (llama.cpp)", total=None)
+    try:
+        llm = LlamaCppLLM.load(path, model_id=source.model_id, context_window=window, device=device)
+    except MemoryError:
+        raise ModelError(f"not enough memory to load {source.model_id}") from None
+    _finish(task, f"loaded {source.model_id} (llama.cpp, {device}, {llm.threads} threads)")
     return llm
 
 
@@ -230,11 +278,16 @@ def _guarded_llm(
 
 
 def _load_preset_llm(
-    preset: Preset, device: str, quantize: str | None, progress: Progress, task: Task
+    preset: Preset,
+    device: str,
+    quantize: str | None,
+    progress: Progress,
+    task: Task,
+    context_window: int | None = None,
 ) -> LLM:
     """First use: join (if split) and dequantize the GGUF, save a plain copy; later: load it."""
     source = Source("preset", preset.name, str(cache.hf_dir(preset.name)), preset=preset)
-    window = preset.context_window
+    window = context_window or preset.context_window
     if not cache.has_dequantized(preset.name):
         with cache.cache_lock(preset.name, progress):
             if not cache.has_dequantized(preset.name):  # another process may have finished

@@ -16,7 +16,7 @@ bf16/fp16 on CUDA; 4-/8-bit loading goes through bitsandbytes on CUDA only.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_CONTEXT_CAP = 32768
+GPU_BATCH = 8  # conversations generated together on a GPU
 QUANTIZE_CHOICES = ("4bit", "8bit")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
@@ -277,21 +278,23 @@ class TransformersLLM:
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        on_result: Callable[[int, Generation], None] | None = None,
     ) -> list[Generation]:
-        """Left-padded batched generation on CUDA; on CPU one call at a time.
+        """Left-padded batches of :data:`GPU_BATCH` on CUDA; on CPU one call at a time.
 
         Batching on CPU buys little (compute bound) and padding changes results
         slightly, so on CPU the outputs equal those of :meth:`generate`.
         """
         prompts = [self.render(c) for c in conversations]
-        if not prompts:
-            return []
-        if self.device == "cpu" and not self.batch_on_cpu:
-            out: list[Generation] = []
-            for p in prompts:
-                out.extend(self._generate([p], max_new_tokens, stop, temperature))
-            return out
-        return self._generate(prompts, max_new_tokens, stop, temperature)
+        size = GPU_BATCH if (self.device != "cpu" or self.batch_on_cpu) else 1
+        out: list[Generation] = []
+        for start in range(0, len(prompts), size):
+            gens = self._generate(prompts[start : start + size], max_new_tokens, stop, temperature)
+            for offset, gen in enumerate(gens):
+                out.append(gen)
+                if on_result is not None:
+                    on_result(start + offset, gen)
+        return out
 
     def choice_probability(
         self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"

@@ -19,7 +19,7 @@ chunkers, so the tree and the budget do not depend on which LLM reads them.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -87,11 +87,9 @@ class _Summariser:
 
     @property
     def batch_size(self) -> int:
-        """The setting, or for 0 by the LLM's device (a cached batch is all or nothing)."""
-        if self.requested_batch > 0:
-            return self.requested_batch
-        device = str(getattr(self.llm, "device", "cpu"))
-        return 8 if device.startswith("cuda") else 1
+        """The setting; 0 (auto) hands the backend a whole layer, which it batches
+        (GPU), decodes together (llama.cpp) or sends concurrently (a server) as it can."""
+        return self.requested_batch
 
     def _key(self, messages: list[Message]) -> str:
         return cache_key(PROMPT_VERSION, self.llm.model_id, messages, self.max_new_tokens)
@@ -108,11 +106,13 @@ class _Summariser:
                 task.advance()
             else:
                 todo.append(i)
-        size = self.batch_size if todo else 1
+        size = self.batch_size or len(todo) or 1
         for b in range(0, len(todo), size):
             batch = todo[b : b + size]
-            gens = self._generate([conversations[i] for i in batch], layer)
-            for i, gen in zip(batch, gens, strict=True):
+
+            def store(j: int, gen: Generation, batch: list[int] = batch) -> None:
+                """Cache one summary the moment it exists: a kill never pays for it twice."""
+                i = batch[j]
                 text = gen.text.strip()
                 if not text:
                     raise LLMCallError(
@@ -132,15 +132,22 @@ class _Summariser:
                 self.calls += 1
                 out[i] = text
                 task.advance()
+
+            self._generate([conversations[i] for i in batch], layer, store)
         return [t for t in out if t is not None]
 
-    def _generate(self, convs: list[list[Message]], layer: int) -> list[Generation]:
+    def _generate(
+        self,
+        convs: list[list[Message]],
+        layer: int,
+        store: Callable[[int, Generation], None],
+    ) -> None:
         started = time.perf_counter()
         try:
             if len(convs) == 1:
-                gens = [self.llm.generate(convs[0], max_new_tokens=self.max_new_tokens)]
+                store(0, self.llm.generate(convs[0], max_new_tokens=self.max_new_tokens))
             else:
-                gens = self.llm.generate_batch(convs, max_new_tokens=self.max_new_tokens)
+                self.llm.generate_batch(convs, max_new_tokens=self.max_new_tokens, on_result=store)
         except LcrError:
             raise
         except Exception as exc:
@@ -151,10 +158,7 @@ class _Summariser:
             ) from exc
         finally:
             self.seconds += time.perf_counter() - started
-        if len(gens) != len(convs):
-            raise LLMCallError(f"the LLM returned {len(gens)} summaries for {len(convs)} prompts")
         self.batches += 1
-        return gens
 
 
 def _embed(ctx: BuildContext, texts: list[str], what: str) -> np.ndarray:
@@ -202,8 +206,9 @@ class Raptor(Method):
         Setting(
             "batch_size",
             0,
-            "summaries per LLM batch; 0 = auto (8 on a GPU, 1 on a CPU, where batching "
-            "gains nothing and one call at a time keeps every summary resumable)",
+            "summaries per LLM batch; 0 = auto: a whole layer, which the backend batches on "
+            "a GPU, decodes together with llama.cpp or sends --concurrency at a time to a "
+            "server (each summary is cached as it completes)",
         ),
         Setting("seed", 224, "seed of UMAP and the mixtures (the reference code's)"),
     )

@@ -1,0 +1,757 @@
+"""The llama.cpp backend: a quantised GGUF model run in process through llama-cpp-python.
+
+On a CPU this is the fast, small way to run lcr's models: the presets are Q4_K_M
+GGUF files, which llama.cpp computes with as they are (no dequantised fp32 copy),
+about 5x faster and 5x smaller than transformers in fp32 (see bench/README.md).
+
+It implements the :class:`lcr.models.base.LLM` protocol on llama.cpp's own
+context API rather than on llama-cpp-python's high-level ``Llama`` class, because
+lcr needs three things that class does not give:
+
+- **prefix reuse**: sequence 0 of the KV cache holds the tokens of the last
+  call; the next call keeps the longest common prefix and encodes only the rest,
+  so an agent's calls that share instructions, or a yes/no check after the same
+  context, pay for the shared part once (``Usage.cached_tokens`` counts it);
+- **batched generation**: up to ``parallel`` conversations decode together, one
+  token per sequence per step, their common prefix encoded once and shared by
+  every sequence of the (unified) KV cache;
+- **log-probabilities at every position** of a continuation, read straight from
+  the logits buffer, with the context encoded once and shared by a batch of
+  continuations (LightPAL's ContextScore).
+
+Attention weights are not exposed by llama.cpp: PECAN stays on transformers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lcr.errors import ModelError
+from lcr.evidence import Usage
+from lcr.models.base import (
+    ALL_CAPABILITIES,
+    Capability,
+    ContinuationScore,
+    Generation,
+    Message,
+    split_token_budget,
+)
+
+DEFAULT_CONTEXT = 16384  # tokens of KV cache; the presets were trained on 32k
+DEFAULT_BATCH = 512  # tokens per llama_decode call
+DEFAULT_PARALLEL = 4  # sequences decoded together by generate_batch / continuation scoring
+_LOGIT_BLOCK = 64  # logits rows turned into log-probabilities at a time (bounds memory)
+
+
+def default_threads() -> int:
+    """``LCR_THREADS``, else the cores this process may use that other work leaves idle.
+
+    llama.cpp's threads spin at every barrier, so on a busy machine one thread
+    more than there are idle cores is ruinous: on 2 cores under load, 40 tokens of
+    smollm2 took 72 s with 2 threads and 2.5 s with 1 (measured). The load average
+    at load time decides; an idle machine gets every core.
+    """
+    raw = os.environ.get("LCR_THREADS", "").strip()
+    if raw:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ModelError(f"LCR_THREADS must be a whole number, got {raw!r}") from None
+        if value < 1:
+            raise ModelError(f"LCR_THREADS must be at least 1, got {value}")
+        return value
+    try:
+        cores = max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = max(1, os.cpu_count() or 1)
+    return threads_for_load(cores, busy_cores_elsewhere())
+
+
+def threads_for_load(cores: int, busy_elsewhere: float) -> int:
+    """Cores minus the ones other work keeps busy (rounded), at least 1."""
+    return max(1, min(cores, cores - int(busy_elsewhere + 0.5)))
+
+
+def busy_cores_elsewhere(window_s: float = 0.2) -> float:
+    """How many cores other processes keep busy right now (``/proc/stat`` over a short
+    window, this process's own time taken out); the 1-minute load average where
+    ``/proc`` is missing."""
+    import time
+
+    def snapshot() -> tuple[int, int, float]:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]
+        own = os.times()
+        return sum(fields), fields[3] + fields[4], own.user + own.system
+
+    try:
+        total0, idle0, own0 = snapshot()
+        time.sleep(window_s)
+        total1, idle1, own1 = snapshot()
+        ticks = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return os.getloadavg()[0]
+    busy = ((total1 - total0) - (idle1 - idle0)) / ticks
+    return max(0.0, busy - (own1 - own0)) / window_s
+
+
+_SILENT_LOG: Any = None
+
+
+def _silence_llama_logs() -> None:
+    """Route llama.cpp's own log lines to nowhere (they would garble lcr's output)."""
+    global _SILENT_LOG
+    import llama_cpp
+
+    if _SILENT_LOG is None:
+
+        @llama_cpp.llama_log_callback
+        def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+            return None
+
+        _SILENT_LOG = _drop  # kept alive: llama.cpp holds a raw pointer to it
+    llama_cpp.llama_log_set(_SILENT_LOG, ctypes.c_void_p(0))
+
+
+AMX_REBUILD = (
+    "CMAKE_ARGS=\"-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 "
+    "-mno-amx-bf16' -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'\" "
+    "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python==0.3.36"
+)
+
+
+def _refuse_amx_build() -> None:
+    """A build with llama.cpp's AMX kernels crashes the process on the AMX machines lcr
+    was measured on (a segfault in the first matrix product), so it is refused with
+    the rebuild command unless ``LCR_LLAMACPP_AMX=1`` says it works here."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
+    if "AMX_INT8 = 1" in info and os.environ.get("LCR_LLAMACPP_AMX") != "1":
+        raise ModelError(
+            "this llama-cpp-python build uses AMX kernels, which crash on the machines lcr "
+            f"is tested on; rebuild it without them: {AMX_REBUILD} (or set LCR_LLAMACPP_AMX=1 "
+            "if they work on this machine)"
+        )
+
+
+class _ChatTemplate:
+    """The GGUF's own chat template (``tokenizer.chat_template``), rendered with Jinja.
+
+    The same template transformers renders, with the same Jinja options, so
+    both backends send a model the same tokens.
+    """
+
+    def __init__(self, source: str, bos: str, eos: str) -> None:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+        def raise_exception(message: str) -> None:
+            raise ModelError(f"the model's chat template refused the messages: {message}")
+
+        def strftime_now(fmt: str) -> str:
+            import datetime
+
+            return datetime.datetime.now().strftime(fmt)
+
+        env.globals["raise_exception"] = raise_exception
+        env.globals["strftime_now"] = strftime_now
+        self._template = env.from_string(source)
+        self._bos = bos
+        self._eos = eos
+
+    def render(self, messages: Sequence[Message]) -> str:
+        return str(
+            self._template.render(
+                messages=[dict(m) for m in messages],
+                add_generation_prompt=True,
+                bos_token=self._bos,
+                eos_token=self._eos,
+            )
+        )
+
+
+class LlamaCppLLM:
+    """A GGUF chat model run with llama.cpp; see the module docstring."""
+
+    backend = "llamacpp"
+    capabilities: frozenset[Capability] = ALL_CAPABILITIES - {Capability.ATTENTION}
+
+    def __init__(
+        self,
+        model: Any,
+        context: Any,
+        *,
+        model_id: str,
+        n_ctx: int,
+        n_batch: int,
+        parallel: int,
+        threads: int,
+        device: str = "cpu",
+    ) -> None:
+        import llama_cpp
+
+        self._lib = llama_cpp
+        self._model = model  # llama_cpp._internals.LlamaModel
+        self._ctx = context  # llama_cpp._internals.LlamaContext
+        self.model_id = model_id
+        self.device = device
+        self.threads = threads
+        self.usage = Usage()
+        self.parallel = parallel
+        self._n_ctx = n_ctx
+        self._n_batch = n_batch
+        self._vocab = model.vocab
+        self._n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        from llama_cpp._internals import LlamaBatch
+
+        self._batch = LlamaBatch(n_tokens=n_batch, embd=0, n_seq_max=parallel, verbose=False)
+        self._memory = llama_cpp.llama_get_memory(context.ctx)
+        self._seq0: list[int] = []  # tokens whose KV sits in sequence 0
+        self._seq0_logits: np.ndarray | None = None  # logits after the last of them
+        self._first_tokens: dict[str, frozenset[int]] = {}
+        self._template = self._load_template()
+        self._rng = np.random.default_rng(0)
+
+    # ------------------------------------------------------------------ loading
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        model_id: str,
+        context_window: int | None = None,
+        device: str = "cpu",
+        parallel: int = DEFAULT_PARALLEL,
+        n_batch: int = DEFAULT_BATCH,
+        threads: int | None = None,
+    ) -> LlamaCppLLM:
+        """Load a GGUF file as it is (memory-mapped, quantised)."""
+        import llama_cpp
+        from llama_cpp._internals import LlamaContext, LlamaModel
+
+        _silence_llama_logs()
+        _refuse_amx_build()
+        gpu = device.startswith("cuda")
+        if gpu and not llama_cpp.llama_supports_gpu_offload():
+            raise ModelError(
+                "this llama-cpp-python build has no GPU support; reinstall it with "
+                "CMAKE_ARGS=-DGGML_CUDA=on, or use --device cpu or --backend transformers"
+            )
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = -1 if gpu else 0
+        mparams.use_mmap = True
+        try:
+            model = LlamaModel(path_model=str(path), params=mparams, verbose=False)
+        except (ValueError, OSError) as exc:
+            raise ModelError(f"llama.cpp cannot load {path}: {exc}") from None
+        trained = int(model.n_ctx_train()) or DEFAULT_CONTEXT
+        n_ctx = min(context_window or DEFAULT_CONTEXT, trained)
+        n_threads = threads or default_threads()
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = n_batch
+        cparams.n_seq_max = parallel
+        cparams.kv_unified = True  # every sequence may use all of n_ctx; shared prefixes
+        cparams.n_outputs_max = 0  # logits for as many positions as a batch holds
+        cparams.n_outputs_max_per_seq = 0
+        cparams.n_threads = n_threads
+        cparams.n_threads_batch = n_threads
+        cparams.no_perf = True
+        try:
+            context = LlamaContext(model=model, params=cparams, verbose=False)
+        except (ValueError, OSError) as exc:
+            raise ModelError(f"llama.cpp cannot create a context for {path}: {exc}") from None
+        return cls(
+            model,
+            context,
+            model_id=model_id,
+            n_ctx=n_ctx,
+            n_batch=n_batch,
+            parallel=parallel,
+            threads=n_threads,
+            device=device,
+        )
+
+    def _load_template(self) -> _ChatTemplate | None:
+        meta = self._model.metadata()
+        source = meta.get("tokenizer.chat_template")
+        if not source:
+            return None
+        bos = self._piece(self._lib.llama_vocab_bos(self._vocab))
+        eos = self._piece(self._lib.llama_vocab_eos(self._vocab))
+        return _ChatTemplate(source, bos, eos)
+
+    def _piece(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return (
+            bytes(self._model.token_to_piece(token, special=True))
+            .rstrip(b"\0")
+            .decode("utf-8", errors="replace")
+        )
+
+    def close(self) -> None:
+        """Free the context and the model now rather than at garbage collection."""
+        self._batch.close()
+        self._ctx.close()
+        self._model.close()
+
+    # ------------------------------------------------------------ LLM protocol
+
+    @property
+    def context_window(self) -> int:
+        return self._n_ctx
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def encode(self, text: str) -> list[int]:
+        """Plain-text token ids: no BOS, special-token text kept as text."""
+        if not text:
+            return []
+        return [int(t) for t in self._model.tokenize(text.encode("utf-8"), False, False)]
+
+    def render(self, messages: Sequence[Message]) -> list[int]:
+        """Token ids of the chat-templated conversation, ending with the assistant prompt."""
+        if not messages:
+            raise ModelError("an LLM call needs at least one message")
+        if self._template is not None:
+            text = self._template.render(messages)
+        else:
+            text = "\n\n".join(m["content"] for m in messages) + "\n\n"
+        return [int(t) for t in self._model.tokenize(text.encode("utf-8"), False, True)]
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+    ) -> Generation:
+        prompt = self._fit(self.render(messages))
+        logits, reused = self._extend_seq0(prompt)
+        decoder = _Decoder(self, max(1, min(max_new_tokens, self._n_ctx - len(prompt))), stop)
+        while True:
+            token = self._pick(logits, temperature)
+            if not decoder.accept(token):
+                break
+            logits = self._decode_one(token)
+        gen = decoder.result(len(prompt))
+        self.usage.add(len(prompt), gen.completion_tokens, cached_tokens=reused)
+        return gen
+
+    def generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+        on_result: Callable[[int, Generation], None] | None = None,
+    ) -> list[Generation]:
+        """Up to ``parallel`` conversations decoded together, their common prefix shared.
+
+        ``on_result(i, generation)`` is called as each one finishes, so a caller
+        can store what it paid for before the rest of the batch is done.
+        """
+        prompts = [self._fit(self.render(c)) for c in conversations]
+        results: list[Generation | None] = [None] * len(prompts)
+        if self.parallel < 2 or len(prompts) < 2:
+            for i, conv in enumerate(conversations):
+                gen = self.generate(
+                    conv, max_new_tokens=max_new_tokens, stop=stop, temperature=temperature
+                )
+                results[i] = gen
+                if on_result is not None:
+                    on_result(i, gen)
+            return [g for g in results if g is not None]
+        for group in self._groups(prompts, max_new_tokens):
+            members = [(i, prompts[i]) for i in group]
+            for i, gen in self._generate_group(members, max_new_tokens, stop, temperature):
+                results[i] = gen
+                if on_result is not None:
+                    on_result(i, gen)
+        return [g for g in results if g is not None]
+
+    def choice_probability(
+        self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
+    ) -> float:
+        """P(yes) / (P(yes) + P(no)) for the first token of the answer, from the logits.
+
+        Both spellings of each answer (``"Yes"``, ``" Yes"``) count, summed.
+        """
+        yes_ids, no_ids = self._first_token_ids(yes), self._first_token_ids(no)
+        if yes_ids & no_ids:
+            raise ModelError(f"the answers {yes!r} and {no!r} start with the same token")
+        prompt = self._fit(self.render(messages))
+        logits, reused = self._extend_seq0(prompt)
+        self.usage.add(len(prompt), 0, cached_tokens=reused)
+        wide = logits.astype(np.float64)
+        lse_yes = _logsumexp(wide[sorted(yes_ids)])
+        lse_no = _logsumexp(wide[sorted(no_ids)])
+        return float(1.0 / (1.0 + np.exp(lse_no - lse_yes)))
+
+    def continuation_logprob(self, context: str, continuation: str) -> float:
+        """Sum of log P(continuation | context); a long context loses its beginning."""
+        cont = self.encode(continuation)
+        if not cont:
+            return 0.0
+        if len(cont) >= self._n_ctx:
+            raise ModelError(
+                f"a continuation of {len(cont)} tokens does not fit the context window of "
+                f"{self.model_id} ({self._n_ctx} tokens)"
+            )
+        ctx = self.encode(context) or [self._start_token()]
+        ctx = ctx[-(self._n_ctx - len(cont)) :]
+        return self._score_group(ctx, [cont])[0].logprob
+
+    def continuation_logprobs(
+        self,
+        context: str,
+        continuations: Sequence[str],
+        *,
+        max_tokens: int | None = None,
+    ) -> list[ContinuationScore]:
+        """Every continuation scored after ``context``, encoded once and shared.
+
+        Pairs are cut to ``max_tokens`` by :func:`split_token_budget`; pairs
+        keeping the same context tail share it: one encoding, then batched
+        decodes of up to ``parallel - 1`` continuations at a time.
+        """
+        ctx_ids = self.encode(context) or [self._start_token()]
+        budget = min(max_tokens or self._n_ctx, self._n_ctx)
+        scores: list[ContinuationScore] = [ContinuationScore(0.0, 0)] * len(continuations)
+        by_context: dict[int, list[tuple[int, list[int]]]] = {}
+        for i, text in enumerate(continuations):
+            cont = self.encode(text)
+            if not cont:
+                continue
+            n_ctx, n_cont = split_token_budget(len(ctx_ids), len(cont), budget)
+            by_context.setdefault(max(n_ctx, 1), []).append((i, cont[:n_cont]))
+        for n_ctx, items in by_context.items():
+            got = self._score_group(ctx_ids[-n_ctx:], [c for _, c in items])
+            for (i, _), score in zip(items, got, strict=True):
+                scores[i] = score
+        return scores
+
+    # ----------------------------------------------------------- the KV cache
+
+    def _extend_seq0(self, tokens: list[int]) -> tuple[np.ndarray, int]:
+        """Logits after ``tokens`` in sequence 0, and how many leading tokens were reused.
+
+        Only what differs from the tokens already there is encoded.
+        """
+        keep = _common_prefix(self._seq0, tokens)
+        if keep == len(tokens) == len(self._seq0) and self._seq0_logits is not None:
+            return self._seq0_logits, keep
+        keep = min(keep, len(tokens) - 1)  # the last token is decoded again for its logits
+        self._lib.llama_memory_seq_rm(self._memory, 0, keep, -1)
+        self._seq0 = tokens[:keep]
+        self._seq0_logits = None
+        rows = self._decode([(t, keep + j, 0) for j, t in enumerate(tokens[keep:])], last_only=True)
+        self._seq0 = list(tokens)
+        self._seq0_logits = rows[-1]
+        return rows[-1], keep
+
+    def _decode_one(self, token: int) -> np.ndarray:
+        """Append one token to sequence 0; the logits after it."""
+        rows = self._decode([(token, len(self._seq0), 0)], last_only=True)
+        self._seq0.append(token)
+        self._seq0_logits = rows[-1]
+        return rows[-1]
+
+    def _decode(
+        self,
+        entries: Sequence[tuple[int, int, int]],
+        *,
+        last_only: bool = False,
+        outputs: Sequence[bool] | None = None,
+        consume: Callable[[int, np.ndarray], None] | None = None,
+    ) -> list[np.ndarray]:
+        """Run ``(token, position, sequence)`` entries through the model in batches.
+
+        Logits are kept for the last entry (``last_only``) or for the entries
+        flagged in ``outputs``; with ``consume`` each kept row is handed over as
+        ``consume(entry index, logits view)`` instead of being copied.
+        """
+        kept: list[np.ndarray] = []
+        batch = self._batch.batch
+        total = len(entries)
+        for start in range(0, total, self._n_batch):
+            chunk = entries[start : start + self._n_batch]
+            batch.n_tokens = len(chunk)
+            wanted: list[int] = []
+            for j, (token, pos, seq) in enumerate(chunk):
+                batch.token[j] = token
+                batch.pos[j] = pos
+                batch.n_seq_id[j] = 1
+                batch.seq_id[j][0] = seq
+                if last_only:
+                    flag = start + j == total - 1
+                else:
+                    flag = bool(outputs[start + j]) if outputs is not None else False
+                batch.logits[j] = flag
+                if flag:
+                    wanted.append(j)
+            code = self._lib.llama_decode(self._ctx.ctx, batch)
+            if code != 0:
+                self._forget_all()
+                raise ModelError(
+                    f"llama.cpp could not decode a batch (code {code}); the prompt may be "
+                    f"too long for the context window of {self._n_ctx} tokens"
+                )
+            for j in wanted:
+                ptr = self._lib.llama_get_logits_ith(self._ctx.ctx, j)
+                row = np.ctypeslib.as_array(ptr, shape=(self._n_vocab,))
+                if consume is not None:
+                    consume(start + j, row)
+                else:
+                    kept.append(row.copy())
+        return kept
+
+    def _forget_all(self) -> None:
+        self._lib.llama_memory_clear(self._memory, True)
+        self._seq0 = []
+        self._seq0_logits = None
+
+    # ------------------------------------------------------ batched generation
+
+    def _groups(self, prompts: list[list[int]], max_new_tokens: int) -> list[list[int]]:
+        """Prompts in order, in groups of at most ``parallel`` whose KV fits the context."""
+        groups: list[list[int]] = []
+        current: list[int] = []
+        used = 0
+        for i, p in enumerate(prompts):
+            need = len(p) + max_new_tokens
+            if current and (len(current) == self.parallel or used + need > self._n_ctx):
+                groups.append(current)
+                current, used = [], 0
+            current.append(i)
+            used += need
+        if current:
+            groups.append(current)
+        return groups
+
+    def _generate_group(
+        self,
+        group: list[tuple[int, list[int]]],
+        max_new_tokens: int,
+        stop: Sequence[str],
+        temperature: float,
+    ) -> list[tuple[int, Generation]]:
+        """Decode one group together; sequence k holds the group's k-th conversation.
+
+        The group's common prefix is encoded once in sequence 0 (or found there
+        from the call before) and shared with the other sequences' cells.
+        """
+        prompts = [p for _, p in group]
+        shared = min(_common_prefix_all(prompts), min(len(p) for p in prompts) - 1)
+        reused = 0
+        if shared > 0:
+            _, reused = self._extend_seq0(prompts[0][:shared])
+        for k in range(1, len(group)):
+            self._lib.llama_memory_seq_rm(self._memory, k, 0, -1)
+            if shared:
+                self._lib.llama_memory_seq_cp(self._memory, 0, k, 0, shared)
+        self._lib.llama_memory_seq_rm(self._memory, 0, shared, -1)
+        self._seq0 = []  # sequence 0 now diverges from any cached prefix
+        self._seq0_logits = None
+        entries: list[tuple[int, int, int]] = []
+        flags: list[bool] = []
+        for k, p in enumerate(prompts):
+            entries.extend((t, shared + j, k) for j, t in enumerate(p[shared:]))
+            flags.extend([False] * (len(p) - shared - 1) + [True])
+        logits = dict(enumerate(self._decode(entries, outputs=flags)))
+        decoders = [
+            _Decoder(self, max(1, min(max_new_tokens, self._n_ctx - len(p))), stop) for p in prompts
+        ]
+        positions = [len(p) for p in prompts]
+        finished: list[tuple[int, Generation]] = []
+        active = list(range(len(group)))
+        while active:
+            step: list[tuple[int, int, int]] = []
+            still: list[int] = []
+            for k in active:
+                token = self._pick(logits[k], temperature)
+                if decoders[k].accept(token):
+                    step.append((token, positions[k], k))
+                    positions[k] += 1
+                    still.append(k)
+                    continue
+                gen = decoders[k].result(len(prompts[k]))
+                cached = shared if k else reused
+                self.usage.add(len(prompts[k]), gen.completion_tokens, cached_tokens=cached)
+                finished.append((group[k][0], gen))
+            if step:
+                rows = self._decode(step, outputs=[True] * len(step))
+                logits = dict(zip(still, rows, strict=True))
+            active = still
+        for k in range(len(group)):
+            self._lib.llama_memory_seq_rm(self._memory, k, 0, -1)
+        return finished
+
+    # --------------------------------------------------- continuation scoring
+
+    def _score_group(self, prefix: list[int], conts: list[list[int]]) -> list[ContinuationScore]:
+        """log P(cont | prefix) for each; the prefix's cells (sequence 0) shared by all."""
+        last, reused = self._extend_seq0(prefix)
+        base = len(prefix)
+        first_lp = last.astype(np.float64) - _logsumexp(last.astype(np.float64))
+        lanes = max(1, self.parallel - 1)
+        scores: list[ContinuationScore] = []
+        for start in range(0, len(conts), lanes):
+            group = conts[start : start + lanes]
+            entries: list[tuple[int, int, int]] = []
+            targets: list[int] = []
+            owners: list[int] = []
+            seqs = [k + 1 if self.parallel > 1 else 0 for k in range(len(group))]
+            for k, cont in enumerate(group):
+                if seqs[k]:  # a lane of its own, sharing the prefix's cells
+                    self._lib.llama_memory_seq_rm(self._memory, seqs[k], 0, -1)
+                    self._lib.llama_memory_seq_cp(self._memory, 0, seqs[k], 0, base)
+                for j, t in enumerate(cont[:-1]):
+                    entries.append((t, base + j, seqs[k]))
+                    targets.append(cont[j + 1])
+                    owners.append(k)
+            sums = [float(first_lp[cont[0]]) for cont in group]
+
+            if entries:
+                self._add_logprobs(entries, targets, owners, sums)
+            for k, cont in enumerate(group):
+                if seqs[k]:
+                    self._lib.llama_memory_seq_rm(self._memory, seqs[k], 0, -1)
+                else:  # roll sequence 0 back to the prefix
+                    self._lib.llama_memory_seq_rm(self._memory, 0, base, -1)
+                scores.append(ContinuationScore(sums[k], len(cont)))
+                # the prefix is encoded once; every later continuation reads it from the cache
+                cached = reused if start + k == 0 else base
+                self.usage.add(base + len(cont) - 1, 0, cached_tokens=cached)
+        return scores
+
+    def _add_logprobs(
+        self,
+        entries: list[tuple[int, int, int]],
+        targets: list[int],
+        owners: list[int],
+        sums: list[float],
+    ) -> None:
+        """Decode ``entries`` and add log P(target) at each into ``sums[owner]``."""
+
+        def consume(index: int, row: np.ndarray) -> None:
+            sums[owners[index]] += float(row[targets[index]]) - _logsumexp_f32(row)
+
+        self._decode(entries, outputs=[True] * len(entries), consume=consume)
+
+    # ---------------------------------------------------------------- helpers
+
+    def _pick(self, logits: np.ndarray, temperature: float) -> int:
+        if temperature <= 0:
+            return int(np.argmax(logits))
+        z = logits.astype(np.float64) / temperature
+        z -= z.max()
+        p = np.exp(z)
+        p /= p.sum()
+        return int(self._rng.choice(len(p), p=p))
+
+    def _is_end(self, token: int) -> bool:
+        return bool(self._lib.llama_vocab_is_eog(self._vocab, token))
+
+    def _token_bytes(self, token: int) -> bytes:
+        return bytes(self._model.token_to_piece(token, special=False)).rstrip(b"\0")
+
+    def _start_token(self) -> int:
+        for token in (
+            self._lib.llama_vocab_bos(self._vocab),
+            self._lib.llama_vocab_eos(self._vocab),
+        ):
+            if int(token) >= 0:
+                return int(token)
+        raise ModelError(f"{self.model_id} has neither a BOS nor an EOS token")
+
+    def _first_token_ids(self, word: str) -> frozenset[int]:
+        if word not in self._first_tokens:
+            ids = {toks[0] for v in (word, " " + word.lstrip()) if (toks := self.encode(v))}
+            if not ids:
+                raise ModelError(f"the answer {word!r} has no tokens")
+            self._first_tokens[word] = frozenset(ids)
+        return self._first_tokens[word]
+
+    def _fit(self, ids: list[int]) -> list[int]:
+        if len(ids) >= self._n_ctx:
+            raise ModelError(
+                f"a prompt of {len(ids)} tokens does not fit the context window of "
+                f"{self.model_id} ({self._n_ctx} tokens; --context-window sets it for the "
+                "llama.cpp backend)"
+            )
+        return ids
+
+
+class _Decoder:
+    """One sequence's generated tokens: end tokens, the token budget and stop strings."""
+
+    def __init__(self, llm: LlamaCppLLM, budget: int, stop: Sequence[str]) -> None:
+        self._llm = llm
+        self._budget = budget
+        self._stop = [s for s in stop if s]
+        self._pieces: list[bytes] = []
+        self.count = 0  # tokens generated (and paid for), an end token included
+
+    def accept(self, token: int) -> bool:
+        """Take one generated token; False when generation stops with it."""
+        self.count += 1
+        if self._llm._is_end(token):
+            return False
+        self._pieces.append(self._llm._token_bytes(token))
+        if self._stop and any(s in self.text() for s in self._stop):
+            return False
+        return self.count < self._budget
+
+    def text(self) -> str:
+        return b"".join(self._pieces).decode("utf-8", errors="ignore")
+
+    def result(self, prompt_tokens: int) -> Generation:
+        text = self.text()
+        cut = min((p for s in self._stop if (p := text.find(s)) != -1), default=len(text))
+        return Generation(
+            text=text[:cut], prompt_tokens=prompt_tokens, completion_tokens=self.count
+        )
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def _common_prefix_all(seqs: Sequence[Sequence[int]]) -> int:
+    if not seqs:
+        return 0
+    n = min(len(s) for s in seqs)
+    first = seqs[0]
+    for s in seqs[1:]:
+        n = min(n, _common_prefix(first[:n], s[:n]))
+    return n
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    m = float(np.max(x))
+    return m + float(np.log(np.sum(np.exp(x - m))))
+
+
+def _logsumexp_f32(row: np.ndarray) -> float:
+    """log-sum-exp of one logits row, accumulated in float64 without a float64 copy."""
+    m = float(row.max())
+    return m + float(np.log(np.exp(row - np.float32(m)).sum(dtype=np.float64)))

@@ -1,0 +1,434 @@
+"""The OpenAI-compatible backend: LLM calls go to a server the user already runs.
+
+For users who outgrow one machine: vLLM, llama.cpp's server, llama-cpp-python's
+server or any endpoint that speaks ``POST {base}/chat/completions``. The server
+batches across its GPUs and serves many ``lcr`` processes at once; lcr sends a
+batch's independent calls concurrently (``--concurrency``), retries transient
+failures with backoff, and reports a call that fails for good as one line.
+
+What it can do: chat generation, and yes/no from the first token's top
+log-probabilities where the server returns them (probed before any work).
+Continuation log-probabilities and attention need an in-process backend.
+
+Token counts for fitting evidence into the window are lcr's model-free
+approximation with a 10% margin: servers disagree on how (or whether) they
+tokenize on request.
+
+HTTP goes through a small :class:`Transport` (stdlib ``urllib``), so the
+protocol logic stays apart from the wire, as in httpx.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from lcr.errors import LLMCallError, ModelError
+from lcr.evidence import Usage
+from lcr.models.base import Capability, ContinuationScore, Generation, Message, ModelSpec
+
+DEFAULT_SERVER_WINDOW = 8192  # when the server does not say (vLLM's /models does)
+REQUEST_TIMEOUT_S = 600.0
+TOP_LOGPROBS = 20
+_TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class ServerError(Exception):
+    """A failed request; ``transient`` ones are worth another try."""
+
+    def __init__(self, message: str, *, transient: bool, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.retry_after = retry_after
+
+
+class Transport(Protocol):
+    """How JSON reaches the server and comes back; raises :class:`ServerError`."""
+
+    def request(self, method: str, path: str, payload: dict[str, Any] | None) -> dict[str, Any]: ...
+
+
+class UrllibTransport:
+    """JSON over HTTP(S) with the standard library (no extra dependency)."""
+
+    def __init__(
+        self, base_url: str, api_key: str | None = None, timeout: float = REQUEST_TIMEOUT_S
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, payload: dict[str, Any] | None) -> dict[str, Any]:
+        data = json.dumps(payload).encode("utf-8") if payload is not None else None
+        req = urllib.request.Request(self.base_url + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if self.api_key:
+            req.add_header("Authorization", f"Bearer {self.api_key}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                body = resp.read()
+        except urllib.error.HTTPError as exc:
+            detail = _error_detail(exc)
+            retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+            raise ServerError(
+                f"HTTP {exc.code} from {self.base_url}{path}: {detail}",
+                transient=exc.code in _TRANSIENT_STATUS,
+                retry_after=retry_after,
+            ) from None
+        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ServerError(f"cannot reach {self.base_url}: {reason}", transient=True) from None
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            raise ServerError(
+                f"{self.base_url}{path} answered with something that is not JSON", transient=True
+            ) from None
+        if not isinstance(parsed, dict):
+            raise ServerError(
+                f"{self.base_url}{path} answered with unexpected JSON", transient=False
+            )
+        return parsed
+
+
+def _error_detail(exc: urllib.error.HTTPError) -> str:
+    try:
+        body = exc.read().decode("utf-8", errors="replace")
+    except Exception:
+        return exc.reason or ""
+    try:
+        parsed = json.loads(body)
+        err = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
+        message = err.get("message") if isinstance(err, dict) else None
+        return str(message or err)[:200]
+    except ValueError:
+        return body.strip().splitlines()[0][:200] if body.strip() else str(exc.reason)
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with jitter for transient failures."""
+
+    attempts: int = 5
+    base_s: float = 0.5
+    cap_s: float = 8.0
+
+    def delay(self, attempt: int, hint: float | None = None) -> float:
+        if hint is not None:
+            return min(hint, 60.0)
+        return min(self.cap_s, self.base_s * 2**attempt) * (0.5 + random.random() / 2)
+
+
+class OpenAILLM:
+    """Chat calls to an OpenAI-compatible server; see the module docstring."""
+
+    backend = "openai"
+    capabilities: frozenset[Capability] = frozenset(
+        {Capability.GENERATE, Capability.CHOICE_PROBABILITY}
+    )
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        model_id: str,
+        context_window: int,
+        concurrency: int = 4,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.transport = transport
+        self.model_id = model_id
+        self.concurrency = max(1, concurrency)
+        self.retry = retry or RetryPolicy()
+        self.usage = Usage()
+        self.retries = 0  # transient failures retried, for the curious
+        self.undecided = 0  # yes/no checks where neither answer was among the top tokens
+        self._window = context_window
+        self._sleep = sleep
+        self._lock = threading.Lock()
+
+    @classmethod
+    def connect(cls, spec: ModelSpec) -> OpenAILLM:
+        """An LLM for ``spec.base_url``; the window from the server when it says."""
+        if not spec.base_url:
+            raise ModelError(
+                "--backend openai needs --base-url URL (or LCR_BASE_URL) of an "
+                "OpenAI-compatible server"
+            )
+        transport = UrllibTransport(spec.base_url, os.environ.get("LCR_API_KEY") or None)
+        window = spec.context_window or _server_window(transport, spec.llm)
+        return cls(
+            transport,
+            model_id=spec.llm,
+            context_window=window,
+            concurrency=spec.concurrency,
+        )
+
+    # ------------------------------------------------------------ LLM protocol
+
+    @property
+    def context_window(self) -> int:
+        return self._window
+
+    @property
+    def parallel(self) -> int:
+        return self.concurrency
+
+    def count_tokens(self, text: str) -> int:
+        from lcr.text.tokens import count_tokens
+
+        return math.ceil(count_tokens(text) * 1.1)
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+    ) -> Generation:
+        payload = self._chat_payload(messages, max_new_tokens, stop, temperature)
+        reply = self._call("/chat/completions", payload)
+        return self._generation(reply, messages)
+
+    def generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+        on_result: Callable[[int, Generation], None] | None = None,
+    ) -> list[Generation]:
+        """Up to ``concurrency`` calls in flight; ``on_result`` as each one returns.
+
+        A call that fails for good stops new calls from starting; the calls in
+        flight finish (and reach ``on_result``, so what was paid is kept), then
+        the first failure is raised.
+        """
+        results: list[Generation | None] = [None] * len(conversations)
+        if not conversations:
+            return []
+        failure: BaseException | None = None
+        pending = iter(range(len(conversations)))
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            running: dict[Future[Generation], int] = {}
+
+            def submit_next() -> bool:
+                i = next(pending, None)
+                if i is None:
+                    return False
+                future = pool.submit(
+                    self.generate,
+                    conversations[i],
+                    max_new_tokens=max_new_tokens,
+                    stop=stop,
+                    temperature=temperature,
+                )
+                running[future] = i
+                return True
+
+            for _ in range(self.concurrency):
+                if not submit_next():
+                    break
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    i = running.pop(future)
+                    try:
+                        gen = future.result()
+                    except BaseException as exc:  # kept; the batch stops after the in-flight calls
+                        failure = failure or exc
+                        continue
+                    results[i] = gen
+                    if on_result is not None:
+                        on_result(i, gen)
+                    if failure is None:
+                        submit_next()
+        if failure is not None:
+            raise failure
+        return [g for g in results if g is not None]
+
+    def choice_probability(
+        self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
+    ) -> float:
+        """P(yes) / (P(yes) + P(no)) from the first token's top log-probabilities.
+
+        Tokens that are ``yes``/``no`` up to surrounding spaces count (both
+        spellings, as the local backends count them). When neither is among the
+        top tokens the answer is undecided: 0.5, counted in ``undecided``.
+        """
+        payload = self._chat_payload(messages, 1, (), 0.0)
+        payload["logprobs"] = True
+        payload["top_logprobs"] = TOP_LOGPROBS
+        reply = self._call("/chat/completions", payload)
+        self._count_usage(reply, messages, completion=1)
+        top = _first_top_logprobs(reply)
+        if top is None:
+            raise LLMCallError(
+                f"the server at {getattr(self.transport, 'base_url', '?')} returned no "
+                "log-probabilities for a yes/no check"
+            )
+        p_yes = sum(math.exp(lp) for tok, lp in top if tok.strip() == yes.strip())
+        p_no = sum(math.exp(lp) for tok, lp in top if tok.strip() == no.strip())
+        if p_yes + p_no <= 0.0:
+            with self._lock:
+                self.undecided += 1
+            return 0.5
+        return p_yes / (p_yes + p_no)
+
+    def continuation_logprob(self, context: str, continuation: str) -> float:
+        raise ModelError(
+            "the openai backend cannot score continuations; use --backend llamacpp or transformers"
+        )
+
+    def continuation_logprobs(
+        self,
+        context: str,
+        continuations: Sequence[str],
+        *,
+        max_tokens: int | None = None,
+    ) -> list[ContinuationScore]:
+        raise ModelError(
+            "the openai backend cannot score continuations; use --backend llamacpp or transformers"
+        )
+
+    # ---------------------------------------------------------------- helpers
+
+    def _chat_payload(
+        self,
+        messages: Sequence[Message],
+        max_new_tokens: int,
+        stop: Sequence[str],
+        temperature: float,
+    ) -> dict[str, Any]:
+        if not messages:
+            raise ModelError("an LLM call needs at least one message")
+        payload: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": [dict(m) for m in messages],
+            "max_tokens": max(1, int(max_new_tokens)),
+            "temperature": float(temperature),
+        }
+        stops = [s for s in stop if s][:4]  # the OpenAI API takes at most four
+        if stops:
+            payload["stop"] = stops
+        if temperature <= 0:
+            payload["seed"] = 0
+        return payload
+
+    def _call(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """One request with retries on transient failures; LLMCallError when it fails for good."""
+        attempt = 0
+        while True:
+            try:
+                return self.transport.request("POST", path, payload)
+            except ServerError as exc:
+                attempt += 1
+                if not exc.transient or attempt >= self.retry.attempts:
+                    tries = f" after {attempt} tries" if attempt > 1 else ""
+                    raise LLMCallError(f"LLM call failed{tries}: {exc}") from None
+                with self._lock:
+                    self.retries += 1
+                self._sleep(self.retry.delay(attempt - 1, exc.retry_after))
+
+    def _generation(self, reply: dict[str, Any], messages: Sequence[Message]) -> Generation:
+        try:
+            choice = reply["choices"][0]
+            text = choice["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError):
+            raise LLMCallError("the server's reply has no choices[0].message.content") from None
+        prompt, completion = self._count_usage(reply, messages, text=str(text))
+        return Generation(text=str(text), prompt_tokens=prompt, completion_tokens=completion)
+
+    def _count_usage(
+        self,
+        reply: dict[str, Any],
+        messages: Sequence[Message],
+        *,
+        text: str = "",
+        completion: int | None = None,
+    ) -> tuple[int, int]:
+        usage = reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+        assert isinstance(usage, dict)
+        prompt = usage.get("prompt_tokens")
+        if not isinstance(prompt, int):
+            prompt = sum(self.count_tokens(m["content"]) for m in messages)
+        done = usage.get("completion_tokens")
+        if not isinstance(done, int):
+            done = completion if completion is not None else self.count_tokens(text)
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        with self._lock:
+            self.usage.add(prompt, done, cached_tokens=cached if isinstance(cached, int) else 0)
+        return prompt, done
+
+
+def _first_top_logprobs(reply: dict[str, Any]) -> list[tuple[str, float]] | None:
+    """``[(token, logprob), ...]`` of the first generated token, or None if absent."""
+    try:
+        content = reply["choices"][0]["logprobs"]["content"]
+        first = content[0]
+    except (KeyError, IndexError, TypeError):
+        return None
+    out: list[tuple[str, float]] = []
+    for entry in first.get("top_logprobs") or [first]:
+        tok, lp = entry.get("token"), entry.get("logprob")
+        if isinstance(tok, str) and isinstance(lp, (int, float)):
+            out.append((tok, float(lp)))
+    return out or None
+
+
+def _server_window(transport: Transport, model: str) -> int:
+    """``max_model_len`` from ``GET /models`` (vLLM says it), else a cautious default."""
+    try:
+        listing = transport.request("GET", "/models", None)
+    except ServerError:
+        return DEFAULT_SERVER_WINDOW
+    for entry in listing.get("data") or []:
+        if isinstance(entry, dict) and entry.get("id") in (model, None):
+            value = entry.get("max_model_len")
+            if isinstance(value, int) and value > 0:
+                return value
+    return DEFAULT_SERVER_WINDOW
+
+
+_LOGPROB_PROBES: dict[str, bool] = {}
+
+
+def server_returns_logprobs(spec: ModelSpec) -> bool:
+    """Ask the server once (per base URL and model) whether it returns top log-probabilities."""
+    key = f"{spec.base_url}|{spec.llm}"
+    if key not in _LOGPROB_PROBES:
+        llm = OpenAILLM.connect(spec)
+        payload = llm._chat_payload(
+            [{"role": "user", "content": "Is two more than one? Answer Yes or No."}], 1, (), 0.0
+        )
+        payload["logprobs"] = True
+        payload["top_logprobs"] = 5
+        try:
+            reply = llm._call("/chat/completions", payload)
+        except LLMCallError as exc:
+            raise ModelError(f"cannot use the server at {spec.base_url}: {exc}") from None
+        _LOGPROB_PROBES[key] = _first_top_logprobs(reply) is not None
+    return _LOGPROB_PROBES[key]
