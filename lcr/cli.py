@@ -293,7 +293,7 @@ def _run_queries(
                 )
             else:
                 result = pipeline.retrieve(
-                    index, method, q, models, all_sets, k=k, progress=progress
+                    index, method, q, models, all_sets, k=k, progress=progress, note=_err
                 )
             if as_json:
                 click.echo(json.dumps(result.to_json(), ensure_ascii=False))

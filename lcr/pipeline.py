@@ -211,6 +211,18 @@ def _align_models(reader_models: dict[str, str], models: Models) -> None:
         models.spec.embedder = built_with
 
 
+def retrieval_llm_note(method: Method, settings: dict[str, Any], models: Models) -> str | None:
+    """What to tell the user when a retrieval is about to load the LLM; None if it is not.
+
+    Retrieval alone usually needs no LLM, so loading one (gigabytes, seconds to
+    minutes) must not happen silently. Said once: after the load there is nothing to say.
+    """
+    if not method.retrieval_uses_llm(settings) or models.llm_loaded:
+        return None
+    reason = f" ({method.retrieval_llm_reason})" if method.retrieval_llm_reason else ""
+    return f"{method.name} retrieval loads the LLM {models.spec.llm}{reason}"
+
+
 def retrieve(
     index: Index,
     method_name: str,
@@ -220,7 +232,9 @@ def retrieve(
     *,
     k: int | None = None,
     progress: Progress = NULL_PROGRESS,
+    note: Callable[[str], None] | None = None,
 ) -> Result:
+    """Evidence for ``question``; ``note`` hears (once) when retrieval loads the LLM."""
     question = _check_question(question)
     method = get_method(method_name)
     settings = query_settings(method, sets)
@@ -229,6 +243,9 @@ def retrieve(
     reader = index.reader(method.name)
     models.require(method.llm_needs("query", settings), f"{method.name} retrieval")
     _align_models(reader.entry.get("models", {}), models)
+    message = retrieval_llm_note(method, settings, models)
+    if note is not None and message is not None:
+        note(message)
     started = time.perf_counter()
     evidence = method.retrieve(
         QueryContext(index.source, index.documents, reader, models, settings, progress),

@@ -271,3 +271,69 @@ def test_a_batch_of_questions_reuses_the_prepared_graph(chains_index: tuple) -> 
     assert [it.to_json() for it in first.items] == [it.to_json() for it in again.items]
     fresh = pipeline.retrieve(Index.open(idx.path), "mixpr", question, models, sets).evidence
     assert [it.to_json() for it in fresh.items] == [it.to_json() for it in first.items]
+
+
+def test_router_reads_the_first_and_last_two_chunks_then_the_question(
+    chains_index: tuple,
+) -> None:
+    idx, _, question, _ = chains_index
+    chunks = [n.text for n in idx.reader("mixpr").nodes()]
+    llm = RouterLLM(0.1)
+    pipeline.retrieve(idx, "mixpr", question, Models.with_objects(llm=llm))
+    content = llm.calls[0][0][-1]["content"]
+    query = content.split("QUERY: ", 1)[1].split("\n\n", 1)[0]
+    assert query.split("\n") == [*chunks[:2], *chunks[-2:], question]
+    assert chunks[2] not in content and chunks[-3] not in content
+    # router_chunks=0 reads the question alone (lcr's router before issue 18)
+    alone = RouterLLM(0.1)
+    pipeline.retrieve(
+        idx, "mixpr", question, Models.with_objects(llm=alone), ["mixpr.router_chunks=0"]
+    )
+    assert alone.calls[0][0][-1]["content"].split("QUERY: ", 1)[1].startswith(question + "\n")
+
+
+def test_router_query_never_repeats_a_chunk_of_a_short_text() -> None:
+    from lcr.methods.mixpr import router_query
+
+    assert router_query("Q?", ["a", "b", "c"], 2) == "a\nb\nc\nQ?"
+    assert router_query("Q?", ["a"], 2) == "a\nQ?"
+    assert router_query("Q?", ["a", "b", "c", "d", "e"], 1) == "a\ne\nQ?"
+    assert router_query("Q?", [], 2) == router_query("Q?", ["a"], 0) == "Q?"
+
+
+@pytest.mark.parametrize(
+    ("p_yes", "threshold", "mode"),
+    [(0.5, 0.5, "local"), (0.5001, 0.5, "global"), (0.3, 0.3, "local"), (0.31, 0.3, "global")],
+)
+def test_router_threshold_boundary_is_local(
+    chains_index: tuple, p_yes: float, threshold: float, mode: str
+) -> None:
+    idx, _, question, _ = chains_index
+    sets = [f"mixpr.router_threshold={threshold}"]
+    ev = pipeline.retrieve(
+        idx, "mixpr", question, Models.with_objects(llm=RouterLLM(p_yes)), sets
+    ).evidence
+    assert ev.info["mode"] == mode
+
+
+def test_retrieval_says_once_that_it_loads_the_llm_for_routing(chains_index: tuple) -> None:
+    idx, _, question, _ = chains_index
+    notes: list[str] = []
+
+    class LazyModels(Models):
+        """Loads the router LLM on first use, as real models do."""
+
+        @property
+        def llm(self) -> RouterLLM:
+            if self._llm is None:
+                self._llm = RouterLLM(0.1)
+            return self._llm  # type: ignore[return-value]
+
+    models = LazyModels()
+    for _ in range(3):
+        pipeline.retrieve(idx, "mixpr", question, models, note=notes.append)
+    assert len(notes) == 1
+    assert "loads the LLM" in notes[0] and "--mode local" in notes[0]
+    quiet: list[str] = []
+    pipeline.retrieve(idx, "mixpr", question, LazyModels(), ["mixpr.mode=local"], note=quiet.append)
+    assert quiet == []

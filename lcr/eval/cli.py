@@ -184,6 +184,7 @@ def run_command(
         max_new_tokens=max_new_tokens,
         index_dir=index_dir,
         out=out,
+        note=lambda message: _note(message, quiet),
     )
     with progress_for(_progress_enabled(quiet)) as progress:
         models = Models(

@@ -8,9 +8,9 @@ PageRank does not depend on the question, so it is computed once here.
 Retrieve: the question is vectorised with the stored vectoriser, linked into
 the graph as one more node and made the one-hot personalisation node;
 personalised PageRank (alpha 0.6) for local questions, plain PageRank (alpha
-0) for global ones, chosen by the paper's zero-shot y/n router unless
-``mode`` says which. The top k = 100 chunks go to the answer step in
-document order.
+0) for global ones, chosen by the paper's zero-shot y/n router (it reads the
+context's first and last two chunks and the question) unless ``mode`` says
+which. The top k = 100 chunks go to the answer step in document order.
 
 How the question links into the graph decides whether the walk works (see
 the ``link`` setting, and bench/README.md for the measurements).
@@ -50,9 +50,25 @@ def _threads() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def router_messages(question: str) -> list[dict[str, str]]:
+def router_query(question: str, chunks: list[str], edge: int) -> str:
+    """What the router reads as the query: the context's first and last ``edge`` chunks, then
+    the question.
+
+    The paper's input is the document with the prompt and question appended, and its
+    router reads that input's first and last two chunks (appendix A.2); here the
+    question comes separately, so it follows the chunks as it would end that input.
+    ``edge`` = 0 reads the question alone.
+    """
+    if edge <= 0 or not chunks:
+        return question
+    head = chunks[:edge]
+    tail = chunks[max(edge, len(chunks) - edge) :]
+    return "\n".join([*(" ".join(c.split()) for c in head + tail), question])
+
+
+def router_messages(query: str) -> list[dict[str, str]]:
     """The paper's zero-shot prompt (appendix A.2), instruction before and after the query."""
-    content = f"{ROUTER_INSTRUCTION}\n\nQUERY: {question}\n\n{ROUTER_INSTRUCTION}\n\nAnswer:"
+    content = f"{ROUTER_INSTRUCTION}\n\nQUERY: {query}\n\n{ROUTER_INSTRUCTION}\n\nAnswer:"
     return [{"role": "user", "content": content}]
 
 
@@ -117,6 +133,9 @@ class MixPR(Method):
     needs = "build: nothing; retrieve: LLM router only with mode=auto; answer: LLM"
     paper = "Alonso & Millidge 2024, Mixture-of-PageRanks (arXiv:2412.06078)"
     built_by_default = True
+    retrieval_llm_reason = (
+        "mixpr.mode=auto routes each question with it; --mode local or --mode global needs none"
+    )
     build_settings = (
         Setting("max_words", 32, "chunk size N in words (sentences, then newlines, then equal "
                 "word splits); paper: 32", paper=True),
@@ -165,6 +184,9 @@ class MixPR(Method):
                 "variable-tracking and Hash-Hop 4-hop chains 1.00 at 0 and 0.5, against 0.80 "
                 "and 0.25 for TF-IDF. Details: bench/README.md (MixPR)"),
         Setting("router_threshold", 0.5, "P('y') above which mode=auto routes to global"),
+        Setting("router_chunks", 2, "the router reads the context's first and last N chunks, "
+                "then the question, as the paper's query (appendix A.2: first and last two); "
+                "0 = the question alone", paper=True, low=0),
     )  # fmt: skip
 
     def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
@@ -261,13 +283,17 @@ class MixPR(Method):
         )
 
     # --------------------------------------------------------------- retrieve
-    def _route(self, ctx: QueryContext, question: str, usage: Usage) -> tuple[str, float | None]:
+    def _route(
+        self, ctx: QueryContext, question: str, nodes: list[Node], usage: Usage
+    ) -> tuple[str, float | None]:
         mode = str(ctx.settings.get("mode", "auto"))
         if mode != "auto":
             return mode, None
+        edge = int(ctx.settings.get("router_chunks", 2))
+        query = router_query(question, [n.text for n in nodes], edge)
         llm = ctx.models.llm
         before = (llm.usage.prompt_tokens, llm.usage.completion_tokens, llm.usage.calls)
-        p_global = float(llm.choice_probability(router_messages(question), yes="y", no="n"))
+        p_global = float(llm.choice_probability(router_messages(query), yes="y", no="n"))
         usage.add(
             llm.usage.prompt_tokens - before[0],
             llm.usage.completion_tokens - before[1],
@@ -282,8 +308,8 @@ class MixPR(Method):
         s = ctx.settings
         top_k = int(k if k is not None else s["top_k"])
         usage = Usage()
-        mode, p_global = self._route(ctx, question, usage)
         nodes = ctx.stored.nodes()
+        mode, p_global = self._route(ctx, question, nodes, usage)
         n = len(nodes)
         info: dict[str, Any] = {"mode": mode}
         if p_global is not None:

@@ -52,19 +52,23 @@ def tree_traversal(
     levels: Sequence[int],
     children: Sequence[Sequence[int]],
     top_k: int,
+    depth: int = 0,
 ) -> list[int]:
-    """Top-k of the root layer, then top-k among those nodes' children, to the leaves.
+    """Top-k of the root layer, then top-k among those nodes' children, for ``depth`` layers.
 
-    Returns every selected node, root layer first, each layer best first.
+    ``depth`` is the paper's d; 0 goes down to the leaves. Returns every selected
+    node, root layer first, each layer best first.
     """
     if len(levels) == 0 or top_k <= 0:
         return []
     top = max(levels)
     current = [i for i, lv in enumerate(levels) if lv == top]
     selected: list[int] = []
-    while current:
+    layers = 0
+    while current and (depth <= 0 or layers < depth):
         picked = ranked(scores, current)[:top_k]
         selected.extend(picked)
+        layers += 1
         current = sorted({c for p in picked for c in children[p]})
     return selected
 
