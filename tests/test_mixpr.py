@@ -19,6 +19,8 @@ from lcr.models.base import Generation, Message, Models
 from lcr.store import DocumentInput, Index
 from lcr.text.chunking import split_sentences
 
+AUTO = ["mixpr.mode=auto"]  # the paper's router; lcr's default mode is local
+
 
 class RouterLLM:
     """Fake LLM: answers the router with a fixed P('y') and counts the calls."""
@@ -162,6 +164,7 @@ def test_router_is_asked_once_per_question_and_mode_overrides(chains_index: tupl
     idx, _, question, _ = chains_index
     method = get_method("mixpr")
     assert method.retrieval_uses_llm({"mode": "auto"})
+    assert not method.retrieval_uses_llm(pipeline.query_settings(method, []))  # default local
     assert not method.retrieval_uses_llm({"mode": "local"})
     assert not method.retrieval_uses_llm({"mode": "global"})
 
@@ -169,7 +172,7 @@ def test_router_is_asked_once_per_question_and_mode_overrides(chains_index: tupl
         llm = RouterLLM(p_yes)
         models = Models.with_objects(llm=llm)
         for n in (1, 2):
-            ev = pipeline.retrieve(idx, "mixpr", question, models).evidence
+            ev = pipeline.retrieve(idx, "mixpr", question, models, AUTO).evidence
             assert len(llm.calls) == n
             assert ev.info["mode"] == mode and ev.info["router_p_global"] == p_yes
             assert ev.usage.calls == 1
@@ -279,7 +282,7 @@ def test_router_reads_the_first_and_last_two_chunks_then_the_question(
     idx, _, question, _ = chains_index
     chunks = [n.text for n in idx.reader("mixpr").nodes()]
     llm = RouterLLM(0.1)
-    pipeline.retrieve(idx, "mixpr", question, Models.with_objects(llm=llm))
+    pipeline.retrieve(idx, "mixpr", question, Models.with_objects(llm=llm), AUTO)
     content = llm.calls[0][0][-1]["content"]
     query = content.split("QUERY: ", 1)[1].split("\n\n", 1)[0]
     assert query.split("\n") == [*chunks[:2], *chunks[-2:], question]
@@ -287,7 +290,7 @@ def test_router_reads_the_first_and_last_two_chunks_then_the_question(
     # router_chunks=0 reads the question alone (lcr's router before issue 18)
     alone = RouterLLM(0.1)
     pipeline.retrieve(
-        idx, "mixpr", question, Models.with_objects(llm=alone), ["mixpr.router_chunks=0"]
+        idx, "mixpr", question, Models.with_objects(llm=alone), [*AUTO, "mixpr.router_chunks=0"]
     )
     assert alone.calls[0][0][-1]["content"].split("QUERY: ", 1)[1].startswith(question + "\n")
 
@@ -309,7 +312,7 @@ def test_router_threshold_boundary_is_local(
     chains_index: tuple, p_yes: float, threshold: float, mode: str
 ) -> None:
     idx, _, question, _ = chains_index
-    sets = [f"mixpr.router_threshold={threshold}"]
+    sets = [*AUTO, f"mixpr.router_threshold={threshold}"]
     ev = pipeline.retrieve(
         idx, "mixpr", question, Models.with_objects(llm=RouterLLM(p_yes)), sets
     ).evidence
@@ -331,7 +334,7 @@ def test_retrieval_says_once_that_it_loads_the_llm_for_routing(chains_index: tup
 
     models = LazyModels()
     for _ in range(3):
-        pipeline.retrieve(idx, "mixpr", question, models, note=notes.append)
+        pipeline.retrieve(idx, "mixpr", question, models, AUTO, note=notes.append)
     assert len(notes) == 1
     assert "loads the LLM" in notes[0] and "--mode local" in notes[0]
     quiet: list[str] = []
