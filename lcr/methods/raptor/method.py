@@ -26,10 +26,10 @@ import numpy as np
 
 from lcr.config import Setting
 from lcr.errors import IndexDamagedError, LcrError, LLMCallError
-from lcr.evidence import Evidence
+from lcr.evidence import Evidence, merge_spans
 from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node
 from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
-from lcr.methods.raptor.tree import collapsed_tree, merge_spans, tree_traversal
+from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
 from lcr.models.base import LLM, Generation, Message
 from lcr.progress import Task
 from lcr.store import Node, cache_key

@@ -71,31 +71,3 @@ def tree_traversal(
         layers += 1
         current = sorted({c for p in picked for c in children[p]})
     return selected
-
-
-def merge_spans(
-    spans: Sequence[tuple[int, int]],
-    source: str | None = None,
-    breaks: Sequence[int] = (),
-) -> list[tuple[int, int]]:
-    """Sorted union of spans; overlapping or adjacent ones become one.
-
-    With ``source``, spans separated only by whitespace count as adjacent (chunks
-    do not own the blanks between them), unless one of ``breaks`` (the start
-    offsets of documents) lies in the gap: a span never crosses documents.
-    """
-    out: list[tuple[int, int]] = []
-    for s, e in sorted(spans):
-        if out:
-            ps, pe = out[-1]
-            gap_blank = (
-                source is not None
-                and s > pe
-                and not source[pe:s].strip()
-                and not any(pe < b <= s for b in breaks)
-            )
-            if s <= pe or gap_blank:
-                out[-1] = (ps, max(pe, e))
-                continue
-        out.append((s, e))
-    return out
