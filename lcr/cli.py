@@ -461,7 +461,9 @@ def _human(n: float) -> str:
 @click.option(
     "--settings", "show_settings", is_flag=True, help="Also list every setting with its default."
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per method, settings included."
+)
 def methods_cmd(show_settings: bool, as_json: bool) -> None:
     """Every method: what it does, what it needs, its paper."""
     from lcr.methods import get_method, method_names

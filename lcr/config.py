@@ -15,6 +15,9 @@ from lcr.errors import SettingError
 SettingValue = int | float | str | bool | None
 
 
+_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
 @dataclass(frozen=True)
 class Setting:
     """One tunable knob. ``paper`` says the default is the published value."""
@@ -58,7 +61,7 @@ class Setting:
                 return self._in_range(value, raw)
         except ValueError:
             raise SettingError(
-                f"setting {self.name!r} takes a {vtype.__name__}, got {raw!r}"
+                f"setting {self.name!r} takes {_TYPE_NAMES.get(vtype, vtype.__name__)}, got {raw!r}"
             ) from None
         if self.choices is not None and raw not in self.choices:
             raise SettingError(

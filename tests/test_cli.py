@@ -127,7 +127,8 @@ def test_several_files_without_output_make_one_index_each(
         (["retrieve", "/no/such.idx", "q"], 1, "no index at"),
         (["index", "{story}", "--method", "nosuch"], 2, "unknown method"),
         (["index", "{story}", "--set", "bm25.nosuch=1"], 2, "valid: b, chunk_tokens"),
-        (["index", "{story}", "--set", "bm25.k1=abc"], 2, "takes a float"),
+        (["index", "{story}", "--set", "bm25.k1=abc"], 2, "'k1' takes a number, got 'abc'"),
+        (["retrieve", "{idx}", "q", "--set", "bm25.top_k=1.5"], 2, "'top_k' takes an integer"),
         (["index", "{story}", "--set", "nonsense"], 2, "method.key=value"),
         (["retrieve", "{idx}", "   "], 1, "question is empty"),
         (
@@ -319,3 +320,20 @@ def test_internal_error_is_one_line_and_debug_shows_the_traceback(
     assert err == "lcr: internal error: ZeroDivisionError: a bug (run with --debug for details)\n"
     result = CliRunner().invoke(cli, ["--debug", "retrieve", idx, "q"])
     assert isinstance(result.exception, ZeroDivisionError)
+
+
+def test_every_option_of_every_command_has_help_text() -> None:
+    import click
+
+    missing: list[str] = []
+
+    def walk(cmd: click.Command, path: str) -> None:
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not p.help:
+                missing.append(f"{path} {p.opts[0]}")
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                walk(sub, f"{path} {name}")
+
+    walk(cli, "lcr")
+    assert missing == []

@@ -127,6 +127,7 @@ def _note(message: str, quiet: bool) -> None:
     type=click.Choice(["auto", "cpu", "cuda"]),
     default="auto",
     show_default=True,
+    help="Where models run. [env: LCR_DEVICE]",
 )
 @click.option(
     "--backend",
@@ -243,7 +244,7 @@ def table_console() -> Any:
     show_default=True,
     help="babilong: target length in tokens (approximate counter, see generate --help).",
 )
-@click.option("--quiet", "-q", is_flag=True)
+@click.option("--quiet", "-q", is_flag=True, help="No note on stderr.")
 def prepare_command(
     kind: str,
     source: Path,
@@ -286,10 +287,16 @@ def prepare_command(
     help="Document length in tokens (4096, 32k, 128k) of the approximate counter.",
 )
 @click.option("-o", "--out", "out", required=True, help="Output JSONL ('-' for stdout).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Random seed: the same seed, length and count give the same file.",
+)
 @click.option("--count", type=int, default=50, show_default=True, help="Number of questions.")
 @click.option("--hops", type=int, default=None, help="vt: chain length (4); hashhop: 1-6 (2).")
-@click.option("--quiet", "-q", is_flag=True)
+@click.option("--quiet", "-q", is_flag=True, help="No note on stderr.")
 def generate_command(
     kind: str, length: str, out: str, seed: int, count: int, hops: int | None, quiet: bool
 ) -> None:
