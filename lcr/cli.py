@@ -338,6 +338,7 @@ def _run_queries(
                     k=k,
                     max_new_tokens=max_new_tokens,
                     progress=progress,
+                    note=_err,
                 )
             else:
                 result = pipeline.retrieve(

@@ -204,10 +204,25 @@ def _check_question(question: str) -> str:
     return q
 
 
-def _align_models(reader_models: dict[str, str], models: Models) -> None:
-    """Query with the embedder the index was built with (vectors must match)."""
+def _align_models(
+    reader_models: dict[str, str],
+    models: Models,
+    note: Callable[[str], None] | None = None,
+    uses_embedder: bool = True,
+) -> None:
+    """Query with the embedder the index was built with (vectors must match).
+
+    The index chooses the model, so the user hears which one is loaded when it is
+    not the one asked for. Loading itself takes presets, local folders and hub ids,
+    never a model's own code (``lcr.models.embedder``).
+    """
     built_with = reader_models.get("embedder")
     if built_with and not models.embedder_loaded and models.spec.embedder != built_with:
+        if note is not None and uses_embedder:
+            note(
+                f"the index was built with the embedder {built_with}: loading it instead of "
+                f"--embedder {models.spec.embedder}"
+            )
         models.spec.embedder = built_with
 
 
@@ -242,7 +257,9 @@ def retrieve(
         raise InputError("-k must be at least 1")
     reader = index.reader(method.name)
     models.require(method.llm_needs("query", settings), f"{method.name} retrieval")
-    _align_models(reader.entry.get("models", {}), models)
+    _align_models(
+        reader.entry.get("models", {}), models, note, method.retrieval_uses_embedder(settings)
+    )
     message = retrieval_llm_note(method, settings, models)
     if note is not None and message is not None:
         note(message)
@@ -276,6 +293,7 @@ def ask(
     k: int | None = None,
     max_new_tokens: int = 256,
     progress: Progress = NULL_PROGRESS,
+    note: Callable[[str], None] | None = None,
 ) -> Result:
     """Retrieve, then answer from the evidence in document order."""
     from lcr.answer import answer
@@ -285,7 +303,7 @@ def ask(
         method.llm_needs("query", query_settings(method, sets)) | {Capability.GENERATE},
         f"answering with {method.name}",
     )
-    result = retrieve(index, method_name, question, models, sets, k=k, progress=progress)
+    result = retrieve(index, method_name, question, models, sets, k=k, progress=progress, note=note)
     ordered = result.evidence.in_document_order()
     started = time.perf_counter()
     llm = models.llm
