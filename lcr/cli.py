@@ -55,10 +55,57 @@ def _models(spec: ModelSpec, progress: Progress) -> Models:
     return Models(spec=spec, progress=progress)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _debug_wanted(ctx: click.Context | None = None) -> bool:
+    root = ctx.find_root() if ctx is not None else None
+    return bool(root is not None and root.meta.get("lcr.debug")) or (
+        os.environ.get("LCR_DEBUG") == "1"
+    )
+
+
+class LcrGroup(click.Group):
+    """Turns what a command raises into one line on stderr and an exit code.
+
+    Here rather than only in :func:`main`, so click's ``CliRunner`` (the tests)
+    sees exactly what a user sees.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except LcrError as exc:
+            if _debug_wanted(ctx):
+                raise
+            _err(str(exc))
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            _err("interrupted (a build in progress keeps what it had; run the command again)")
+            ctx.exit(130)
+        except BrokenPipeError:
+            ctx.exit(0)
+        except Exception as exc:  # a bug: one line for users, the traceback with --debug
+            if _debug_wanted(ctx):
+                raise
+            _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
+            ctx.exit(1)
+
+
+def _remember_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    ctx.meta["lcr.debug"] = value
+
+
+@click.group(cls=LcrGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="lcr")
-@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-def cli(debug: bool) -> None:
+@click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_remember_debug,
+    help="Show tracebacks for errors. [env: LCR_DEBUG=1]",
+)
+def cli() -> None:
     """Answer questions about long documents from an on-disk index.
 
     \b
@@ -227,10 +274,11 @@ def _run_queries(
                     k=k,
                     max_new_tokens=max_new_tokens,
                     progress=progress,
+                    note=_err,
                 )
             else:
                 result = pipeline.retrieve(
-                    index, method, q, models, all_sets, k=k, progress=progress
+                    index, method, q, models, all_sets, k=k, progress=progress, note=_err
                 )
             if as_json:
                 click.echo(json.dumps(result.to_json(), ensure_ascii=False))
@@ -350,7 +398,9 @@ def _human(n: float) -> str:
 @click.option(
     "--settings", "show_settings", is_flag=True, help="Also list every setting with its default."
 )
-@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object per method, settings included."
+)
 def methods_cmd(show_settings: bool, as_json: bool) -> None:
     """Every method: what it does, what it needs, its paper."""
     from lcr.methods import get_method, method_names
@@ -432,10 +482,8 @@ def models_install(name: str) -> None:
 
 
 def _attach_eval() -> None:
-    try:
-        from lcr.eval.cli import eval_group
-    except ImportError:  # the eval package is optional while it is being built
-        return
+    from lcr.eval.cli import eval_group
+
     cli.add_command(eval_group, "eval")
 
 
@@ -445,9 +493,11 @@ _attach_eval()
 # --------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("LCR_DEBUG") == "1"
+    debug = "--debug" in args or _debug_wanted()
     try:
-        cli.main(args=args, prog_name="lcr", standalone_mode=False)
+        code = cli.main(args=args, prog_name="lcr", standalone_mode=False)
+        if isinstance(code, int):  # a command's ctx.exit(code), e.g. after an error
+            sys.exit(code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:

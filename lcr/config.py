@@ -7,13 +7,15 @@ an unknown key or a badly typed value is a usage error that lists the valid keys
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from lcr.errors import SettingError
 
 SettingValue = int | float | str | bool | None
+
+
+_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class Setting:
                 return self._in_range(value, raw)
         except ValueError:
             raise SettingError(
-                f"setting {self.name!r} takes a {vtype.__name__}, got {raw!r}"
+                f"setting {self.name!r} takes {_TYPE_NAMES.get(vtype, vtype.__name__)}, got {raw!r}"
             ) from None
         if self.choices is not None and raw not in self.choices:
             raise SettingError(
@@ -143,9 +145,3 @@ def check_methods_named(assignments: Sequence[str], methods: Iterable[str]) -> N
             raise SettingError(
                 f"--set names unknown method {target!r}; known: {', '.join(sorted(known))}"
             )
-
-
-def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    out.update(overrides)
-    return out

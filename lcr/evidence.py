@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -94,3 +95,32 @@ class Evidence:
 
     def in_document_order(self) -> list[EvidenceItem]:
         return sorted(self.items, key=lambda it: (min((s for s, _ in it.spans), default=0), it.id))
+
+
+def merge_spans(
+    spans: Sequence[tuple[int, int]],
+    source: str | None = None,
+    breaks: Sequence[int] = (),
+) -> list[tuple[int, int]]:
+    """Sorted union of ``[start, end)`` spans; overlapping or touching ones become one.
+
+    Empty spans are dropped. With ``source``, spans separated only by whitespace
+    count as touching (chunks do not own the blanks between them), unless one of
+    ``breaks`` (the start offsets of documents) lies in the gap: a span never
+    crosses documents.
+    """
+    out: list[tuple[int, int]] = []
+    for s, e in sorted((s, e) for s, e in spans if e > s):
+        if out:
+            ps, pe = out[-1]
+            gap_blank = (
+                source is not None
+                and s > pe
+                and not source[pe:s].strip()
+                and not any(pe < b <= s for b in breaks)
+            )
+            if s <= pe or gap_blank:
+                out[-1] = (ps, max(pe, e))
+                continue
+        out.append((s, e))
+    return out

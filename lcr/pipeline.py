@@ -133,7 +133,7 @@ def build(
                 # what this build paid; summaries reused from the index's cache cost nothing
                 out.stats["llm_usage"] = _llm_usage(models).minus(before).to_json()
                 if models.llm_loaded:
-                    out.stats["llm_backend"] = models.llm.backend
+                    out.stats["llm_backend"] = str(getattr(models.llm, "backend", "unknown"))
         reports.append(
             BuildReport(
                 method.name,
@@ -206,11 +206,38 @@ def _check_question(question: str) -> str:
     return q
 
 
-def _align_models(reader_models: dict[str, str], models: Models) -> None:
-    """Query with the embedder the index was built with (vectors must match)."""
+def _align_models(
+    reader_models: dict[str, str],
+    models: Models,
+    note: Callable[[str], None] | None = None,
+    uses_embedder: bool = True,
+) -> None:
+    """Query with the embedder the index was built with (vectors must match).
+
+    The index chooses the model, so the user hears which one is loaded when it is
+    not the one asked for. Loading itself takes presets, local folders and hub ids,
+    never a model's own code (``lcr.models.embedder``).
+    """
     built_with = reader_models.get("embedder")
     if built_with and not models.embedder_loaded and models.spec.embedder != built_with:
+        if note is not None and uses_embedder:
+            note(
+                f"the index was built with the embedder {built_with}: loading it instead of "
+                f"--embedder {models.spec.embedder}"
+            )
         models.spec.embedder = built_with
+
+
+def retrieval_llm_note(method: Method, settings: dict[str, Any], models: Models) -> str | None:
+    """What to tell the user when a retrieval is about to load the LLM; None if it is not.
+
+    Retrieval alone usually needs no LLM, so loading one (gigabytes, seconds to
+    minutes) must not happen silently. Said once: after the load there is nothing to say.
+    """
+    if not method.retrieval_uses_llm(settings) or models.llm_loaded:
+        return None
+    reason = f" ({method.retrieval_llm_reason})" if method.retrieval_llm_reason else ""
+    return f"{method.name} retrieval loads the LLM {models.spec.llm}{reason}"
 
 
 def retrieve(
@@ -222,7 +249,9 @@ def retrieve(
     *,
     k: int | None = None,
     progress: Progress = NULL_PROGRESS,
+    note: Callable[[str], None] | None = None,
 ) -> Result:
+    """Evidence for ``question``; ``note`` hears (once) when retrieval loads the LLM."""
     question = _check_question(question)
     method = get_method(method_name)
     settings = query_settings(method, sets)
@@ -230,7 +259,12 @@ def retrieve(
         raise InputError("-k must be at least 1")
     reader = index.reader(method.name)
     models.require(method.llm_needs("query", settings), f"{method.name} retrieval")
-    _align_models(reader.entry.get("models", {}), models)
+    _align_models(
+        reader.entry.get("models", {}), models, note, method.retrieval_uses_embedder(settings)
+    )
+    message = retrieval_llm_note(method, settings, models)
+    if note is not None and message is not None:
+        note(message)
     started = time.perf_counter()
     evidence = method.retrieve(
         QueryContext(index.source, index.documents, reader, models, settings, progress),
@@ -241,7 +275,7 @@ def retrieve(
     used_models = dict(reader.entry.get("models", {}))
     if method.retrieval_uses_llm(settings) and models.llm_loaded:
         used_models["llm"] = models.llm_id()
-        used_models["backend"] = models.llm.backend
+        used_models["backend"] = str(getattr(models.llm, "backend", "unknown"))
     return Result(
         question=question,
         method=method.name,
@@ -262,6 +296,7 @@ def ask(
     k: int | None = None,
     max_new_tokens: int = 256,
     progress: Progress = NULL_PROGRESS,
+    note: Callable[[str], None] | None = None,
 ) -> Result:
     """Retrieve, then answer from the evidence in document order."""
     from lcr.answer import answer
@@ -271,7 +306,7 @@ def ask(
         method.llm_needs("query", query_settings(method, sets)) | {Capability.GENERATE},
         f"answering with {method.name}",
     )
-    result = retrieve(index, method_name, question, models, sets, k=k, progress=progress)
+    result = retrieve(index, method_name, question, models, sets, k=k, progress=progress, note=note)
     ordered = result.evidence.in_document_order()
     started = time.perf_counter()
     llm = models.llm
@@ -289,5 +324,5 @@ def ask(
     )
     result.usage = result.usage.merged(out.usage)
     result.models["llm"] = llm.model_id
-    result.models["backend"] = llm.backend
+    result.models["backend"] = str(getattr(llm, "backend", "unknown"))
     return result

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import shutil
 import subprocess
@@ -10,24 +9,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
-from lcr.cli import main
+from lcr.cli import cli
 
 
-def run(
-    args: list[str],
-    capsys: pytest.CaptureFixture[str],
-    stdin: str | None = None,
-    monkeypatch: pytest.MonkeyPatch | None = None,
-) -> tuple[int, str, str]:
-    if stdin is not None:
-        assert monkeypatch is not None
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    code = exc.value.code
-    return (code if isinstance(code, int) else 1), out.out, out.err
+def run(args: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+    """``lcr ARGS`` through click's test runner: exit code, stdout, stderr."""
+    result = CliRunner().invoke(cli, args, input=stdin, prog_name="lcr")
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # a bug escaped the CLI's error handling
+    return result.exit_code, result.stdout, result.stderr
 
 
 @pytest.fixture()
@@ -37,14 +29,14 @@ def story(tmp_path: Path, cinderella: Path) -> Path:
     return target
 
 
-def test_index_default_then_retrieve_json(story: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(["index", str(story), "-q"], capsys)
+def test_index_default_then_retrieve_json(
+    story: Path,
+) -> None:
+    code, out, err = run(["index", str(story), "-q"])
     assert code == 0, err
     idx = story.with_suffix(".idx")
     assert (idx / "manifest.json").exists() and "bm25" in out
-    code, out, err = run(
-        ["retrieve", str(idx), "Where did the bird sit?", "-k", "3", "--json"], capsys
-    )
+    code, out, err = run(["retrieve", str(idx), "Where did the bird sit?", "-k", "3", "--json"])
     assert code == 0, err
     obj = json.loads(out)
     assert set(obj) >= {"question", "answer", "method", "evidence", "usage", "timings", "models"}
@@ -62,16 +54,12 @@ def test_index_default_then_retrieve_json(story: Path, capsys: pytest.CaptureFix
     }
 
 
-def test_stdin_batch_questions(
-    story: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    run(["index", str(story), "-q"], capsys)
+def test_stdin_batch_questions(story: Path) -> None:
+    run(["index", str(story), "-q"])
     idx = story.with_suffix(".idx")
     code, out, err = run(
         ["retrieve", str(idx), "-", "--json", "-k", "1"],
-        capsys,
         stdin="Who was the stepmother?\n\nWhat did the pigeons say?\n",
-        monkeypatch=monkeypatch,
     )
     assert code == 0, err
     lines = [json.loads(line) for line in out.splitlines()]
@@ -82,7 +70,9 @@ def test_stdin_batch_questions(
 
 
 def test_multi_document_index(
-    tmp_path: Path, story: Path, shared_data: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    story: Path,
+    shared_data: Path,
 ) -> None:
     other = tmp_path / "qa1.txt"
     other.write_text(
@@ -96,7 +86,6 @@ def test_multi_document_index(
     )
     code, _, err = run(
         ["index", str(story), str(other), "-o", str(tmp_path / "c.idx"), "-q", "--method", "tfidf"],
-        capsys,
     )
     assert code == 0, err
     code, out, _ = run(
@@ -110,23 +99,23 @@ def test_multi_document_index(
             "1",
             "--json",
         ],
-        capsys,
     )
     assert code == 0
     docs = {ev["doc"] for ev in json.loads(out)["evidence"]}
     assert docs == {1}
-    code, out, _ = run(["info", str(tmp_path / "c.idx"), "--json"], capsys)
+    code, out, _ = run(["info", str(tmp_path / "c.idx"), "--json"])
     info = json.loads(out)
     assert [s["name"] for s in info["sources"]] == ["cinderella.txt", "qa1.txt"]
     assert "tfidf" in info["methods"]
 
 
 def test_several_files_without_output_make_one_index_each(
-    tmp_path: Path, story: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    story: Path,
 ) -> None:
     second = tmp_path / "second.txt"
     second.write_text("A short second document. It has two sentences.")
-    code, _, err = run(["index", str(story), str(second), "-q"], capsys)
+    code, _, err = run(["index", str(story), str(second), "-q"])
     assert code == 0, err
     assert (tmp_path / "cinderella.idx").is_dir() and (tmp_path / "second.idx").is_dir()
 
@@ -138,7 +127,8 @@ def test_several_files_without_output_make_one_index_each(
         (["retrieve", "/no/such.idx", "q"], 1, "no index at"),
         (["index", "{story}", "--method", "nosuch"], 2, "unknown method"),
         (["index", "{story}", "--set", "bm25.nosuch=1"], 2, "valid: b, chunk_tokens"),
-        (["index", "{story}", "--set", "bm25.k1=abc"], 2, "takes a float"),
+        (["index", "{story}", "--set", "bm25.k1=abc"], 2, "'k1' takes a number, got 'abc'"),
+        (["retrieve", "{idx}", "q", "--set", "bm25.top_k=1.5"], 2, "'top_k' takes an integer"),
         (["index", "{story}", "--set", "nonsense"], 2, "method.key=value"),
         (["retrieve", "{idx}", "   "], 1, "question is empty"),
         (
@@ -153,12 +143,15 @@ def test_several_files_without_output_make_one_index_each(
     ],
 )
 def test_bad_input_is_one_line_error(
-    args: list[str], code: int, message: str, story: Path, capsys: pytest.CaptureFixture[str]
+    args: list[str],
+    code: int,
+    message: str,
+    story: Path,
 ) -> None:
-    run(["index", str(story), "-q"], capsys)
+    run(["index", str(story), "-q"])
     idx = story.with_suffix(".idx")
     argv = [a.replace("{story}", str(story)).replace("{idx}", str(idx)) for a in args]
-    got, _out, err = run(argv, capsys)
+    got, _out, err = run(argv)
     assert got == code
     assert "Traceback" not in err
     import re
@@ -177,11 +170,13 @@ def test_bad_input_is_one_line_error(
     ],
 )
 def test_bad_documents_refused_without_damage(
-    content: bytes, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    content: bytes,
+    message: str,
+    tmp_path: Path,
 ) -> None:
     bad = tmp_path / "bad.txt"
     bad.write_bytes(content)
-    code, _, err = run(["index", str(bad)], capsys)
+    code, _, err = run(["index", str(bad)])
     assert code == 1 and message in err.lower() and "Traceback" not in err
     assert not (tmp_path / "bad.idx").exists()
 
@@ -198,42 +193,42 @@ def test_python_m_lcr_and_exit_code_in_a_real_process(story: Path) -> None:
     assert proc.returncode == 0 and "bm25" in proc.stdout
 
 
-def test_info_and_methods_human(story: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run(["index", str(story), "-q"], capsys)
-    code, out, _ = run(["info", str(story.with_suffix(".idx"))], capsys)
+def test_info_and_methods_human(
+    story: Path,
+) -> None:
+    run(["index", str(story), "-q"])
+    code, out, _ = run(["info", str(story.with_suffix(".idx"))])
     assert code == 0 and "bm25" in out and "cinderella.txt" in out
-    code, out, _ = run(["methods", "--settings"], capsys)
+    code, out, _ = run(["methods", "--settings"])
     assert code == 0 and "bm25.k1=1.5" in out
 
 
 def test_mixpr_memory_guard_warns_and_shows_the_cap(
-    story: Path, capsys: pytest.CaptureFixture[str]
+    story: Path,
 ) -> None:
     """A graph over mixpr.max_edges is capped, and a script (no terminal) is told so."""
     idx = str(story.with_suffix(".idx"))
-    code, _, err = run(["index", str(story), "-m", "mixpr", "-q"], capsys)
+    code, _, err = run(["index", str(story), "-m", "mixpr", "-q"])
     assert code == 0 and "warning" not in err
-    code, out, _ = run(["info", idx, "--json"], capsys)
+    code, out, _ = run(["info", idx, "--json"])
     exact = json.loads(out)["methods"]["mixpr"]["stats"]
     assert exact["degree_cap"] == 0 and not exact["degree_cap_auto"]
     budget = 3 * exact["chunks"]  # room for the self-loops and 1 edge a chunk
     assert budget < exact["nnz"]
     args = ["index", str(story), "-m", "mixpr", "--set", f"mixpr.max_edges={budget}", "--force"]
-    code, _, err = run([*args, "-q"], capsys)
+    code, _, err = run([*args, "-q"])
     assert code == 0
     assert err.count("warning: mixpr: the exact graph would hold more than") == 1
-    code, out, _ = run(["info", idx, "--json"], capsys)
+    code, out, _ = run(["info", idx, "--json"])
     capped = json.loads(out)["methods"]["mixpr"]["stats"]
     assert capped["degree_cap_auto"] and capped["degree_cap"] == 1
     assert capped["nnz"] <= budget < exact["nnz"]
 
 
 @pytest.mark.slow
-def test_ask_end_to_end_with_smollm(
-    story: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_ask_end_to_end_with_smollm(story: Path) -> None:
     """The real answer path: SmolLM2-135M answers two stdin questions, loaded once."""
-    run(["index", str(story), "-q"], capsys)
+    run(["index", str(story), "-q"])
     idx = story.with_suffix(".idx")
     code, out, err = run(
         [
@@ -250,9 +245,7 @@ def test_ask_end_to_end_with_smollm(
             "--max-new-tokens",
             "24",
         ],
-        capsys,
         stdin="Who helped Cinderella?\nWhat did the step-sisters do?\n",
-        monkeypatch=monkeypatch,
     )
     assert code == 0, err
     results = [json.loads(line) for line in out.splitlines()]
@@ -271,9 +264,7 @@ def test_ask_end_to_end_with_smollm(
             assert source[s:e] == ev["text"]
 
 
-def test_human_ask_output_with_scripted_llm(
-    story: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_human_ask_output_with_scripted_llm(story: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from lcr.models.base import Models
     from tests.fakes import ScriptedLLM
 
@@ -281,12 +272,68 @@ def test_human_ask_output_with_scripted_llm(
     original = Models.llm
 
     monkeypatch.setattr(Models, "llm", property(lambda self: llm))
-    run(["index", str(story), "-q"], capsys)
-    code, out, err = run(
-        ["ask", str(story.with_suffix(".idx")), "Who was kind?", "-k", "2"], capsys
-    )
+    run(["index", str(story), "-q"])
+    code, out, err = run(["ask", str(story.with_suffix(".idx")), "Who was kind?", "-k", "2"])
     monkeypatch.setattr(Models, "llm", original)
     assert code == 0, err
     assert out.startswith("Q: Who was kind?\nA: ")
     assert "Evidence (bm25, 2 nodes):" in out and "[1] score" in out and "chars " in out
     assert "usage: 1 LLM call(s)" in out
+
+
+def test_retrieve_says_once_when_the_mixpr_router_loads_the_llm(story: Path) -> None:
+    """mode=auto routes with the real SmolLM2-135M: stderr says so once, not per question."""
+    code, _, err = run(["index", str(story), "-m", "mixpr", "-q"])
+    assert code == 0, err
+    idx = str(story.with_suffix(".idx"))
+    args = ["retrieve", idx, "-", "-m", "mixpr", "--json", "-k", "2", "-q"]
+    model = ["--llm", "smollm2-135m", "--device", "cpu", "--mode", "auto"]
+    code, out, err = run([*args, *model], stdin="Who helped Cinderella?\nSummarise the story.\n")
+    assert code == 0, err
+    assert err.count("mixpr retrieval loads the LLM smollm2-135m") == 1, err
+    assert "--mode local" in err
+    results = [json.loads(line) for line in out.splitlines()]
+    assert len(results) == 2
+    for r in results:
+        assert 0.0 < r["info"]["router_p_global"] < 1.0 and r["usage"]["calls"] == 1
+        assert r["models"]["llm"] == "smollm2-135m"
+    # the default mode (local) loads no LLM at all, and says nothing
+    code, out, err = run([*args, "--llm", "no-such-model"], stdin="Who?\n")
+    assert code == 0 and err == "" and json.loads(out)["info"]["mode"] == "local"
+    assert json.loads(out)["usage"]["calls"] == 0
+
+
+def test_internal_error_is_one_line_and_debug_shows_the_traceback(
+    story: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lcr import pipeline
+
+    run(["index", str(story), "-q"])
+    idx = str(story.with_suffix(".idx"))
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.setattr(pipeline, "retrieve", broken)
+    code, _, err = run(["retrieve", idx, "q"])
+    assert code == 1
+    assert err == "lcr: internal error: ZeroDivisionError: a bug (run with --debug for details)\n"
+    result = CliRunner().invoke(cli, ["--debug", "retrieve", idx, "q"])
+    assert isinstance(result.exception, ZeroDivisionError)
+
+
+def test_every_option_of_every_command_has_help_text() -> None:
+    import click
+
+    missing: list[str] = []
+
+    def walk(cmd: click.Command, path: str) -> None:
+        for p in cmd.params:
+            if isinstance(p, click.Option) and not p.help:
+                missing.append(f"{path} {p.opts[0]}")
+        if isinstance(cmd, click.Group):
+            for name, sub in cmd.commands.items():
+                walk(sub, f"{path} {name}")
+
+    walk(cli, "lcr")
+    assert missing == []

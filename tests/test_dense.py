@@ -63,3 +63,53 @@ def test_a_line_past_the_embedders_window_is_still_found(
     assert ev.items[0].id == long.id  # the chunk scores as its best piece
     if method == "dense":
         assert ev.items[0].score > 0.99
+
+
+def test_the_index_names_the_query_embedder_and_the_user_hears_it(
+    tmp_path: Path, embedder: Any
+) -> None:
+    import json
+
+    from lcr.errors import ModelError
+    from lcr.models.base import ModelSpec
+
+    text = "The lighthouse keeper kept a cat. The boat came on Thursdays with stores."
+    doc = DocumentInput("t.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
+    index = Index.create(tmp_path / "t.idx", [doc])
+    pipeline.build(index, ["dense"], Models.with_objects(embedder=embedder))
+    built_with = index.methods["dense"]["models"]["embedder"]
+    notes: list[str] = []
+    models = Models(spec=ModelSpec(embedder="sentence-transformers/other-model", device="cpu"))
+    result = pipeline.retrieve(index, "dense", "When did the boat come?", models, note=notes.append)
+    assert notes == [
+        f"the index was built with the embedder {built_with}: loading it instead of "
+        "--embedder sentence-transformers/other-model"
+    ]
+    assert result.evidence.items and models.embedder_id() == built_with
+    # an index naming a path that is not there is refused by name, nothing loaded
+    manifest = index.path / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["methods"]["dense"]["models"]["embedder"] = "../../no/such/model"
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(ModelError, match="no such model file or folder"):
+        pipeline.retrieve(Index.open(index.path), "dense", "boat?", Models(spec=ModelSpec()))
+
+
+def test_embedders_load_without_a_models_own_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sentence_transformers
+
+    from lcr.models.embedder import SentenceTransformerEmbedder
+
+    seen: dict[str, Any] = {}
+
+    class Refused(Exception):
+        pass
+
+    def capture(*args: Any, **kwargs: Any) -> None:
+        seen.update(kwargs)
+        raise Refused
+
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", capture)
+    with pytest.raises(Refused):
+        SentenceTransformerEmbedder.load("some/model", model_id="some/model")
+    assert seen["trust_remote_code"] is False and seen["local_files_only"] is True

@@ -8,6 +8,7 @@ import pytest
 
 from lcr.eval import metrics as m
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
+from lcr.evidence import merge_spans
 
 
 def test_normalize_follows_squad_and_strips_unicode_punctuation() -> None:
@@ -74,9 +75,9 @@ def test_ruler_string_match() -> None:
 
 
 def test_merge_and_cover_spans() -> None:
-    assert m.merge_spans([(5, 10), (0, 3), (2, 6), (20, 20)]) == [(0, 10)]
-    assert m.merge_spans([(0, 2), (3, 4)]) == [(0, 2), (3, 4)]
-    union = m.merge_spans([(0, 10), (20, 30)])
+    assert merge_spans([(5, 10), (0, 3), (2, 6), (20, 20)]) == [(0, 10)]
+    assert merge_spans([(0, 2), (3, 4)]) == [(0, 2), (3, 4)]
+    union = merge_spans([(0, 10), (20, 30)])
     assert m.covered_chars((5, 25), union) == 10
 
 

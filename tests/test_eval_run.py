@@ -239,3 +239,35 @@ def test_build_cost_of_an_llm_built_method(
     row = table["build"]["raptor"]
     assert row["indexes"] == 2 and row["llm_calls"]["mean"] == summaries / 2
     assert "| raptor | 2 |" in markdown_builds(table)
+
+
+def test_retrieval_only_loads_no_llm_for_mixpr_and_says_so_when_auto_does(
+    niah_set: Path, tmp_path: Path
+) -> None:
+    """The README's ``lcr eval ... -m bm25 -m mixpr --retrieval-only`` needs no LLM."""
+    notes: list[str] = []
+    opts = runner.RunOptions(
+        methods=["bm25", "mixpr"], retrieval_only=True, out=tmp_path / "m.jsonl", limit=2,
+        note=notes.append,
+    )  # fmt: skip
+    outcome = runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), opts)
+    assert outcome.new == 4 and notes == []
+
+    class LazyModels(Models):
+        """Loads a scripted router LLM on first use, as real models load theirs."""
+
+        loads = 0
+
+        @property
+        def llm(self) -> ScriptedLLM:
+            if self._llm is None:
+                LazyModels.loads += 1
+                self._llm = ScriptedLLM(yes_probability=0.1)
+            return self._llm  # type: ignore[return-value]
+
+    opts.out, opts.sets = tmp_path / "a.jsonl", ["mixpr.mode=auto"]
+    outcome = runner.run(niah_set, LazyModels(), opts)
+    assert outcome.new == 4 and LazyModels.loads == 1
+    assert len(notes) == 1 and notes[0].startswith("mixpr retrieval loads the LLM")
+    mixpr = [r for r in outcome.records if r["method"] == "mixpr"]
+    assert all(r["usage"]["calls"] == 1 for r in mixpr)

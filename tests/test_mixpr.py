@@ -19,6 +19,8 @@ from lcr.models.base import Generation, Message, Models
 from lcr.store import DocumentInput, Index
 from lcr.text.chunking import split_sentences
 
+AUTO = ["mixpr.mode=auto"]  # the paper's router; lcr's default mode is local
+
 
 class RouterLLM:
     """Fake LLM: answers the router with a fixed P('y') and counts the calls."""
@@ -162,6 +164,7 @@ def test_router_is_asked_once_per_question_and_mode_overrides(chains_index: tupl
     idx, _, question, _ = chains_index
     method = get_method("mixpr")
     assert method.retrieval_uses_llm({"mode": "auto"})
+    assert not method.retrieval_uses_llm(pipeline.query_settings(method, []))  # default local
     assert not method.retrieval_uses_llm({"mode": "local"})
     assert not method.retrieval_uses_llm({"mode": "global"})
 
@@ -169,7 +172,7 @@ def test_router_is_asked_once_per_question_and_mode_overrides(chains_index: tupl
         llm = RouterLLM(p_yes)
         models = Models.with_objects(llm=llm)
         for n in (1, 2):
-            ev = pipeline.retrieve(idx, "mixpr", question, models).evidence
+            ev = pipeline.retrieve(idx, "mixpr", question, models, AUTO).evidence
             assert len(llm.calls) == n
             assert ev.info["mode"] == mode and ev.info["router_p_global"] == p_yes
             assert ev.usage.calls == 1
@@ -271,3 +274,130 @@ def test_a_batch_of_questions_reuses_the_prepared_graph(chains_index: tuple) -> 
     assert [it.to_json() for it in first.items] == [it.to_json() for it in again.items]
     fresh = pipeline.retrieve(Index.open(idx.path), "mixpr", question, models, sets).evidence
     assert [it.to_json() for it in fresh.items] == [it.to_json() for it in first.items]
+
+
+def test_router_reads_the_first_and_last_two_chunks_then_the_question(
+    chains_index: tuple,
+) -> None:
+    idx, _, question, _ = chains_index
+    chunks = [n.text for n in idx.reader("mixpr").nodes()]
+    llm = RouterLLM(0.1)
+    pipeline.retrieve(idx, "mixpr", question, Models.with_objects(llm=llm), AUTO)
+    content = llm.calls[0][0][-1]["content"]
+    query = content.split("QUERY: ", 1)[1].split("\n\n", 1)[0]
+    assert query.split("\n") == [*chunks[:2], *chunks[-2:], question]
+    assert chunks[2] not in content and chunks[-3] not in content
+    # router_chunks=0 reads the question alone (lcr's router before issue 18)
+    alone = RouterLLM(0.1)
+    pipeline.retrieve(
+        idx, "mixpr", question, Models.with_objects(llm=alone), [*AUTO, "mixpr.router_chunks=0"]
+    )
+    assert alone.calls[0][0][-1]["content"].split("QUERY: ", 1)[1].startswith(question + "\n")
+
+
+def test_router_query_never_repeats_a_chunk_of_a_short_text() -> None:
+    from lcr.methods.mixpr import router_query
+
+    assert router_query("Q?", ["a", "b", "c"], 2) == "a\nb\nc\nQ?"
+    assert router_query("Q?", ["a"], 2) == "a\nQ?"
+    assert router_query("Q?", ["a", "b", "c", "d", "e"], 1) == "a\ne\nQ?"
+    assert router_query("Q?", [], 2) == router_query("Q?", ["a"], 0) == "Q?"
+
+
+@pytest.mark.parametrize(
+    ("p_yes", "threshold", "mode"),
+    [(0.5, 0.5, "local"), (0.5001, 0.5, "global"), (0.3, 0.3, "local"), (0.31, 0.3, "global")],
+)
+def test_router_threshold_boundary_is_local(
+    chains_index: tuple, p_yes: float, threshold: float, mode: str
+) -> None:
+    idx, _, question, _ = chains_index
+    sets = [*AUTO, f"mixpr.router_threshold={threshold}"]
+    ev = pipeline.retrieve(
+        idx, "mixpr", question, Models.with_objects(llm=RouterLLM(p_yes)), sets
+    ).evidence
+    assert ev.info["mode"] == mode
+
+
+def test_retrieval_says_once_that_it_loads_the_llm_for_routing(chains_index: tuple) -> None:
+    idx, _, question, _ = chains_index
+    notes: list[str] = []
+
+    class LazyModels(Models):
+        """Loads the router LLM on first use, as real models do."""
+
+        @property
+        def llm(self) -> RouterLLM:
+            if self._llm is None:
+                self._llm = RouterLLM(0.1)
+            return self._llm  # type: ignore[return-value]
+
+    models = LazyModels()
+    for _ in range(3):
+        pipeline.retrieve(idx, "mixpr", question, models, AUTO, note=notes.append)
+    assert len(notes) == 1
+    assert "loads the LLM" in notes[0] and "--mode local" in notes[0]
+    quiet: list[str] = []
+    pipeline.retrieve(idx, "mixpr", question, LazyModels(), ["mixpr.mode=local"], note=quiet.append)
+    assert quiet == []
+
+
+def test_the_papers_own_settings_follow_the_chain(chains_index: tuple) -> None:
+    """The paper's MixPR: threshold links only, pure walk ranking (link and sim_share)."""
+    idx, _, question, chains = chains_index
+    sets = ["mixpr.mode=local", "mixpr.link=threshold", "mixpr.sim_share=0"]
+    ev = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), sets).evidence
+    assert len(ev.items) == 100 and ev.info["link"] == "threshold"
+    assert all(found([it.text for it in ev.items], chains[0]))
+
+
+def test_stored_global_pagerank_is_a_dense_power_iteration_and_a_fresh_walk(
+    chains_index: tuple,
+) -> None:
+    import numpy as np
+
+    idx, _, _, _ = chains_index
+    reader = idx.reader("mixpr")
+    stored = reader.array("pagerank")
+    steps = reader.stats["pagerank_iterations"]
+    # oracle: the textbook dense iteration, dangling mass spread evenly, from uniform
+    a = reader.csr("graph").toarray().astype(np.float64)
+    sums = a.sum(axis=0)
+    dangling = sums == 0
+    p = np.divide(a, sums, out=np.zeros_like(a), where=~dangling)
+    x = np.full(len(a), 1.0 / len(a))
+    for _ in range(steps):
+        x = p @ x + x[dangling].sum() / len(a)
+    assert np.allclose(stored, x, rtol=1e-9, atol=1e-15)
+    # global retrieval reads the stored scores; a fresh alpha=0 walk (with the
+    # question node, forced by a different iteration cap) ranks the same chunks
+    question = "Summarise the whole document"
+    used = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=global"])
+    fresh = pipeline.retrieve(
+        idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=global", "mixpr.max_iter=30"]
+    )
+    assert used.evidence.info["linked"] == 0 and fresh.evidence.info["linked"] > 0
+    stored_ids = {it.id for it in used.evidence.items}
+    assert [it.score for it in used.evidence.items] == [
+        float(stored[int(it.id[1:])]) for it in used.evidence.items
+    ]
+    overlap = len(stored_ids & {it.id for it in fresh.evidence.items})
+    assert overlap >= 95, overlap
+
+
+def test_a_text_of_one_letter_words_falls_back_to_whitespace_tokens(tmp_path: Path) -> None:
+    """scikit-learn's pattern finds no word here; the fallback vocabulary still retrieves."""
+    from lcr.models.tfidf import TfidfModel
+
+    with pytest.raises(ValueError):  # what the fallback is for
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        TfidfVectorizer().fit(["a b c", "d e f"])
+    text = "a b c.\n\nd e f.\n\ng h i.\n\nx y z."
+    model, rows = TfidfModel.fit(["a b c.", "x y z."])
+    assert model.vocabulary_size > 0 and rows.nnz > 0
+    idx = make_index(tmp_path, text, ["mixpr", "tfidf"], ["tfidf.chunk_tokens=4"])
+    assert idx.methods["mixpr"]["stats"]["vocabulary"] > 0
+    for method, sets in (("tfidf", []), ("mixpr", ["mixpr.mode=local"])):
+        ev = pipeline.retrieve(idx, method, "y", Models.with_objects(), sets, k=1).evidence
+        assert [it.text for it in ev.items] == ["x y z."], method

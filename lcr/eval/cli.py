@@ -152,6 +152,7 @@ def run_command(
         max_new_tokens=max_new_tokens,
         index_dir=index_dir,
         out=out,
+        note=lambda message: _note(message, quiet),
     )
     with progress_for(_progress_enabled(quiet)) as progress:
         models = Models(spec=pop_model_spec(model), progress=progress)
@@ -207,7 +208,7 @@ def table_console() -> Any:
     show_default=True,
     help="babilong: target length in tokens (approximate counter, see generate --help).",
 )
-@click.option("--quiet", "-q", is_flag=True)
+@click.option("--quiet", "-q", is_flag=True, help="No note on stderr.")
 def prepare_command(
     kind: str,
     source: Path,
@@ -250,10 +251,16 @@ def prepare_command(
     help="Document length in tokens (4096, 32k, 128k) of the approximate counter.",
 )
 @click.option("-o", "--out", "out", required=True, help="Output JSONL ('-' for stdout).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Random seed: the same seed, length and count give the same file.",
+)
 @click.option("--count", type=int, default=50, show_default=True, help="Number of questions.")
 @click.option("--hops", type=int, default=None, help="vt: chain length (4); hashhop: 1-6 (2).")
-@click.option("--quiet", "-q", is_flag=True)
+@click.option("--quiet", "-q", is_flag=True, help="No note on stderr.")
 def generate_command(
     kind: str, length: str, out: str, seed: int, count: int, hops: int | None, quiet: bool
 ) -> None:

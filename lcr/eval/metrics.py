@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from lcr.evidence import merge_spans
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ASCII_PUNCT = set(string.punctuation)
 
@@ -110,18 +112,6 @@ def answer_scores(prediction: str | None, references: Sequence[str]) -> dict[str
 # --------------------------------------------------------------------------- retrieval
 
 Span = tuple[int, int]
-
-
-def merge_spans(spans: Sequence[Span]) -> list[Span]:
-    """Sorted, non-overlapping union of ``spans`` (empty spans dropped)."""
-    out: list[Span] = []
-    for s, e in sorted((s, e) for s, e in spans if e > s):
-        if out and s <= out[-1][1]:
-            if e > out[-1][1]:
-                out[-1] = (out[-1][0], e)
-        else:
-            out.append((s, e))
-    return out
 
 
 def covered_chars(span: Span, union: Sequence[Span]) -> int:

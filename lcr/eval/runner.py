@@ -14,7 +14,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,8 @@ class RunOptions:
     max_new_tokens: int = 256
     index_dir: Path | None = None
     out: Path | None = None
+    # hears one-line notes for the user (e.g. retrieval is loading the LLM)
+    note: Callable[[str], None] | None = None
 
 
 @dataclass
@@ -351,6 +353,9 @@ def _warm(plan: MethodPlan, models: Models, opts: RunOptions) -> None:
     if "embedder" in plan.models:
         _ = models.embedder
     if not opts.retrieval_only or plan.method.retrieval_uses_llm(plan.query):
+        message = pipeline.retrieval_llm_note(plan.method, plan.query, models)
+        if opts.retrieval_only and message is not None and opts.note is not None:
+            opts.note(message)
         _ = models.llm
 
 

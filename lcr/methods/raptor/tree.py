@@ -52,46 +52,22 @@ def tree_traversal(
     levels: Sequence[int],
     children: Sequence[Sequence[int]],
     top_k: int,
+    depth: int = 0,
 ) -> list[int]:
-    """Top-k of the root layer, then top-k among those nodes' children, to the leaves.
+    """Top-k of the root layer, then top-k among those nodes' children, for ``depth`` layers.
 
-    Returns every selected node, root layer first, each layer best first.
+    ``depth`` is the paper's d; 0 goes down to the leaves. Returns every selected
+    node, root layer first, each layer best first.
     """
     if len(levels) == 0 or top_k <= 0:
         return []
     top = max(levels)
     current = [i for i, lv in enumerate(levels) if lv == top]
     selected: list[int] = []
-    while current:
+    layers = 0
+    while current and (depth <= 0 or layers < depth):
         picked = ranked(scores, current)[:top_k]
         selected.extend(picked)
+        layers += 1
         current = sorted({c for p in picked for c in children[p]})
     return selected
-
-
-def merge_spans(
-    spans: Sequence[tuple[int, int]],
-    source: str | None = None,
-    breaks: Sequence[int] = (),
-) -> list[tuple[int, int]]:
-    """Sorted union of spans; overlapping or adjacent ones become one.
-
-    With ``source``, spans separated only by whitespace count as adjacent (chunks
-    do not own the blanks between them), unless one of ``breaks`` (the start
-    offsets of documents) lies in the gap: a span never crosses documents.
-    """
-    out: list[tuple[int, int]] = []
-    for s, e in sorted(spans):
-        if out:
-            ps, pe = out[-1]
-            gap_blank = (
-                source is not None
-                and s > pe
-                and not source[pe:s].strip()
-                and not any(pe < b <= s for b in breaks)
-            )
-            if s <= pe or gap_blank:
-                out[-1] = (ps, max(pe, e))
-                continue
-        out.append((s, e))
-    return out
