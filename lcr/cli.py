@@ -19,6 +19,7 @@ from lcr import __version__
 from lcr.errors import LcrError, UsageError
 
 if TYPE_CHECKING:
+    from lcr.config import Setting
     from lcr.models.base import Models
     from lcr.pipeline import Result
     from lcr.progress import Progress
@@ -230,7 +231,7 @@ def query_options(f: Any) -> Any:
     f = click.option(
         "-k",
         "k",
-        type=int,
+        type=click.IntRange(min=1),
         default=None,
         help="How many nodes to retrieve (default: the method's own).",
     )(f)
@@ -271,10 +272,14 @@ def _run_queries(
     from lcr.progress import progress_for
     from lcr.store import Index
 
+    if not question.strip():
+        raise UsageError("the question is empty")
     all_sets = _mode_sets(method, mode, sets)
     from lcr.methods import get_method
 
-    pipeline.query_settings(get_method(method), all_sets)  # a bad --set fails before any work
+    # a bad --set fails before any work, even one for another method
+    pipeline.query_settings(get_method(method), all_sets)
+    pipeline.check_sets(all_sets)
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(_progress_enabled(quiet)) as progress:
@@ -428,14 +433,8 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                 "needs": m.needs,
                 "paper": m.paper,
                 "default": m.built_by_default,
-                "build_settings": {
-                    s.name: {"default": s.default, "help": s.help, "paper": s.paper}
-                    for s in m.build_settings
-                },
-                "query_settings": {
-                    s.name: {"default": s.default, "help": s.help, "paper": s.paper}
-                    for s in m.query_settings
-                },
+                "build_settings": {s.name: _setting_json(s) for s in m.build_settings},
+                "query_settings": {s.name: _setting_json(s) for s in m.query_settings},
             }
         )
     if as_json:
@@ -452,7 +451,23 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                 label = "index" if phase == "build_settings" else "query"
                 for key, s in r[phase].items():
                     mark = " (paper)" if s["paper"] else ""
-                    click.echo(f"    {label}  {r['name']}.{key}={s['default']}{mark}  {s['help']}")
+                    valid = s["valid"]
+                    click.echo(
+                        f"    {label}  {r['name']}.{key}={s['default']}{mark}  {s['help']}"
+                        + (f" [{valid}]" if valid else "")
+                    )
+
+
+def _setting_json(s: Setting) -> dict[str, Any]:
+    out: dict[str, Any] = {"default": s.default, "help": s.help, "paper": s.paper}
+    out["valid"] = s.valid_text()
+    if s.low is not None:
+        out["low"] = s.low
+    if s.high is not None:
+        out["high"] = s.high
+    if s.choices is not None:
+        out["choices"] = list(s.choices)
+    return out
 
 
 # ------------------------------------------------------------------- models

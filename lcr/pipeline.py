@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lcr import config
-from lcr.errors import InputError
+from lcr.errors import UsageError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.base import BuildContext, Method, QueryContext
@@ -40,6 +40,15 @@ def default_index_path(source: str | Path) -> Path:
         return Path("stdin.idx")
     p = Path(source)
     return p.with_name(p.stem + ".idx") if p.suffix else p.with_name(p.name + ".idx")
+
+
+def check_sets(sets: Sequence[str]) -> None:
+    """Every ``--set`` names a known method and setting with a valid value."""
+    declared = {}
+    for name in method_names():
+        m = get_method(name)
+        declared[name] = (*m.build_settings, *m.query_settings)
+    config.check_methods_named(sets, method_names(), declared)
 
 
 def build_settings(method: Method, sets: Sequence[str]) -> dict[str, Any]:
@@ -97,7 +106,7 @@ def build(
     warn: Callable[[str], None] | None = None,
 ) -> list[BuildReport]:
     """Build ``methods`` into ``index``; an identical existing build is kept."""
-    config.check_methods_named(sets, method_names())
+    check_sets(sets)
     # every method's settings are checked before any work starts
     plans = [(m, build_settings(m, sets)) for m in (get_method(n) for n in methods)]
     for method, settings in plans:  # and what each needs of the LLM backend
@@ -162,7 +171,7 @@ def index_files(
     warn: Callable[[str], None] | None = None,
 ) -> tuple[Index, list[BuildReport]]:
     names = expand_methods(methods)
-    config.check_methods_named(sets, method_names())
+    check_sets(sets)
     for n in names:  # fail on a bad --set or a backend that cannot build it, before reading files
         method = get_method(n)
         models.require(method.llm_needs("build", build_settings(method, sets)), f"building {n}")
@@ -200,7 +209,7 @@ class Result:
 def _check_question(question: str) -> str:
     q = question.strip()
     if not q:
-        raise InputError("the question is empty")
+        raise UsageError("the question is empty")
     return q
 
 
@@ -225,7 +234,7 @@ def retrieve(
     method = get_method(method_name)
     settings = query_settings(method, sets)
     if k is not None and k < 1:
-        raise InputError("-k must be at least 1")
+        raise UsageError("-k must be at least 1")
     reader = index.reader(method.name)
     models.require(method.llm_needs("query", settings), f"{method.name} retrieval")
     _align_models(reader.entry.get("models", {}), models)

@@ -177,35 +177,62 @@ class Raptor(Method):
     build_uses_embedder = True
     built_by_default = False
     build_settings = (
-        Setting("chunk_tokens", 100, "leaf size in tokens; sentences are never cut", paper=True),
-        Setting("reduction_dim", 10, "UMAP output dimensions", paper=True),
-        Setting("threshold", 0.1, "soft membership: join every cluster above it", paper=True),
-        Setting("max_clusters", 50, "largest number of mixture components tried (BIC)", paper=True),
+        Setting(
+            "chunk_tokens", 100, "leaf size in tokens; sentences are never cut", paper=True, low=1
+        ),
+        Setting("reduction_dim", 10, "UMAP output dimensions", paper=True, low=1),
+        Setting(
+            "threshold",
+            0.1,
+            "soft membership: join every cluster above it",
+            paper=True,
+            low=0,
+            high=1,
+        ),
+        Setting(
+            "max_clusters",
+            50,
+            "largest number of mixture components tried (BIC)",
+            paper=True,
+            low=1,
+        ),
         Setting(
             "cluster_max_tokens",
             3500,
             "summariser budget; a cluster with more text is clustered again",
             paper=True,
+            low=1,
         ),
-        Setting("max_layers", 5, "most summary layers above the leaves", paper=True),
-        Setting("local_neighbors", 10, "UMAP n_neighbors inside a global cluster", paper=True),
+        Setting("max_layers", 5, "most summary layers above the leaves", paper=True, low=0),
+        Setting(
+            "local_neighbors", 10, "UMAP n_neighbors inside a global cluster", paper=True, low=2
+        ),
         Setting(
             "global_neighbors_cap",
             50,
             "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory",
+            low=2,
         ),
         Setting(
             "summary_max_tokens",
             150,
             "most new tokens per summary (the paper's summaries average ~130 tokens)",
+            low=1,
         ),
         Setting(
             "batch_size",
             0,
             "summaries per LLM batch; 0 = auto (8 on a GPU, 1 on a CPU, where batching "
             "gains nothing and one call at a time keeps every summary resumable)",
+            low=0,
         ),
-        Setting("seed", 224, "seed of UMAP and the mixtures (the reference code's)"),
+        Setting(
+            "seed",
+            224,
+            "seed of UMAP and the mixtures (the reference code's)",
+            low=0,
+            high=2**32 - 1,
+        ),
     )
     query_settings = (
         Setting(
@@ -220,8 +247,9 @@ class Raptor(Method):
             2000,
             "collapsed tree: token budget of the context (lcr's model-free token count)",
             paper=True,
+            low=1,
         ),
-        Setting("top_k", 5, "traversal: nodes kept per layer (-k overrides)"),
+        Setting("top_k", 5, "traversal: nodes kept per layer (-k overrides)", low=1),
     )
 
     def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
