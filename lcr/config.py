@@ -179,7 +179,6 @@ def check_methods_named(
         by_name[name].parse(raw, f"{target}.{name}")
 
 
-
 def merge(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)
     out.update(overrides)

@@ -6,6 +6,7 @@ so ``lcr eval`` and scripts run exactly the code the CLI runs.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -104,8 +105,16 @@ def build(
     force: bool = False,
     progress: Progress = NULL_PROGRESS,
     warn: Callable[[str], None] | None = None,
+    on_report: Callable[[BuildReport], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[BuildReport]:
-    """Build ``methods`` into ``index``; an identical existing build is kept."""
+    """Build ``methods`` into ``index``; an identical, undamaged existing build is kept.
+
+    ``on_report`` hears of each method as soon as it is committed (or found up to
+    date), so a caller can print it before the next build starts; ``note`` hears
+    that the build waits for another process writing the same index.
+    """
+    report_to = on_report or (lambda report: None)
     check_sets(sets)
     # every method's settings are checked before any work starts
     plans = [(m, build_settings(m, sets)) for m in (get_method(n) for n in methods)]
@@ -114,17 +123,19 @@ def build(
     reports = []
     for method, settings in plans:
         record = build_models_record(method, models)
+        index.wait_for_writers(note)  # another process may be building this very method
         existing = index.methods.get(method.name)
         if (
             not force
             and existing is not None
+            and method.name not in index.damaged
             and existing.get("settings") == settings
             and existing.get("models") == record
         ):
             reports.append(BuildReport(method.name, False, 0.0, existing.get("counts", {})))
+            report_to(reports[-1])
             continue
-        started = time.perf_counter()
-        with index.building(method.name, settings=settings, models=record) as out:
+        with index.building(method.name, settings=settings, models=record, note=note) as out:
             before = _llm_usage(models)
             method.build(
                 BuildContext(
@@ -141,14 +152,10 @@ def build(
             if method.build_uses_llm:
                 # what this build paid; summaries reused from the index's cache cost nothing
                 out.stats["llm_usage"] = _llm_usage(models).minus(before).to_json()
-        reports.append(
-            BuildReport(
-                method.name,
-                True,
-                time.perf_counter() - started,
-                index.methods[method.name]["counts"],
-            )
-        )
+        entry = index.methods[method.name]
+        # the build's own time, from the manifest: a wait for another writer is not in it
+        reports.append(BuildReport(method.name, True, entry["build_seconds"], entry["counts"]))
+        report_to(reports[-1])
     return reports
 
 
@@ -169,15 +176,55 @@ def index_files(
     force: bool = False,
     progress: Progress = NULL_PROGRESS,
     warn: Callable[[str], None] | None = None,
+    on_report: Callable[[BuildReport], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> tuple[Index, list[BuildReport]]:
+    """Create (or reuse) the index of ``paths`` at ``out`` and build ``methods`` into it.
+
+    A file named twice is indexed once, with a warning. An index this call created
+    is removed again if its first build fails before anything was committed or paid.
+    """
     names = expand_methods(methods)
     check_sets(sets)
     for n in names:  # fail on a bad --set or a backend that cannot build it, before reading files
         method = get_method(n)
         models.require(method.llm_needs("build", build_settings(method, sets)), f"building {n}")
-    docs = load_documents(paths, warn=warn)
+    docs = load_documents(unique_paths(paths, warn), warn=warn)
     index = Index.create(out, docs, force=force)
-    return index, build(index, names, models, sets, force=force, progress=progress, warn=warn)
+    try:
+        reports = build(
+            index,
+            names,
+            models,
+            sets,
+            force=force,
+            progress=progress,
+            warn=warn,
+            on_report=on_report,
+            note=note,
+        )
+    except BaseException:
+        if index.created:
+            index.discard_if_unused()
+        raise
+    return index, reports
+
+
+def unique_paths(
+    paths: Sequence[str | Path], warn: Callable[[str], None] | None = None
+) -> list[str | Path]:
+    """``paths`` with repeats of the same file dropped (a warning names each repeat)."""
+    seen: set[str] = set()
+    out: list[str | Path] = []
+    for p in paths:
+        key = "-" if str(p) == "-" else os.path.realpath(p)
+        if key in seen:
+            if warn is not None:
+                warn(f"{p} is given more than once; it is indexed once")
+            continue
+        seen.add(key)
+        out.append(p)
+    return out
 
 
 @dataclass
@@ -245,6 +292,7 @@ def retrieve(
         k,
     )
     elapsed = time.perf_counter() - started
+    evidence.items = evidence.in_rank_order()  # one order for every method and output
     used_models = dict(reader.entry.get("models", {}))
     if method.retrieval_uses_llm(settings):
         used_models["llm"] = models.llm_id()
@@ -293,6 +341,7 @@ def ask(
         info={**result.evidence.info, **({"dropped": out.dropped} if out.dropped else {})},
         usage=result.evidence.usage,
     )
+    result.evidence.items = result.evidence.in_rank_order()  # read in document order, shown by rank
     result.usage = result.usage.merged(out.usage)
     result.models["llm"] = llm.model_id
     return result
