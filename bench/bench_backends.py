@@ -107,8 +107,22 @@ def ask_one(backend: str, llm_name: str) -> dict[str, object]:
             cwd=REPO,
         )
     question = "What was the name of the boat that brought stores to Gull Rock every Thursday?"
-    cmd = [sys.executable, "-m", "lcr", "ask", str(index), question, "--method", "bm25",
-           "--json", "--backend", backend, "--llm", llm_name, "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lcr",
+        "ask",
+        str(index),
+        question,
+        "--method",
+        "bm25",
+        "--json",
+        "--backend",
+        backend,
+        "--llm",
+        llm_name,
+        "-q",
+    ]
     if backend == "transformers" and "1.5b" in llm_name:
         cmd = ["flock", LOCK, *cmd]
     started = time.perf_counter()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -17,17 +18,39 @@ import click
 
 from lcr import __version__
 from lcr.cli_models import model_options, pop_model_spec
-from lcr.errors import LcrError, UsageError
+from lcr.errors import IndexDamagedError, LcrError, UsageError, from_os_error
 
 if TYPE_CHECKING:
+    from lcr.config import Setting
     from lcr.models.base import Models, ModelSpec
-    from lcr.pipeline import Result
+    from lcr.pipeline import BuildReport, Result
     from lcr.progress import Progress
     from lcr.store import Index
 
 
+# terminal control sequences (CSI, OSC, other escapes) and every other C0/C1 control
+# character but tab and newline: text shown to people never drives their terminal
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erasing
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window title, hyperlinks
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
+    r"|\x1b[ -/]*[0-~]?"  # two- and three-byte escapes (reset, charsets), a lone ESC
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+def printable(text: str) -> str:
+    """``text`` without terminal control sequences, for output read by people (not JSON)."""
+    return _CONTROL.sub("", text)
+
+
+def _say(text: str = "") -> None:
+    """One line of plain output, cleaned and flushed at once (click.echo flushes)."""
+    click.echo(printable(text))
+
+
 def _err(message: str) -> None:
-    click.echo(f"lcr: {message}", err=True)
+    click.echo(printable(f"lcr: {message}"), err=True)
 
 
 def _progress_enabled(quiet: bool) -> bool:
@@ -82,8 +105,15 @@ class LcrGroup(click.Group):
         except KeyboardInterrupt:
             _err("interrupted (a build in progress keeps what it had; run the command again)")
             ctx.exit(130)
-        except BrokenPipeError:
+        except BrokenPipeError:  # the reader has gone (`lcr ... | head -1`): not an error
+            _quiet_stdout()
             ctx.exit(0)
+        except OSError as exc:  # the system's doing (permissions, a full disk, a race)?
+            mapped = from_os_error(exc)
+            if mapped is None or _debug_wanted(ctx):
+                raise
+            _err(str(mapped))
+            ctx.exit(mapped.exit_code)
         except Exception as exc:  # a bug: one line for users, the traceback with --debug
             if _debug_wanted(ctx):
                 raise
@@ -153,20 +183,30 @@ def index_cmd(
     **model: Any,
 ) -> None:
     """Build or extend the index of FILE... (`-` reads stdin)."""
-    from lcr.pipeline import default_index_path, index_files
+    from lcr.pipeline import default_index_path, index_files, unique_paths
     from lcr.progress import progress_for
 
     if files.count("-") > 1:
         raise UsageError("stdin ('-') can be given only once")
-    jobs: list[tuple[list[str], Path]]
+
+    def warn(message: str) -> None:
+        _err(f"warning: {message}")
+
+    jobs: list[tuple[list[str | Path], Path]]
     if out is not None:
         jobs = [(list(files), Path(out))]
     else:
-        jobs = [([f], default_index_path(f)) for f in files]
+        jobs = [([f], default_index_path(f)) for f in unique_paths(files, warn)]
     with progress_for(_progress_enabled(quiet)) as progress:
         models = _models(pop_model_spec(model), progress)
         for paths, target in jobs:
-            index, reports = index_files(
+
+            def report(r: BuildReport, target: Path = target) -> None:
+                what = f"built in {r.seconds:.1f}s" if r.built else "up to date"
+                counts = ", ".join(f"{v} {k}" for k, v in r.counts.items())
+                _say(f"{target}: {r.method} {what} ({counts})")
+
+            index_files(
                 paths,
                 target,
                 list(methods),
@@ -174,12 +214,10 @@ def index_cmd(
                 list(sets),
                 force=force,
                 progress=progress,
-                warn=lambda m: _err(f"warning: {m}"),
+                warn=warn,
+                on_report=report,
+                note=_err,
             )
-            for r in reports:
-                what = f"built in {r.seconds:.1f}s" if r.built else "up to date"
-                counts = ", ".join(f"{v} {k}" for k, v in r.counts.items())
-                click.echo(f"{index.path}: {r.method} {what} ({counts})")
 
 
 # ----------------------------------------------------------- ask / retrieve
@@ -218,7 +256,7 @@ def query_options(f: Any) -> Any:
     f = click.option(
         "-k",
         "k",
-        type=int,
+        type=click.IntRange(min=1),
         default=None,
         help="How many nodes to retrieve (default: the method's own).",
     )(f)
@@ -255,10 +293,14 @@ def _run_queries(
     from lcr.progress import progress_for
     from lcr.store import Index
 
+    if not question.strip():
+        raise UsageError("the question is empty")
     all_sets = _mode_sets(method, mode, sets)
     from lcr.methods import get_method
 
-    pipeline.query_settings(get_method(method), all_sets)  # a bad --set fails before any work
+    # a bad --set fails before any work, even one for another method
+    pipeline.query_settings(get_method(method), all_sets)
+    pipeline.check_sets(all_sets)
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(_progress_enabled(quiet)) as progress:
@@ -287,32 +329,31 @@ def _run_queries(
 
 
 def _print_result(result: Result, index: Index, *, answer: bool) -> None:
-    """Answer first, then the evidence by rank: score, document, span, excerpt."""
+    """Answer first, then the evidence best first (as ``--json``): score, document, span,
+    excerpt, with terminal control sequences removed."""
     import textwrap
 
     if answer:
-        click.echo(f"Q: {result.question}")
-        click.echo(f"A: {result.answer}\n")
+        _say(f"Q: {result.question}")
+        _say(f"A: {result.answer}\n")
     docs = index.documents
-    click.echo(f"Evidence ({result.method}, {len(result.evidence.items)} nodes):")
-    ranked = sorted(result.evidence.items, key=lambda it: -it.score)
-    for rank, it in enumerate(ranked, 1):
+    _say(f"Evidence ({result.method}, {len(result.evidence.items)} nodes):")
+    for position, it in enumerate(result.evidence.items, 1):  # rank order, as in --json
+        rank = it.extra.get("rank", position)
         spans = ", ".join(f"{s}-{e}" for s, e in it.spans[:3])
         if len(it.spans) > 3:
             spans += f" (+{len(it.spans) - 3} more)"
         name = docs[it.doc].name if 0 <= it.doc < len(docs) else str(it.doc)
         level = f"  level {it.level}" if it.level else ""
-        click.echo(f"[{rank}] score {it.score:.4g}  {name}  chars {spans}{level}")
+        _say(f"[{rank}] score {it.score:.4g}  {name}  chars {spans}{level}")
         excerpt = " ".join(it.text.split())
         excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."
-        click.echo(
-            textwrap.fill(excerpt, width=88, initial_indent="    ", subsequent_indent="    ")
-        )
+        _say(textwrap.fill(excerpt, width=88, initial_indent="    ", subsequent_indent="    "))
     if result.evidence.info:
-        click.echo("info: " + ", ".join(f"{k}={v}" for k, v in result.evidence.info.items()))
+        _say("info: " + ", ".join(f"{k}={v}" for k, v in result.evidence.info.items()))
     u = result.usage
     if u.calls:
-        click.echo(
+        _say(
             f"usage: {u.calls} LLM call(s), {u.prompt_tokens} prompt + "
             f"{u.completion_tokens} completion tokens"
         )
@@ -345,44 +386,84 @@ def retrieve_cmd(**options: Any) -> None:
 @cli.command("info")
 @click.argument("index_path", metavar="INDEX", type=click.Path())
 @click.option("--json", "as_json", is_flag=True, help="The manifest with sizes, as JSON.")
-def info_cmd(index_path: str, as_json: bool) -> None:
-    """Sources, methods built, their settings, models, counts and sizes."""
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Also check every file against the sha256 its build recorded (reads the whole index).",
+)
+def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
+    """Sources, methods built, their settings, models, counts and sizes.
+
+    A damaged method is reported (with how to rebuild it alone) and the exit
+    code is 1; the other methods stay usable.
+    """
     from lcr.store import Index
 
     index = Index.open(index_path)
-    methods = index.methods
+    problems = {name: [message] for name, message in index.damaged.items()}
+    if verify:
+        for name, found in index.verify().items():
+            if name not in problems:
+                problems[name] = [_damage_line(index, name, found)]
     if as_json:
         out: dict[str, Any] = dict(index.manifest)
         out["path"] = str(index.path)
         out["size_bytes"] = index.size_bytes()
         for name, entry in out.get("methods", {}).items():
             entry["size_bytes"] = index.size_bytes(name)
+        out["damaged"] = {name: found[0] for name, found in problems.items()}
+        if verify:
+            out["verified"] = not problems
         click.echo(json.dumps(out, ensure_ascii=False))
-        return
+    else:
+        _print_info(index, problems, verified=verify)
+    if problems:
+        raise IndexDamagedError(
+            next(iter(problems.values()))[0]
+            if len(problems) == 1
+            else f"{index.path} is damaged: {', '.join(problems)} (see above)"
+        )
+
+
+def _damage_line(index: Index, name: str, found: list[str]) -> str:
+    if name == "source":
+        return f"{index.path} is damaged: {found[0]}; rebuild it with --force"
+    return index.damage_message(name, "; ".join(found))
+
+
+def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) -> None:
     m = index.manifest
-    click.echo(
+    methods = index.methods
+    _say(
         f"index   {index.path}  (schema {m['schema_version']}, lcr {m['lcr_version']}, "
         f"{_human(index.size_bytes())})"
     )
-    click.echo(f"source  {m['source_chars']:,} characters in {len(index.documents)} document(s)")
+    _say(f"source  {m['source_chars']:,} characters in {len(index.documents)} document(s)")
     for d in index.documents:
-        click.echo(
-            f"  - {d.name}  {_human(d.size)}  sha256 {d.sha256[:12]}  chars {d.start}-{d.end}"
-        )
+        _say(f"  - {d.name}  {_human(d.size)}  sha256 {d.sha256[:12]}  chars {d.start}-{d.end}")
+    if "source" in problems:
+        _say("  DAMAGED  source.txt does not match its checksum")
     if not methods:
-        click.echo("methods none built (lcr index SOURCE -o INDEX --method NAME)")
+        _say("methods none built (lcr index SOURCE -o INDEX --method NAME)")
     for name, e in methods.items():
         counts = ", ".join(f"{v} {k}" for k, v in e.get("counts", {}).items())
-        click.echo(
+        state = ""
+        if name in problems:
+            state = "  DAMAGED"
+        elif verified:
+            state = "  verified" if e.get("sha256") else "  sizes ok (built without checksums)"
+        _say(
             f"method  {name}: {counts}; built {e.get('built_at')} in "
-            f"{e.get('build_seconds')}s; {_human(index.size_bytes(name))}"
+            f"{e.get('build_seconds')}s; {_human(index.size_bytes(name))}{state}"
         )
+        if name in problems:
+            _say("  damage    " + problems[name][0])
         if e.get("models"):
-            click.echo("  models    " + ", ".join(f"{k}={v}" for k, v in e["models"].items()))
+            _say("  models    " + ", ".join(f"{k}={v}" for k, v in e["models"].items()))
         if e.get("settings"):
-            click.echo("  settings  " + ", ".join(f"{k}={v}" for k, v in e["settings"].items()))
+            _say("  settings  " + ", ".join(f"{k}={v}" for k, v in e["settings"].items()))
         if e.get("stats"):
-            click.echo("  stats     " + ", ".join(f"{k}={v}" for k, v in e["stats"].items()))
+            _say("  stats     " + ", ".join(f"{k}={v}" for k, v in e["stats"].items()))
 
 
 def _human(n: float) -> str:
@@ -415,14 +496,8 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                 "needs": m.needs,
                 "paper": m.paper,
                 "default": m.built_by_default,
-                "build_settings": {
-                    s.name: {"default": s.default, "help": s.help, "paper": s.paper}
-                    for s in m.build_settings
-                },
-                "query_settings": {
-                    s.name: {"default": s.default, "help": s.help, "paper": s.paper}
-                    for s in m.query_settings
-                },
+                "build_settings": {s.name: _setting_json(s) for s in m.build_settings},
+                "query_settings": {s.name: _setting_json(s) for s in m.query_settings},
             }
         )
     if as_json:
@@ -431,15 +506,31 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
         return
     for r in rows:
         star = " (built by default)" if r["default"] else ""
-        click.echo(f"{r['name']}{star}\n  {r['summary']}\n  needs: {r['needs']}")
+        _say(f"{r['name']}{star}\n  {r['summary']}\n  needs: {r['needs']}")
         if r["paper"]:
-            click.echo(f"  paper: {r['paper']}")
+            _say(f"  paper: {r['paper']}")
         if show_settings:
             for phase in ("build_settings", "query_settings"):
                 label = "index" if phase == "build_settings" else "query"
                 for key, s in r[phase].items():
                     mark = " (paper)" if s["paper"] else ""
-                    click.echo(f"    {label}  {r['name']}.{key}={s['default']}{mark}  {s['help']}")
+                    valid = s["valid"]
+                    _say(
+                        f"    {label}  {r['name']}.{key}={s['default']}{mark}  {s['help']}"
+                        + (f" [{valid}]" if valid else "")
+                    )
+
+
+def _setting_json(s: Setting) -> dict[str, Any]:
+    out: dict[str, Any] = {"default": s.default, "help": s.help, "paper": s.paper}
+    out["valid"] = s.valid_text()
+    if s.low is not None:
+        out["low"] = s.low
+    if s.high is not None:
+        out["high"] = s.high
+    if s.choices is not None:
+        out["choices"] = list(s.choices)
+    return out
 
 
 # ------------------------------------------------------------------- models
@@ -457,14 +548,14 @@ def models_group(ctx: click.Context, as_json: bool) -> None:
         for p in presets:
             click.echo(json.dumps(p.to_json()))
         return
-    click.echo(f"{'preset':22} {'kind':9} {'installed':10} {'cached':7} {'download':>9} {'RAM':>8}")
+    _say(f"{'preset':22} {'kind':9} {'installed':10} {'cached':7} {'download':>9} {'RAM':>8}")
     for p in presets:
         name = p.name + (" *" if p.default else "")
-        click.echo(
+        _say(
             f"{name:22} {p.kind:9} {_yn(p.installed):10} {_yn(p.cached):7} "
             f"{_human(p.download_bytes):>9} {_human(p.ram_bytes):>8}"
         )
-    click.echo("* default.  Install a preset with: lcr models install NAME")
+    _say("* default.  Install a preset with: lcr models install NAME")
 
 
 def _yn(flag: bool | None) -> str:
@@ -478,7 +569,7 @@ def models_install(name: str) -> None:
     from lcr.models.presets import install_preset
 
     install_preset(name)
-    click.echo(f"installed {name}")
+    _say(f"installed {name}")
 
 
 def _attach_eval() -> None:
@@ -497,6 +588,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     try:
         code = cli.main(args=args, prog_name="lcr", standalone_mode=False)
         if isinstance(code, int):  # a command's ctx.exit(code), e.g. after an error
+            _flush_stdout()
             sys.exit(code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
@@ -515,10 +607,43 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         _err("interrupted (a build in progress keeps what it had; run the command again)")
         sys.exit(130)
     except BrokenPipeError:
+        _quiet_stdout()
         sys.exit(0)
-    except Exception as exc:  # a bug: one line for users, the traceback with --debug
-        if debug:
-            raise
-        _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
-        sys.exit(1)
+    except OSError as exc:  # the system's doing (permissions, a full disk, a race), or a bug
+        mapped = from_os_error(exc)
+        if debug or mapped is None:
+            _internal_error(exc, debug)
+        _err(str(mapped))
+        sys.exit(mapped.exit_code if mapped is not None else 1)
+    except Exception as exc:
+        _internal_error(exc, debug)
+    _flush_stdout()
     sys.exit(0)
+
+
+def _internal_error(exc: Exception, debug: bool) -> NoReturn:
+    """A bug: one line for users, the traceback with --debug."""
+    if debug:
+        raise exc
+    _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
+    sys.exit(1)
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _flush_stdout() -> None:
+    """Flush now, so a reader that has gone is noticed here (exit 0), not at exit."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+    except (OSError, ValueError):
+        pass

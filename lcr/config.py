@@ -7,15 +7,12 @@ an unknown key or a badly typed value is a usage error that lists the valid keys
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lcr.errors import SettingError
 
 SettingValue = int | float | str | bool | None
-
-
-_TYPE_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
 
 @dataclass(frozen=True)
@@ -39,8 +36,12 @@ class Setting:
             return str
         return type(self.default)
 
-    def parse(self, raw: str) -> SettingValue:
-        """Turn the text after ``=`` into this setting's type, or fail clearly."""
+    def parse(self, raw: str, label: str | None = None) -> SettingValue:
+        """Turn the text after ``=`` into this setting's type, or fail clearly.
+
+        ``label`` is how the message names the setting (``mixpr.alpha_local``).
+        """
+        name = label or self.name
         vtype = self.value_type
         if raw.lower() in {"none", "null"} and self.default is None:
             return None
@@ -53,27 +54,41 @@ class Setting:
                     return False
                 raise ValueError(raw)
             if vtype is int:
-                return self._in_range(int(raw), raw)
+                return self._in_range(int(raw), raw, name)
             if vtype is float:
                 value = float(raw)
                 if value != value or value in (float("inf"), float("-inf")):
-                    raise SettingError(f"setting {self.name!r} takes a finite number, got {raw!r}")
-                return self._in_range(value, raw)
+                    raise ValueError(raw)
+                return self._in_range(value, raw, name)
         except ValueError:
-            raise SettingError(
-                f"setting {self.name!r} takes {_TYPE_NAMES.get(vtype, vtype.__name__)}, got {raw!r}"
-            ) from None
-        if self.choices is not None and raw not in self.choices:
-            raise SettingError(
-                f"setting {self.name!r} must be one of {', '.join(self.choices)}; got {raw!r}"
+            what = {bool: "true or false", int: "a whole number", float: "a finite number"}.get(
+                vtype, f"a {vtype.__name__}"
             )
+            limits = f" {self.range_text()}" if self.range_text() else ""
+            raise SettingError(f"{name} takes {what}{limits}, got {raw!r}") from None
+        if self.choices is not None and raw not in self.choices:
+            raise SettingError(f"{name} must be one of {', '.join(self.choices)}; got {raw!r}")
         return raw
+
+    def declares_valid_values(self) -> bool:
+        """Whether a bad value can be told from a good one (a range, choices, or a bool)."""
+        if self.value_type is bool:
+            return True
+        if self.value_type in (int, float):
+            return self.low is not None or self.high is not None
+        return self.choices is not None
+
+    def valid_text(self) -> str:
+        """``one of a|b`` or the range, for listings."""
+        if self.choices is not None:
+            return "one of " + "|".join(self.choices)
+        return self.range_text()
 
     def range_text(self) -> str:
         """``between 0 and 1``, ``at least 1``, ``at most 5``, or ``""``."""
 
         def num(x: float) -> str:
-            return f"{x:g}"
+            return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
         if self.low is not None and self.high is not None:
             return f"between {num(self.low)} and {num(self.high)}"
@@ -83,11 +98,11 @@ class Setting:
             return f"at most {num(self.high)}"
         return ""
 
-    def _in_range(self, value: int | float, raw: str) -> int | float:
+    def _in_range(self, value: int | float, raw: str, name: str) -> int | float:
         too_low = self.low is not None and value < self.low
         too_high = self.high is not None and value > self.high
         if too_low or too_high:
-            raise SettingError(f"setting {self.name!r} must be {self.range_text()}; got {raw!r}")
+            raise SettingError(f"{name} must be {self.range_text()}; got {raw!r}")
         return value
 
 
@@ -132,16 +147,32 @@ def resolve(
                 )
             valid = ", ".join(sorted(by_name)) or "none"
             raise SettingError(f"unknown setting {method}.{name} for {phase} time; valid: {valid}")
-        values[name] = by_name[name].parse(raw)
+        values[name] = by_name[name].parse(raw, f"{method}.{name}")
     return values
 
 
-def check_methods_named(assignments: Sequence[str], methods: Iterable[str]) -> None:
-    """Refuse ``--set`` for a method that is not known at all (a typo)."""
+def check_methods_named(
+    assignments: Sequence[str],
+    methods: Iterable[str],
+    declared: Mapping[str, Sequence[Setting]] | None = None,
+) -> None:
+    """Refuse ``--set`` for a method that is not known at all (a typo).
+
+    With ``declared`` (every setting of each method, both phases), a key no
+    phase declares or a value out of its range is refused too, even for a
+    method this command does not use: a bad value never waits to be noticed.
+    """
     known = set(methods)
     for text in assignments:
-        target, _, _ = split_assignment(text)
+        target, name, raw = split_assignment(text)
         if target not in known:
             raise SettingError(
                 f"--set names unknown method {target!r}; known: {', '.join(sorted(known))}"
             )
+        if declared is None or target not in declared:
+            continue
+        by_name = {s.name: s for s in declared[target]}
+        if name not in by_name:
+            valid = ", ".join(sorted(by_name)) or "none"
+            raise SettingError(f"unknown setting {target}.{name}; valid: {valid}")
+        by_name[name].parse(raw, f"{target}.{name}")

@@ -57,3 +57,61 @@ class ModelError(LcrError):
 
 class LLMCallError(LcrError):
     """An LLM call failed during a build; the build stops cleanly and can resume."""
+
+
+class FileAccessError(LcrError):
+    """The system refused a file: permission denied, a read-only file system."""
+
+
+class DiskFullError(LcrError):
+    """No space left (or a quota reached) while writing."""
+
+
+class LostRaceError(LcrError):
+    """Another process changed a file or folder while this one was using it."""
+
+
+def from_os_error(exc: OSError) -> LcrError | None:
+    """The one-line error for a failure the system caused, or None for what is a bug.
+
+    Every ``OSError`` that reaches the command line is mapped here, so permission
+    problems, a full disk and a lost race read as such instead of "internal error".
+    """
+    import errno
+    import os
+
+    def shown(name: object) -> str:
+        # lcr's temporary files and folders (.NAME.tmp-1234) are named by their folder
+        text = os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)
+        base = os.path.basename(text)
+        if base.startswith(".") and (".tmp-" in base or base.endswith(".tmp")):
+            return os.path.dirname(text) or "."
+        return text
+
+    path = shown(exc.filename) if exc.filename is not None else "a file"
+    if exc.filename2 is not None:
+        path = f"{shown(exc.filename)} -> {shown(exc.filename2)}"
+    code = exc.errno
+    if code in (errno.EACCES, errno.EPERM):
+        return FileAccessError(f"permission denied: {path}")
+    if code == errno.EROFS:
+        return FileAccessError(f"read-only file system: cannot write {path}")
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        what = "no space left on the device" if code == errno.ENOSPC else "disk quota exceeded"
+        where = f" while writing {path}" if exc.filename is not None else ""
+        return DiskFullError(
+            f"{what}{where}; nothing was committed, so the index is as it was: "
+            "free some space and run the command again"
+        )
+    if code == errno.ENOENT:
+        return LostRaceError(
+            f"{path} disappeared while lcr was using it (another process removed or "
+            "replaced it); run the command again"
+        )
+    if code in (errno.EEXIST, errno.ENOTEMPTY):
+        return LostRaceError(
+            f"{path} was created by another process at the same time; run the command again"
+        )
+    if code == errno.EIO:
+        return FileAccessError(f"input/output error on {path} (a failing disk or network share?)")
+    return None

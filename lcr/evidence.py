@@ -93,6 +93,18 @@ class Evidence:
     info: dict[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
 
+    def in_rank_order(self) -> list[EvidenceItem]:
+        """Best first: by the method's ``rank`` where every item has one, else by score
+        (ties keep the method's order); an item without a rank gets its position."""
+        items = list(self.items)
+        if all(isinstance(it.extra.get("rank"), int) for it in items):
+            items.sort(key=lambda it: int(it.extra["rank"]))
+        else:
+            items.sort(key=lambda it: -it.score)
+        for position, it in enumerate(items, 1):
+            it.extra.setdefault("rank", position)
+        return items
+
     def in_document_order(self) -> list[EvidenceItem]:
         return sorted(self.items, key=lambda it: (min((s for s, _ in it.spans), default=0), it.id))
 

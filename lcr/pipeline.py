@@ -6,6 +6,7 @@ so ``lcr eval`` and scripts run exactly the code the CLI runs.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lcr import config
-from lcr.errors import InputError
+from lcr.errors import UsageError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.base import BuildContext, Method, QueryContext
@@ -40,6 +41,15 @@ def default_index_path(source: str | Path) -> Path:
         return Path("stdin.idx")
     p = Path(source)
     return p.with_name(p.stem + ".idx") if p.suffix else p.with_name(p.name + ".idx")
+
+
+def check_sets(sets: Sequence[str]) -> None:
+    """Every ``--set`` names a known method and setting with a valid value."""
+    declared = {}
+    for name in method_names():
+        m = get_method(name)
+        declared[name] = (*m.build_settings, *m.query_settings)
+    config.check_methods_named(sets, method_names(), declared)
 
 
 def build_settings(method: Method, sets: Sequence[str]) -> dict[str, Any]:
@@ -95,9 +105,17 @@ def build(
     force: bool = False,
     progress: Progress = NULL_PROGRESS,
     warn: Callable[[str], None] | None = None,
+    on_report: Callable[[BuildReport], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> list[BuildReport]:
-    """Build ``methods`` into ``index``; an identical existing build is kept."""
-    config.check_methods_named(sets, method_names())
+    """Build ``methods`` into ``index``; an identical, undamaged existing build is kept.
+
+    ``on_report`` hears of each method as soon as it is committed (or found up to
+    date), so a caller can print it before the next build starts; ``note`` hears
+    that the build waits for another process writing the same index.
+    """
+    report_to = on_report or (lambda report: None)
+    check_sets(sets)
     # every method's settings are checked before any work starts
     plans = [(m, build_settings(m, sets)) for m in (get_method(n) for n in methods)]
     for method, settings in plans:  # and what each needs of the LLM backend
@@ -105,17 +123,19 @@ def build(
     reports = []
     for method, settings in plans:
         record = build_models_record(method, models)
+        index.wait_for_writers(note)  # another process may be building this very method
         existing = index.methods.get(method.name)
         if (
             not force
             and existing is not None
+            and method.name not in index.damaged
             and existing.get("settings") == settings
             and existing.get("models") == record
         ):
             reports.append(BuildReport(method.name, False, 0.0, existing.get("counts", {})))
+            report_to(reports[-1])
             continue
-        started = time.perf_counter()
-        with index.building(method.name, settings=settings, models=record) as out:
+        with index.building(method.name, settings=settings, models=record, note=note) as out:
             before = _llm_usage(models)
             method.build(
                 BuildContext(
@@ -134,14 +154,10 @@ def build(
                 out.stats["llm_usage"] = _llm_usage(models).minus(before).to_json()
                 if models.llm_loaded:
                     out.stats["llm_backend"] = str(getattr(models.llm, "backend", "unknown"))
-        reports.append(
-            BuildReport(
-                method.name,
-                True,
-                time.perf_counter() - started,
-                index.methods[method.name]["counts"],
-            )
-        )
+        entry = index.methods[method.name]
+        # the build's own time, from the manifest: a wait for another writer is not in it
+        reports.append(BuildReport(method.name, True, entry["build_seconds"], entry["counts"]))
+        report_to(reports[-1])
     return reports
 
 
@@ -162,15 +178,55 @@ def index_files(
     force: bool = False,
     progress: Progress = NULL_PROGRESS,
     warn: Callable[[str], None] | None = None,
+    on_report: Callable[[BuildReport], None] | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> tuple[Index, list[BuildReport]]:
+    """Create (or reuse) the index of ``paths`` at ``out`` and build ``methods`` into it.
+
+    A file named twice is indexed once, with a warning. An index this call created
+    is removed again if its first build fails before anything was committed or paid.
+    """
     names = expand_methods(methods)
-    config.check_methods_named(sets, method_names())
+    check_sets(sets)
     for n in names:  # fail on a bad --set or a backend that cannot build it, before reading files
         method = get_method(n)
         models.require(method.llm_needs("build", build_settings(method, sets)), f"building {n}")
-    docs = load_documents(paths, warn=warn)
+    docs = load_documents(unique_paths(paths, warn), warn=warn)
     index = Index.create(out, docs, force=force)
-    return index, build(index, names, models, sets, force=force, progress=progress, warn=warn)
+    try:
+        reports = build(
+            index,
+            names,
+            models,
+            sets,
+            force=force,
+            progress=progress,
+            warn=warn,
+            on_report=on_report,
+            note=note,
+        )
+    except BaseException:
+        if index.created:
+            index.discard_if_unused()
+        raise
+    return index, reports
+
+
+def unique_paths(
+    paths: Sequence[str | Path], warn: Callable[[str], None] | None = None
+) -> list[str | Path]:
+    """``paths`` with repeats of the same file dropped (a warning names each repeat)."""
+    seen: set[str] = set()
+    out: list[str | Path] = []
+    for p in paths:
+        key = "-" if str(p) == "-" else os.path.realpath(p)
+        if key in seen:
+            if warn is not None:
+                warn(f"{p} is given more than once; it is indexed once")
+            continue
+        seen.add(key)
+        out.append(p)
+    return out
 
 
 @dataclass
@@ -202,7 +258,7 @@ class Result:
 def _check_question(question: str) -> str:
     q = question.strip()
     if not q:
-        raise InputError("the question is empty")
+        raise UsageError("the question is empty")
     return q
 
 
@@ -256,7 +312,7 @@ def retrieve(
     method = get_method(method_name)
     settings = query_settings(method, sets)
     if k is not None and k < 1:
-        raise InputError("-k must be at least 1")
+        raise UsageError("-k must be at least 1")
     reader = index.reader(method.name)
     models.require(method.llm_needs("query", settings), f"{method.name} retrieval")
     _align_models(
@@ -272,6 +328,7 @@ def retrieve(
         k,
     )
     elapsed = time.perf_counter() - started
+    evidence.items = evidence.in_rank_order()  # one order for every method and output
     used_models = dict(reader.entry.get("models", {}))
     if method.retrieval_uses_llm(settings) and models.llm_loaded:
         used_models["llm"] = models.llm_id()
@@ -322,6 +379,7 @@ def ask(
         info={**result.evidence.info, **({"dropped": out.dropped} if out.dropped else {})},
         usage=result.evidence.usage,
     )
+    result.evidence.items = result.evidence.in_rank_order()  # read in document order, shown by rank
     result.usage = result.usage.merged(out.usage)
     result.models["llm"] = llm.model_id
     result.models["backend"] = str(getattr(llm, "backend", "unknown"))

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lcr import pipeline
-from lcr.errors import InputError, SettingError
+from lcr.errors import SettingError, UsageError
 from lcr.methods import get_method, method_names
 from lcr.models.base import Models
 from lcr.store import DocumentInput, Index
@@ -97,7 +97,7 @@ def test_empty_question_and_bad_settings_refused(
 ) -> None:
     index = _build(tmp_path / "x.idx", method_name, cinderella, embedder)
     models = Models.with_objects(llm=ScriptedLLM(), embedder=embedder)
-    with pytest.raises(InputError, match="empty"):
+    with pytest.raises(UsageError, match="empty"):
         pipeline.retrieve(index, method_name, "   ", models)
     with pytest.raises(SettingError, match="valid"):
         pipeline.retrieve(index, method_name, QUESTION, models, [f"{method_name}.no_such_key=1"])

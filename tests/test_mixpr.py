@@ -138,8 +138,10 @@ def test_chain_is_followed_where_tfidf_misses_far_hops(chains_index: tuple) -> N
     assert not all(tf_hits), "tfidf misses a far hop"
     info = ev.evidence.info
     assert info["mode"] == "local" and info["alpha"] == 0.6 and 1 <= info["iterations"] <= 18
-    # document order, each item with its PageRank score and exact span
-    starts = [it.spans[0][0] for it in ev.evidence.items]
+    # rank order (as every method), read by the answer step in document order; each
+    # item with its PageRank score and exact span
+    assert [it.extra["rank"] for it in ev.evidence.items] == list(range(1, 101))
+    starts = [it.spans[0][0] for it in ev.evidence.in_document_order()]
     assert starts == sorted(starts)
     for it in ev.evidence.items:
         s, e = it.spans[0]

@@ -160,11 +160,13 @@ def test_damaged_files(tmp_path: Path) -> None:
     mdir = tmp_path / "x.idx" / index.methods["demo"]["dir"]
     nodes = mdir / "nodes.jsonl"
     nodes.write_bytes(nodes.read_bytes()[:-10])  # truncated
+    # the index opens; the damaged method is marked and refuses to be read
+    assert "wrong size" in Index.open(tmp_path / "x.idx").damaged["demo"]
     with pytest.raises(IndexDamagedError, match="wrong size"):
-        Index.open(tmp_path / "x.idx")
+        Index.open(tmp_path / "x.idx").reader("demo")
     nodes.unlink()
-    with pytest.raises(IndexDamagedError, match=r"missing nodes\.jsonl"):
-        Index.open(tmp_path / "x.idx")
+    with pytest.raises(IndexDamagedError, match=r"demo/nodes\.jsonl is missing"):
+        Index.open(tmp_path / "x.idx").reader("demo")
     (tmp_path / "x.idx" / "manifest.json").write_text("{not json")
     with pytest.raises(IndexDamagedError, match="not valid JSON"):
         Index.open(tmp_path / "x.idx")
@@ -177,6 +179,13 @@ def test_damaged_node_line_is_a_clear_error(tmp_path: Path) -> None:
     nodes = mdir / "nodes.jsonl"
     raw = nodes.read_bytes()
     nodes.write_bytes(b"[" + raw[1:])  # same size, broken JSON on line 1
+    with pytest.raises(IndexDamagedError, match=r"demo/nodes\.jsonl does not match its checksum"):
+        Index.open(tmp_path / "x.idx").reader("demo").nodes()
+    # a build recorded without checksums (older lcr) still names the broken line
+    mpath = tmp_path / "x.idx" / "manifest.json"
+    m = json.loads(mpath.read_text())
+    del m["methods"]["demo"]["sha256"]
+    mpath.write_text(json.dumps(m))
     with pytest.raises(IndexDamagedError, match=r"nodes\.jsonl:1"):
         Index.open(tmp_path / "x.idx").reader("demo").nodes()
 

@@ -19,8 +19,23 @@ from lcr.evidence import Evidence
 from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
 from lcr.store import Node
 
-CHUNK_SETTINGS = (Setting("chunk_tokens", 128, "leaf size in tokens; sentences are never cut"),)
-TOPK_SETTINGS = (Setting("top_k", 10, "chunks handed to the answer step (-k overrides)"),)
+CHUNK_SETTINGS = (
+    Setting("chunk_tokens", 128, "leaf size in tokens; sentences are never cut", low=1),
+)
+TOPK_SETTINGS = (Setting("top_k", 10, "chunks handed to the answer step (-k overrides)", low=1),)
+# bm25s's stop-word lists, and PyStemmer's Snowball languages
+STOPWORD_CHOICES = (
+    "none", "en", "english", "en_plus", "english_plus", "de", "german", "nl", "dutch", "fr",
+    "french", "es", "spanish", "pt", "portuguese", "it", "italian", "ru", "russian", "sv",
+    "swedish", "no", "norwegian", "zh", "chinese", "tr", "turkish", "ko", "korean", "da", "danish",
+)  # fmt: skip
+STEMMER_CHOICES = (
+    "none", "arabic", "armenian", "basque", "catalan", "czech", "danish", "dutch",
+    "dutch_porter", "english", "esperanto", "estonian", "finnish", "french", "german", "greek",
+    "hindi", "hungarian", "indonesian", "irish", "italian", "lithuanian", "nepali", "norwegian",
+    "persian", "polish", "porter", "portuguese", "romanian", "russian", "serbian", "sesotho",
+    "spanish", "swedish", "tamil", "turkish", "yiddish",
+)  # fmt: skip
 
 
 def chunk_nodes(ctx: BuildContext) -> list[Node]:
@@ -166,10 +181,20 @@ class BM25(Method):
     built_by_default = True
     build_settings = (
         *CHUNK_SETTINGS,
-        Setting("k1", 1.5, "BM25 term-frequency saturation"),
-        Setting("b", 0.75, "BM25 length normalisation"),
-        Setting("stopwords", "en", "stop-word list for bm25s ('none' keeps all)"),
-        Setting("stemmer", "english", "Snowball stemmer language (PyStemmer); 'none' for none"),
+        Setting("k1", 1.5, "BM25 term-frequency saturation", low=0),
+        Setting("b", 0.75, "BM25 length normalisation", low=0, high=1),
+        Setting(
+            "stopwords",
+            "en",
+            "stop-word list for bm25s ('none' keeps all)",
+            choices=STOPWORD_CHOICES,
+        ),
+        Setting(
+            "stemmer",
+            "english",
+            "Snowball stemmer language (PyStemmer); 'none' for none",
+            choices=STEMMER_CHOICES,
+        ),
     )
     query_settings = TOPK_SETTINGS
 
@@ -264,7 +289,14 @@ class Hybrid(Method):
     build_settings = CHUNK_SETTINGS
     query_settings = (
         *TOPK_SETTINGS,
-        Setting("sparse_weight", 0.15, "weight of the sparse score (paper: 0.15)", paper=True),
+        Setting(
+            "sparse_weight",
+            0.15,
+            "weight of the sparse score (paper: 0.15)",
+            paper=True,
+            low=0,
+            high=1,
+        ),
     )
 
     def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:

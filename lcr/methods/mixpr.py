@@ -141,20 +141,21 @@ class MixPR(Method):
     )
     build_settings = (
         Setting("max_words", 32, "chunk size N in words (sentences, then newlines, then equal "
-                "word splits); paper: 32", paper=True),
-        Setting("threshold", 0.27, "graph edges need cosine >= this; paper: 0.27", paper=True),
+                "word splits); paper: 32", paper=True, low=1),
+        Setting("threshold", 0.27, "graph edges need cosine >= this; paper: 0.27", paper=True,
+                low=0, high=1),
         Setting("self_loops", True, "keep each chunk's similarity with itself (the diagonal of "
                 "E^T E, as the paper's A has). It makes the walk lazy, so an isolated chunk "
                 "keeps its mass instead of being dangling; false drops the diagonal", paper=True),
         Setting("max_degree", 0, "keep only each chunk's N strongest edges (an edge stays when "
                 "either end keeps it). 0 = every edge over the threshold, the paper's graph, "
-                "unless max_edges steps in"),
+                "unless max_edges steps in", low=0),
         Setting("max_edges", 150_000_000, "memory guard: the exact graph is kept while it "
                 "holds at most this many entries (1M tokens of real text: 22M; about 30 bytes "
                 "each at the build's peak). A larger graph (a ~3M-token or very repetitive "
                 "text) is built with the largest max_degree that fits instead, said in a "
                 "warning and by 'lcr info' (degree_cap). 0 = never cap: exact at any size, "
-                "but ~2e9 entries (> 16 GB) at 10M tokens. bench/README.md (MixPR)"),
+                "but ~2e9 entries (> 16 GB) at 10M tokens. bench/README.md (MixPR)", low=0),
     )  # fmt: skip
     query_settings = (
         Setting("mode", "local", "local: personalised PageRank from the question (no LLM); "
@@ -166,16 +167,17 @@ class MixPR(Method):
                 "right and local 62%; README (MixPR)",
                 choices=MODE_CHOICES),
         Setting("alpha_local", 0.6, "restart probability for local questions; paper: 0.6",
-                paper=True),
+                paper=True, low=0, high=1),
         Setting("alpha_global", 0.0, "restart probability for global questions; paper: 0 "
-                "(plain PageRank, query-independent, precomputed at build)", paper=True),
+                "(plain PageRank, query-independent, precomputed at build)", paper=True, low=0,
+                high=1),
         Setting("max_iter", PAPER_MAX_ITER, f"power-iteration cap; paper: {PAPER_MAX_ITER}",
-                paper=True),
+                paper=True, low=1),
         Setting("tol", 1e-4, "stop when the L1 change of the scores falls below this. "
                 "networkx's rule (change < nodes * 1e-6) stops a million-token walk after 3-4 "
-                "steps, before it reaches the far hops of a chain"),
+                "steps, before it reaches the far hops of a chain", low=0),
         Setting("top_k", 100, "chunks handed to the answer step (-k overrides); paper: 100",
-                paper=True),
+                paper=True, low=1),
         Setting("link", "threshold+topm", "how the question joins the graph: 'threshold' "
                 "(the paper's 0.27, as if it were a chunk), 'topm' (its link_m most similar "
                 "chunks), 'threshold+topm' (both; never isolated), 'relative' (top link_m "
@@ -185,17 +187,19 @@ class MixPR(Method):
                 "1.00/1.00/0.183 (0.212 with sim_share 0.5, the default), relative "
                 "1.00/1.00/0.181, all 1.00/0.25/0.248; TF-IDF alone 0.80/0.25/0.247. "
                 "Details: bench/README.md (MixPR)", choices=LINK_CHOICES),
-        Setting("link_m", 5, "chunks the question links to under 'topm'/'threshold+topm'"),
+        Setting("link_m", 5, "chunks the question links to under 'topm'/'threshold+topm'",
+                low=1),
         Setting("link_ratio", 0.5, "under 'relative': link to the (at most link_m) chunks whose "
-                "similarity is at least this fraction of the best chunk's"),
+                "similarity is at least this fraction of the best chunk's", low=0, high=1),
         Setting("sim_share", 0.5, "share of top_k filled by direct TF-IDF similarity before "
                 "the walk's ranking (0 = the paper's pure ranking). Measured (k=100): QMSum "
                 "specific-query gold recall 0.183 at 0, 0.212 at 0.5, 0.247 for pure TF-IDF; "
                 "variable-tracking and Hash-Hop 4-hop chains 1.00 at 0 and 0.5, against 0.80 "
-                "and 0.25 for TF-IDF. Details: bench/README.md (MixPR)"),
+                "and 0.25 for TF-IDF. Details: bench/README.md (MixPR)", low=0, high=1),
         Setting("router_threshold", 0.5, "P('y') above which mode=auto routes to global. With "
                 "qwen2.5-coder-1.5b every measured question scored above 0.5; chosen on that same "
-                "sample, 0.69 split it best (70/80) with router_chunks=2, 0.87 (76/80) with 0"),
+                "sample, 0.69 split it best (70/80) with router_chunks=2, 0.87 (76/80) with 0",
+                low=0, high=1),
         Setting("router_chunks", 2, "the router reads the context's first and last N chunks, "
                 "then the question, as the paper's query (appendix A.2: first and last two); "
                 "0 = the question alone", paper=True, low=0),

@@ -18,6 +18,7 @@ index opens as it was before or as it is after.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -36,16 +37,18 @@ import scipy.sparse as sp
 from lcr import __version__
 from lcr.atomic import atomic_write_json, fsync_dir
 from lcr.errors import (
+    FileAccessError,
     IndexDamagedError,
     IndexNotFoundError,
     InputError,
+    LostRaceError,
     MethodNotBuiltError,
     SchemaMismatchError,
     SourceMismatchError,
 )
 from lcr.store.arrays import read_array, read_csr, write_array, write_csr
 from lcr.store.cache import LLMCache
-from lcr.store.nodes import Node, read_nodes, write_nodes
+from lcr.store.nodes import Node, parse_nodes, write_nodes
 
 FORMAT = "lcr-index"
 SCHEMA_VERSION = 1
@@ -87,20 +90,48 @@ def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]
     return "".join(parts), records
 
 
+Note = Callable[[str], None]
+
+
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path, note: Note | None = None) -> Iterator[None]:
+    """Hold the index's writer lock; say so through ``note`` when another holds it."""
     with (path / ".lock").open("a") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if note is not None:
+                note(f"waiting for another lcr process writing {path} to finish")
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _dir_files(root: Path) -> dict[str, int]:
     return {
         str(p.relative_to(root)): p.stat().st_size for p in sorted(root.rglob("*")) if p.is_file()
     }
+
+
+def _dir_digests(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): file_sha256(p) for p in sorted(root.rglob("*")) if p.is_file()
+    }
+
+
+def _rebuild_hint(index: Path, method: str, documents: Sequence[SourceDoc]) -> str:
+    src = " ".join("-" if d.name == "stdin" else d.name for d in documents) or "SOURCE"
+    return f"rebuild it alone with: lcr index {src} -o {index} --method {method}"
 
 
 class MethodWriter:
@@ -149,9 +180,21 @@ class MethodReader:
         return dict(self.entry.get("stats", {}))
 
     def nodes(self, name: str = "nodes") -> list[Node]:
+        """The node records, checked against the build's checksum (read whole anyway)."""
         if name not in self._nodes:
-            self._nodes[name] = read_nodes(self._file(f"{name}.jsonl"))
+            rel = f"{name}.jsonl"
+            self._nodes[name] = parse_nodes(self._checked_bytes(rel), self.dir / rel)
         return self._nodes[name]
+
+    def _checked_bytes(self, rel: str) -> bytes:
+        data = self._file(rel).read_bytes()
+        expected = self.entry.get("sha256", {}).get(rel)
+        if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+            raise IndexDamagedError(
+                f"{self.index.path} is damaged: {self.name}/{rel} does not match its "
+                f"checksum; {_rebuild_hint(self.index.path, self.name, self.index.documents)}"
+            )
+        return data
 
     def array(self, name: str) -> np.ndarray:
         """Read once per reader: a batch of questions pays for the I/O once."""
@@ -180,14 +223,17 @@ class MethodReader:
 
     def json(self, name: str) -> Any:
         try:
-            return json.loads(self._file(f"{name}.json").read_text(encoding="utf-8"))
+            return json.loads(self._checked_bytes(f"{name}.json").decode("utf-8"))
         except ValueError:
             raise IndexDamagedError(f"damaged file {self.dir / name}.json") from None
 
     def _file(self, rel: str) -> Path:
         path = self.dir / rel
         if not path.exists():
-            raise IndexDamagedError(f"index is missing {path}; rebuild with --force")
+            raise IndexDamagedError(
+                f"{self.index.path} is missing {self.name}/{rel}; "
+                f"{_rebuild_hint(self.index.path, self.name, self.index.documents)}"
+            )
         return path
 
 
@@ -197,6 +243,9 @@ class Index:
     manifest: dict[str, Any]
     _source: str | None = field(default=None, repr=False)
     _readers: dict[str, MethodReader] = field(default_factory=dict, repr=False)
+    # methods whose files are missing or the wrong size: method -> the message
+    damaged: dict[str, str] = field(default_factory=dict)
+    created: bool = False  # made by this Index.create call (not found there)
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -210,11 +259,19 @@ class Index:
             raise IndexNotFoundError(f"{p} is not an lcr index (no manifest.json)")
         try:
             manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except PermissionError:
+            raise FileAccessError(f"permission denied: cannot read {manifest_path}") from None
         except (OSError, ValueError, UnicodeDecodeError):
             raise IndexDamagedError(f"{manifest_path} is damaged (not valid JSON)") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise IndexNotFoundError(f"{p} is not an lcr index (foreign manifest.json)")
         version = manifest.get("schema_version")
+        if type(version) is not int:  # "1" or 1.0 is not schema 1, and must not read as it
+            raise SchemaMismatchError(
+                f"{p} has an invalid schema_version {json.dumps(version)} (this lcr reads "
+                f"schema {SCHEMA_VERSION}, a number); rebuild it with: "
+                f"lcr index SOURCE -o {p} --force"
+            )
         if version != SCHEMA_VERSION:
             raise SchemaMismatchError(
                 f"{p} has index schema {version}, this lcr reads schema {SCHEMA_VERSION}; "
@@ -225,29 +282,67 @@ class Index:
         return index
 
     def _check_files(self) -> None:
+        """Sizes of every listed file (cheap: no reading). The source text is shared by
+        every method, so its damage is fatal; a method's damage only marks that method
+        (see :attr:`damaged`), and the others keep working."""
         src = self.path / "source.txt"
         try:
             size = src.stat().st_size
+        except PermissionError:
+            raise FileAccessError(f"permission denied: cannot read {src}") from None
         except OSError:
             raise IndexDamagedError(f"{self.path} is damaged: source.txt is missing") from None
         if size != self.manifest.get("source_bytes"):
             raise IndexDamagedError(f"{self.path} is damaged: source.txt has the wrong size")
+        self.damaged = {}
         for name, entry in self.manifest.get("methods", {}).items():
+            problem = self._size_problem(entry)
+            if problem is not None:
+                self.damaged[name] = self.damage_message(name, problem)
+
+    def _size_problem(self, entry: dict[str, Any]) -> str | None:
+        mdir = self.path / entry.get("dir", "")
+        for rel, expected in entry.get("files", {}).items():
+            try:
+                actual = (mdir / rel).stat().st_size
+            except PermissionError:
+                return f"{rel} cannot be read (permission denied)"
+            except OSError:
+                return f"{rel} is missing"
+            if actual != expected:
+                return f"{rel} has the wrong size"
+        return None
+
+    def damage_message(self, method: str, problem: str) -> str:
+        return (
+            f"{self.path} is damaged: {method}/{problem}; "
+            f"{_rebuild_hint(self.path, method, self.documents)}"
+        )
+
+    def verify(self) -> dict[str, list[str]]:
+        """Check every file against the checksums the builds recorded (reads everything).
+
+        Returns the problems found per method (``"source"`` for source.txt); empty
+        when the index is intact. Builds made before checksums were recorded are
+        checked by size only.
+        """
+        problems: dict[str, list[str]] = {}
+        src = self.path / "source.txt"
+        if file_sha256(src) != self.manifest.get("source_sha256"):
+            problems["source"] = ["source.txt does not match its checksum"]
+        for name, entry in self.methods.items():
+            found: list[str] = []
+            size = self._size_problem(entry)
+            if size is not None:
+                found.append(size)
             mdir = self.path / entry.get("dir", "")
-            for rel, expected in entry.get("files", {}).items():
+            for rel, expected in entry.get("sha256", {}).items():
                 f = mdir / rel
-                try:
-                    actual = f.stat().st_size
-                except OSError:
-                    raise IndexDamagedError(
-                        f"{self.path} is damaged: {name} is missing {rel}; "
-                        f"rebuild with: lcr index SOURCE -o {self.path} --method {name} --force"
-                    ) from None
-                if actual != expected:
-                    raise IndexDamagedError(
-                        f"{self.path} is damaged: {name}/{rel} has the wrong size; "
-                        f"rebuild with: lcr index SOURCE -o {self.path} --method {name} --force"
-                    )
+                if f.is_file() and file_sha256(f) != expected:
+                    found.append(f"{rel} does not match its checksum")
+            if found:
+                problems[name] = found
+        return problems
 
     # ---------------------------------------------------------------- creating
     @classmethod
@@ -259,19 +354,24 @@ class Index:
         An existing index over the same documents is reused (methods are added to
         it); one over other documents is refused unless ``force``, and then
         replaced whole. A path that exists but is not an index is never touched.
+
+        Race-free: a new index is made in a temporary folder and renamed into
+        place, and the rename fails if another process got there first; this one
+        then looks again and reuses (or refuses) what the other made.
         """
         if not documents:
             raise InputError("no documents to index")
         p = Path(path)
         source, docs = join_documents(documents)
-        if p.exists():
-            if p.is_dir() and not any(p.iterdir()):
-                p.rmdir()
-            elif not (p / "manifest.json").exists():
-                raise InputError(f"{p} exists and is not an lcr index; refusing to overwrite it")
-            else:
+        for _attempt in range(5):
+            replace = False
+            if p.exists() and not (p.is_dir() and not any(p.iterdir())):
+                if not (p / "manifest.json").exists():
+                    raise InputError(
+                        f"{p} exists and is not an lcr index; refusing to overwrite it"
+                    )
                 try:
-                    existing = cls.open(p)
+                    existing: Index | None = cls.open(p)
                 except (IndexDamagedError, SchemaMismatchError):
                     if not force:
                         raise
@@ -283,10 +383,18 @@ class Index:
                     raise SourceMismatchError(
                         f"{p} indexes other documents than {names}; use --force to replace it"
                     )
-        return cls._write_new(p, source, docs)
+                replace = True
+            made = cls._write_new(p, source, docs, replace=replace)
+            if made is not None:
+                return made
+        raise LostRaceError(f"{p} kept changing while lcr was creating it; run the command again")
 
     @classmethod
-    def _write_new(cls, p: Path, source: str, docs: list[SourceDoc]) -> Index:
+    def _write_new(
+        cls, p: Path, source: str, docs: list[SourceDoc], *, replace: bool
+    ) -> Index | None:
+        """Write a new index and rename it to ``p``; None when another process made
+        (or removed) ``p`` meanwhile, so the caller looks again."""
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.parent / f".{p.name}.tmp-{secrets.token_hex(4)}"
         tmp.mkdir()
@@ -307,24 +415,60 @@ class Index:
             atomic_write_json(tmp / "manifest.json", manifest)
             fsync_dir(tmp)
             old: Path | None = None
-            if p.exists():  # replacing an index with --force
+            if replace:  # replacing an index with --force
                 old = p.parent / f".{p.name}.old-{secrets.token_hex(4)}"
-                os.rename(p, old)
-            os.rename(tmp, p)
+                try:
+                    os.rename(p, old)
+                except FileNotFoundError:  # another process removed it first
+                    return None
+            try:
+                # never replaces a folder with content (ENOTEMPTY/EEXIST): only an
+                # empty one, or none
+                os.rename(tmp, p)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    return None  # another creator won the race
+                raise
             fsync_dir(p.parent)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        return cls(p, manifest, source)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        return cls(p, manifest, source, created=True)
+
+    def discard_if_unused(self) -> bool:
+        """Remove an index this run created when its first build failed, so no empty
+        index is left behind; kept if any method was committed or any LLM output was
+        paid for (the cache lets the next run resume). Returns whether it was removed."""
+        try:
+            with _locked(self.path):
+                self._reload()
+                cache = self.path / "cache"
+                paid = cache.is_dir() and any(f.stat().st_size for f in cache.iterdir())
+                if self.manifest.get("methods") or paid:
+                    return False
+                gone = self.path.parent / f".{self.path.name}.failed-{secrets.token_hex(4)}"
+                os.rename(self.path, gone)
+        except OSError:
+            return False
+        shutil.rmtree(gone, ignore_errors=True)
+        return True
 
     # ------------------------------------------------------------------ access
     @property
     def source(self) -> str:
+        """The text every span points into, checked against its checksum (it is read
+        whole anyway, and a changed source would make every span point at other text)."""
         if self._source is None:
-            with (self.path / "source.txt").open(encoding="utf-8", newline="") as fh:
-                self._source = fh.read()
+            data = (self.path / "source.txt").read_bytes()
+            expected = self.manifest.get("source_sha256")
+            if expected is not None and hashlib.sha256(data).hexdigest() != expected:
+                raise IndexDamagedError(
+                    f"{self.path} is damaged: source.txt does not match its checksum; "
+                    f"rebuild it with: lcr index SOURCE -o {self.path} --force"
+                )
+            self._source = data.decode("utf-8")
         return self._source
 
     @property
@@ -349,6 +493,8 @@ class Index:
                 f"{self.path} has no {name} index; build it with: "
                 f"lcr index {src or 'SOURCE'} -o {self.path} --method {name}"
             )
+        if name in self.damaged:
+            raise IndexDamagedError(self.damaged[name])
         cached = self._readers.get(name)
         if cached is None or cached.entry is not entry:
             cached = MethodReader(self, name, entry)
@@ -379,13 +525,16 @@ class Index:
         *,
         settings: dict[str, Any],
         models: dict[str, str],
+        note: Note | None = None,
     ) -> Iterator[MethodWriter]:
         """Build a method into a temporary folder and commit it atomically on success.
 
         An exception (or a kill) leaves the previous build of the method, if any,
         exactly as it was; the temporary folder is removed or swept next time.
+        ``note`` hears that the build waits for another writer's lock; the
+        recorded build time starts once the lock is held.
         """
-        with _locked(self.path):
+        with _locked(self.path, note):
             self._reload()
             self._sweep()
             build_id = secrets.token_hex(4)
@@ -406,18 +555,27 @@ class Index:
                     "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                     "lcr_version": __version__,
                     "files": _dir_files(tmp),
+                    "sha256": _dir_digests(tmp),
                 }
                 fsync_dir(tmp)
                 os.rename(tmp, self.path / final_name)
                 fsync_dir(self.path)
                 self._commit_entry(method, entry)
+                self.damaged.pop(method, None)
             finally:
                 if tmp.exists():
                     shutil.rmtree(tmp, ignore_errors=True)
             self._sweep()
 
+    def wait_for_writers(self, note: Note | None = None) -> None:
+        """Wait until no other process writes this index, then read its manifest again
+        (what the other process committed meanwhile counts)."""
+        with _locked(self.path, note):
+            self._reload()
+
     def _reload(self) -> None:
         self.manifest = json.loads((self.path / "manifest.json").read_text(encoding="utf-8"))
+        self._check_files()
 
     def _commit_entry(self, method: str, entry: dict[str, Any]) -> None:
         manifest = json.loads((self.path / "manifest.json").read_text(encoding="utf-8"))

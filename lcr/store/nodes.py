@@ -65,16 +65,25 @@ def write_nodes(path: Path, nodes: Iterable[Node]) -> int:
 
 
 def iter_nodes(path: Path) -> Iterator[Node]:
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield Node.from_json(json.loads(line))
-            except (ValueError, KeyError, TypeError) as exc:
-                raise IndexDamagedError(
-                    f"damaged node record at {path}:{lineno} ({exc.__class__.__name__})"
-                ) from None
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        yield from _parse_lines(fh, path)
+
+
+def parse_nodes(data: bytes, path: Path) -> list[Node]:
+    """Nodes from the bytes of ``path`` (already read, e.g. to check their checksum)."""
+    return list(_parse_lines(data.decode("utf-8", errors="replace").split("\n"), path))
+
+
+def _parse_lines(lines: Iterable[str], path: Path) -> Iterator[Node]:
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield Node.from_json(json.loads(line))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise IndexDamagedError(
+                f"damaged node record at {path}:{lineno} ({exc.__class__.__name__})"
+            ) from None
 
 
 def read_nodes(path: Path) -> list[Node]:

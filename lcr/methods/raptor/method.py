@@ -185,9 +185,18 @@ class Raptor(Method):
     build_uses_embedder = True
     built_by_default = False
     build_settings = (
-        Setting("chunk_tokens", 100, "leaf size in tokens; sentences are never cut", paper=True),
-        Setting("reduction_dim", 10, "UMAP output dimensions", paper=True),
-        Setting("threshold", 0.1, "soft membership: join every cluster above it", paper=True),
+        Setting(
+            "chunk_tokens", 100, "leaf size in tokens; sentences are never cut", paper=True, low=1
+        ),
+        Setting("reduction_dim", 10, "UMAP output dimensions", paper=True, low=1),
+        Setting(
+            "threshold",
+            0.1,
+            "soft membership: join every cluster above it",
+            paper=True,
+            low=0,
+            high=1,
+        ),
         Setting(
             "max_clusters",
             50,
@@ -196,24 +205,30 @@ class Raptor(Method):
             "reference code's) 1e-6, and a fit that still collapses retries with 10x more "
             "(up to 4 times), so few or near-identical nodes always cluster",
             paper=True,
+            low=1,
         ),
         Setting(
             "cluster_max_tokens",
             3500,
             "summariser budget; a cluster with more text is clustered again",
             paper=True,
+            low=1,
         ),
-        Setting("max_layers", 5, "most summary layers above the leaves", paper=True),
-        Setting("local_neighbors", 10, "UMAP n_neighbors inside a global cluster", paper=True),
+        Setting("max_layers", 5, "most summary layers above the leaves", paper=True, low=0),
+        Setting(
+            "local_neighbors", 10, "UMAP n_neighbors inside a global cluster", paper=True, low=2
+        ),
         Setting(
             "global_neighbors_cap",
             50,
             "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory",
+            low=2,
         ),
         Setting(
             "summary_max_tokens",
             150,
             "most new tokens per summary (the paper's summaries average ~130 tokens)",
+            low=1,
         ),
         Setting(
             "batch_size",
@@ -221,8 +236,15 @@ class Raptor(Method):
             "summaries per LLM batch; 0 = auto: a whole layer, which the backend batches on "
             "a GPU, decodes together with llama.cpp or sends --concurrency at a time to a "
             "server (each summary is cached as it completes)",
+            low=0,
         ),
-        Setting("seed", 224, "seed of UMAP and the mixtures (the reference code's)"),
+        Setting(
+            "seed",
+            224,
+            "seed of UMAP and the mixtures (the reference code's)",
+            low=0,
+            high=2**32 - 1,
+        ),
     )
     query_settings = (
         Setting(
@@ -237,14 +259,16 @@ class Raptor(Method):
             2000,
             "collapsed tree: token budget of the context (lcr's model-free token count)",
             paper=True,
+            low=1,
         ),
-        Setting("top_k", 5, "traversal: nodes kept per layer (-k overrides)"),
+        Setting("top_k", 5, "traversal: nodes kept per layer (-k overrides)", low=1),
         Setting(
             "depth",
             0,
             "traversal: layers descended from the root layer (the paper's d); "
             "0 = down to the leaves, as the paper's traversal",
             paper=True,
+            low=0,
         ),
     )
 

@@ -1,0 +1,153 @@
+"""Settings and arguments: every value is checked when parsed, with a message naming the range."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lcr.cli import main
+from lcr.config import Setting
+from lcr.errors import SettingError
+from lcr.methods import get_method, method_names
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    code = exc.value.code
+    return (code if isinstance(code, int) else 1), out.out, out.err
+
+
+def all_settings() -> list[tuple[str, Setting]]:
+    return [
+        (name, s)
+        for name in method_names()
+        for s in (*get_method(name).build_settings, *get_method(name).query_settings)
+    ]
+
+
+@pytest.mark.parametrize(("method", "setting"), all_settings(), ids=lambda x: getattr(x, "name", x))
+def test_every_setting_declares_its_valid_values(method: str, setting: Setting) -> None:
+    assert setting.declares_valid_values(), f"{method}.{setting.name} has no range or choices"
+    # the default itself is valid: parsing its text gives it back
+    assert setting.parse(str(setting.default)) == setting.default
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory, cinderella: Path) -> Path:
+    folder = tmp_path_factory.mktemp("settings")
+    story = folder / "cinderella.txt"
+    shutil.copy(cinderella, story)
+    with pytest.raises(SystemExit) as exc:
+        main(["index", str(story), "-q", "-m", "bm25"])
+    assert exc.value.code == 0
+    return folder / "cinderella.idx"
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("mixpr.alpha_local=2", "mixpr.alpha_local must be between 0 and 1; got '2'"),
+        ("mixpr.max_iter=-5", "mixpr.max_iter must be at least 1"),
+        ("mixpr.top_k=-3", "mixpr.top_k must be at least 1"),
+        ("bm25.top_k=0", "bm25.top_k must be at least 1"),
+        ("mixpr.sim_share=7", "mixpr.sim_share must be between 0 and 1"),
+        ("mixpr.tol=nan", "mixpr.tol takes a finite number at least 0"),
+        ("mixpr.router_threshold=-1", "mixpr.router_threshold must be between 0 and 1"),
+        ("raptor.top_k=0", "raptor.top_k must be at least 1"),
+        ("hybrid.sparse_weight=1.5", "hybrid.sparse_weight must be between 0 and 1"),
+    ],
+)
+def test_bad_query_setting_is_refused_before_any_work(
+    assignment: str, message: str, index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # bm25 retrieval: a bad value for another method is refused all the same
+    code, out, err = run(["retrieve", str(index), "q", "--set", assignment], capsys)
+    assert code == 2 and out == ""
+    assert err.strip() == f"lcr: {message}" or message in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("mixpr.threshold=-1", "mixpr.threshold must be between 0 and 1"),
+        ("bm25.k1=-3", "bm25.k1 must be at least 0"),
+        ("bm25.b=2", "bm25.b must be between 0 and 1"),
+        ("bm25.stemmer=klingon", "bm25.stemmer must be one of none, arabic"),
+        ("bm25.stopwords=xx", "bm25.stopwords must be one of none, en"),
+        ("bm25.chunk_tokens=-5", "bm25.chunk_tokens must be at least 1; got '-5'"),
+        ("raptor.seed=-1", "raptor.seed must be between 0 and 4294967295"),
+        ("bm25.k1=abc", "bm25.k1 takes a finite number at least 0, got 'abc'"),
+    ],
+)
+def test_bad_build_setting_is_refused_and_nothing_is_built(
+    assignment: str,
+    message: str,
+    tmp_path: Path,
+    cinderella: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    story = tmp_path / "c.txt"
+    shutil.copy(cinderella, story)
+    code, _, err = run(["index", str(story), "-q", "--set", assignment], capsys)
+    assert code == 2 and message in err, err
+    assert "max_tokens" not in err  # no internal name leaks
+    assert not (tmp_path / "c.idx").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-k", "0"], "Invalid value for '-k': 0 is not in the range x>=1"),
+        (["-k", "-1"], "Invalid value for '-k': -1 is not in the range x>=1"),
+    ],
+)
+def test_bad_k_is_a_usage_error(
+    args: list[str], message: str, index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["retrieve", str(index), "q", *args], capsys)
+    assert code == 2 and message in err, err
+
+
+@pytest.mark.parametrize("question", ["", "   \t"])
+def test_empty_question_is_a_usage_error(
+    question: str, index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["retrieve", str(index), question], capsys)
+    assert (code, out, err) == (2, "", "lcr: the question is empty\n")
+
+
+def test_library_refuses_bad_k_and_empty_question_as_usage_errors(index: Path) -> None:
+    from lcr import pipeline
+    from lcr.errors import UsageError
+    from lcr.models.base import Models, ModelSpec
+    from lcr.store import Index
+
+    idx = Index.open(index)
+    models = Models(spec=ModelSpec(device="cpu"))
+    with pytest.raises(UsageError, match="-k must be at least 1"):
+        pipeline.retrieve(idx, "bm25", "who?", models, k=0)
+    with pytest.raises(UsageError, match="the question is empty"):
+        pipeline.retrieve(idx, "bm25", " ", models)
+    assert len(pipeline.retrieve(idx, "bm25", "who?", models, k=1).evidence.items) == 1
+
+
+def test_settings_list_shows_each_range(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["methods", "--settings"], capsys)
+    assert code == 0
+    assert "mixpr.alpha_local=0.6 (paper)" in out and "[between 0 and 1]" in out
+    assert "bm25.chunk_tokens=128" in out and "[at least 1]" in out
+    assert "[one of auto|local|global]" in out
+
+
+def test_range_check_is_inclusive() -> None:
+    s = Setting("x", 0.5, "h", low=0, high=1)
+    assert s.parse("0") == 0.0 and s.parse("1") == 1.0
+    with pytest.raises(SettingError, match=r"x must be between 0 and 1; got '1\.0001'"):
+        s.parse("1.0001")
+    with pytest.raises(SettingError, match="finite"):
+        s.parse("inf")
