@@ -221,6 +221,21 @@ def retrieve(
     k: int | None = None,
     progress: Progress = NULL_PROGRESS,
 ) -> Result:
+    return _retrieve(index, method_name, question, models, sets, k=k, progress=progress)
+
+
+def _retrieve(
+    index: Index,
+    method_name: str,
+    question: str,
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    k: int | None = None,
+    progress: Progress = NULL_PROGRESS,
+    answer_tokens: int | None = None,
+) -> Result:
+    """Retrieval; with ``answer_tokens``, also the answer of a method that writes its own."""
     question = _check_question(question)
     method = get_method(method_name)
     settings = query_settings(method, sets)
@@ -230,11 +245,12 @@ def retrieve(
     models.require(method.llm_needs("query", settings), f"{method.name} retrieval")
     _align_models(reader.entry.get("models", {}), models)
     started = time.perf_counter()
-    evidence = method.retrieve(
-        QueryContext(index.source, index.documents, reader, models, settings, progress),
-        question,
-        k,
-    )
+    ctx = QueryContext(index.source, index.documents, reader, models, settings, progress)
+    answer: str | None = None
+    if answer_tokens is not None:
+        evidence, answer = method.retrieve_and_answer(ctx, question, k, answer_tokens)
+    else:
+        evidence = method.retrieve(ctx, question, k)
     elapsed = time.perf_counter() - started
     used_models = dict(reader.entry.get("models", {}))
     if method.retrieval_uses_llm(settings):
@@ -243,8 +259,9 @@ def retrieve(
         question=question,
         method=method.name,
         evidence=evidence,
+        answer=answer,
         usage=evidence.usage,
-        timings={"retrieve_s": elapsed},
+        timings={"retrieve_s" if answer is None else "retrieve_and_answer_s": elapsed},
         models=used_models,
     )
 
@@ -268,6 +285,17 @@ def ask(
         method.llm_needs("query", query_settings(method, sets)) | {Capability.GENERATE},
         f"answering with {method.name}",
     )
+    if method.answers_in_retrieval:  # the answer comes from the search's own context
+        return _retrieve(
+            index,
+            method_name,
+            question,
+            models,
+            sets,
+            k=k,
+            progress=progress,
+            answer_tokens=max_new_tokens,
+        )
     result = retrieve(index, method_name, question, models, sets, k=k, progress=progress)
     ordered = result.evidence.in_document_order()
     started = time.perf_counter()

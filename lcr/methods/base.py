@@ -67,6 +67,9 @@ class Method(ABC):
     build_uses_llm: ClassVar[bool] = False
     build_uses_embedder: ClassVar[bool] = False
     built_by_default: ClassVar[bool] = False  # part of a plain `lcr index`
+    # the search itself ends holding the answer's context (PECAN's KV cache): `lcr ask`
+    # calls retrieve_and_answer instead of retrieve + the shared answer step
+    answers_in_retrieval: ClassVar[bool] = False
 
     def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
         """Whether ``retrieve`` (not the answer) needs the LLM with these settings."""
@@ -93,6 +96,12 @@ class Method(ABC):
     @abstractmethod
     def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
         """Evidence for ``question``; ``k`` (``-k``) overrides the method's default count."""
+
+    def retrieve_and_answer(
+        self, ctx: QueryContext, question: str, k: int | None, max_new_tokens: int
+    ) -> tuple[Evidence, str]:
+        """Evidence and the answer, for a method with ``answers_in_retrieval``."""
+        raise NotImplementedError(f"{self.name} answers through the shared answer step")
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
