@@ -113,10 +113,8 @@ def bench_one_generation(name: str, variant: str, s: int, new: int) -> dict[str,
         gen = generate_with_attention(llm, prompt.ids, spans=prompt.spans, max_new_tokens=new)
         text, count = gen.text, gen.completion_tokens
     else:
-        from lcr.methods.pecan.prompts import BUILD_HEAD, BUILD_TAIL, segment_line
-
-        content = BUILD_HEAD + "".join(segment_line(c) for c in batch) + BUILD_TAIL
-        plain = llm.generate([{"role": "user", "content": content}], max_new_tokens=new)
+        # the backend's own generation on the very same token ids
+        plain = llm._generate([prompt.ids], new, (), 0.0)[0]
         text, count = plain.text, plain.completion_tokens
     seconds = time.perf_counter() - started
     return {
