@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import scipy.sparse as sp
 
+from lcr.errors import ModelError
 from lcr.methods.pecan.graph import attention_scores, best_candidate, position_weighted
 from lcr.methods.pecan.prompts import search_prompt, segment_line
 from lcr.models.attention import NodeKVCache, first_token_ids
@@ -102,7 +103,7 @@ def dynamic_search(
     prompt = search_prompt(llm, question)
     yes_ids, no_ids = first_token_ids(llm, "Yes"), first_token_ids(llm, "No")
     if yes_ids & no_ids:
-        raise ValueError("Yes and No start with the same token")
+        raise ModelError(f"{llm.model_id}: Yes and No start with the same token")
     window = min(llm.context_window, params.max_context)
     reserve = max(len(prompt.check), *(len(a) for a in prompt.answers.values()))
     reserve += params.answer_tokens
