@@ -308,6 +308,22 @@ def retrieve(
     note: Callable[[str], None] | None = None,
 ) -> Result:
     """Evidence for ``question``; ``note`` hears (once) when retrieval loads the LLM."""
+    return _retrieve(index, method_name, question, models, sets, k=k, progress=progress, note=note)
+
+
+def _retrieve(
+    index: Index,
+    method_name: str,
+    question: str,
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    k: int | None = None,
+    progress: Progress = NULL_PROGRESS,
+    note: Callable[[str], None] | None = None,
+    answer_tokens: int | None = None,
+) -> Result:
+    """Retrieval; with ``answer_tokens``, also the answer of a method that writes its own."""
     question = _check_question(question)
     method = get_method(method_name)
     settings = query_settings(method, sets)
@@ -322,11 +338,12 @@ def retrieve(
     if note is not None and message is not None:
         note(message)
     started = time.perf_counter()
-    evidence = method.retrieve(
-        QueryContext(index.source, index.documents, reader, models, settings, progress),
-        question,
-        k,
-    )
+    ctx = QueryContext(index.source, index.documents, reader, models, settings, progress)
+    answer: str | None = None
+    if answer_tokens is not None:
+        evidence, answer = method.retrieve_and_answer(ctx, question, k, answer_tokens)
+    else:
+        evidence = method.retrieve(ctx, question, k)
     elapsed = time.perf_counter() - started
     evidence.items = evidence.in_rank_order()  # one order for every method and output
     used_models = dict(reader.entry.get("models", {}))
@@ -337,8 +354,9 @@ def retrieve(
         question=question,
         method=method.name,
         evidence=evidence,
+        answer=answer,
         usage=evidence.usage,
-        timings={"retrieve_s": elapsed},
+        timings={"retrieve_s" if answer is None else "retrieve_and_answer_s": elapsed},
         models=used_models,
     )
 
@@ -363,6 +381,18 @@ def ask(
         method.llm_needs("query", query_settings(method, sets)) | {Capability.GENERATE},
         f"answering with {method.name}",
     )
+    if method.answers_in_retrieval:  # the answer comes from the search's own context
+        return _retrieve(
+            index,
+            method_name,
+            question,
+            models,
+            sets,
+            k=k,
+            progress=progress,
+            note=note,
+            answer_tokens=max_new_tokens,
+        )
     result = retrieve(index, method_name, question, models, sets, k=k, progress=progress, note=note)
     ordered = result.evidence.in_document_order()
     started = time.perf_counter()

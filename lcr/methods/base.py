@@ -69,6 +69,9 @@ class Method(ABC):
     built_by_default: ClassVar[bool] = False  # part of a plain `lcr index`
     # why retrieval loads the LLM and how to avoid it, for the note said when it loads
     retrieval_llm_reason: ClassVar[str] = ""
+    # the search itself ends holding the answer's context (PECAN's KV cache): `lcr ask`
+    # calls retrieve_and_answer instead of retrieve + the shared answer step
+    answers_in_retrieval: ClassVar[bool] = False
 
     def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
         """Whether ``retrieve`` (not the answer) needs the LLM with these settings."""
@@ -95,6 +98,12 @@ class Method(ABC):
     @abstractmethod
     def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
         """Evidence for ``question``; ``k`` (``-k``) overrides the method's default count."""
+
+    def retrieve_and_answer(
+        self, ctx: QueryContext, question: str, k: int | None, max_new_tokens: int
+    ) -> tuple[Evidence, str]:
+        """Evidence and the answer, for a method with ``answers_in_retrieval``."""
+        raise NotImplementedError(f"{self.name} answers through the shared answer step")
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:

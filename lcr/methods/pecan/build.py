@@ -1,0 +1,236 @@
+"""Attention Graph Construction (section 3.1): the hierarchical weighted DAG.
+
+Level 0 (the paper's level 1) is the text cut into chunks of ``chunk_tokens``
+tokens of the LLM's tokenizer (sentences kept whole where they fit). Per level,
+consecutive nodes are batched up to ``s`` tokens and the LLM writes bullet-point
+Information Points (Table A1); each point becomes a node one level up, with an
+edge to every node of its batch weighted by the attention its tokens paid to
+that node's tokens while they were generated (normalised to sum to 1). Levels
+repeat until one level's text fits a single batch: that level is the top.
+
+Each batch's points and weights go to the index's LLM cache the moment they
+exist, so a killed build resumes without generating any finished batch again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lcr.errors import LcrError, LLMCallError, SettingError
+from lcr.methods.base import BuildContext
+from lcr.methods.pecan.graph import (
+    batch_nodes,
+    information_points,
+    merge_spans,
+    point_weights,
+    tokens_in,
+)
+from lcr.methods.pecan.prompts import PROMPT_VERSION, build_overhead, build_prompt, segment_line
+from lcr.models.attention import generate_with_attention, token_char_ends
+from lcr.store import Node, cache_key
+
+if TYPE_CHECKING:
+    from lcr.models.transformers_llm import TransformersLLM
+
+
+@dataclass
+class Graph:
+    """Nodes of every level in order, and the edges (higher, lower, weight)."""
+
+    nodes: list[Node] = field(default_factory=list)
+    edges: list[tuple[int, int, float]] = field(default_factory=list)
+    levels: list[int] = field(default_factory=list)  # nodes per level, bottom first
+    stop: str = ""
+
+
+@dataclass
+class BuildCounters:
+    batches: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    empty_batches: int = 0
+
+
+@dataclass(frozen=True)
+class BuildParams:
+    chunk_tokens: int
+    s: int
+    max_new_tokens: int
+    max_levels: int
+
+
+def effective_s(llm: TransformersLLM, params: BuildParams) -> int:
+    """``s``, lowered when a batch of ``s`` tokens plus the prompt and the reply would not
+    fit the model's window (a small model's window is below the paper's 8K)."""
+    room = llm.context_window - build_overhead(llm) - params.max_new_tokens - 1
+    if room < params.chunk_tokens:
+        raise SettingError(
+            f"pecan: {llm.model_id}'s window of {llm.context_window} tokens leaves {room} for a "
+            f"batch; lower pecan.max_new_tokens or pecan.chunk_tokens"
+        )
+    return min(params.s, room)
+
+
+def leaf_nodes(ctx: BuildContext, llm: TransformersLLM, chunk_tokens: int) -> list[Node]:
+    from lcr.text.chunking import token_windows
+
+    nodes: list[Node] = []
+    for doc, start, text in ctx.doc_texts():
+        for chunk in token_windows(text, chunk_tokens, count=llm.count_tokens, offset=start):
+            nodes.append(
+                Node(
+                    f"c{len(nodes)}",
+                    0,
+                    chunk.text,
+                    [(chunk.start, chunk.end)],
+                    doc,
+                    meta={"tokens": llm.count_tokens(segment_line(chunk.text))},
+                )
+            )
+    return nodes
+
+
+def _batch_points(
+    ctx: BuildContext,
+    llm: TransformersLLM,
+    texts: list[str],
+    params: BuildParams,
+    counters: BuildCounters,
+    level: int,
+) -> tuple[list[str], list[list[float]]]:
+    """One batch's points and their weights over the batch's nodes, through the cache."""
+    prompt = build_prompt(llm, texts)
+    key = cache_key(PROMPT_VERSION, llm.model_id, prompt.ids, params.max_new_tokens)
+    hit = ctx.cache.get(key)
+    if isinstance(hit, dict) and isinstance(hit.get("points"), list):
+        counters.cached += 1
+        return [str(p) for p in hit["points"]], [[float(x) for x in w] for w in hit["weights"]]
+    started = time.perf_counter()
+    try:
+        gen = generate_with_attention(
+            llm, prompt.ids, spans=prompt.spans, max_new_tokens=params.max_new_tokens
+        )
+    except LcrError:
+        raise
+    except Exception as exc:
+        raise LLMCallError(
+            f"LLM call failed while writing PECAN level {level + 1} "
+            f"({exc.__class__.__name__}: {exc}); batches already written are kept, "
+            "run the same command again to resume"
+        ) from exc
+    finally:
+        counters.seconds += time.perf_counter() - started
+    attention = gen.attention.numpy()
+    ends = token_char_ends(llm, gen.tokens)
+    points = information_points(gen.text)
+    weights = [
+        [float(x) for x in point_weights(attention, tokens_in(ends, p.start, p.end))]
+        for p in points
+    ]
+    texts_out = [p.text for p in points]
+    ctx.cache.put(
+        key,
+        {
+            "points": texts_out,
+            "weights": weights,
+            "prompt_tokens": gen.prompt_tokens,
+            "completion_tokens": gen.completion_tokens,
+        },
+    )
+    counters.batches += 1
+    counters.prompt_tokens += gen.prompt_tokens
+    counters.completion_tokens += gen.completion_tokens
+    return texts_out, weights
+
+
+def build_graph(
+    ctx: BuildContext, llm: TransformersLLM, params: BuildParams, counters: BuildCounters
+) -> Graph:
+    s = effective_s(llm, params)
+    graph = Graph(nodes=leaf_nodes(ctx, llm, params.chunk_tokens))
+    current = list(range(len(graph.nodes)))
+    graph.levels.append(len(current))
+    level = 0
+    while True:
+        tokens = [int(graph.nodes[i].meta["tokens"]) for i in current]
+        if sum(tokens) <= s:
+            graph.stop = f"level {level} fits one batch of {s} tokens"
+            break
+        if level >= params.max_levels:
+            graph.stop = f"pecan.max_levels ({params.max_levels}) reached"
+            break
+        batches = batch_nodes(tokens, s)
+        task = ctx.progress.task(
+            f"pecan: level {level + 1}: {len(batches)} batches", total=len(batches)
+        )
+        new: list[int] = []
+        for batch in batches:
+            members = [current[j] for j in batch]
+            points, weights = _batch_points(
+                ctx, llm, [graph.nodes[m].text for m in members], params, counters, level
+            )
+            if not points:
+                counters.empty_batches += 1
+            spans = merge_spans([sp for m in members for sp in graph.nodes[m].spans])
+            for text, w in zip(points, weights, strict=True):
+                idx = len(graph.nodes)
+                graph.nodes.append(
+                    Node(
+                        f"p{level + 1}-{len(new)}",
+                        level + 1,
+                        text,
+                        spans,
+                        graph.nodes[members[0]].doc,
+                        children=[graph.nodes[m].id for m in members],
+                        meta={"tokens": llm.count_tokens(segment_line(text))},
+                    )
+                )
+                graph.edges.extend((idx, m, wt) for m, wt in zip(members, w, strict=True))
+                new.append(idx)
+            task.advance()
+        level += 1
+        graph.levels.append(len(new))
+        if not new:
+            graph.stop = f"level {level} has no information points"
+            graph.levels.pop()
+            level -= 1
+            break
+        new_total = sum(int(graph.nodes[i].meta["tokens"]) for i in new)
+        current = new
+        if new_total >= sum(tokens):
+            graph.stop = f"level {level} is no shorter than the level below"
+            break
+    ctx.out.stats["s_effective"] = s
+    if s < params.s:
+        ctx.warn(
+            f"pecan: batches capped at {s} tokens (pecan.s={params.s}) to fit "
+            f"{llm.model_id}'s window of {llm.context_window}"
+        )
+    return graph
+
+
+def embed_nodes(ctx: BuildContext, nodes: list[Node]) -> np.ndarray:
+    if not nodes:
+        return np.zeros((0, ctx.models.embedder.dim), dtype=np.float32)
+    emb = ctx.models.embedder.encode([n.text for n in nodes])
+    return np.asarray(emb, dtype=np.float32)
+
+
+def stats_of(graph: Graph, counters: BuildCounters) -> dict[str, Any]:
+    return {
+        "levels": graph.levels,
+        "stop": graph.stop,
+        "edges": len(graph.edges),
+        "llm_batches": counters.batches,
+        "llm_cached": counters.cached,
+        "llm_empty_batches": counters.empty_batches,
+        "llm_prompt_tokens": counters.prompt_tokens,
+        "llm_completion_tokens": counters.completion_tokens,
+        "llm_seconds": round(counters.seconds, 3),
+    }

@@ -1,0 +1,140 @@
+"""PECAN's prompts (Tables A1 and A2, word for word) as token pieces.
+
+Prompts are assembled as token ids piece by piece, not as one string, because
+PECAN needs to know which tokens belong to which input node (edge weights), to
+the question (r), and to reuse the node pieces in a KV cache. Each segment is
+shown on one line as ``* text`` (the papers' examples show segments so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lcr.errors import ModelError
+from lcr.models.base import Message
+
+if TYPE_CHECKING:
+    from lcr.models.transformers_llm import TransformersLLM
+
+PROMPT_VERSION = "pecan-v1"
+
+# Table A1 (Attention Graph Construction); the segments go where {segments} is.
+BUILD_HEAD = (
+    "Summary the following information. Each segment is separated by a new line symbol.\n\n"
+)
+BUILD_TAIL = (
+    "\n"
+    "Split your summary into different summary points according to the semantic information "
+    "in these information points. It is not necessary to generate each summary point for each "
+    "information point. Gather and organize information into summary points. In each summary "
+    "point, try to avoid using pronouns like he/she/they and instead use full names. Generate "
+    "in the format of:\n\n"
+    "* summary point\n* summary point\n* summary point\n.....\n\n"
+    "Do not provide any explanation and start the summary directly."
+)
+
+# Table A2 (Graph Search): first turn, then second turn.
+SEARCH_HEAD = (
+    'Can this question be answered by the following information? Response "Yes" or "No" in '
+    "one word. Do not provide any explanation.\n\nQuestion:\n"
+)
+SEARCH_MID = "\n\nInformation:\n"
+SECOND_TURN = (
+    "Given the above information and question, answer the question as concisely as you can."
+)
+
+_SLOT = "\u0000PECAN-SLOT\u0000"
+
+
+def segment_line(text: str) -> str:
+    """A node as one line of a prompt."""
+    return "* " + " ".join(text.split()) + "\n"
+
+
+def render_text(llm: TransformersLLM, messages: Sequence[Message]) -> str:
+    """The chat-templated conversation as text, ending with the assistant's turn opening
+    (a tokenizer without a template: contents joined by blank lines, as the backend does)."""
+    tok = llm.tokenizer
+    if getattr(tok, "chat_template", None):
+        return str(
+            tok.apply_chat_template(
+                [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+            )
+        )
+    return "\n\n".join(m["content"] for m in messages) + "\n\n"
+
+
+def _split(llm: TransformersLLM, messages: Sequence[Message]) -> tuple[str, str]:
+    text = render_text(llm, messages)
+    if text.count(_SLOT) != 1:
+        raise ModelError(f"the chat template of {llm.model_id} does not keep the message text")
+    before, _, after = text.partition(_SLOT)
+    return before, after
+
+
+@dataclass
+class BuildPrompt:
+    """Token ids of one batch's prompt and the ``[start, end)`` span of each input node."""
+
+    ids: list[int]
+    spans: list[tuple[int, int]]
+
+
+def build_prompt(llm: TransformersLLM, texts: Sequence[str]) -> BuildPrompt:
+    before, after = _split(llm, [{"role": "user", "content": BUILD_HEAD + _SLOT + BUILD_TAIL}])
+    ids = llm.encode(before)
+    spans: list[tuple[int, int]] = []
+    for t in texts:
+        piece = llm.encode(segment_line(t))
+        spans.append((len(ids), len(ids) + len(piece)))
+        ids.extend(piece)
+    ids.extend(llm.encode(after))
+    return BuildPrompt(ids, spans)
+
+
+def build_overhead(llm: TransformersLLM) -> int:
+    """Tokens of the build prompt around the segments."""
+    return len(build_prompt(llm, []).ids)
+
+
+@dataclass
+class SearchPrompt:
+    """The cached prefix, where the question sits in it, and the two suffixes.
+
+    ``prefix`` ends right before the first node; ``check`` closes the first turn
+    and opens the answer (Yes/No read after it); ``answers[word]`` is the check
+    suffix, the first-turn reply ``word``, and the second turn, ready to generate.
+    """
+
+    prefix: list[int]
+    question: tuple[int, int]
+    check: list[int]
+    answers: dict[str, list[int]]
+
+
+def search_prompt(llm: TransformersLLM, question: str) -> SearchPrompt:
+    q = " ".join(question.split())
+    first: Message = {"role": "user", "content": SEARCH_HEAD + q + SEARCH_MID + _SLOT}
+    before, after = _split(llm, [first])
+    head_end = before.rfind(SEARCH_HEAD + q + SEARCH_MID)
+    if head_end < 0:
+        raise ModelError(f"the chat template of {llm.model_id} changes the message text")
+    q_start = head_end + len(SEARCH_HEAD)
+    ids = llm.encode(before[:q_start])
+    q_ids = llm.encode(q)
+    span = (len(ids), len(ids) + len(q_ids))
+    ids = ids + q_ids + llm.encode(before[q_start + len(q) :])
+    answers: dict[str, list[int]] = {}
+    for word in ("Yes", "No"):
+        convo: list[Message] = [
+            first,
+            {"role": "assistant", "content": word},
+            {"role": "user", "content": SECOND_TURN},
+        ]
+        b2, a2 = _split(llm, convo)
+        if b2 != before:
+            raise ModelError(f"the chat template of {llm.model_id} rewrites earlier turns")
+        answers[word] = llm.encode(a2)
+    return SearchPrompt(ids, span, llm.encode(after), answers)

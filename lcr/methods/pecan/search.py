@@ -1,0 +1,173 @@
+"""Dynamic Graph Search (section 3.2, appendices B and C) over a node-level KV cache.
+
+The visited set starts as the top-level nodes. While the LLM does not answer
+"Yes" (read from the logits after the first-turn suffix, which is then rolled
+back), the node with the best z = E^T r + cos(embedding, question) is appended
+to the cache; r is each visited node's attention to the question's tokens
+times its position (the question is position 1). The search stops after
+``patience`` Yes answers, when the next node would not fit the window, or when
+the graph is exhausted; the answer is the second turn, from the same cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from lcr.errors import ModelError
+from lcr.methods.pecan.graph import attention_scores, best_candidate, position_weighted
+from lcr.methods.pecan.prompts import search_prompt, segment_line
+from lcr.models.attention import NodeKVCache, first_token_ids
+
+if TYPE_CHECKING:
+    from lcr.models.transformers_llm import TransformersLLM
+
+SCORES = ("attention+embedding", "attention", "embedding")
+
+
+@dataclass(frozen=True)
+class SearchParams:
+    patience: int = 1
+    yes_threshold: float = 0.5
+    score: str = "attention+embedding"
+    progress_control: bool = True
+    fixed_nodes: int = 10
+    max_context: int = 8192
+    max_nodes: int | None = None  # -k
+    answer_tokens: int = 256
+
+
+@dataclass
+class Step:
+    """One visited node: why it was chosen and what the LLM said after it joined."""
+
+    node: int
+    score: float  # the score it was chosen by (initial top-level nodes: their cosine)
+    z: float | None  # E^T r at selection (None for the initial top-level nodes)
+    cos: float
+    r: float = 0.0  # its attention to the question, times its position
+    p_yes: float | None = None  # P(Yes) of the check made right after it joined
+
+
+@dataclass
+class SearchResult:
+    steps: list[Step] = field(default_factory=list)
+    checks: list[float] = field(default_factory=list)
+    stop: str = ""
+    answer: str | None = None
+    context_tokens: int = 0
+    encoded: dict[str, int] = field(default_factory=dict)
+
+
+def initial_nodes(levels: np.ndarray, cos: np.ndarray, params: SearchParams) -> list[int]:
+    """The top-level nodes in order; with a node budget (fixed count or -k), at most
+    budget / levels of them (at least 1), the most similar first chosen (Table 2's rule)."""
+    top = [int(i) for i in np.flatnonzero(levels == levels.max())] if len(levels) else []
+    budget = params.max_nodes if params.progress_control else params.fixed_nodes
+    if params.max_nodes is not None:
+        budget = min(budget or params.max_nodes, params.max_nodes)
+    if budget is None:
+        return top
+    n_levels = int(levels.max()) + 1 if len(levels) else 1
+    cap = max(1, budget // n_levels) if not params.progress_control else budget
+    cap = min(cap, budget)
+    if len(top) <= cap:
+        return top
+    order = sorted(top, key=lambda i: (-float(cos[i]), i))[:cap]
+    return sorted(order)
+
+
+def combined_scores(z: np.ndarray, cos: np.ndarray, score: str) -> np.ndarray:
+    """The final retrieval score (section 3.2.2) or one of Table 2's ablations."""
+    if score == "embedding":
+        return cos.astype(np.float64)
+    if score == "attention":
+        return z
+    return z + cos
+
+
+def dynamic_search(
+    llm: TransformersLLM,
+    question: str,
+    texts: list[str],
+    levels: np.ndarray,
+    edges: sp.csr_array,
+    cos: np.ndarray,
+    params: SearchParams,
+    *,
+    answer: bool,
+) -> SearchResult:
+    prompt = search_prompt(llm, question)
+    yes_ids, no_ids = first_token_ids(llm, "Yes"), first_token_ids(llm, "No")
+    if yes_ids & no_ids:
+        raise ModelError(f"{llm.model_id}: Yes and No start with the same token")
+    window = min(llm.context_window, params.max_context)
+    reserve = max(len(prompt.check), *(len(a) for a in prompt.answers.values()))
+    reserve += params.answer_tokens
+    result = SearchResult()
+    cache = NodeKVCache(llm, prompt.prefix, prompt.question)
+    encoded = {"prefix": len(prompt.prefix), "nodes": 0, "checks": 0, "answer": 0}
+    r = np.zeros(len(texts), dtype=np.float64)
+    visited: set[int] = set()
+    budget = params.max_nodes if params.progress_control else params.fixed_nodes
+    if params.max_nodes is not None and budget is not None:
+        budget = min(budget, params.max_nodes)
+
+    def visit(i: int, score: float, z: float | None) -> bool:
+        ids = llm.encode(segment_line(texts[i]))
+        if len(cache) + len(ids) + reserve > window:
+            result.stop = (
+                f"context window full: {len(cache)} tokens in use, the next node needs "
+                f"{len(ids)} more and the answer {reserve} (window {window})"
+            )
+            return False
+        raw = cache.append(ids)
+        encoded["nodes"] += len(ids)
+        position = len(result.steps) + 2  # the question is position 1
+        r[i] = position_weighted(raw, position)
+        visited.add(i)
+        result.steps.append(Step(i, score, z, float(cos[i]), float(r[i])))
+        return True
+
+    full = False
+    for i in initial_nodes(levels, cos, params):
+        if not visit(i, float(cos[i]), None):
+            full = True
+            break
+    yes_count = 0
+    last_word = "Yes"
+    while not full:
+        if params.progress_control and result.steps:
+            p = cache.yes_probability(prompt.check, yes_ids, no_ids)
+            encoded["checks"] += len(prompt.check)
+            result.checks.append(p)
+            result.steps[-1].p_yes = p
+            last_word = "Yes" if p > params.yes_threshold else "No"
+            if last_word == "Yes":
+                yes_count += 1
+                if yes_count >= params.patience:
+                    result.stop = f"the LLM said Yes {yes_count} time(s)"
+                    break
+        if budget is not None and len(result.steps) >= budget:
+            result.stop = f"{budget} nodes visited"
+            break
+        z = attention_scores(edges, r)
+        scores = combined_scores(z, cos, params.score)
+        nxt = best_candidate(scores, visited)
+        if nxt is None:
+            result.stop = "every node visited"
+            break
+        if not visit(nxt, float(scores[nxt]), float(z[nxt])):
+            break
+    if answer:
+        suffix = prompt.answers[last_word]
+        before = llm.usage.completion_tokens
+        result.answer, _ = cache.answer(suffix, params.answer_tokens)
+        encoded["answer"] = len(suffix)
+        encoded["generated"] = llm.usage.completion_tokens - before
+    result.context_tokens = len(cache)
+    result.encoded = encoded
+    return result

@@ -1,0 +1,365 @@
+"""PECAN: pure rules, the attention machinery on smollm2-135m, the built graph, the search.
+
+Real-model tests run on the opening of Cinderella (a real story, cut to keep
+them fast) with small chunk and batch settings; the CLI test kills a real
+build process and resumes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from lcr import pipeline
+from lcr.errors import CapabilityError, ModelError
+from lcr.methods import get_method
+from lcr.methods.pecan.graph import (
+    attention_scores,
+    batch_nodes,
+    best_candidate,
+    edge_matrix,
+    information_points,
+    point_weights,
+    tokens_in,
+)
+from lcr.methods.pecan.prompts import BUILD_HEAD, SEARCH_HEAD, SECOND_TURN, search_prompt
+from lcr.methods.pecan.prompts import segment_line as line
+from lcr.models.attention import NodeKVCache, generate_with_attention, span_mean_matrix
+from lcr.models.base import Models, ModelSpec
+from lcr.store import DocumentInput, Index
+from tests.conftest import REPO, SHARED_DATA
+from tests.fakes import ScriptedLLM
+
+EXCERPT_CHARS = 1500
+BUILD_SETS = ["pecan.chunk_tokens=100", "pecan.s=256", "pecan.max_new_tokens=24"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread() -> Iterator[None]:
+    """One torch thread: two threads on a busy 2-core machine spin against each other."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _excerpt() -> str:
+    return (SHARED_DATA / "stories" / "cinderella.txt").read_text(encoding="utf-8")[:EXCERPT_CHARS]
+
+
+def _index(path: Path, text: str) -> Index:
+    raw = text.encode("utf-8")
+    return Index.create(
+        path, [DocumentInput("c.txt", text, hashlib.sha256(raw).hexdigest(), len(raw))]
+    )
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory, smollm: Any, embedder: Any) -> Index:
+    index = _index(tmp_path_factory.mktemp("pecan") / "c.idx", _excerpt())
+    pipeline.build(index, ["pecan"], Models.with_objects(llm=smollm, embedder=embedder), BUILD_SETS)
+    return index
+
+
+# ------------------------------------------------------------------ pure rules
+def test_prompts_are_the_papers() -> None:
+    assert BUILD_HEAD.startswith("Summary the following information. Each segment is separated")
+    assert SEARCH_HEAD.startswith("Can this question be answered by the following information?")
+    assert SECOND_TURN == (
+        "Given the above information and question, answer the question as concisely as you can."
+    )
+
+
+def test_batches_stay_within_s_and_keep_order() -> None:
+    assert batch_nodes([100, 100, 100, 50], 250) == [[0, 1], [2, 3]]
+    assert batch_nodes([300, 10], 250) == [[0], [1]]  # a node over s is a batch alone
+    assert batch_nodes([], 10) == []
+
+
+def test_information_points() -> None:
+    text = "Here they are:\n* Cinderella goes to the ball.\n  She dances.\n- The prince looks.\n"
+    pts = information_points(text)
+    assert [p.text for p in pts] == [
+        "Cinderella goes to the ball. She dances.",
+        "The prince looks.",
+    ]
+    assert text[pts[1].start : pts[1].end] == "The prince looks."
+    assert [p.text for p in information_points("one line\n\nother line")] == [
+        "one line",
+        "other line",
+    ]
+    assert [p.text for p in information_points("* a\n* a\n")] == ["a"]
+
+
+def test_point_weights_are_normalised_means() -> None:
+    att = np.array([[0.2, 0.6], [0.4, 0.2], [9.0, 9.0]])
+    w = point_weights(att, [0, 1])
+    assert np.allclose(w, [0.3 / 0.7, 0.4 / 0.7]) and abs(w.sum() - 1) < 1e-12
+    assert np.allclose(point_weights(att, []), [0.5, 0.5])
+    assert tokens_in([2, 5, 9], 3, 6) == [1, 2]
+
+
+def test_z_is_e_transpose_r_and_best_skips_visited() -> None:
+    # node 2 (level 1) points at 0 and 1; node 3 (level 1) at 1 only
+    e = edge_matrix([(2, 0, 0.25), (2, 1, 0.75), (3, 1, 1.0)], 4)
+    r = np.array([0.0, 0.0, 2.0, 1.0])
+    z = attention_scores(e, r)
+    assert np.allclose(z, [0.5, 2.5, 0.0, 0.0])
+    assert best_candidate(z, {2, 3}) == 1
+    assert best_candidate(z, {0, 1, 2, 3}) is None
+    assert best_candidate(np.zeros(3), set()) == 0  # ties go to the earlier node
+
+
+# --------------------------------------------------------- attention machinery
+def test_accumulated_attention_equals_eager_capture(smollm: Any) -> None:
+    prompt = smollm.render([{"role": "user", "content": "List two facts about the sea.\n"}])
+    spans = [(2, 7), (7, len(prompt) - 3)]
+    gen = generate_with_attention(smollm, prompt, max_new_tokens=12)
+    by_span = generate_with_attention(smollm, prompt, spans=spans, max_new_tokens=12)
+    assert gen.tokens and gen.tokens == by_span.tokens
+    plain = smollm.generate(
+        [{"role": "user", "content": "List two facts about the sea.\n"}], max_new_tokens=12
+    )
+    assert gen.text.strip() == plain.text.strip()  # the same greedy reply as plain generation
+    _, attn, _ = smollm.forward_with_attention(prompt + gen.tokens, logits_to_keep=1)
+    eager = torch.stack([a[0] for a in attn]).mean(dim=(0, 1))[len(prompt) :, : len(prompt)]
+    assert gen.attention.shape == eager.shape
+    assert float((gen.attention - eager).abs().max()) < 1e-5
+    expected = eager @ span_mean_matrix(spans, len(prompt))
+    assert float((by_span.attention - expected).abs().max()) < 1e-5
+
+
+def test_append_and_roll_back_equal_from_scratch(smollm: Any) -> None:
+    prompt = search_prompt(smollm, "Who lost a slipper?")
+    nodes = [smollm.encode(line(t)) for t in ("Cinderella lost a slipper.", "The prince found it.")]
+    cache = NodeKVCache(smollm, prompt.prefix, prompt.question)
+    cache.append(nodes[0])
+    first = cache.suffix_logits(prompt.check)
+    cache.append(nodes[1])  # continues from the nodes alone: the suffix was rolled back
+    second = cache.suffix_logits(prompt.check)
+    for n_nodes, got in ((1, first), (2, second)):
+        ids = prompt.prefix + [t for nd in nodes[:n_nodes] for t in nd] + prompt.check
+        with torch.no_grad():
+            full = smollm.model(input_ids=torch.tensor([ids]), use_cache=False).logits[0]
+        want = full[-len(prompt.check) :]
+        assert float((got - want).abs().max()) < 1e-3
+        assert int(got[-1].argmax()) == int(want[-1].argmax())
+    assert len(cache) == len(prompt.prefix) + len(nodes[0]) + len(nodes[1])
+
+
+# ------------------------------------------------------------------ the graph
+def test_graph_weights_sum_to_one_inside_their_batch(built: Index) -> None:
+    reader = built.reader("pecan")
+    nodes = reader.nodes()
+    edges = reader.csr("edges")
+    index = {n.id: i for i, n in enumerate(nodes)}
+    stats = reader.stats
+    assert stats["levels"][0] > stats["levels"][-1] and len(stats["levels"]) >= 2
+    assert stats["llm_batches"] >= 2 and stats["llm_completion_tokens"] > 0
+    for i, n in enumerate(nodes):
+        row = edges[[i], :]
+        if n.level == 0:
+            assert row.nnz == 0
+            continue
+        cols = set(int(c) for c in row.indices)
+        batch = [index[c] for c in n.children]
+        assert cols == set(batch)  # only into its own batch
+        assert batch == list(range(batch[0], batch[-1] + 1))  # consecutive nodes, in order
+        assert all(nodes[j].level == n.level - 1 for j in batch)
+        assert abs(float(row.sum()) - 1.0) < 1e-9 and float(row.data.min()) > 0
+    # each level's batches respect s
+    s = int(stats["s_effective"])
+    seen: set[tuple[str, ...]] = {tuple(n.children) for n in nodes if n.level > 0}
+    for batch_ids in seen:
+        total = sum(int(nodes[index[c]].meta["tokens"]) for c in batch_ids)
+        assert total <= s or len(batch_ids) == 1
+    assert len(reader.array("embeddings")) == len(nodes)
+
+
+def test_scripted_llm_is_refused_clearly(built: Index, embedder: Any) -> None:
+    with pytest.raises(ModelError, match="transformers backend"):
+        pipeline.retrieve(
+            built, "pecan", "Who?", Models.with_objects(llm=ScriptedLLM(), embedder=embedder)
+        )
+    other = Models(spec=ModelSpec(llm="smollm2-135m", backend="openai"))
+    with pytest.raises(CapabilityError, match="attention"):
+        pipeline.retrieve(built, "pecan", "Who?", other)
+    assert get_method("pecan").llm_needs("build", {}) == get_method("pecan").llm_needs("query", {})
+
+
+# ------------------------------------------------------------------ the search
+def test_usage_proves_no_recomputation(built: Index, smollm: Any, embedder: Any) -> None:
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    question = "Who fell sick and called her daughter?"
+    r = pipeline.ask(built, "pecan", question, models, max_new_tokens=16)
+    info = r.evidence.info
+    items = r.evidence.items
+    prompt = search_prompt(smollm, question)
+    node_tokens = sum(len(smollm.encode(line(it.text))) for it in items)
+    checks = len(info["checks"])
+    last_yes = info["checks"][-1] > 0.5 if checks else True
+    answer_suffix = prompt.answers["Yes" if last_yes else "No"]
+    expected = len(prompt.prefix) + node_tokens + checks * len(prompt.check) + len(answer_suffix)
+    assert r.usage.prompt_tokens == expected
+    assert r.usage.completion_tokens == info["encoded_tokens"]["generated"] >= 1
+    assert r.answer is not None and r.answer.strip()
+    assert info["context_tokens"] == len(prompt.prefix) + node_tokens  # suffixes rolled back
+    # one check after the initial top level, then one per node added
+    top = max(it.level for it in items)
+    n_top = sum(1 for it in items if it.level == top and it.extra["z"] is None)
+    assert checks == len(items) - n_top + 1
+    # visiting order: top-level nodes first, each step carries level, z and P(Yes)
+    assert [it.extra["step"] for it in items] == list(range(1, len(items) + 1))
+    assert all(it.level == top for it in items[:n_top])
+    p_yes = [it.extra["p_yes"] for it in items[n_top - 1 :]]
+    assert p_yes == pytest.approx(info["checks"], abs=1e-6)
+    # re-encoding the prompt at every check would cost far more
+    reencode = sum(
+        len(prompt.prefix)
+        + sum(len(smollm.encode(line(it.text))) for it in items[: n_top + c])
+        + len(prompt.check)
+        for c in range(checks)
+    )
+    assert reencode > expected - len(answer_suffix)
+
+
+def test_patience_k_and_ablations(built: Index, smollm: Any, embedder: Any) -> None:
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    q = "What did the stepsisters do?"
+    one = pipeline.retrieve(built, "pecan", q, models, ["pecan.yes_threshold=0"])
+    assert one.evidence.info["stop"].startswith("the LLM said Yes 1")
+    two = pipeline.retrieve(
+        built, "pecan", q, models, ["pecan.yes_threshold=0", "pecan.patience=2"]
+    )
+    assert len(two.evidence.items) == len(one.evidence.items) + 1
+    fixed = pipeline.retrieve(
+        built, "pecan", q, models, ["pecan.progress_control=false", "pecan.fixed_nodes=3"]
+    )
+    assert len(fixed.evidence.items) == 3 and fixed.evidence.info["checks"] == []
+    assert (
+        fixed.usage.prompt_tokens
+        == fixed.evidence.info["encoded_tokens"]["prefix"]
+        + (fixed.evidence.info["encoded_tokens"]["nodes"])
+    )
+    k2 = pipeline.retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=2)
+    assert len(k2.evidence.items) == 2
+    emb = pipeline.retrieve(
+        built, "pecan", q, models, ["pecan.score=embedding", "pecan.yes_threshold=1"]
+    )
+    later = [it for it in emb.evidence.items if it.extra["z"] is not None]
+    assert all(abs(it.score - it.extra["cos"]) < 1e-5 for it in later)
+    full = pipeline.retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"])
+    assert full.evidence.info["stop"] == "every node visited"
+    assert len(full.evidence.items) == len(built.reader("pecan").nodes())
+
+
+def test_context_window_overflow_is_reported(built: Index, smollm: Any, embedder: Any) -> None:
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    r = pipeline.ask(
+        built,
+        "pecan",
+        "Who?",
+        models,
+        ["pecan.yes_threshold=1", "pecan.max_context=400"],
+        max_new_tokens=8,
+    )
+    assert r.evidence.info["stop"].startswith("context window full")
+    assert r.evidence.info["context_tokens"] + 8 <= 400
+
+
+# ------------------------------------------------------------ CLI, kill, resume
+@pytest.mark.slow
+def test_cli_build_killed_then_resumed_then_ask(tmp_path: Path) -> None:
+    from lcr.cli import main
+
+    story = tmp_path / "cinderella-opening.txt"
+    story.write_text(_excerpt(), encoding="utf-8")
+    out = tmp_path / "c.idx"
+    sets = [a for s in BUILD_SETS for a in ("--set", s)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "lcr",
+        "index",
+        str(story),
+        "-o",
+        str(out),
+        "-m",
+        "pecan",
+        "--llm",
+        "smollm2-135m",
+        "-q",
+        *sets,
+    ]
+    env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    cache = out / "cache" / "pecan.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if cache.exists() and cache.read_text(encoding="utf-8").count("\n") >= 1:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, f"the build ended before it could be killed: {proc.stderr}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    paid_before = cache.read_text(encoding="utf-8").count("\n")
+    assert paid_before >= 1
+    assert not Index.open(out).has_method("pecan")  # nothing half-built committed
+
+    with pytest.raises(SystemExit) as ex:
+        main(
+            [
+                "index",
+                str(story),
+                "-o",
+                str(out),
+                "-m",
+                "pecan",
+                "--llm",
+                "smollm2-135m",
+                "-q",
+                *sets,
+            ]
+        )
+    assert ex.value.code == 0
+    stats = Index.open(out).reader("pecan").stats
+    assert stats["llm_cached"] == paid_before  # no finished batch was generated again
+    assert stats["llm_batches"] + stats["llm_cached"] == cache.read_text().count("\n")
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), pytest.raises(SystemExit) as ex:
+        main(
+            [
+                "ask",
+                str(out),
+                "Who fell sick?",
+                "-m",
+                "pecan",
+                "--llm",
+                "smollm2-135m",
+                "--json",
+                "-q",
+            ]
+        )
+    assert ex.value.code == 0
+    result = json.loads(buf.getvalue().strip().splitlines()[-1])
+    assert result["answer"] and result["evidence"]
+    steps = [e["step"] for e in result["evidence"]]
+    assert steps == sorted(steps) and all("p_yes" in e and "z" in e for e in result["evidence"])
+    assert result["usage"]["prompt_tokens"] == sum(
+        v for k, v in result["info"]["encoded_tokens"].items() if k != "generated"
+    )
