@@ -15,9 +15,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from lcr.answer import AnswerResult
 from lcr.config import Setting
 from lcr.evidence import Evidence, EvidenceItem
-from lcr.models.base import Capability, Models
+from lcr.models.base import LLM, Capability, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
 
@@ -93,6 +94,13 @@ class Method(ABC):
     @abstractmethod
     def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
         """Evidence for ``question``; ``k`` (``-k``) overrides the method's default count."""
+
+    def answer(
+        self, question: str, evidence: Evidence, llm: LLM, *, max_new_tokens: int = 256
+    ) -> AnswerResult | None:
+        """The method's own answer step (GraphReader reasons over its notebooks), or None
+        for the shared one (``lcr.answer``), which every other method uses."""
+        return None
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
