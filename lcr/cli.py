@@ -222,6 +222,9 @@ def query_options(f: Any) -> Any:
     f = set_option(f)
     f = click.option("--json", "as_json", is_flag=True, help="One JSON object per question.")(f)
     f = click.option(
+        "--trace", is_flag=True, help="Also print the method's step-by-step trace (graphreader)."
+    )(f)
+    f = click.option(
         "--mode",
         default=None,
         help="Shortcut for --set METHOD.mode=MODE (mixpr: auto|local|global; "
@@ -262,6 +265,7 @@ def _run_queries(
     quantize: str | None,
     backend: str,
     quiet: bool,
+    trace: bool = False,
     *,
     answer: bool,
     max_new_tokens: int = 256,
@@ -298,10 +302,14 @@ def _run_queries(
             if as_json:
                 click.echo(json.dumps(result.to_json(), ensure_ascii=False))
             else:
-                _print_result(result, index, answer=answer)
+                _print_result(result, index, answer=answer, trace=trace)
 
 
-def _print_result(result: Result, index: Index, *, answer: bool) -> None:
+# info entries too long for the one-line summary (--json and --trace show them)
+_LONG_INFO = frozenset({"trace", "notebooks"})
+
+
+def _print_result(result: Result, index: Index, *, answer: bool, trace: bool = False) -> None:
     """Answer first, then the evidence by rank: score, document, span, excerpt."""
     import textwrap
 
@@ -323,8 +331,12 @@ def _print_result(result: Result, index: Index, *, answer: bool) -> None:
         click.echo(
             textwrap.fill(excerpt, width=88, initial_indent="    ", subsequent_indent="    ")
         )
-    if result.evidence.info:
-        click.echo("info: " + ", ".join(f"{k}={v}" for k, v in result.evidence.info.items()))
+    info = {k: v for k, v in result.evidence.info.items() if k not in _LONG_INFO}
+    if info:
+        click.echo("info: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    if trace:
+        for step in result.evidence.info.get("trace", []):
+            click.echo("trace: " + ", ".join(f"{k}={v!r}" for k, v in step.items()))
     u = result.usage
     if u.calls:
         click.echo(

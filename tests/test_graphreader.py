@@ -28,6 +28,7 @@ from lcr.methods.graphreader.agent import (
 )
 from lcr.methods.graphreader.extraction import (
     ExtractedFact,
+    grounded,
     parse_extraction,
     parse_line,
     sentence_facts,
@@ -81,7 +82,11 @@ def test_parser_smollm_babi_reply() -> None:
     texts = [f.text for f in ex.facts]
     assert "John went to the hallway." in texts
     john = ex.facts[texts.index("John went to the hallway.")]
-    assert john.keys[:2] == ("John", "hallway")
+    assert john.keys == ("John", "hallway", "going home")
+    # "going home" is copied from the prompt's example: grounding drops it
+    facts, dropped = grounded(ex.facts, rec["chunk"])
+    assert facts[texts.index("John went to the hallway.")].keys == ("John", "hallway")
+    assert dropped == 3  # "going home" twice, "going back to the hallway" (text: "went")
 
 
 @pytest.mark.parametrize(
@@ -554,7 +559,8 @@ def test_extraction_batches_and_counts_malformed(tmp_path: Path, embedder: Any) 
         def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
             chunk = messages[-1]["content"]
             names = sorted(set(re.findall(r"\b[A-Z][a-z]+\b", chunk)))[:3]
-            text = f"1. {chunk.split('.')[0]}. | " + " | ".join(names) + "\nnot a fact line\n"
+            first = " ".join(chunk.split(".")[0].split())
+            text = f"1. {first}. | " + " | ".join(names) + "\nnot a fact line\n"
             self.usage.add(10, 10)
             return Generation(text, 10, 10)
 

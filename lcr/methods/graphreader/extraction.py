@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from lcr.methods.graphreader.keys import folded_words, occurs_in
 from lcr.text.chunking import split_sentences
 
 MAX_KEY_WORDS = 6  # a "key element" longer than this is a phrase, not a key
@@ -108,6 +109,22 @@ def parse_extraction(reply: str) -> Extraction:
         seen.add(fact.text.lower())
         out.facts.append(fact)
     return out
+
+
+def grounded(facts: list[ExtractedFact], chunk_text: str) -> tuple[list[ExtractedFact], int]:
+    """Facts with only the key elements that occur in their chunk or their own text (a key
+    the model copied from the prompt's example, say, is dropped); facts left with no key
+    are dropped. Returns the facts and how many keys were dropped."""
+    chunk = folded_words(chunk_text)
+    out: list[ExtractedFact] = []
+    dropped = 0
+    for fact in facts:
+        own = folded_words(fact.text)
+        keys = tuple(k for k in fact.keys if occurs_in(k, chunk) or occurs_in(k, own))
+        dropped += len(fact.keys) - len(keys)
+        if keys:
+            out.append(ExtractedFact(fact.text, keys))
+    return out, dropped
 
 
 # Names (capitalised words, possibly joined by "of"/"de"/...) and numbers.

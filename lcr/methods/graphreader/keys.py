@@ -52,6 +52,18 @@ def normalise_key(surface: str) -> str:
     return " ".join(words)
 
 
+def folded_words(text: str) -> str:
+    """``text`` as normalised words, each plural-folded, space-delimited at both ends."""
+    words = _NON_WORD.sub(" ", _POSSESSIVE.sub("", unicodedata.normalize("NFKC", text).casefold()))
+    return " " + " ".join(_fold_plural(w) for w in words.split()) + " "
+
+
+def occurs_in(key: str, folded_text: str) -> bool:
+    """Whether ``key`` occurs, as whole words, in a text prepared by :func:`folded_words`."""
+    folded = folded_words(key)
+    return folded.strip() != "" and folded in folded_text
+
+
 @dataclass
 class KeyMerge:
     """``leader[i]``: the index of the key that normal form ``i`` was merged into

@@ -33,6 +33,7 @@ from lcr.methods.graphreader.agent import Agent, AgentSettings
 from lcr.methods.graphreader.extraction import (
     ExtractedFact,
     Extraction,
+    grounded,
     parse_extraction,
     sentence_facts,
 )
@@ -253,11 +254,13 @@ class GraphReader(Method):
         chunk_facts: list[list[ExtractedFact]] = []
         parsed = Extraction()
         fallback_chunks = 0
+        ungrounded = 0
         for chunk, reply in zip(chunks, replies, strict=True):
             ex = parse_extraction(reply)
             parsed.malformed += ex.malformed
             parsed.echoed += ex.echoed
-            facts = ex.facts
+            facts, dropped = grounded(ex.facts, chunk.text)
+            ungrounded += dropped
             if not facts and s["fallback"] == "sentences":
                 facts = sentence_facts(chunk.text)
                 fallback_chunks += 1
@@ -322,6 +325,7 @@ class GraphReader(Method):
                 "keys_merged_by_similarity": merge.merged,
                 "malformed_lines": parsed.malformed,
                 "example_echoes": parsed.echoed,
+                "ungrounded_keys": ungrounded,
                 "fallback_chunks": fallback_chunks,
                 "llm_calls": extractor.calls,
                 "llm_batches": extractor.batches,
