@@ -256,6 +256,7 @@ class StageLLM(ScriptedLLM):
     def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
         stage = self.stage_of(messages)
         self.stages.append(stage)
+        self.prompts.append(list(messages))
         if callable(self.replies):
             text = self.replies(stage, messages[-1]["content"])
         else:
@@ -677,3 +678,33 @@ def test_plain_output_shows_trace_only_when_asked(tmp_path: Path, embedder: Any)
     assert "trace:" not in plain.getvalue() and "notebooks=" not in plain.getvalue()
     assert traced.getvalue().count("trace: ") == len(result.evidence.info["trace"]) > len(steps)
     assert "repeated_prefix_tokens=" in plain.getvalue()
+
+
+def test_answer_is_reasoned_over_the_notebooks(tmp_path: Path, embedder: Any) -> None:
+    """Figure 12: every path's notebook goes into one prompt; the final answer is cut out."""
+    index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
+    pipeline.build(
+        index,
+        ["graphreader"],
+        Models.with_objects(ScriptedLLM(words=60), embedder),
+        ["graphreader.chunk_tokens=400"],
+    )
+    replies = {
+        "atomic_facts": [
+            "*Updated Notebook*: the slipper fits Cinderella\n"
+            "*Chosen Action*: stop_and_read_neighbor()",
+            "*Updated Notebook*: the prince looks for the owner\n*Chosen Action*: termination()",
+        ],
+        "neighbors": ["termination()", "termination()"],
+        "answer": ["Analyze: path 1 says the slipper fits her.\nFinal answer: Cinderella"],
+    }
+    llm = StageLLM(replies)
+    models = Models.with_objects(llm, embedder)
+    sets = ["graphreader.initial_nodes=2"]
+    result = pipeline.ask(index, "graphreader", "Whom does the slipper fit?", models, sets)
+    assert result.answer == "Cinderella"
+    assert llm.stages[-1] == "answer" and llm.stages.count("answer") == 1
+    prompt = llm.prompts[-1][-1]["content"]
+    assert "1. the slipper fits Cinderella" in prompt
+    assert "2. the prince looks for the owner" in prompt
+    assert result.usage.calls == llm.usage.calls  # retrieval and answer calls all counted
