@@ -248,6 +248,9 @@ def query_options(f: Any) -> Any:
     f = set_option(f)
     f = click.option("--json", "as_json", is_flag=True, help="One JSON object per question.")(f)
     f = click.option(
+        "--trace", is_flag=True, help="Also print the method's step-by-step trace (graphreader)."
+    )(f)
+    f = click.option(
         "--mode",
         default=None,
         help="Shortcut for --set METHOD.mode=MODE (mixpr: auto|local|global; "
@@ -283,6 +286,7 @@ def _run_queries(
     as_json: bool,
     sets: tuple[str, ...],
     quiet: bool,
+    trace: bool = False,
     *,
     answer: bool,
     max_new_tokens: int = 256,
@@ -325,12 +329,16 @@ def _run_queries(
             if as_json:
                 click.echo(json.dumps(result.to_json(), ensure_ascii=False))
             else:
-                _print_result(result, index, answer=answer)
+                _print_result(result, index, answer=answer, trace=trace)
 
 
-def _print_result(result: Result, index: Index, *, answer: bool) -> None:
+# info entries too long for the one-line summary (--json and --trace show them)
+_LONG_INFO = frozenset({"trace", "notebooks"})
+
+
+def _print_result(result: Result, index: Index, *, answer: bool, trace: bool = False) -> None:
     """Answer first, then the evidence best first (as ``--json``): score, document, span,
-    excerpt, with terminal control sequences removed."""
+    excerpt, with terminal control sequences removed; with ``trace``, the method's steps."""
     import textwrap
 
     if answer:
@@ -349,8 +357,12 @@ def _print_result(result: Result, index: Index, *, answer: bool) -> None:
         excerpt = " ".join(it.text.split())
         excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."
         _say(textwrap.fill(excerpt, width=88, initial_indent="    ", subsequent_indent="    "))
-    if result.evidence.info:
-        _say("info: " + ", ".join(f"{k}={v}" for k, v in result.evidence.info.items()))
+    info = {k: v for k, v in result.evidence.info.items() if k not in _LONG_INFO}
+    if info:
+        _say("info: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    if trace:
+        for step in result.evidence.info.get("trace", []):
+            _say("trace: " + ", ".join(f"{k}={v!r}" for k, v in step.items()))
     u = result.usage
     if u.calls:
         _say(

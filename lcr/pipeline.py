@@ -398,7 +398,9 @@ def ask(
     started = time.perf_counter()
     llm = models.llm
     loaded = time.perf_counter()
-    out = answer(result.question, ordered, llm, max_new_tokens=max_new_tokens)
+    out = method.answer(
+        result.question, result.evidence, llm, max_new_tokens=max_new_tokens
+    ) or answer(result.question, ordered, llm, max_new_tokens=max_new_tokens)
     result.timings["answer_s"] = time.perf_counter() - loaded
     if loaded - started > 0.05:
         result.timings["llm_load_s"] = loaded - started

@@ -22,6 +22,7 @@ _REGISTRY: dict[str, str] = {
     "mixpr": "lcr.methods.mixpr:MixPR",
     "raptor": "lcr.methods.raptor:Raptor",
     "pecan": "lcr.methods.pecan:Pecan",
+    "graphreader": "lcr.methods.graphreader:GraphReader",
 }
 
 

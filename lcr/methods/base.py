@@ -15,9 +15,10 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from lcr.answer import AnswerResult
 from lcr.config import Setting
 from lcr.evidence import Evidence, EvidenceItem
-from lcr.models.base import Capability, Models
+from lcr.models.base import LLM, Capability, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
 
@@ -104,6 +105,13 @@ class Method(ABC):
     ) -> tuple[Evidence, str]:
         """Evidence and the answer, for a method with ``answers_in_retrieval``."""
         raise NotImplementedError(f"{self.name} answers through the shared answer step")
+
+    def answer(
+        self, question: str, evidence: Evidence, llm: LLM, *, max_new_tokens: int = 256
+    ) -> AnswerResult | None:
+        """The method's own answer step (GraphReader reasons over its notebooks), or None
+        for the shared one (``lcr.answer``), which every other method uses."""
+        return None
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:

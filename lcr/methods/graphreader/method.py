@@ -1,0 +1,478 @@
+"""GraphReader build and retrieval on the shared method contract.
+
+Build (section 3.2): paragraph-preserving chunks of at most ``chunk_tokens``;
+per chunk the extraction prompt (Figure 6), sent with ``generate_batch`` and
+stored in the index's LLM cache as each batch completes (a killed build pays no
+chunk twice); replies parsed by ``extraction``; key elements normalised and
+merged (``keys``); nodes and links (``graph``); the key embeddings and the
+sparse adjacency in zarr.
+
+Retrieve (section 3.3): the :class:`~lcr.methods.graphreader.agent.Agent`
+explores the graph; the evidence is what it read (chunks, with their exact
+spans, then the atomic facts of chunks it did not open); its plan, notebooks
+and trace go in ``Evidence.info``. Answer (section 3.4, Figure 12): the
+notebooks of all paths in, the final answer out (``answer``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from lcr.answer import AnswerResult
+from lcr.config import Setting
+from lcr.errors import IndexDamagedError, LcrError, LLMCallError
+from lcr.evidence import Evidence, EvidenceItem
+from lcr.methods.base import BuildContext, Method, QueryContext, top_indices
+from lcr.methods.graphreader import prompts
+from lcr.methods.graphreader.agent import Agent, AgentSettings
+from lcr.methods.graphreader.extraction import (
+    ExtractedFact,
+    Extraction,
+    grounded,
+    parse_extraction,
+    sentence_facts,
+)
+from lcr.methods.graphreader.graph import Fact, Graph, build_graph, key_table
+from lcr.methods.graphreader.keys import merge_keys
+from lcr.models.base import LLM, Capability, Generation, Message
+from lcr.store import Node, cache_key
+from lcr.text.tokens import count_tokens
+
+_FINAL_ANSWER = "final answer"
+
+
+class _Extractor:
+    """Chunk extractions through the cache: cached ones cost nothing, new ones are stored
+    as soon as their batch returns."""
+
+    def __init__(self, ctx: BuildContext, max_new_tokens: int, batch_size: int) -> None:
+        self.ctx = ctx
+        self.max_new_tokens = max_new_tokens
+        self.requested_batch = batch_size
+        self.calls = 0
+        self.batches = 0
+        self.cached = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.seconds = 0.0
+
+    def batch_size(self, llm: LLM) -> int:
+        """The setting, or for 0: 8 on a GPU or a server backend, else 1 (resumable per chunk)."""
+        if self.requested_batch > 0:
+            return self.requested_batch
+        device = str(getattr(llm, "device", "cpu"))
+        return 8 if device.startswith("cuda") or getattr(llm, "backend", "") == "openai" else 1
+
+    def run(self, texts: Sequence[str]) -> list[str]:
+        convs = [prompts.extraction_messages(t, self.max_new_tokens) for t in texts]
+        out: list[str | None] = [None] * len(texts)
+        task = self.ctx.progress.task("graphreader: extracting atomic facts", total=len(texts))
+        keys: list[str] = []
+        llm: LLM | None = None
+        todo: list[int] = []
+        for i, conv in enumerate(convs):
+            if llm is None:
+                llm = self.ctx.models.llm
+            key = cache_key(prompts.PROMPT_VERSION, llm.model_id, conv, self.max_new_tokens)
+            keys.append(key)
+            hit = self.ctx.cache.get(key)
+            if isinstance(hit, dict) and isinstance(hit.get("text"), str):
+                out[i] = hit["text"]
+                self.cached += 1
+                task.advance()
+            else:
+                todo.append(i)
+        if llm is not None and todo:
+            size = self.batch_size(llm)
+            for b in range(0, len(todo), size):
+                batch = todo[b : b + size]
+                gens = self._generate(llm, [convs[i] for i in batch])
+                for i, gen in zip(batch, gens, strict=True):
+                    self.ctx.cache.put(
+                        keys[i],
+                        {
+                            "text": gen.text,
+                            "prompt_tokens": gen.prompt_tokens,
+                            "completion_tokens": gen.completion_tokens,
+                        },
+                    )
+                    self.calls += 1
+                    self.prompt_tokens += gen.prompt_tokens
+                    self.completion_tokens += gen.completion_tokens
+                    out[i] = gen.text
+                    task.advance()
+        return [t or "" for t in out]
+
+    def _generate(self, llm: LLM, convs: list[list[Message]]) -> list[Generation]:
+        started = time.perf_counter()
+        try:
+            gens = llm.generate_batch(convs, max_new_tokens=self.max_new_tokens)
+        except LcrError:
+            raise
+        except Exception as exc:
+            raise LLMCallError(
+                f"LLM call failed while extracting GraphReader facts "
+                f"({exc.__class__.__name__}: {exc}); chunks already extracted are kept, "
+                "run the same command again to resume"
+            ) from exc
+        finally:
+            self.seconds += time.perf_counter() - started
+        if len(gens) != len(convs):
+            raise LLMCallError(f"the LLM returned {len(gens)} replies for {len(convs)} prompts")
+        self.batches += 1
+        return list(gens)
+
+
+class GraphReader(Method):
+    name = "graphreader"
+    summary = (
+        "graph of key elements and atomic facts (LLM-extracted), explored by an LLM agent "
+        "with a notebook"
+    )
+    needs = "build: embedder + LLM (one extraction per chunk); answer: embedder + LLM agent"
+    paper = (
+        "Li et al. 2024, GraphReader: Building Graph-based Agent to Enhance Long-Context "
+        "Abilities of Large Language Models (EMNLP Findings)"
+    )
+    build_uses_llm = True
+    build_uses_embedder = True
+    built_by_default = False
+    build_settings = (
+        Setting(
+            "chunk_tokens", 2000, "chunk size in tokens; paragraphs kept whole", paper=True, low=16
+        ),
+        Setting(
+            "extraction_max_tokens",
+            1024,
+            "most new tokens per chunk's extraction (the prompt's own limit)",
+            paper=True,
+            low=16,
+        ),
+        Setting(
+            "merge_threshold",
+            0.9,
+            "merge normalised key elements whose embeddings are at least this similar "
+            "(lcr's choice; the paper follows Lu et al. 2023 without a number)",
+            low=0.0,
+            high=1.0,
+        ),
+        Setting(
+            "fallback",
+            "sentences",
+            "a chunk the model gives no fact for: its sentences become facts keyed by their "
+            "names and numbers (sentences), or it stays out of the graph (none, the paper)",
+            choices=("sentences", "none"),
+        ),
+        Setting(
+            "batch_size",
+            0,
+            "chunks per generate_batch call; 0 = auto (8 on a GPU or a server backend, "
+            "else 1, which keeps every chunk resumable)",
+            low=0,
+        ),
+    )
+    query_settings = (
+        Setting(
+            "initial_nodes", 5, "initial nodes N, one path each (-k overrides)", paper=True, low=1
+        ),
+        Setting(
+            "candidates",
+            50,
+            "key elements shown for initial node selection, pre-selected by embedding "
+            "similarity to question and plan",
+            low=1,
+        ),
+        Setting("max_calls", 10, "function calls per exploration path", paper=True, low=1),
+        Setting(
+            "rational_plan",
+            True,
+            "make a rational plan first (false: Table 4's w/o Rational Plan)",
+            paper=True,
+        ),
+        Setting(
+            "node_selection",
+            "model",
+            "model: the LLM picks initial and neighbour nodes; random: Table 4's "
+            "w/o Node Selection",
+            choices=("model", "random"),
+            paper=True,
+        ),
+        Setting(
+            "read_chunks",
+            True,
+            "read text chunks (false: only atomic facts, the coarse level alone)",
+            paper=True,
+        ),
+        Setting("max_neighbors", 50, "neighbour nodes listed to the model per step", low=1),
+        Setting("max_new_tokens", 384, "most new tokens per agent reply", low=16),
+        Setting("seed", 0, "seed of the random ablation", low=0, high=2**32 - 1),
+    )
+
+    def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
+        return True
+
+    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
+        return True
+
+    def llm_needs(
+        self, phase: Literal["build", "query"], settings: dict[str, Any]
+    ) -> frozenset[Capability]:
+        return frozenset({Capability.GENERATE})
+
+    # ------------------------------------------------------------------ build
+    def build(self, ctx: BuildContext) -> None:
+        from lcr.text.chunking import paragraph_windows
+
+        s = ctx.settings
+        seconds: dict[str, float] = {}
+        t = time.perf_counter()
+        chunks: list[Node] = []
+        for doc, start, text in ctx.doc_texts():
+            for c in paragraph_windows(text, int(s["chunk_tokens"]), offset=start):
+                chunks.append(
+                    Node(
+                        f"c{len(chunks)}",
+                        0,
+                        c.text,
+                        [(c.start, c.end)],
+                        doc,
+                        meta={"tokens": count_tokens(c.text)},
+                    )
+                )
+        seconds["chunking"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        extractor = _Extractor(ctx, int(s["extraction_max_tokens"]), int(s["batch_size"]))
+        replies = extractor.run([c.text for c in chunks])
+        seconds["extraction"] = time.perf_counter() - t
+
+        chunk_facts: list[list[ExtractedFact]] = []
+        parsed = Extraction()
+        fallback_chunks = 0
+        ungrounded = 0
+        for chunk, reply in zip(chunks, replies, strict=True):
+            ex = parse_extraction(reply)
+            parsed.malformed += ex.malformed
+            parsed.echoed += ex.echoed
+            facts, dropped = grounded(ex.facts, chunk.text)
+            ungrounded += dropped
+            if not facts and s["fallback"] == "sentences":
+                facts = sentence_facts(chunk.text)
+                fallback_chunks += 1
+            chunk_facts.append(facts)
+
+        t = time.perf_counter()
+        table = key_table(chunk_facts)
+        dim = ctx.models.embedder.dim
+        if table.normals:
+            shown = [table.display(i) for i in range(len(table.normals))]
+            emb = np.asarray(ctx.models.embedder.encode(shown), dtype=np.float32)
+        else:
+            emb = np.zeros((0, dim), dtype=np.float32)
+        merge = merge_keys(emb, table.counts, float(s["merge_threshold"]))
+        seconds["keys"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        graph = build_graph(
+            [c.text for c in chunks], [c.doc for c in chunks], chunk_facts, table, merge.leader
+        )
+        leaders = sorted(set(merge.leader))
+        node_emb = emb[leaders] if leaders else np.zeros((0, dim), dtype=np.float32)
+        seconds["graph"] = time.perf_counter() - t
+
+        fact_nodes = [
+            Node(
+                f"f{i}",
+                1,
+                f.text,
+                list(chunks[f.chunk].spans),
+                chunks[f.chunk].doc,
+                meta={"chunk": f.chunk, "nodes": list(f.nodes)},
+            )
+            for i, f in enumerate(graph.facts)
+        ]
+        key_nodes = [
+            Node(
+                f"k{i}",
+                2,
+                key,
+                [],
+                chunks[graph.facts[graph.node_facts[i][0]].chunk].doc if graph.node_facts[i] else 0,
+                children=[f"f{f}" for f in graph.node_facts[i]],
+                meta={"forms": graph.forms[i]} if len(graph.forms[i]) > 1 else {},
+            )
+            for i, key in enumerate(graph.keys)
+        ]
+        ctx.out.write_nodes(chunks)
+        ctx.out.write_nodes(fact_nodes, "facts")
+        ctx.out.write_nodes(key_nodes, "keys")
+        ctx.out.write_csr("adjacency", graph.adjacency)
+        ctx.out.write_array("key_embeddings", node_emb.astype(np.float32))
+        degrees = np.diff(graph.adjacency.indptr) if graph.n_nodes else np.zeros(0)
+        ctx.out.stats.update(
+            {
+                "chunks": len(chunks),
+                "facts": len(graph.facts),
+                "nodes": graph.n_nodes,
+                "edges": int(graph.adjacency.nnz // 2),
+                "mean_neighbors": round(float(degrees.mean()), 2) if len(degrees) else 0.0,
+                "key_forms": len(table.normals),
+                "keys_merged_by_similarity": merge.merged,
+                "malformed_lines": parsed.malformed,
+                "example_echoes": parsed.echoed,
+                "ungrounded_keys": ungrounded,
+                "fallback_chunks": fallback_chunks,
+                "llm_calls": extractor.calls,
+                "llm_batches": extractor.batches,
+                "llm_cached": extractor.cached,
+                "llm_prompt_tokens": extractor.prompt_tokens,
+                "llm_completion_tokens": extractor.completion_tokens,
+                "llm_seconds": round(extractor.seconds, 3),
+                "seconds": {k: round(v, 3) for k, v in seconds.items()},
+            }
+        )
+
+    # --------------------------------------------------------------- retrieve
+    def _graph(self, ctx: QueryContext) -> tuple[Graph, np.ndarray, list[Node]]:
+        def load() -> tuple[Graph, np.ndarray, list[Node]]:
+            chunks = ctx.stored.nodes()
+            fact_nodes = ctx.stored.nodes("facts")
+            key_nodes = ctx.stored.nodes("keys")
+            adjacency = ctx.stored.csr("adjacency")
+            emb = ctx.stored.array("key_embeddings")
+            n = len(key_nodes)
+            if emb.shape[0] != n or adjacency.shape != (n, n):
+                raise IndexDamagedError("graphreader index is damaged: nodes and arrays disagree")
+            try:
+                facts = [
+                    Fact(f.text, int(f.meta["chunk"]), tuple(int(x) for x in f.meta["nodes"]))
+                    for f in fact_nodes
+                ]
+                node_facts = [[int(c[1:]) for c in k.children] for k in key_nodes]
+            except (KeyError, ValueError, TypeError):
+                raise IndexDamagedError("graphreader index is damaged: bad fact records") from None
+            if any(not 0 <= f.chunk < len(chunks) for f in facts) or any(
+                not 0 <= i < len(facts) for fs in node_facts for i in fs
+            ):
+                raise IndexDamagedError("graphreader index is damaged: dangling references")
+            graph = Graph(
+                [c.text for c in chunks],
+                [c.doc for c in chunks],
+                facts,
+                [k.text for k in key_nodes],
+                node_facts,
+                sp.csr_array(adjacency),
+                [list(k.meta.get("forms", [k.text])) for k in key_nodes],
+            )
+            return graph, emb, chunks
+
+        result: tuple[Graph, np.ndarray, list[Node]] = ctx.stored.memoised("graph", load)
+        return result
+
+    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+        graph, emb, chunks = self._graph(ctx)
+        s = ctx.settings
+        settings = AgentSettings(
+            initial_nodes=int(k if k is not None else s["initial_nodes"]),
+            candidates=int(s["candidates"]),
+            max_calls=int(s["max_calls"]),
+            rational_plan=bool(s["rational_plan"]),
+            node_selection=str(s["node_selection"]),
+            read_chunks=bool(s["read_chunks"]),
+            max_neighbors=int(s["max_neighbors"]),
+            max_new_tokens=int(s["max_new_tokens"]),
+            seed=int(s["seed"]),
+        )
+
+        def rank(text: str) -> list[int]:
+            if graph.n_nodes == 0:
+                return []
+            q = np.asarray(ctx.models.embedder.encode([text])[0], dtype=np.float32)
+            scores = emb.astype(np.float32) @ q
+            return [int(i) for i in top_indices(scores, min(settings.candidates, graph.n_nodes))]
+
+        llm = ctx.models.llm
+        before = llm.usage.copy()
+        result = Agent(llm, graph, settings, rank).run(question)
+        usage = llm.usage.minus(before)
+
+        items: list[EvidenceItem] = []
+        n_read = len(result.chunks_read)
+        for r, c in enumerate(result.chunks_read):
+            node = chunks[c]
+            items.append(
+                EvidenceItem(
+                    node.id,
+                    node.doc,
+                    0,
+                    float(n_read - r),
+                    node.text,
+                    list(node.spans),
+                    {"read": "chunk", "rank": r + 1},
+                )
+            )
+        opened = set(result.chunks_read)
+        for r, f in enumerate(result.facts_seen):
+            fact = graph.facts[f]
+            if fact.chunk in opened:
+                continue
+            node = chunks[fact.chunk]
+            items.append(
+                EvidenceItem(
+                    f"f{f}",
+                    node.doc,
+                    1,
+                    1.0 / (r + 2),
+                    fact.text,
+                    list(node.spans),
+                    {"read": "atomic_fact", "chunk": node.id},
+                )
+            )
+        calls = result.calls_per_path
+        info: dict[str, Any] = {
+            "plan": result.plan,
+            "initial_nodes": [graph.keys[i] for i in result.initial_nodes],
+            "notebooks": result.notebooks,
+            "function_calls_per_path": calls,
+            "mean_function_calls": round(sum(calls) / len(calls), 2) if calls else 0.0,
+            "chunks_read": len(result.chunks_read),
+            "facts_seen": len(result.facts_seen),
+            "counts": dict(sorted(result.counters.items())),
+            "prompt_tokens": result.prompt_tokens,
+            "repeated_prefix_tokens": result.repeated_prefix_tokens,
+            "trace": result.trace,
+        }
+        return Evidence(method=self.name, items=items, info=info, usage=usage)
+
+    # ----------------------------------------------------------------- answer
+    def answer(
+        self, question: str, evidence: Evidence, llm: LLM, *, max_new_tokens: int = 256
+    ) -> AnswerResult | None:
+        """Figure 12 over every path's notebook; with no notebook at all, the shared step."""
+        notebooks = [str(n) for n in evidence.info.get("notebooks", [])]
+        if not any(n.strip() for n in notebooks):
+            return None
+        budget = llm.context_window - max_new_tokens - 64
+        messages = prompts.answer_messages(question, notebooks)
+        while sum(llm.count_tokens(m["content"]) for m in messages) > budget and any(notebooks):
+            notebooks = [n[: len(n) * 3 // 4] for n in notebooks]
+            messages = prompts.answer_messages(question, notebooks)
+        before = llm.usage.copy()
+        gen = llm.generate(messages, max_new_tokens=max_new_tokens)
+        text = final_answer(gen.text)
+        return AnswerResult(text, evidence.in_document_order(), 0, llm.usage.minus(before))
+
+
+def final_answer(reply: str) -> str:
+    """The text after the last "Final answer:" of a Figure-12 reply (else the whole reply)."""
+    low = reply.lower()
+    at = low.rfind(_FINAL_ANSWER)
+    if at < 0:
+        return reply.strip()
+    tail = reply[at + len(_FINAL_ANSWER) :].lstrip(" \t*:#-\n")
+    return tail.strip() or reply.strip()
