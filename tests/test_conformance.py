@@ -22,6 +22,7 @@ from tests.fakes import ScriptedLLM
 # Settings that keep each method quick on a 2,600-word story; the defaults are the papers'.
 FAST_BUILD_SETTINGS: dict[str, list[str]] = {
     "raptor": ["raptor.summary_max_tokens=40"],
+    "lightpal": ["lightpal.scorer=llm"],
 }
 QUESTION = "What did the prince do with the golden slipper?"
 

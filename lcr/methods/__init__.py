@@ -21,6 +21,7 @@ _REGISTRY: dict[str, str] = {
     "full": "lcr.methods.baselines:FullText",
     "mixpr": "lcr.methods.mixpr:MixPR",
     "raptor": "lcr.methods.raptor:Raptor",
+    "lightpal": "lcr.methods.lightpal:LightPAL",
 }
 
 
