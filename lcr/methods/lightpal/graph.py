@@ -134,6 +134,7 @@ def context_passages(
         walk.dangling,
         alpha=1.0 - alpha,  # lcr's alpha is the restart probability
         personalization=personal,
+        start=personal,  # from the restart set: what it cannot reach stays exactly 0
         max_iter=PPR_MAX_ITER,
         tol=PPR_TOL,
     )
