@@ -264,8 +264,9 @@ def ask(
     from lcr.answer import answer
 
     method = get_method(method_name)
+    settings = query_settings(method, sets)
     models.require(
-        method.llm_needs("query", query_settings(method, sets)) | {Capability.GENERATE},
+        method.llm_needs("query", settings) | {Capability.GENERATE},
         f"answering with {method.name}",
     )
     result = retrieve(index, method_name, question, models, sets, k=k, progress=progress)
@@ -273,7 +274,10 @@ def ask(
     started = time.perf_counter()
     llm = models.llm
     loaded = time.perf_counter()
-    out = answer(result.question, ordered, llm, max_new_tokens=max_new_tokens)
+    from lcr.answer import build_messages
+
+    prompt = method.answer_prompt(settings, index.documents) or build_messages
+    out = answer(result.question, ordered, llm, max_new_tokens=max_new_tokens, prompt=prompt)
     result.timings["answer_s"] = time.perf_counter() - loaded
     if loaded - started > 0.05:
         result.timings["llm_load_s"] = loaded - started

@@ -303,3 +303,24 @@ def test_multi_document_index_answers_through_the_cli(
         ((s, e),) = ev["spans"]
         assert source[s:e] == ev["text"]
     assert obj["info"]["context_passages"] == 2
+
+
+def test_answers_use_the_papers_prompt(tmp_path: Path, embedder: Any) -> None:
+    docs = _stories(2, 2500)
+    index = _index(tmp_path / "two.idx", docs)
+    llm = CountingLLM()
+    models = Models.with_objects(llm=llm, embedder=embedder)
+    pipeline.build(index, ["lightpal"], models, [*FAST, "lightpal.candidates=4"])
+    result = pipeline.ask(index, "lightpal", "What happens in the stories?", models, k=4)
+    prompt = llm.prompts[-1][-1]["content"]
+    assert prompt.startswith("You are a helpful assistant that gives long answer")
+    assert "approximately 200 words" in prompt
+    assert prompt.rstrip().endswith("QUESTION: What happens in the stories?\nSUMMARY:")
+    for it in result.evidence.items:
+        assert f"## SECTION: {it.id}\n{it.text}" in prompt
+    stories = {docs[it.doc][0] for it in result.evidence.items}
+    assert {
+        line[len("# STORY: ") :] for line in prompt.splitlines() if line.startswith("# STORY:")
+    } == stories
+    pipeline.ask(index, "lightpal", "Q?", models, ["lightpal.prompt=shared"], k=4)
+    assert llm.prompts[-1][-1]["content"].startswith("Excerpts:")

@@ -17,7 +17,7 @@ import numpy as np
 
 from lcr.config import Setting
 from lcr.evidence import Evidence, EvidenceItem
-from lcr.models.base import Capability, Models
+from lcr.models.base import Capability, Message, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
 
@@ -86,6 +86,12 @@ class Method(ABC):
         if phase == "build":
             return frozenset({Capability.GENERATE}) if self.build_uses_llm else frozenset()
         return frozenset()
+
+    def answer_prompt(
+        self, settings: dict[str, Any], documents: list[SourceDoc]
+    ) -> Callable[[str, list[EvidenceItem]], list[Message]] | None:
+        """The paper's own answer prompt for these query settings, or None for the shared one."""
+        return None
 
     @abstractmethod
     def build(self, ctx: BuildContext) -> None: ...

@@ -14,13 +14,14 @@ the rest. No LLM call at query time.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
 
 from lcr.config import Setting
 from lcr.errors import IndexDamagedError
-from lcr.evidence import Evidence
+from lcr.evidence import Evidence, EvidenceItem
 from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
 from lcr.methods.lightpal.graph import (
     ContextFill,
@@ -31,6 +32,7 @@ from lcr.methods.lightpal.graph import (
     top_edges,
 )
 from lcr.methods.lightpal.passages import PASSAGE_SHAPES, cut_passages, head_of
+from lcr.methods.lightpal.prompt import summary_prompt
 from lcr.methods.lightpal.scoring import (
     SCORER_NEEDS,
     USE_LLM,
@@ -38,9 +40,9 @@ from lcr.methods.lightpal.scoring import (
     check_scorer,
     load_scorer,
 )
-from lcr.models.base import Capability
+from lcr.models.base import Capability, Message
 from lcr.progress import Task
-from lcr.store import Node
+from lcr.store import Node, SourceDoc
 
 
 class _Advance:
@@ -186,6 +188,20 @@ class LightPAL(Method):
             low=1,
         ),
         Setting(
+            "prompt",
+            "paper",
+            "answer prompt: paper (appendix A.2: sections under their story, then the "
+            "question) or shared (lcr's prompt for every method)",
+            choices=("paper", "shared"),
+            paper=True,
+        ),
+        Setting(
+            "answer_words",
+            200,
+            "the paper prompt's 'approximately N words' (ODSum Story summaries: ~1.3k chars)",
+            low=1,
+        ),
+        Setting(
             "alpha",
             0.2,
             "PPR damping (networkx's alpha): the walk restarts with probability 1 - alpha",
@@ -194,6 +210,13 @@ class LightPAL(Method):
             high=1.0,
         ),
     )
+
+    def answer_prompt(
+        self, settings: dict[str, Any], documents: list[SourceDoc]
+    ) -> Callable[[str, list[EvidenceItem]], list[Message]] | None:
+        if settings.get("prompt") != "paper":
+            return None
+        return summary_prompt([d.name for d in documents], int(settings["answer_words"]))
 
     def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
         return settings.get("initial") == "dense"
