@@ -211,6 +211,20 @@ def test_batched_continuation_scores_equal_one_at_a_time(
     assert any(len(b) > 1 for b in batches)
 
 
+def test_a_cut_context_is_encoded_once_for_all_its_pairs(llm: TransformersLLM) -> None:
+    context = " ".join(["The old lighthouse keeper climbed the stairs every night."] * 20)
+    conts = [" He lit the lamp.", " The sea was calm and grey that morning, and gulls cried."]
+    before = llm.usage.copy()
+    scores = llm.continuation_logprobs(context, conts, max_tokens=64)
+    spent = llm.usage.minus(before)
+    lengths = [len(llm.encode(c)) for c in conts]
+    shared = 64 - max(lengths)  # the shortest tail either pair keeps
+    assert [s.tokens for s in scores] == lengths
+    assert spent.prompt_tokens - spent.cached_tokens == shared + sum(n - 1 for n in lengths)
+    tail = llm.tokenizer.decode(llm.encode(context)[-shared:])
+    assert scores[0].logprob == pytest.approx(llm.continuation_logprob(tail, conts[0]), abs=0.05)
+
+
 def test_continuation_logprobs_cut_each_pair_to_the_budget(llm: TransformersLLM) -> None:
     context = " ".join(["The old lighthouse keeper climbed the stairs every night."] * 8)
     cont = " ".join(["He lit the lamp and watched the sea for passing ships."] * 8)

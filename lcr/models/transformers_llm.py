@@ -353,8 +353,9 @@ class TransformersLLM:
     ) -> list[ContinuationScore]:
         """Each continuation scored after ``context``, whose KV cache is computed once.
 
-        With ``max_tokens`` every pair is cut by :func:`split_token_budget`; pairs
-        that keep the same context tail share one prefix cache. Continuations are
+        With ``max_tokens`` every pair is cut by :func:`split_token_budget`, and the
+        context to the shortest tail any pair keeps, so one prefix cache serves
+        all (a pair may see a few context tokens fewer than it alone would). Continuations are
         scored in batches from that cache: the prefix's keys and values repeated
         along the batch, the continuations right-padded (a padded position comes
         after every real one, so causal attention alone keeps it out of the
@@ -363,13 +364,18 @@ class TransformersLLM:
         ctx_ids = self.encode(context) or [self._start_token()]
         budget = min(max_tokens or self.context_window, self.context_window)
         scores: list[ContinuationScore] = [ContinuationScore(0.0, 0)] * len(continuations)
-        groups: dict[int, list[tuple[int, list[int]]]] = {}
+        members: list[tuple[int, list[int]]] = []
+        shared = len(ctx_ids)
         for i, text in enumerate(continuations):
             cont = self.encode(text)
             if not cont:
                 continue
             n_ctx, n_cont = split_token_budget(len(ctx_ids), len(cont), budget)
-            groups.setdefault(max(n_ctx, 1), []).append((i, cont[:n_cont]))
+            shared = min(shared, max(n_ctx, 1))
+            members.append((i, cont[:n_cont]))
+        # one context tail for all: the shortest any pair needs, so the context is
+        # encoded once even when pairs of different lengths cut it differently
+        groups = {shared: members} if members else {}
         for n_ctx, members in groups.items():
             prefix = self.prefix_cache(ctx_ids[-n_ctx:])
             reused = n_ctx * (len(members) - 1)  # read again from the cache, not encoded
