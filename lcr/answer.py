@@ -6,6 +6,7 @@ for all, so differences in answers come from retrieval alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lcr.evidence import EvidenceItem, Usage
@@ -30,13 +31,21 @@ class FittedEvidence:
     truncated: bool = False
 
 
+PromptBuilder = Callable[[str, list[EvidenceItem]], list[Message]]
+"""Question and evidence to chat messages; a method may bring its paper's own."""
+
+
 def fit_to_budget(
-    question: str, items: list[EvidenceItem], llm: LLM, budget_tokens: int
+    question: str,
+    items: list[EvidenceItem],
+    llm: LLM,
+    budget_tokens: int,
+    prompt: PromptBuilder = build_messages,
 ) -> FittedEvidence:
     """Keep items in order while the prompt fits; cut the first single-span item that
     overflows (its span shrinks with it), drop the rest. What is kept is what the
     model reads, so the evidence reported never claims more than was used."""
-    overhead = llm.count_tokens(build_messages(question, [])[1]["content"] + SYSTEM_PROMPT) + 16
+    overhead = llm.count_tokens("\n".join(m["content"] for m in prompt(question, []))) + 16
     remaining = budget_tokens - overhead
     kept: list[EvidenceItem] = []
     for idx, item in enumerate(items):
@@ -92,11 +101,12 @@ def answer(
     *,
     max_new_tokens: int = 256,
     context_tokens: int | None = None,
+    prompt: PromptBuilder = build_messages,
 ) -> AnswerResult:
     """Answer ``question`` from ``items`` (already in document order)."""
     window = context_tokens or llm.context_window
-    fitted = fit_to_budget(question, items, llm, window - max_new_tokens)
+    fitted = fit_to_budget(question, items, llm, window - max_new_tokens, prompt)
     before = llm.usage.copy()
-    gen = llm.generate(build_messages(question, fitted.items), max_new_tokens=max_new_tokens)
+    gen = llm.generate(prompt(question, fitted.items), max_new_tokens=max_new_tokens)
     used = llm.usage.minus(before)
     return AnswerResult(gen.text.strip(), fitted.items, fitted.dropped, used)

@@ -27,6 +27,8 @@ class Setting:
     kind: type | None = None  # the value type when ``default`` is None
     low: float | None = None  # numbers: the smallest valid value (inclusive)
     high: float | None = None  # numbers: the largest valid value (inclusive)
+    # text that is checked where it is used (a model name): says what it may be
+    free_text: str | None = None
 
     @property
     def value_type(self) -> type:
@@ -76,13 +78,13 @@ class Setting:
             return True
         if self.value_type in (int, float):
             return self.low is not None or self.high is not None
-        return self.choices is not None
+        return self.choices is not None or self.free_text is not None
 
     def valid_text(self) -> str:
         """``one of a|b`` or the range, for listings."""
         if self.choices is not None:
             return "one of " + "|".join(self.choices)
-        return self.range_text()
+        return self.free_text or self.range_text()
 
     def range_text(self) -> str:
         """``between 0 and 1``, ``at least 1``, ``at most 5``, or ``""``."""

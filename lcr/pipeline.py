@@ -377,8 +377,9 @@ def ask(
     from lcr.answer import answer
 
     method = get_method(method_name)
+    settings = query_settings(method, sets)
     models.require(
-        method.llm_needs("query", query_settings(method, sets)) | {Capability.GENERATE},
+        method.llm_needs("query", settings) | {Capability.GENERATE},
         f"answering with {method.name}",
     )
     if method.answers_in_retrieval:  # the answer comes from the search's own context
@@ -399,7 +400,12 @@ def ask(
     llm = models.llm
     loaded = time.perf_counter()
     out = method.answer(
-        result.question, result.evidence, llm, max_new_tokens=max_new_tokens
+        result.question,
+        result.evidence,
+        llm,
+        settings=query_settings(method, sets),
+        documents=index.documents,
+        max_new_tokens=max_new_tokens,
     ) or answer(result.question, ordered, llm, max_new_tokens=max_new_tokens)
     result.timings["answer_s"] = time.perf_counter() - loaded
     if loaded - started > 0.05:

@@ -25,6 +25,7 @@ from tests.fakes import ScriptedLLM
 FAST_BUILD_SETTINGS: dict[str, list[str]] = {
     "raptor": ["raptor.summary_max_tokens=40"],
     "pecan": ["pecan.chunk_tokens=100", "pecan.s=256", "pecan.max_new_tokens=24"],
+    "lightpal": ["lightpal.scorer=llm"],
 }
 # Methods that read attention and a KV cache, which the scripted LLM cannot give: they
 # run on smollm2-135m over the story's opening, and tests that only need a built index

@@ -182,6 +182,50 @@ def test_continuation_logprobs_share_the_context(llm: TransformersLLM) -> None:
     )
 
 
+def test_batched_continuation_scores_equal_one_at_a_time(
+    llm: TransformersLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Candidates of different lengths scored from one expanded prefix cache, right-padded,
+    in several batches, give the scores of one full forward pass per pair."""
+    from lcr.models import transformers_llm
+
+    context = "Cinderella's stepmother made her sleep among the ashes by the kitchen fire."
+    conts = [
+        " The prince found the slipper on the stairs and searched the whole kingdom.",
+        " Bananas are yellow.",
+        " She",
+        "",
+        " Her two stepsisters laughed at her rags, and she wept beside her mother's grave,"
+        " where a hazel tree grew from the branch her father had brought her.",
+        " The fairy godmother turned a pumpkin into a golden coach.",
+    ]
+    monkeypatch.setattr(transformers_llm, "_SCORE_BATCH_TOKENS", 40)  # forces 3+ batches
+    batched = llm.continuation_logprobs(context, conts)
+    for text, score in zip(conts, batched, strict=True):
+        assert score.tokens == len(llm.encode(text))
+        alone = llm.continuation_logprob(context, text) if text else 0.0
+        assert score.logprob == pytest.approx(alone, abs=1e-3)
+    batches = transformers_llm._length_batches(
+        [(i, llm.encode(c)) for i, c in enumerate(conts) if c], 40
+    )
+    assert len(batches) >= 3
+    assert any(len(b) > 1 for b in batches)
+
+
+def test_a_cut_context_is_encoded_once_for_all_its_pairs(llm: TransformersLLM) -> None:
+    context = " ".join(["The old lighthouse keeper climbed the stairs every night."] * 20)
+    conts = [" He lit the lamp.", " The sea was calm and grey that morning, and gulls cried."]
+    before = llm.usage.copy()
+    scores = llm.continuation_logprobs(context, conts, max_tokens=64)
+    spent = llm.usage.minus(before)
+    lengths = [len(llm.encode(c)) for c in conts]
+    shared = 64 - max(lengths)  # the shortest tail either pair keeps
+    assert [s.tokens for s in scores] == lengths
+    assert spent.prompt_tokens - spent.cached_tokens == shared + sum(n - 1 for n in lengths)
+    tail = llm.tokenizer.decode(llm.encode(context)[-shared:])
+    assert scores[0].logprob == pytest.approx(llm.continuation_logprob(tail, conts[0]), abs=0.05)
+
+
 def test_continuation_logprobs_cut_each_pair_to_the_budget(llm: TransformersLLM) -> None:
     context = " ".join(["The old lighthouse keeper climbed the stairs every night."] * 8)
     cont = " ".join(["He lit the lamp and watched the sea for passing ships."] * 8)

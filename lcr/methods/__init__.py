@@ -23,6 +23,7 @@ _REGISTRY: dict[str, str] = {
     "raptor": "lcr.methods.raptor:Raptor",
     "pecan": "lcr.methods.pecan:Pecan",
     "graphreader": "lcr.methods.graphreader:GraphReader",
+    "lightpal": "lcr.methods.lightpal:LightPAL",
 }
 
 

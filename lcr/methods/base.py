@@ -107,10 +107,21 @@ class Method(ABC):
         raise NotImplementedError(f"{self.name} answers through the shared answer step")
 
     def answer(
-        self, question: str, evidence: Evidence, llm: LLM, *, max_new_tokens: int = 256
+        self,
+        question: str,
+        evidence: Evidence,
+        llm: LLM,
+        *,
+        settings: dict[str, Any],
+        documents: list[SourceDoc],
+        max_new_tokens: int = 256,
     ) -> AnswerResult | None:
-        """The method's own answer step (GraphReader reasons over its notebooks), or None
-        for the shared one (``lcr.answer``), which every other method uses."""
+        """The method's own answer step, or None for the shared one (``lcr.answer``).
+
+        GraphReader reasons over its notebooks (Figure 12); LightPAL hands the shared
+        step its paper's prompt. (PECAN, whose answer comes from the search's own KV
+        cache, answers in :meth:`retrieve_and_answer` instead.)
+        """
         return None
 
 

@@ -40,6 +40,10 @@ DEFAULT_CONTEXT_CAP = 32768
 GPU_BATCH = 8  # conversations generated together on a GPU
 QUANTIZE_CHOICES = ("4bit", "8bit")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
+# continuation scoring: padded tokens per batch, and positions projected to the
+# vocabulary at a time (bounds memory: 128 x 150k vocabulary x 8 bytes = 150 MB)
+_SCORE_BATCH_TOKENS = 4096
+_SCORE_CHUNK = 128
 
 
 def resolve_device(device: str) -> str:
@@ -352,33 +356,83 @@ class TransformersLLM:
     ) -> list[ContinuationScore]:
         """Each continuation scored after ``context``, whose KV cache is computed once.
 
-        With ``max_tokens`` every pair is cut by :func:`split_token_budget`; pairs
-        that keep the same context tail share one prefix cache.
+        With ``max_tokens`` every pair is cut by :func:`split_token_budget`, and the
+        context to the shortest tail any pair keeps, so one prefix cache serves
+        all (a pair may see a few context tokens fewer than it alone would). Continuations are
+        scored in batches from that cache: the prefix's keys and values repeated
+        along the batch, the continuations right-padded (a padded position comes
+        after every real one, so causal attention alone keeps it out of the
+        scores), instead of one copied cache and one forward pass each.
         """
         ctx_ids = self.encode(context) or [self._start_token()]
         budget = min(max_tokens or self.context_window, self.context_window)
-        prefixes: dict[int, PrefixCache] = {}
-        scores: list[ContinuationScore] = []
-        for text in continuations:
+        scores: list[ContinuationScore] = [ContinuationScore(0.0, 0)] * len(continuations)
+        members: list[tuple[int, list[int]]] = []
+        shared = len(ctx_ids)
+        for i, text in enumerate(continuations):
             cont = self.encode(text)
             if not cont:
-                scores.append(ContinuationScore(0.0, 0))
                 continue
             n_ctx, n_cont = split_token_budget(len(ctx_ids), len(cont), budget)
-            n_ctx = max(n_ctx, 1)
-            if n_ctx not in prefixes:
-                prefixes[n_ctx] = self.prefix_cache(ctx_ids[-n_ctx:])
-            else:  # the context is read again from its cache, not encoded again
-                self.usage.add(n_ctx, 0, calls=0, cached_tokens=n_ctx)
-            prefix = prefixes[n_ctx]
-            kept = cont[:n_cont]
-            logits = prefix.last_logits.unsqueeze(0)
-            if len(kept) > 1:
-                import torch
-
-                logits = torch.cat([logits, self.logits_after_prefix(prefix, kept[:-1])], dim=0)
-            scores.append(ContinuationScore(_sum_logprob(logits, kept), len(kept)))
+            shared = min(shared, max(n_ctx, 1))
+            members.append((i, cont[:n_cont]))
+        # one context tail for all: the shortest any pair needs, so the context is
+        # encoded once even when pairs of different lengths cut it differently
+        groups = {shared: members} if members else {}
+        for n_ctx, members in groups.items():
+            prefix = self.prefix_cache(ctx_ids[-n_ctx:])
+            reused = n_ctx * (len(members) - 1)  # read again from the cache, not encoded
+            if reused:
+                self.usage.add(reused, 0, calls=0, cached_tokens=reused)
+            for batch in _length_batches(members, _SCORE_BATCH_TOKENS):
+                kept = [cont for _, cont in batch]
+                for (i, cont), logprob in zip(
+                    batch, self._score_after_prefix(prefix, kept), strict=True
+                ):
+                    scores[i] = ContinuationScore(logprob, len(cont))
         return scores
+
+    def _score_after_prefix(self, prefix: PrefixCache, conts: list[list[int]]) -> list[float]:
+        """Sum of log-probs of each (non-empty) continuation after ``prefix``, one batch."""
+        import torch
+
+        first = torch.log_softmax(prefix.last_logits.double(), dim=-1)
+        sums = [float(first[cont[0]]) for cont in conts]
+        rows = [(b, cont) for b, cont in enumerate(conts) if len(cont) > 1]
+        if not rows:
+            return sums
+        width = max(len(cont) - 1 for _, cont in rows)
+        ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
+        for r, (_, cont) in enumerate(rows):
+            ids[r, : len(cont) - 1] = torch.tensor(cont[:-1])
+        cache = copy.deepcopy(prefix.cache)
+        if len(rows) > 1:
+            cache.batch_repeat_interleave(len(rows))
+        hidden = self._hidden_after(ids.to(self.model.device), cache)
+        head = self.model.get_output_embeddings()
+        for r, (b, cont) in enumerate(rows):
+            targets = cont[1:]
+            for a in range(0, len(targets), _SCORE_CHUNK):
+                part = targets[a : a + _SCORE_CHUNK]
+                with torch.no_grad():
+                    logits = head(hidden[r, a : a + len(part)])
+                sums[b] += _sum_logprob(logits, part)
+        self.usage.add(sum(len(cont) - 1 for _, cont in rows), 0)
+        return sums
+
+    def _hidden_after(self, ids: torch.Tensor, cache: Any) -> torch.Tensor:
+        """Last hidden states ``(batch, len, dim)`` of ``ids`` after a (batched) cache.
+
+        The vocabulary projection is left to the caller, a few positions at a
+        time: a batch's full logits would take gigabytes with a 150k vocabulary.
+        """
+        import torch
+
+        decoder = self.model.get_decoder()
+        with torch.no_grad():
+            out = decoder(input_ids=ids, cache=cache, use_cache=True)
+        hidden: torch.Tensor = out.last_hidden_state
+        return hidden
 
     # ------------------------------------------------- local backend extras
 
@@ -685,6 +739,21 @@ def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
             if pos != -1:
                 cut = min(cut, pos)
     return text[:cut]
+
+
+def _length_batches(
+    members: list[tuple[int, list[int]]], max_tokens: int
+) -> list[list[tuple[int, list[int]]]]:
+    """Continuations grouped by similar length (little padding), each batch's padded
+    size at most ``max_tokens`` (one continuation alone may exceed it)."""
+    ordered = sorted(members, key=lambda m: len(m[1]))
+    batches: list[list[tuple[int, list[int]]]] = []
+    for member in ordered:
+        if batches and len(member[1]) * (len(batches[-1]) + 1) <= max_tokens:
+            batches[-1].append(member)
+        else:
+            batches.append([member])
+    return batches
 
 
 def _sum_logprob(logits: torch.Tensor, targets: Sequence[int]) -> float:

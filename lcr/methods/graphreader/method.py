@@ -40,7 +40,7 @@ from lcr.methods.graphreader.extraction import (
 from lcr.methods.graphreader.graph import Fact, Graph, build_graph, key_table
 from lcr.methods.graphreader.keys import merge_keys
 from lcr.models.base import LLM, Capability, Generation, Message
-from lcr.store import Node, cache_key
+from lcr.store import Node, SourceDoc, cache_key
 from lcr.text.tokens import count_tokens
 
 _FINAL_ANSWER = "final answer"
@@ -451,7 +451,14 @@ class GraphReader(Method):
 
     # ----------------------------------------------------------------- answer
     def answer(
-        self, question: str, evidence: Evidence, llm: LLM, *, max_new_tokens: int = 256
+        self,
+        question: str,
+        evidence: Evidence,
+        llm: LLM,
+        *,
+        settings: dict[str, Any],
+        documents: list[SourceDoc],
+        max_new_tokens: int = 256,
     ) -> AnswerResult | None:
         """Figure 12 over every path's notebook; with no notebook at all, the shared step."""
         notebooks = [str(n) for n in evidence.info.get("notebooks", [])]

@@ -1,0 +1,326 @@
+"""LightPAL: passages, candidates, edges, the walk, resumable scoring, and the real path.
+
+Control flow runs on the scripted LLM (tests/fakes.py); the same path runs end
+to end with the real smollm2-135m scorer and the real MiniLM embedder below.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lcr import pipeline
+from lcr.errors import LLMCallError, ModelError
+from lcr.methods.lightpal.graph import (
+    Walk,
+    context_passages,
+    dense_candidates,
+    edge_matrix,
+    top_edges,
+)
+from lcr.methods.lightpal.passages import cut_passages, head_of
+from lcr.models.base import ContinuationScore, Models
+from lcr.store import DocumentInput, Index
+from tests.conftest import SHARED_DATA
+from tests.fakes import ScriptedLLM
+
+FAST = ["lightpal.scorer=llm"]
+
+
+def _doc(name: str, text: str) -> DocumentInput:
+    raw = text.encode("utf-8")
+    return DocumentInput(name, text, hashlib.sha256(raw).hexdigest(), len(raw))
+
+
+def _stories(n: int, chars: int) -> list[tuple[str, str]]:
+    """The first ``chars`` characters (cut at a paragraph) of ``n`` SQuALITY stories."""
+    out = []
+    with (SHARED_DATA / "squality" / "dev.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            text = json.loads(line)["document"].strip()
+            cut = text.rfind("\n\n", 0, chars)
+            out.append((f"story{len(out)}.txt", text[: cut if cut > 0 else chars].strip()))
+            if len(out) == n:
+                break
+    return out
+
+
+# ------------------------------------------------------------------ passages
+
+
+def test_passages_are_about_1000_characters_with_exact_spans(cinderella: Path) -> None:
+    text = cinderella.read_text("utf-8")
+    second = _stories(1, 6000)[0][1]
+    source = text + "\n\n" + second
+    docs = [(0, 0, text), (1, len(text) + 2, second)]
+    passages = cut_passages(docs, "chars", 1000)
+    assert {p.doc for p in passages} == {0, 1}
+    assert all(source[p.start : p.end] == p.text for p in passages)
+    assert all(len(p.text) <= 1000 for p in passages)
+    sizes = [len(p.text) for p in passages]
+    assert np.median(sizes) > 600  # packed towards the size, not one paragraph each
+    # no text lost: every non-space character lies in a passage
+    covered = sum(len("".join(p.text.split())) for p in passages)
+    assert covered == len("".join(source.split()))
+
+
+def test_sections_keep_blank_line_blocks_whole() -> None:
+    sections = ["First section.\nIt has two lines.", "Second " * 400, "Third."]
+    text = "\n\n".join(sections)
+    passages = cut_passages([(0, 0, text)], "sections", 1000)
+    assert [p.text for p in passages] == [s.strip() for s in sections]
+
+
+def test_head_of_keeps_the_first_tokens() -> None:
+    text = "one two three four five six"
+    assert head_of(text, 0) == text
+    assert head_of(text, 3) == "one two three"
+
+
+# --------------------------------------------------------------------- graph
+
+
+def test_dense_candidates_exclude_self_and_rank_by_cosine() -> None:
+    rng = np.random.default_rng(0)
+    emb = rng.normal(size=(30, 8)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    cands = dense_candidates(emb, 5, block=7)  # several row blocks
+    sims = emb @ emb.T
+    for i, c in enumerate(cands):
+        assert len(c) == 5 and i not in c
+        expected = [j for j in np.argsort(-sims[i], kind="stable") if j != i][:5]
+        assert list(c) == expected
+    assert all(len(c) == 29 for c in dense_candidates(emb, 100))  # k' capped at n - 1
+
+
+def test_top_edges_keep_k_best_scores() -> None:
+    cands = np.array([4, 7, 1, 9])
+    targets, scores = top_edges(cands, np.array([-2.0, -0.5, -3.0, -0.5]), 2)
+    assert list(targets) == [7, 9] and list(scores) == [-0.5, -0.5]  # ties: candidate order
+
+
+def _chain_walk(n: int) -> Walk:
+    """i -> i + 1 for the first half; the second half is a separate cycle."""
+    half = n // 2
+    targets = [np.array([i + 1]) if i + 1 < half else np.array([0]) for i in range(half)]
+    targets += [np.array([half + (i + 1) % (n - half)]) for i in range(n - half)]
+    return Walk.from_edges(edge_matrix(n, targets, [np.ones(1)] * n))
+
+
+def test_walk_restarts_only_on_the_initial_passages() -> None:
+    walk = _chain_walk(20)
+    fill = context_passages(walk, [0, 3], 5, initial_share=0.6, restart_top=2, alpha=0.2)
+    assert fill.initial == [0, 3]  # 60% of 5, rounded
+    assert fill.restart == [0, 3]
+    # nothing outside the restart set's component is ever reached
+    assert np.all(fill.ppr[10:] == 0) and fill.ppr[:10].sum() == pytest.approx(1.0)
+    # no edges followed (alpha 0): all mass stays, uniformly, on the restart set
+    still = context_passages(walk, [0, 3], 5, initial_share=0.6, restart_top=2, alpha=0.0)
+    assert np.flatnonzero(still.ppr).tolist() == [0, 3]
+    assert still.ppr[0] == pytest.approx(0.5)
+    # the walk's successors of the initial passages come next, then the rest of the ranking
+    assert set(fill.context[:2]) == {1, 4}
+    assert len(fill.initial) + len(fill.context) == 5
+    assert not set(fill.initial) & set(fill.context)
+
+
+def test_context_fill_falls_back_to_the_ranking_when_the_walk_runs_dry() -> None:
+    n = 8
+    walk = Walk.from_edges(edge_matrix(n, [np.zeros(0, dtype=np.int64)] * n, [np.zeros(0)] * n))
+    fill = context_passages(walk, [5, 2, 7, 1], 4, initial_share=0.5, restart_top=1, alpha=0.2)
+    assert fill.initial == [5, 2]
+    assert fill.context == [7, 1] and fill.from_ranking == 2
+
+
+# ------------------------------------------------------------ build, resume
+
+
+class CountingLLM(ScriptedLLM):
+    """The scripted scorer, recording every pair it scores; can fail after N passages."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        super().__init__()
+        self.pairs: list[tuple[str, str]] = []
+        self.passages = 0
+        self.fail_after = fail_after
+
+    def continuation_logprobs(
+        self, context: str, continuations: Sequence[str], *, max_tokens: int | None = None
+    ) -> list[ContinuationScore]:
+        if self.fail_after is not None and self.passages >= self.fail_after:
+            raise RuntimeError("killed")
+        self.passages += 1
+        self.pairs.extend((context, c) for c in continuations)
+        return super().continuation_logprobs(context, continuations, max_tokens=max_tokens)
+
+
+def _index(tmp: Path, docs: list[tuple[str, str]]) -> Index:
+    return Index.create(tmp, [_doc(name, text) for name, text in docs])
+
+
+def test_killed_build_resumes_without_scoring_a_pair_twice(
+    tmp_path: Path, cinderella: Path, embedder: Any
+) -> None:
+    index = _index(tmp_path / "c.idx", [("cinderella.txt", cinderella.read_text("utf-8"))])
+    sets = [*FAST, "lightpal.candidates=6"]
+    first = CountingLLM(fail_after=5)
+    with pytest.raises(LLMCallError, match="resume"):
+        pipeline.build(index, ["lightpal"], Models.with_objects(llm=first, embedder=embedder), sets)
+    assert "lightpal" not in Index.open(tmp_path / "c.idx").methods  # nothing half-built
+    second = CountingLLM()
+    warnings: list[str] = []
+    pipeline.build(
+        index,
+        ["lightpal"],
+        Models.with_objects(llm=second, embedder=embedder),
+        sets,
+        warn=warnings.append,
+    )
+    stats = index.methods["lightpal"]["stats"]
+    n = index.methods["lightpal"]["counts"]["nodes"]
+    assert first.passages == 5 and second.passages == n - 5
+    both = first.pairs + second.pairs
+    assert len(both) == len(set(both)) == n * 6  # every pair once, none twice
+    assert stats["pairs"] == n * 6 and stats["pairs_cached"] == 5 * 6
+    assert stats["pairs_scored"] == (n - 5) * 6
+    assert any("pairs" in w and "about" in w for w in warnings)
+    # a third build with other edges re-uses every score
+    third = CountingLLM()
+    pipeline.build(
+        index,
+        ["lightpal"],
+        Models.with_objects(llm=third, embedder=embedder),
+        [*sets, "lightpal.edges=2"],
+    )
+    assert third.passages == 0
+    edges = index.reader("lightpal").csr("edges")
+    assert edges.shape == (n, n) and np.diff(edges.indptr).max() <= 2
+    assert edges.diagonal().sum() == 0
+
+
+def test_at_most_k_edges_each_the_best_scored(
+    tmp_path: Path, cinderella: Path, embedder: Any
+) -> None:
+    index = _index(tmp_path / "c.idx", [("cinderella.txt", cinderella.read_text("utf-8"))])
+    llm = CountingLLM()
+    pipeline.build(index, ["lightpal"], Models.with_objects(llm=llm, embedder=embedder), FAST)
+    reader = index.reader("lightpal")
+    edges = reader.csr("edges")
+    nodes = reader.nodes()
+    assert np.diff(edges.indptr).max() <= 5 and edges.nnz > 0
+    for i, node in enumerate(nodes):
+        row = edges[[i], :].toarray().ravel()
+        kept = np.flatnonzero(row)
+        scored = {c: llm.continuation_logprob(node.text, c) / llm.count_tokens(c) for _, c in
+                  [p for p in llm.pairs if p[0] == node.text]}  # fmt: skip
+        best = sorted(scored.values(), reverse=True)[: len(kept)]
+        assert sorted(row[kept].tolist(), reverse=True) == pytest.approx(best, abs=1e-4)
+
+
+def test_missing_scorer_is_one_clear_error(
+    tmp_path: Path, cinderella: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lcr.models import cache, presets
+
+    monkeypatch.setattr(presets.Preset, "installed", lambda self: False)
+    monkeypatch.setattr(cache, "has_dequantized", lambda name: False)
+    index = _index(tmp_path / "c.idx", [("cinderella.txt", cinderella.read_text("utf-8"))])
+    models = Models.with_objects(llm=CountingLLM(), embedder=embedder)
+    with pytest.raises(ModelError) as err:
+        pipeline.build(index, ["lightpal"], models, ["lightpal.scorer=qwen2.5-coder-0.5b"])
+    message = str(err.value)
+    assert "lcr models install qwen2.5-coder-0.5b" in message
+    assert "lightpal.scorer=smollm2-135m" in message and "\n" not in message
+
+
+# -------------------------------------------------------------- real models
+
+
+def test_true_predecessor_makes_a_passage_likelier(smollm: Any) -> None:
+    """On real text, ContextScore(d_i, d_i+1) beats ContextScore(unrelated, d_i+1).
+
+    (Measured with smollm2-135m: as candidates of one d_i, a true successor and an
+    unrelated passage are not reliably ordered, since a passage's own fluency
+    weighs more in its mean log-probability than the context does; the README
+    says so.)
+    """
+    story = _stories(1, 6000)[0][1]
+    other = _stories(3, 6000)[2][1]
+    ours = cut_passages([(0, 0, story)], "chars", 500)
+    theirs = cut_passages([(0, 0, other)], "chars", 500)
+    for i in range(1, 7):
+        (true,) = smollm.continuation_logprobs(ours[i].text, [ours[i + 1].text])
+        (false,) = smollm.continuation_logprobs(theirs[i].text, [ours[i + 1].text])
+        assert true.tokens == false.tokens
+        assert true.mean > false.mean, i
+
+
+@pytest.mark.slow
+def test_multi_document_index_answers_through_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Three stories, one index, the real smollm2-135m scorer and answerer, through the CLI."""
+    from lcr.cli import main
+
+    files = []
+    for name, text in _stories(3, 1500):
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        files.append(str(path))
+    out = tmp_path / "corpus.idx"
+    common = ["--llm", "smollm2-135m", "--device", "cpu", "-q"]
+    sets = ["lightpal.scorer=smollm2-135m", "lightpal.candidates=2", "lightpal.passage_chars=800",
+            "lightpal.continuation_tokens=16"]  # fmt: skip
+    with pytest.raises(SystemExit) as ex:
+        main(["index", *files, "-o", str(out), "-m", "lightpal", *common,
+              *[a for s in sets for a in ("--set", s)]])  # fmt: skip
+    assert ex.value.code == 0, capsys.readouterr().err
+    index = Index.open(out)
+    entry = index.methods["lightpal"]
+    assert entry["stats"]["scorer"] == "smollm2-135m"
+    assert entry["stats"]["pairs_scored"] == entry["counts"]["nodes"] * 2
+    assert entry["stats"]["llm_usage"]["cached_tokens"] > 0  # d_i encoded once per passage
+    assert len({n.doc for n in index.reader("lightpal").nodes()}) == 3
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as ex:
+        main(["ask", str(out), "Who is the story about?", "-m", "lightpal", "-k", "5",
+              "--json", "--max-new-tokens", "16", *common])  # fmt: skip
+    captured = capsys.readouterr()
+    assert ex.value.code == 0, captured.err
+    obj = json.loads(captured.out.strip().splitlines()[-1])
+    assert isinstance(obj["answer"], str) and obj["answer"].strip()
+    roles = [ev["role"] for ev in obj["evidence"]]
+    assert roles.count("initial") == 3 and roles.count("context") == 2
+    source = index.source
+    for ev in obj["evidence"]:
+        assert ev["document"] == Path(files[ev["doc"]]).name
+        ((s, e),) = ev["spans"]
+        assert source[s:e] == ev["text"]
+    assert obj["info"]["context_passages"] == 2
+
+
+def test_answers_use_the_papers_prompt(tmp_path: Path, embedder: Any) -> None:
+    docs = _stories(2, 2500)
+    index = _index(tmp_path / "two.idx", docs)
+    llm = CountingLLM()
+    models = Models.with_objects(llm=llm, embedder=embedder)
+    pipeline.build(index, ["lightpal"], models, [*FAST, "lightpal.candidates=4"])
+    result = pipeline.ask(index, "lightpal", "What happens in the stories?", models, k=4)
+    prompt = llm.prompts[-1][-1]["content"]
+    assert prompt.startswith("You are a helpful assistant that gives long answer")
+    assert "approximately 200 words" in prompt
+    assert prompt.rstrip().endswith("QUESTION: What happens in the stories?\nSUMMARY:")
+    for it in result.evidence.items:
+        assert f"## SECTION: {it.id}\n{it.text}" in prompt
+    stories = {docs[it.doc][0] for it in result.evidence.items}
+    assert {
+        line[len("# STORY: ") :] for line in prompt.splitlines() if line.startswith("# STORY:")
+    } == stories
+    pipeline.ask(index, "lightpal", "Q?", models, ["lightpal.prompt=shared"], k=4)
+    assert llm.prompts[-1][-1]["content"].startswith("Excerpts:")
