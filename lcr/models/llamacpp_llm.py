@@ -2,7 +2,7 @@
 
 On a CPU this is the fast, small way to run lcr's models: the presets are Q4_K_M
 GGUF files, which llama.cpp computes with as they are (no dequantised fp32 copy),
-about 5x faster and 5x smaller than transformers in fp32 (see bench/README.md).
+about 6x smaller than transformers in fp32, decoding 2.4x faster (bench/README.md).
 
 It implements the :class:`lcr.models.base.LLM` protocol on llama.cpp's own
 context API rather than on llama-cpp-python's high-level ``Llama`` class, because
