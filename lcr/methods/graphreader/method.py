@@ -17,7 +17,6 @@ notebooks of all paths in, the final answer out (``answer``).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -25,9 +24,10 @@ import scipy.sparse as sp
 
 from lcr.answer import AnswerResult
 from lcr.config import Setting
-from lcr.errors import IndexDamagedError, LcrError, LLMCallError
+from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.methods.base import BuildContext, Method, QueryContext, top_indices
+from lcr.methods.cached_calls import CachedCalls
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.agent import Agent, AgentSettings
 from lcr.methods.graphreader.extraction import (
@@ -39,93 +39,11 @@ from lcr.methods.graphreader.extraction import (
 )
 from lcr.methods.graphreader.graph import Fact, Graph, build_graph, key_table
 from lcr.methods.graphreader.keys import merge_keys
-from lcr.models.base import LLM, Capability, Generation, Message
-from lcr.store import Node, SourceDoc, cache_key
+from lcr.models.base import LLM, Capability
+from lcr.store import Node, SourceDoc
 from lcr.text.tokens import count_tokens
 
 _FINAL_ANSWER = "final answer"
-
-
-class _Extractor:
-    """Chunk extractions through the cache: cached ones cost nothing, new ones are stored
-    as soon as their batch returns."""
-
-    def __init__(self, ctx: BuildContext, max_new_tokens: int, batch_size: int) -> None:
-        self.ctx = ctx
-        self.max_new_tokens = max_new_tokens
-        self.requested_batch = batch_size
-        self.calls = 0
-        self.batches = 0
-        self.cached = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.seconds = 0.0
-
-    def batch_size(self, llm: LLM) -> int:
-        """The setting, or for 0: 8 on a GPU or a server backend, else 1 (resumable per chunk)."""
-        if self.requested_batch > 0:
-            return self.requested_batch
-        device = str(getattr(llm, "device", "cpu"))
-        return 8 if device.startswith("cuda") or getattr(llm, "backend", "") == "openai" else 1
-
-    def run(self, texts: Sequence[str]) -> list[str]:
-        convs = [prompts.extraction_messages(t, self.max_new_tokens) for t in texts]
-        out: list[str | None] = [None] * len(texts)
-        task = self.ctx.progress.task("graphreader: extracting atomic facts", total=len(texts))
-        keys: list[str] = []
-        llm: LLM | None = None
-        todo: list[int] = []
-        for i, conv in enumerate(convs):
-            if llm is None:
-                llm = self.ctx.models.llm
-            key = cache_key(prompts.PROMPT_VERSION, llm.model_id, conv, self.max_new_tokens)
-            keys.append(key)
-            hit = self.ctx.cache.get(key)
-            if isinstance(hit, dict) and isinstance(hit.get("text"), str):
-                out[i] = hit["text"]
-                self.cached += 1
-                task.advance()
-            else:
-                todo.append(i)
-        if llm is not None and todo:
-            size = self.batch_size(llm)
-            for b in range(0, len(todo), size):
-                batch = todo[b : b + size]
-                gens = self._generate(llm, [convs[i] for i in batch])
-                for i, gen in zip(batch, gens, strict=True):
-                    self.ctx.cache.put(
-                        keys[i],
-                        {
-                            "text": gen.text,
-                            "prompt_tokens": gen.prompt_tokens,
-                            "completion_tokens": gen.completion_tokens,
-                        },
-                    )
-                    self.calls += 1
-                    self.prompt_tokens += gen.prompt_tokens
-                    self.completion_tokens += gen.completion_tokens
-                    out[i] = gen.text
-                    task.advance()
-        return [t or "" for t in out]
-
-    def _generate(self, llm: LLM, convs: list[list[Message]]) -> list[Generation]:
-        started = time.perf_counter()
-        try:
-            gens = llm.generate_batch(convs, max_new_tokens=self.max_new_tokens)
-        except LcrError:
-            raise
-        except Exception as exc:
-            raise LLMCallError(
-                f"LLM call failed while extracting GraphReader facts "
-                f"({exc.__class__.__name__}: {exc}); chunks already extracted are kept, "
-                "run the same command again to resume"
-            ) from exc
-        finally:
-            self.seconds += time.perf_counter() - started
-        if len(gens) != len(convs):
-            raise LLMCallError(f"the LLM returned {len(gens)} replies for {len(convs)} prompts")
-        self.batches += 1
-        return list(gens)
 
 
 class GraphReader(Method):
@@ -171,8 +89,9 @@ class GraphReader(Method):
         Setting(
             "batch_size",
             0,
-            "chunks per generate_batch call; 0 = auto (8 on a GPU or a server backend, "
-            "else 1, which keeps every chunk resumable)",
+            "chunks per LLM batch; 0 = auto: every pending chunk, which the backend batches "
+            "on a GPU, decodes together with llama.cpp or sends --concurrency at a time to a "
+            "server (each extraction is cached as it completes)",
             low=0,
         ),
     )
@@ -247,8 +166,18 @@ class GraphReader(Method):
         seconds["chunking"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        extractor = _Extractor(ctx, int(s["extraction_max_tokens"]), int(s["batch_size"]))
-        replies = extractor.run([c.text for c in chunks])
+        extractor = CachedCalls(
+            ctx,
+            prompt_version=prompts.PROMPT_VERSION,
+            max_new_tokens=int(s["extraction_max_tokens"]),
+            batch_size=int(s["batch_size"]),
+            what="extracting GraphReader facts",
+        )
+        task = ctx.progress.task("graphreader: extracting atomic facts", total=len(chunks))
+        max_tokens = int(s["extraction_max_tokens"])
+        replies = extractor.run(
+            [prompts.extraction_messages(c.text, max_tokens) for c in chunks], task
+        )
         seconds["extraction"] = time.perf_counter() - t
 
         chunk_facts: list[list[ExtractedFact]] = []
@@ -327,12 +256,7 @@ class GraphReader(Method):
                 "example_echoes": parsed.echoed,
                 "ungrounded_keys": ungrounded,
                 "fallback_chunks": fallback_chunks,
-                "llm_calls": extractor.calls,
-                "llm_batches": extractor.batches,
-                "llm_cached": extractor.cached,
-                "llm_prompt_tokens": extractor.prompt_tokens,
-                "llm_completion_tokens": extractor.completion_tokens,
-                "llm_seconds": round(extractor.seconds, 3),
+                **extractor.stats(),
                 "seconds": {k: round(v, 3) for k, v in seconds.items()},
             }
         )

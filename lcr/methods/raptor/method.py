@@ -19,20 +19,21 @@ chunkers, so the tree and the budget do not depend on which LLM reads them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from lcr.config import Setting
-from lcr.errors import IndexDamagedError, LcrError, LLMCallError
+from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, merge_spans
 from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node
+from lcr.methods.cached_calls import CachedCalls
 from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
 from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
-from lcr.models.base import LLM, Generation, Message
+from lcr.models.base import Message
 from lcr.progress import Task
-from lcr.store import Node, cache_key
+from lcr.store import Node
 from lcr.text.tokens import count_tokens
 
 SYSTEM_PROMPT = "You are a Summarizing Text Portal"
@@ -62,103 +63,6 @@ class _Advance:
 
     def log(self, message: str) -> None:
         return None
-
-
-class _Summariser:
-    """Summaries through the cache: cached ones cost nothing, new ones are stored at once."""
-
-    def __init__(self, ctx: BuildContext, max_new_tokens: int, batch_size: int) -> None:
-        self.ctx = ctx
-        self.max_new_tokens = max_new_tokens
-        self.requested_batch = batch_size
-        self.calls = 0
-        self.batches = 0
-        self.cached = 0
-        self.prompt_tokens = 0
-        self.completion_tokens = 0
-        self.seconds = 0.0
-        self._llm: LLM | None = None
-
-    @property
-    def llm(self) -> LLM:
-        if self._llm is None:
-            self._llm = self.ctx.models.llm
-        return self._llm
-
-    @property
-    def batch_size(self) -> int:
-        """The setting; 0 (auto) hands the backend a whole layer, which it batches
-        (GPU), decodes together (llama.cpp) or sends concurrently (a server) as it can."""
-        return self.requested_batch
-
-    def _key(self, messages: list[Message]) -> str:
-        return cache_key(PROMPT_VERSION, self.llm.model_id, messages, self.max_new_tokens)
-
-    def run(self, conversations: list[list[Message]], task: Task, layer: int) -> list[str]:
-        out: list[str | None] = [None] * len(conversations)
-        keys = [self._key(m) for m in conversations]
-        todo: list[int] = []
-        for i, key in enumerate(keys):
-            hit = self.ctx.cache.get(key)
-            if isinstance(hit, dict) and isinstance(hit.get("text"), str) and hit["text"].strip():
-                out[i] = hit["text"]
-                self.cached += 1
-                task.advance()
-            else:
-                todo.append(i)
-        size = self.batch_size or len(todo) or 1
-        for b in range(0, len(todo), size):
-            batch = todo[b : b + size]
-
-            def store(j: int, gen: Generation, batch: list[int] = batch) -> None:
-                """Cache one summary the moment it exists: a kill never pays for it twice."""
-                i = batch[j]
-                text = gen.text.strip()
-                if not text:
-                    raise LLMCallError(
-                        f"the LLM returned an empty summary (layer {layer}); "
-                        "try another --llm or a larger raptor.summary_max_tokens"
-                    )
-                self.ctx.cache.put(
-                    keys[i],
-                    {
-                        "text": text,
-                        "prompt_tokens": gen.prompt_tokens,
-                        "completion_tokens": gen.completion_tokens,
-                    },
-                )
-                self.prompt_tokens += gen.prompt_tokens
-                self.completion_tokens += gen.completion_tokens
-                self.calls += 1
-                out[i] = text
-                task.advance()
-
-            self._generate([conversations[i] for i in batch], layer, store)
-        return [t for t in out if t is not None]
-
-    def _generate(
-        self,
-        convs: list[list[Message]],
-        layer: int,
-        store: Callable[[int, Generation], None],
-    ) -> None:
-        started = time.perf_counter()
-        try:
-            if len(convs) == 1:
-                store(0, self.llm.generate(convs[0], max_new_tokens=self.max_new_tokens))
-            else:
-                self.llm.generate_batch(convs, max_new_tokens=self.max_new_tokens, on_result=store)
-        except LcrError:
-            raise
-        except Exception as exc:
-            raise LLMCallError(
-                f"LLM call failed while summarising RAPTOR layer {layer} "
-                f"({exc.__class__.__name__}: {exc}); summaries already written are kept, "
-                "run the same command again to resume"
-            ) from exc
-        finally:
-            self.seconds += time.perf_counter() - started
-        self.batches += 1
 
 
 def _embed(ctx: BuildContext, texts: list[str], what: str) -> np.ndarray:
@@ -289,7 +193,14 @@ class Raptor(Method):
             local_neighbors=int(s["local_neighbors"]),
             seed=int(s["seed"]),
         )
-        summariser = _Summariser(ctx, int(s["summary_max_tokens"]), int(s["batch_size"]))
+        summariser = CachedCalls(
+            ctx,
+            prompt_version=PROMPT_VERSION,
+            max_new_tokens=int(s["summary_max_tokens"]),
+            batch_size=int(s["batch_size"]),
+            what="summarising RAPTOR",
+            require_text=True,
+        )
         seconds = {"chunking": 0.0, "embedding": 0.0, "clustering": 0.0, "summarisation": 0.0}
         breaks = [d.start for d in ctx.documents[1:]]
 
@@ -342,7 +253,7 @@ class Raptor(Method):
             t = time.perf_counter()
             task = ctx.progress.task(f"raptor: layer {layer}: summaries", total=len(clusters))
             convs = [summary_messages([nodes[layer_nodes[j]].text for j in c]) for c in clusters]
-            texts = summariser.run(convs, task, layer)
+            texts = summariser.run(convs, task, f"summarising RAPTOR layer {layer}")
             seconds["summarisation"] += time.perf_counter() - t
 
             new_ids: list[int] = []
@@ -385,13 +296,7 @@ class Raptor(Method):
                 "layers": sizes,
                 "stop": stop,
                 "clustering": reports,
-                "llm_calls": summariser.calls,
-                "llm_batches": summariser.batches,
-                "llm_batch_size": summariser.batch_size if summariser.batches else 0,
-                "llm_cached": summariser.cached,
-                "llm_prompt_tokens": summariser.prompt_tokens,
-                "llm_completion_tokens": summariser.completion_tokens,
-                "llm_seconds": round(summariser.seconds, 3),
+                **summariser.stats(),
                 "seconds": {k: round(v, 3) for k, v in seconds.items()},
             }
         )
