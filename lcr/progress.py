@@ -44,6 +44,20 @@ class NullProgress:
 NULL_PROGRESS: Progress = NullProgress()
 
 
+class OneTask:
+    """A Progress whose every task is one given task: lets a step report into its
+    caller's bar (an embedder encoding a method's chunks)."""
+
+    def __init__(self, task: Task) -> None:
+        self._task = task
+
+    def task(self, description: str, total: float | None = None) -> Task:
+        return self._task
+
+    def log(self, message: str) -> None:
+        return None
+
+
 class RichProgress:
     """Rich progress bars with ETA on stderr; one bar per task."""
 

@@ -17,6 +17,8 @@ from lcr.config import Setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
 from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
+from lcr.models.bm25 import bm25_tokenize, bm25s_module
+from lcr.progress import OneTask
 from lcr.store import Node
 
 CHUNK_SETTINGS = (
@@ -125,7 +127,7 @@ def embedding_pieces(embedder: Any, texts: list[str]) -> tuple[list[str], np.nda
 def _build_dense(ctx: BuildContext, nodes: list[Node]) -> None:
     pieces, owner = embedding_pieces(ctx.models.embedder, [n.text for n in nodes])
     task = ctx.progress.task("embedding chunks", total=len(pieces))
-    emb = ctx.models.embedder.encode(pieces, progress=_Advance(task))
+    emb = ctx.models.embedder.encode(pieces, progress=OneTask(task))
     ctx.out.write_array("embeddings", emb.astype(np.float32))
     split = int(np.count_nonzero(np.bincount(owner, minlength=len(nodes)) > 1)) if nodes else 0
     if split:
@@ -134,43 +136,9 @@ def _build_dense(ctx: BuildContext, nodes: list[Node]) -> None:
         ctx.out.stats["embedded_pieces"] = len(pieces)
 
 
-class _Advance:
-    """Adapts a progress task into the Progress an embedder reports to."""
-
-    def __init__(self, task: Any) -> None:
-        self._task = task
-
-    def task(self, description: str, total: float | None = None) -> Any:
-        return self._task
-
-    def log(self, message: str) -> None:
-        return None
-
-
-def _bm25s() -> Any:
-    """bm25s, with its logger (set to DEBUG by the library) kept to warnings."""
-    import logging
-
-    import bm25s
-
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
-    return bm25s
-
-
 def _bm25_tokenize(texts: list[str], settings: dict[str, Any]) -> list[list[str]]:
     """The same tokenisation for chunks (build) and questions (query)."""
-    bm25s = _bm25s()
-
-    stop = None if settings["stopwords"] == "none" else settings["stopwords"]
-    stemmer = None
-    if settings.get("stemmer", "none") != "none":
-        import Stemmer
-
-        stemmer = Stemmer.Stemmer(settings["stemmer"])
-    out = bm25s.tokenize(
-        texts, stopwords=stop, stemmer=stemmer, return_ids=False, show_progress=False
-    )
-    return [list(t) for t in out]
+    return bm25_tokenize(texts, settings["stopwords"], settings.get("stemmer", "none"))
 
 
 class BM25(Method):
@@ -199,7 +167,7 @@ class BM25(Method):
     query_settings = TOPK_SETTINGS
 
     def build(self, ctx: BuildContext) -> None:
-        bm25s = _bm25s()
+        bm25s = bm25s_module()
         nodes = chunk_nodes(ctx)
         tokens = _bm25_tokenize([n.text for n in nodes], ctx.settings)
         retriever = bm25s.BM25(k1=float(ctx.settings["k1"]), b=float(ctx.settings["b"]))
@@ -216,7 +184,7 @@ class BM25(Method):
         ctx.out.stats["vocabulary"] = len(retriever.vocab_dict)
 
     def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
-        bm25s = _bm25s()
+        bm25s = bm25s_module()
         stored = ctx.stored
         meta = stored.json("bm25_vocabulary")
         retriever = bm25s.BM25(k1=float(stored.settings["k1"]), b=float(stored.settings["b"]))

@@ -41,45 +41,14 @@ from lcr.methods.lightpal.scoring import (
     load_scorer,
 )
 from lcr.models.base import LLM, Capability
-from lcr.progress import Task
+from lcr.models.bm25 import bm25_tokenize, bm25s_module
+from lcr.progress import OneTask, Task
 from lcr.store import Node, SourceDoc
-
-
-class _Advance:
-    """Adapts one progress task into the Progress an embedder reports to."""
-
-    def __init__(self, task: Task) -> None:
-        self._task = task
-
-    def task(self, description: str, total: float | None = None) -> Task:
-        return self._task
-
-    def log(self, message: str) -> None:
-        return None
-
-
-def _bm25s() -> Any:
-    """bm25s, with its logger (set to DEBUG by the library) kept to warnings."""
-    import logging
-
-    import bm25s
-
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
-    return bm25s
 
 
 def _bm25_tokens(texts: list[str]) -> list[list[str]]:
     """English stop words and Snowball stems, as lcr's bm25 baseline by default."""
-    import Stemmer
-
-    out = _bm25s().tokenize(
-        texts,
-        stopwords="en",
-        stemmer=Stemmer.Stemmer("english"),
-        return_ids=False,
-        show_progress=False,
-    )
-    return [list(t) for t in out]
+    return bm25_tokenize(texts, "en", "english")
 
 
 def passage_embeddings(embedder: Any, texts: list[str], task: Task) -> np.ndarray:
@@ -103,7 +72,7 @@ def passage_embeddings(embedder: Any, texts: list[str], task: Task) -> np.ndarra
         owner.extend([i] * len(parts))
     if not pieces:
         return np.zeros((0, int(embedder.dim)), dtype=np.float32)
-    emb = np.asarray(embedder.encode(pieces, progress=_Advance(task)), dtype=np.float64)
+    emb = np.asarray(embedder.encode(pieces, progress=OneTask(task)), dtype=np.float64)
     sums = np.zeros((len(texts), emb.shape[1]))
     np.add.at(sums, np.asarray(owner), emb)
     norms = np.linalg.norm(sums, axis=1, keepdims=True)
@@ -258,7 +227,7 @@ class LightPAL(Method):
         ]
         texts = [n.text for n in nodes]
         tokens = _bm25_tokens(texts)
-        retriever = _bm25s().BM25()
+        retriever = bm25s_module().BM25()
         retriever.index(tokens, show_progress=False)
         seconds["passages_bm25"] = time.perf_counter() - t
 
@@ -326,7 +295,7 @@ class LightPAL(Method):
     def _bm25_scores(self, ctx: QueryContext, question: str, n: int) -> np.ndarray:
         def load() -> Any:
             meta = ctx.stored.json("bm25_vocabulary")
-            retriever = _bm25s().BM25()
+            retriever = bm25s_module().BM25()
             retriever.scores = {
                 "data": ctx.stored.array("bm25_data"),
                 "indices": ctx.stored.array("bm25_indices"),

@@ -32,7 +32,7 @@ from lcr.methods.cached_calls import CachedCalls
 from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
 from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
 from lcr.models.base import Message
-from lcr.progress import Task
+from lcr.progress import OneTask
 from lcr.store import Node
 from lcr.text.tokens import count_tokens
 
@@ -52,24 +52,11 @@ def summary_messages(texts: Sequence[str]) -> list[Message]:
     ]
 
 
-class _Advance:
-    """Adapts one progress task into the Progress an embedder reports to."""
-
-    def __init__(self, task: Task) -> None:
-        self._task = task
-
-    def task(self, description: str, total: float | None = None) -> Task:
-        return self._task
-
-    def log(self, message: str) -> None:
-        return None
-
-
 def _embed(ctx: BuildContext, texts: list[str], what: str) -> np.ndarray:
     task = ctx.progress.task(f"raptor: embedding {what}", total=len(texts))
     if not texts:
         return np.zeros((0, ctx.models.embedder.dim), dtype=np.float32)
-    emb = ctx.models.embedder.encode(texts, progress=_Advance(task))
+    emb = ctx.models.embedder.encode(texts, progress=OneTask(task))
     return np.asarray(emb, dtype=np.float32)
 
 
