@@ -204,3 +204,48 @@ def test_models_load_llamacpp_under_auto() -> None:
     assert models.require(frozenset({Capability.GENERATE}), "answering") == "llamacpp"
     assert models.llm.backend == "llamacpp"
     assert math.isfinite(models.llm.continuation_logprob("The cat", " sat on the mat."))
+
+
+def test_thread_governor_follows_other_work() -> None:
+    """Threads drop when another process takes a core and come back when it stops;
+    no measurement is taken more often than the interval."""
+    from lcr.models.llamacpp_llm import ThreadGovernor
+
+    clock = [0.0]
+    # (machine busy s, own s, wall s): we use 2 cores alone, then another job takes one
+    samples = iter([(0.0, 0.0, 0.0), (2.0, 2.0, 1.0), (4.0, 3.0, 2.0), (6.0, 5.0, 3.0)])
+    calls = []
+
+    def sample() -> tuple[float, float, float]:
+        calls.append(clock[0])
+        return next(samples)
+
+    gov = ThreadGovernor(2, 2, interval_s=1.0, sample=sample, clock=lambda: clock[0])
+    assert gov.check() is None  # the first sample only sets the baseline
+    clock[0] = 0.5
+    assert gov.check() is None and len(calls) == 1  # not due: no /proc read
+    clock[0] = 1.0
+    assert gov.check() is None  # other work used 0 cores: still 2
+    clock[0] = 2.0
+    assert gov.check() == 1 and gov.threads == 1  # 1 core busy elsewhere
+    clock[0] = 3.0
+    assert gov.check() == 2 and gov.changes == 2  # it stopped
+
+
+def test_thread_change_mid_run_keeps_the_output() -> None:
+    """Changing llama.cpp's thread count between calls changes speed, not tokens."""
+    from lcr.models.llamacpp_llm import ThreadGovernor
+
+    llm = LlamaCppLLM.load(smol_path(), model_id=SMOL, context_window=2048, threads=2)
+    before = llm.generate(ask("Who wore the red cloak?\n\n" + STORY), max_new_tokens=16).text
+    ticks = iter(range(1000))
+
+    def sample() -> tuple[float, float, float]:  # another job keeps 1 core busy throughout
+        i = next(ticks)
+        return 1.5 * i, 0.5 * i, float(i)
+
+    llm._governor = ThreadGovernor(2, 2, interval_s=0.0, sample=sample)
+    llm._forget_all()
+    after = llm.generate(ask("Who wore the red cloak?\n\n" + STORY), max_new_tokens=16).text
+    assert llm.threads == 1 and llm._governor.changes >= 1
+    assert after == before
