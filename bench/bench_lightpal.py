@@ -9,7 +9,8 @@ are scored three ways in the same run:
 - batched: ``LLM.continuation_logprobs`` (d_i encoded once, candidates batched
   from the expanded prefix cache), as ``lcr index --method lightpal`` does;
 - one pair at a time: ``LLM.continuation_logprob(d_i, d_j)``, a full pass per pair
-  (each pair cut to 1,024 scorer tokens first, as the build does);
+  (each pair cut to 1,024 scorer tokens first, as the build does; llama.cpp's
+  prompt cache is emptied before each, or it would encode d_i once anyway);
 - batched with ``lightpal.continuation_tokens=N`` (only d_j's first tokens).
 
 From the measured rates: the scoring time of a full build of the corpus at
@@ -104,11 +105,14 @@ def bench_scoring(args: argparse.Namespace) -> dict[str, Any]:
     timings["batched"] = time.perf_counter() - t
     cpu["batched"] = time.process_time() - c
     single: list[float] = []
+    forget = getattr(llm, "_forget_all", None)  # llama.cpp would reuse d_i from its cache
     c = time.process_time()
     t = time.perf_counter()
     for i in picks:
         for j in cands[i]:
             ctx, cont = cut_pair(llm, texts[i], texts[j], 1024)
+            if forget is not None:
+                forget()
             single.append(llm.continuation_logprob(ctx, cont) / max(len(llm.encode(cont)), 1))
     timings["one_at_a_time"] = time.perf_counter() - t
     cpu["one_at_a_time"] = time.process_time() - c
