@@ -238,6 +238,9 @@ def score(
     if q.answers:
         joined = "\n".join(it.text for it in items)
         out["answer_in_evidence"] = metrics.string_match_all(joined, q.answers) or 0.0
+        found = metrics.answer_found(joined, q.answers)
+        if found is not None:  # the evidence the answer step read (retrieval-only: retrieved)
+            out["answer_found"] = found
     out.update(metrics.answer_scores(result.answer, q.answers))
     u = result.usage
     out["prompt_tokens"] = float(u.prompt_tokens)
@@ -264,6 +267,7 @@ def _record(
                 "doc": it.doc,
                 "score": round(float(it.score), 6),
                 "spans": [[int(s), int(e)] for s, e in it.spans],
+                "text": it.text,  # what the answer step read: the metrics can be redone
             }
             for it in result.evidence.items
         ],
@@ -275,6 +279,21 @@ def _record(
         "retrieval_only": opts.retrieval_only,
         "settings": {"build": plan.build, "query": plan.query},
     }
+
+
+def backfill_answer_found(rec: dict[str, Any], q: Question) -> None:
+    """Give a record from before ``answer_found`` existed that metric, from the evidence
+    text it stored; a record without the text (older still) is left without it."""
+    scores = rec.setdefault("metrics", {})
+    evidence = rec.get("evidence")
+    if "answer_found" in scores or not q.answers or not isinstance(evidence, list):
+        return
+    texts = [it.get("text") for it in evidence if isinstance(it, dict)]
+    if not all(isinstance(t, str) for t in texts):
+        return
+    found = metrics.answer_found("\n".join(str(t) for t in texts), q.answers)
+    if found is not None:
+        scores["answer_found"] = found
 
 
 def _groups(questions: Sequence[Question]) -> Iterator[list[Question]]:
@@ -344,6 +363,9 @@ def run(
                         new += 1
                         task.advance()
     records = [done[(q.id, p.key)] for q in questions for p in plans if (q.id, p.key) in done]
+    by_id = {q.id: q for q in questions}
+    for rec in records:
+        backfill_answer_found(rec, by_id[rec["id"]])
     builds = build_costs(questions, plans, index_dir)
     return RunOutcome(questions, plans, records, builds, new, skipped, out)
 
