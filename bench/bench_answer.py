@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from lcr import pipeline
-from lcr.answer import NOT_FOUND
+from lcr.answer import ANSWER_TARGET, NOT_FOUND
 from lcr.eval import runner, summary
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.models.base import Models, ModelSpec
@@ -73,7 +73,7 @@ class RetrievalMemo:
         sets: Sequence[str] = (),
         **kw: Any,
     ) -> Result:
-        method_sets = sorted(s for s in sets if not s.startswith(pipeline.ANSWER_TARGET + "."))
+        method_sets = sorted(s for s in sets if not s.startswith(ANSWER_TARGET + "."))
         key = json.dumps([str(index.path), method_name, question, method_sets, kw.get("k")])
         if key not in self.memo:
             self.memo[key] = self.real(index, method_name, question, models, sets, **kw)

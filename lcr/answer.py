@@ -38,7 +38,7 @@ INSTRUCTIONS: dict[str, str] = {
     "(a name, a place, a number, yes or no), reply with the answer alone, not a sentence. ",
 }
 SYSTEM_PROMPT = INSTRUCTIONS["plain"] + _GUESS
-"""Today's default instruction (``answer.instruction=plain``, ``answer.not_found=guess``)."""
+"""The original instruction (``answer.instruction=plain``, ``answer.not_found=guess``)."""
 
 ANSWER_SETTINGS: tuple[Setting, ...] = (
     Setting(
@@ -72,12 +72,14 @@ ANSWER_SETTINGS: tuple[Setting, ...] = (
     ),
 )
 ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
+ANSWER_TARGET = "answer"
+"""What ``--set`` names instead of a method for these settings: ``answer.KEY=VALUE``."""
 
 
 @dataclass(frozen=True)
 class AnswerSettings:
-    """How the shared answer step reads evidence; the defaults are lcr's answer step
-    before these settings existed (:data:`ORIGINAL`)."""
+    """How the shared answer step reads evidence. lcr's defaults are those of
+    :data:`ANSWER_SETTINGS` (see :func:`resolve_answer_settings`)."""
 
     order: str = "document"
     passages: str = "chunks"
@@ -93,9 +95,10 @@ class AnswerSettings:
         return asdict(self)
 
 
-ORIGINAL = AnswerSettings()
-"""The answer step as it was before ``answer.*`` settings: results made with it carry no
-answer key in ``lcr eval``'s run digest, so results files from before stay valid."""
+ORIGINAL = AnswerSettings("document", "chunks", "plain", "guess", 256)
+"""The answer step as it was before ``answer.*`` settings (never change it when a default
+changes): results made with it carry no answer key in ``lcr eval``'s run digest, so
+results files from before stay valid."""
 
 
 def resolve_answer_settings(
@@ -110,7 +113,7 @@ def resolve_answer_settings(
     values.update(method_defaults or {})
     for text in sets:
         target, name, raw = split_assignment(text)
-        if target != "answer":
+        if target != ANSWER_TARGET:
             continue
         if name == "max_new_tokens":
             raise SettingError("answer.max_new_tokens is set with the --max-new-tokens option")
@@ -148,7 +151,7 @@ def shared_prompt(settings: AnswerSettings = ORIGINAL) -> PromptBuilder:
 
 
 def build_messages(question: str, items: list[EvidenceItem]) -> list[Message]:
-    """The default shared prompt (``answer.instruction=plain``, ``not_found=guess``)."""
+    """The original shared prompt (:data:`ORIGINAL`: ``instruction=plain``, ``not_found=guess``)."""
     return shared_prompt(ORIGINAL)(question, items)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lcr import config
-from lcr.answer import AnswerSettings, resolve_answer_settings, shared_answer
+from lcr.answer import ANSWER_TARGET, AnswerSettings, resolve_answer_settings, shared_answer
 from lcr.errors import UsageError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
@@ -53,10 +53,6 @@ def check_sets(sets: Sequence[str]) -> None:
         declared[name] = (*m.build_settings, *m.query_settings)
     method_sets = [s for s in sets if config.split_assignment(s)[0] != ANSWER_TARGET]
     config.check_methods_named(method_sets, method_names(), declared)
-
-
-ANSWER_TARGET = "answer"
-"""``--set answer.KEY=VALUE`` sets the shared answer step (:mod:`lcr.answer`)."""
 
 
 def answer_settings(

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lcr import config, pipeline
-from lcr.answer import ORIGINAL, AnswerSettings, resolve_answer_settings
+from lcr.answer import ANSWER_TARGET, ORIGINAL, AnswerSettings, resolve_answer_settings
 from lcr.errors import InputError, SettingError, UsageError
 from lcr.eval import dataset, metrics
 from lcr.eval.dataset import Question
@@ -87,7 +87,7 @@ def split_sets(sets: Sequence[str]) -> tuple[list[str], list[str]]:
     ``answer.KEY=VALUE`` go with the query ones (``pipeline.ask`` reads them).
     """
     resolve_answer_settings(sets)  # a bad answer.* fails here, with the others
-    answer = [s for s in sets if config.split_assignment(s)[0] == pipeline.ANSWER_TARGET]
+    answer = [s for s in sets if config.split_assignment(s)[0] == ANSWER_TARGET]
     method_sets = [s for s in sets if s not in answer]
     config.check_methods_named(method_sets, method_names())
     build: list[str] = []
