@@ -196,6 +196,9 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], help="run only these variants")
     ap.add_argument("--json", action="store_true", help="also write OUT_DIR/summary.json")
     args = ap.parse_args()
+    unknown = set(args.only) - {name for name, _, _ in VARIANTS}
+    if unknown:
+        ap.error(f"unknown variant(s) {sorted(unknown)}; known: {[v[0] for v in VARIANTS]}")
     results = run_variants(args)
     text = tables(results, args.method)
     print(f"**{args.data.name}**, method {args.method}, LLM {args.llm}\n")

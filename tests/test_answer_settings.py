@@ -238,6 +238,28 @@ def test_bad_answer_settings_exit_2_on_ask_and_eval(
     assert not (tmp_path / "o").exists()
 
 
+def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
+    res = CliRunner().invoke(cli, ["methods", "--json"], prog_name="lcr")
+    rows = {r["name"]: r for r in map(json.loads, res.stdout.splitlines())}
+    order = rows["mixpr"]["answer_settings"]["order"]
+    assert order["default"] == "document" and order["paper"] is True
+    assert rows["bm25"]["answer_settings"]["order"]["paper"] is False
+    assert set(rows["bm25"]["answer_settings"]) == {"order", "passages", "instruction", "not_found"}
+    assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
+    res = CliRunner().invoke(cli, ["methods", "--settings"], prog_name="lcr")
+    lines = res.stdout.splitlines()
+    assert "    answer  keeps the paper's answer.order=document as its default" in lines
+    block = lines.index(next(line for line in lines if line.startswith("answer (")))
+    shown = [line.split()[1].split("=")[0] for line in lines[block + 1 :]]
+    assert shown == [
+        "answer.order",
+        "answer.passages",
+        "answer.instruction",
+        "answer.not_found",
+        "--max-new-tokens",
+    ]
+
+
 def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> None:
     models = Models.with_objects(llm=ForbiddenLLM())
 
