@@ -1,27 +1,308 @@
 """The shared answer step: evidence in, answer out, fitted to the model's window.
 
-Every method hands its evidence here in document order; the prompt is the same
-for all, so differences in answers come from retrieval alone.
+Every method without its own answer prompt hands its evidence here; the prompt
+is the same for all, so differences in answers come from retrieval alone. How
+the step reads the evidence is set once for all of them, with ``--set
+answer.KEY=VALUE`` (:data:`ANSWER_SETTINGS`): the order of the excerpts, whether
+adjacent chunks are merged into passages under their document's name, the
+instruction, and whether a question without an answer in its evidence gets the
+fixed reply :data:`NOT_FOUND`. The reply length is ``--max-new-tokens``.
+
+Everything here but :func:`answer`'s one generation is pure: prompt building,
+fitting, merging, telling a not-found reply.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from lcr.evidence import EvidenceItem, Usage
+from lcr.config import Setting, SettingValue, split_assignment
+from lcr.errors import SettingError
+from lcr.evidence import EvidenceItem, Usage, merge_spans
 from lcr.models.base import LLM, Message
 
-SYSTEM_PROMPT = (
-    "You answer questions about a document using only the numbered excerpts given. "
-    "Answer concisely. If the excerpts do not contain the answer, say that you do not know."
+NOT_FOUND = "not found in the document"
+"""The fixed reply of ``answer.not_found=abstain`` when the evidence lacks the answer."""
+
+_ROLE = "You answer questions about a document using only the numbered excerpts given. "
+_GUESS = "If the excerpts do not contain the answer, say that you do not know."
+_ABSTAIN = f'If the excerpts do not contain the answer, reply exactly "{NOT_FOUND}".'
+INSTRUCTIONS: dict[str, str] = {
+    # the instruction before issue 19, kept word for word
+    "plain": _ROLE + "Answer concisely. ",
+    "strict": _ROLE
+    + "Use nothing else you know. Answer as concisely as possible: when the answer is short "
+    "(a name, a place, a number, yes or no), reply with the answer alone, not a sentence. ",
+}
+SYSTEM_PROMPT = INSTRUCTIONS["plain"] + _GUESS
+"""The original instruction (``answer.instruction=plain``, ``answer.not_found=guess``)."""
+
+ANSWER_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "order",
+        "document",
+        "order of the excerpts the LLM reads: document (where they stand in the text) or rank "
+        "(the method's best first)",
+        choices=("document", "rank"),
+    ),
+    Setting(
+        "passages",
+        "chunks",
+        "chunks: each retrieved item alone; merged: adjacent or overlapping chunks of one "
+        "document joined into one passage, each headed by its document's name",
+        choices=("chunks", "merged"),
+    ),
+    Setting(
+        "instruction",
+        "plain",
+        "plain: 'answer concisely'; strict: only from the excerpts, as concisely as possible, "
+        "a short answer alone (no sentence)",
+        choices=tuple(INSTRUCTIONS),
+    ),
+    Setting(
+        "not_found",
+        "guess",
+        f"guess: the LLM answers whatever it reads; abstain: no evidence gives '{NOT_FOUND}' "
+        "without an LLM call, the LLM is told to reply that phrase when the excerpts lack the "
+        "answer, and a reply saying so in other words becomes that phrase",
+        choices=("guess", "abstain"),
+    ),
 )
+ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
+ANSWER_TARGET = "answer"
+"""What ``--set`` names instead of a method for these settings: ``answer.KEY=VALUE``."""
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    """How the shared answer step reads evidence. lcr's defaults are those of
+    :data:`ANSWER_SETTINGS` (see :func:`resolve_answer_settings`)."""
+
+    order: str = "document"
+    passages: str = "chunks"
+    instruction: str = "plain"
+    not_found: str = "guess"
+    max_new_tokens: int = 256
+
+    def choices(self) -> dict[str, str]:
+        """The four ``answer.*`` settings (``max_new_tokens`` is an option of its own)."""
+        return {k: str(getattr(self, k)) for k in ANSWER_KEYS}
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+ORIGINAL = AnswerSettings("document", "chunks", "plain", "guess", 256)
+"""The answer step as it was before ``answer.*`` settings (never change it when a default
+changes): results made with it carry no answer key in ``lcr eval``'s run digest, so
+results files from before stay valid."""
+
+
+def resolve_answer_settings(
+    sets: Sequence[str],
+    max_new_tokens: int = 256,
+    method_defaults: Mapping[str, SettingValue] | None = None,
+) -> AnswerSettings:
+    """lcr's defaults, then a method's paper values (``method_defaults``), then every
+    ``--set answer.KEY=VALUE``; a bad key or value is a :class:`SettingError`."""
+    by_name = {s.name: s for s in ANSWER_SETTINGS}
+    values: dict[str, Any] = {s.name: s.default for s in ANSWER_SETTINGS}
+    values.update(method_defaults or {})
+    for text in sets:
+        target, name, raw = split_assignment(text)
+        if target != ANSWER_TARGET:
+            continue
+        if name == "max_new_tokens":
+            raise SettingError("answer.max_new_tokens is set with the --max-new-tokens option")
+        if name not in by_name:
+            raise SettingError(f"unknown setting answer.{name}; valid: {', '.join(ANSWER_KEYS)}")
+        values[name] = by_name[name].parse(raw, f"answer.{name}")
+    return AnswerSettings(max_new_tokens=max_new_tokens, **values)
+
+
+def instruction(settings: AnswerSettings) -> str:
+    """The system prompt: the instruction and what to do when the answer is not there."""
+    tail = _ABSTAIN if settings.not_found == "abstain" else _GUESS
+    return INSTRUCTIONS[settings.instruction] + tail
+
+
+def excerpt_heading(item: EvidenceItem) -> str:
+    """A merged passage's first line: its document's name; nothing for a plain chunk."""
+    name = item.extra.get("document")
+    return f"Document: {name}\n" if isinstance(name, str) else ""
+
+
+def shared_prompt(settings: AnswerSettings = ORIGINAL) -> PromptBuilder:
+    """The shared step's prompt builder for ``settings``; with :data:`ORIGINAL`, the
+    prompt lcr always used (:func:`build_messages`)."""
+    system = instruction(settings)
+
+    def build(question: str, items: list[EvidenceItem]) -> list[Message]:
+        excerpts = "\n\n".join(
+            f"[{i}] {excerpt_heading(it)}{it.text}" for i, it in enumerate(items, 1)
+        )
+        user = f"Excerpts:\n\n{excerpts}\n\nQuestion: {question}\nAnswer:"
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    return build
 
 
 def build_messages(question: str, items: list[EvidenceItem]) -> list[Message]:
-    excerpts = "\n\n".join(f"[{i}] {it.text}" for i, it in enumerate(items, 1))
-    user = f"Excerpts:\n\n{excerpts}\n\nQuestion: {question}\nAnswer:"
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+    """The original shared prompt (:data:`ORIGINAL`: ``instruction=plain``, ``not_found=guess``)."""
+    return shared_prompt(ORIGINAL)(question, items)
+
+
+def _leaf_span(item: EvidenceItem, source: str) -> tuple[int, int] | None:
+    """The item's one span when its text is exactly that slice of the source (a chunk)."""
+    if len(item.spans) != 1:
+        return None
+    s, e = item.spans[0]
+    return (s, e) if 0 <= s < e <= len(source) and source[s:e] == item.text else None
+
+
+def merge_passages(
+    items: Sequence[EvidenceItem], source: str, names: Sequence[str]
+) -> list[EvidenceItem]:
+    """Chunks of one document that overlap or touch (only blanks between them) become
+    one passage: the source text from the first chunk's start to the last one's end,
+    with every span it covers, the best score and rank, and its document's name
+    (``extra["document"]``) for the heading. Items that are not plain slices of the
+    source (summaries, notes) stay as they are, headed by their document's name too.
+    The result is in document order; :func:`ordered` puts it in the order asked for.
+    """
+
+    def name_of(doc: int) -> str:
+        return names[doc] if 0 <= doc < len(names) else str(doc)
+
+    runs: list[list[tuple[tuple[int, int], EvidenceItem]]] = []
+    alone: list[EvidenceItem] = []
+    leaves = []
+    for it in items:
+        span = _leaf_span(it, source)
+        if span is None:
+            alone.append(
+                EvidenceItem(
+                    it.id,
+                    it.doc,
+                    it.level,
+                    it.score,
+                    it.text,
+                    list(it.spans),
+                    {**it.extra, "document": name_of(it.doc)},
+                )
+            )
+        else:
+            leaves.append((span, it))
+    leaves.sort(key=lambda pair: (pair[1].doc, pair[0]))
+    for span, it in leaves:
+        last = runs[-1] if runs else None
+        if last is not None and last[0][1].doc == it.doc:
+            end = max(e for (_, e), _ in last)
+            if span[0] <= end or not source[end : span[0]].strip():
+                last.append((span, it))
+                continue
+        runs.append([(span, it)])
+    merged = [_passage(run, source, name_of(run[0][1].doc)) for run in runs]
+    return sorted(merged + alone, key=_document_position)
+
+
+def _passage(
+    run: list[tuple[tuple[int, int], EvidenceItem]], source: str, name: str
+) -> EvidenceItem:
+    first = run[0][1]
+    start = min(s for (s, _), _ in run)
+    end = max(e for (_, e), _ in run)
+    ranks = [it.extra["rank"] for _, it in run if isinstance(it.extra.get("rank"), int)]
+    extra: dict[str, Any] = {"document": name}
+    if ranks:
+        extra["rank"] = min(ranks)
+    if len(run) == 1:
+        return EvidenceItem(
+            first.id,
+            first.doc,
+            first.level,
+            first.score,
+            first.text,
+            list(first.spans),
+            {**first.extra, **extra},
+        )
+    extra["merged"] = [it.id for _, it in run]
+    return EvidenceItem(
+        id="+".join(it.id for _, it in run),
+        doc=first.doc,
+        level=0,
+        score=max(it.score for _, it in run),
+        text=source[start:end],
+        spans=merge_spans([span for span, _ in run]),
+        extra=extra,
+    )
+
+
+def _document_position(item: EvidenceItem) -> tuple[int, str]:
+    return (min((s for s, _ in item.spans), default=0), item.id)
+
+
+def ordered(items: Sequence[EvidenceItem], order: str) -> list[EvidenceItem]:
+    """``document``: where they stand in the source; ``rank``: the method's best first
+    (by ``extra["rank"]``, then score; ties keep the given order)."""
+    if order == "rank":
+
+        def rank_key(pair: tuple[int, EvidenceItem]) -> tuple[float, float, int]:
+            position, it = pair
+            rank = it.extra.get("rank")
+            return (float(rank) if isinstance(rank, int) else float("inf"), -it.score, position)
+
+        return [it for _, it in sorted(enumerate(items), key=rank_key)]
+    return sorted(items, key=_document_position)
+
+
+def prepare_evidence(
+    items: Sequence[EvidenceItem],
+    settings: AnswerSettings,
+    source: str,
+    names: Sequence[str],
+) -> list[EvidenceItem]:
+    """What the shared step reads, before fitting: merged if asked, in the order asked."""
+    chosen = merge_passages(items, source, names) if settings.passages == "merged" else items
+    return ordered(chosen, settings.order)
+
+
+# A reply that says the excerpts lack the answer, in the words smollm2-135m uses when
+# told to reply NOT_FOUND (tests/test_answer_settings.py holds its real replies). Each
+# names what is missing (the answer, the excerpts, "I"), so an answer that merely
+# contains a negation ("They do not know the way") is not taken for one.
+_NOT_FOUND_SAYINGS = re.compile(
+    r"\b(not found in the (document|excerpts?|text)"
+    r"|i (do not|don't|cannot|can't) (know|tell|find)"
+    r"|(cannot|can't) be (determined|found|answered)"
+    r"|(excerpts?|text|document|passages?|context) (does|do) not "
+    r"(contain|mention|say|state|provide|specify|include)"
+    r"|(answer|information) is not (in|mentioned|given|stated|provided|specified|available)"
+    r"|no (information|mention) (of|about|on)"
+    r"|not enough information)\b"
+)
+_LONG_REPLY_WORDS = 30  # past this a saying counts only at the reply's start
+
+
+def says_not_found(reply: str) -> bool:
+    """Whether ``reply`` says the answer is not in the excerpts (in any of a few wordings):
+    the fixed phrase anywhere, or another saying at the start or in a short reply."""
+    text = " ".join(re.sub(r"[^\w\s']", " ", reply.lower().replace("\u2019", "'")).split())
+    if NOT_FOUND in text:
+        return True
+    hit = _NOT_FOUND_SAYINGS.search(text)
+    return hit is not None and (hit.start() == 0 or len(text.split()) <= _LONG_REPLY_WORDS)
+
+
+def normalise_reply(reply: str, settings: AnswerSettings) -> str:
+    """With ``not_found=abstain``, a reply saying the answer is missing becomes
+    :data:`NOT_FOUND` exactly; otherwise the reply as it is."""
+    if settings.not_found == "abstain" and says_not_found(reply):
+        return NOT_FOUND
+    return reply
 
 
 @dataclass
@@ -44,18 +325,21 @@ def fit_to_budget(
 ) -> FittedEvidence:
     """Keep items in order while the prompt fits; cut the first single-span item that
     overflows (its span shrinks with it), drop the rest. What is kept is what the
-    model reads, so the evidence reported never claims more than was used."""
+    model reads, so the evidence reported never claims more than was used. A merged
+    passage's heading (its document's name) is counted with it."""
     overhead = llm.count_tokens("\n".join(m["content"] for m in prompt(question, []))) + 16
     remaining = budget_tokens - overhead
     kept: list[EvidenceItem] = []
     for idx, item in enumerate(items):
-        cost = llm.count_tokens(item.text) + 4
+        heading = excerpt_heading(item)
+        cost = llm.count_tokens(heading + item.text) + 4
         if cost <= remaining:
             kept.append(item)
             remaining -= cost
             continue
-        if remaining > 32 and len(item.spans) == 1:
-            cut = _cut_to_tokens(item.text, remaining - 4, llm)
+        room = remaining - (llm.count_tokens(heading) if heading else 0)
+        if room > 32 and len(item.spans) == 1:
+            cut = _cut_to_tokens(item.text, room - 4, llm)
             if cut:
                 start, _ = item.spans[0]
                 kept.append(
@@ -103,10 +387,39 @@ def answer(
     context_tokens: int | None = None,
     prompt: PromptBuilder = build_messages,
 ) -> AnswerResult:
-    """Answer ``question`` from ``items`` (already in document order)."""
+    """Answer ``question`` from ``items``, read in the order given (fitted to the window)."""
     window = context_tokens or llm.context_window
     fitted = fit_to_budget(question, items, llm, window - max_new_tokens, prompt)
     before = llm.usage.copy()
     gen = llm.generate(prompt(question, fitted.items), max_new_tokens=max_new_tokens)
     used = llm.usage.minus(before)
     return AnswerResult(gen.text.strip(), fitted.items, fitted.dropped, used)
+
+
+def shared_answer(
+    question: str,
+    items: Sequence[EvidenceItem],
+    llm: LLM,
+    settings: AnswerSettings,
+    *,
+    source: str,
+    names: Sequence[str],
+    context_tokens: int | None = None,
+) -> AnswerResult:
+    """The shared answer step with ``settings``: merge and order the evidence, answer
+    it (or, abstaining on no evidence at all, reply :data:`NOT_FOUND` with no LLM call),
+    and normalise a not-found reply. ``source`` is the index's text and ``names`` its
+    documents' names (for merged passages)."""
+    prepared = prepare_evidence(items, settings, source, names)
+    if not prepared and settings.not_found == "abstain":
+        return AnswerResult(NOT_FOUND, [], 0)
+    out = answer(
+        question,
+        prepared,
+        llm,
+        max_new_tokens=settings.max_new_tokens,
+        context_tokens=context_tokens,
+        prompt=shared_prompt(settings),
+    )
+    out.text = normalise_reply(out.text, settings)
+    return out

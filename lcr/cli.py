@@ -64,7 +64,8 @@ def set_option(f: Any) -> Any:
         "sets",
         multiple=True,
         metavar="METHOD.KEY=VALUE",
-        help="Override a method setting (repeatable); `lcr methods --settings` lists them.",
+        help="Override a method setting, or the answer step's (answer.KEY=VALUE; repeatable); "
+        "`lcr methods --settings` lists them.",
     )(f)
 
 
@@ -495,12 +496,23 @@ def _human(n: float) -> str:
     "--json", "as_json", is_flag=True, help="One JSON object per method, settings included."
 )
 def methods_cmd(show_settings: bool, as_json: bool) -> None:
-    """Every method: what it does, what it needs, its paper."""
+    """Every method: what it does, what it needs, its paper.
+
+    With --settings, also the shared answer step's settings (--set answer.KEY=VALUE)
+    and, per method, which of them its paper fixes or its own answer prompt ignores.
+    """
+    from lcr.answer import ANSWER_SETTINGS
     from lcr.methods import get_method, method_names
 
     rows: list[dict[str, Any]] = []
     for name in method_names():
         m = get_method(name)
+        answer_settings = {}
+        for s in ANSWER_SETTINGS:
+            entry = _setting_json(s)
+            if s.name in m.answer_paper:  # the paper's value is this method's default
+                entry.update(default=m.answer_paper[s.name], paper=True)
+            answer_settings[s.name] = entry
         rows.append(
             {
                 "name": name,
@@ -510,6 +522,8 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                 "default": m.built_by_default,
                 "build_settings": {s.name: _setting_json(s) for s in m.build_settings},
                 "query_settings": {s.name: _setting_json(s) for s in m.query_settings},
+                "answer_settings": answer_settings,
+                "answer_note": m.answer_note,
             }
         )
     if as_json:
@@ -531,6 +545,23 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                         f"    {label}  {r['name']}.{key}={s['default']}{mark}  {s['help']}"
                         + (f" [{valid}]" if valid else "")
                     )
+            kept = [
+                f"answer.{k}={s['default']}" for k, s in r["answer_settings"].items() if s["paper"]
+            ]
+            if kept:
+                _say(f"    answer  keeps the paper's {', '.join(kept)} as its default")
+            if r["answer_note"]:
+                _say(f"    answer  {r['answer_note']}")
+    if show_settings:
+        _say(
+            "answer (the shared answer step, for every method without its own answer prompt; "
+            "--set answer.KEY=VALUE on ask and eval)"
+        )
+        for s in ANSWER_SETTINGS:
+            _say(f"    answer  answer.{s.name}={s.default}  {s.help} [{s.valid_text()}]")
+        _say(
+            "    answer  --max-new-tokens=256  the longest answer, in tokens (an option of its own)"
+        )
 
 
 def _setting_json(s: Setting) -> dict[str, Any]:

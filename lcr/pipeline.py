@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lcr import config
+from lcr.answer import ANSWER_TARGET, AnswerSettings, resolve_answer_settings, shared_answer
 from lcr.errors import UsageError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
@@ -44,12 +45,22 @@ def default_index_path(source: str | Path) -> Path:
 
 
 def check_sets(sets: Sequence[str]) -> None:
-    """Every ``--set`` names a known method and setting with a valid value."""
+    """Every ``--set`` names a known method (or ``answer``) and setting with a valid value."""
+    resolve_answer_settings(sets)  # answer.KEY=VALUE: the shared answer step's settings
     declared = {}
     for name in method_names():
         m = get_method(name)
         declared[name] = (*m.build_settings, *m.query_settings)
-    config.check_methods_named(sets, method_names(), declared)
+    method_sets = [s for s in sets if config.split_assignment(s)[0] != ANSWER_TARGET]
+    config.check_methods_named(method_sets, method_names(), declared)
+
+
+def answer_settings(
+    method: Method, sets: Sequence[str], max_new_tokens: int = 256
+) -> AnswerSettings:
+    """The :class:`~lcr.answer.AnswerSettings` ``method`` answers with: lcr's defaults,
+    the values its paper fixes (``Method.answer_paper``), then ``--set answer.*``."""
+    return resolve_answer_settings(sets, max_new_tokens, method.answer_paper)
 
 
 def build_settings(method: Method, sets: Sequence[str]) -> dict[str, Any]:
@@ -241,9 +252,12 @@ class Result:
     timings: dict[str, float] = field(default_factory=dict)
     models: dict[str, str] = field(default_factory=dict)
     dropped: int = 0
+    # what the answer step was set to (AnswerSettings.to_json() and "step": "shared" or
+    # the method whose own prompt answered); None when nothing was answered
+    answer_settings: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "question": self.question,
             "answer": self.answer,
             "method": self.method,
@@ -253,6 +267,9 @@ class Result:
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "models": self.models,
         }
+        if self.answer_settings is not None:
+            out["answer_settings"] = self.answer_settings
+        return out
 
 
 def _check_question(question: str) -> str:
@@ -373,17 +390,17 @@ def ask(
     progress: Progress = NULL_PROGRESS,
     note: Callable[[str], None] | None = None,
 ) -> Result:
-    """Retrieve, then answer from the evidence in document order."""
-    from lcr.answer import answer
-
+    """Retrieve, then answer: the method's own answer step if it has one, else the
+    shared one with the ``answer.*`` settings of ``sets`` (:mod:`lcr.answer`)."""
     method = get_method(method_name)
     settings = query_settings(method, sets)
+    chosen = answer_settings(method, sets, max_new_tokens)
     models.require(
         method.llm_needs("query", settings) | {Capability.GENERATE},
         f"answering with {method.name}",
     )
     if method.answers_in_retrieval:  # the answer comes from the search's own context
-        return _retrieve(
+        result = _retrieve(
             index,
             method_name,
             question,
@@ -394,8 +411,9 @@ def ask(
             note=note,
             answer_tokens=max_new_tokens,
         )
+        result.answer_settings = {**chosen.to_json(), "step": method.name}
+        return result
     result = retrieve(index, method_name, question, models, sets, k=k, progress=progress, note=note)
-    ordered = result.evidence.in_document_order()
     started = time.perf_counter()
     llm = models.llm
     loaded = time.perf_counter()
@@ -403,21 +421,33 @@ def ask(
         result.question,
         result.evidence,
         llm,
-        settings=query_settings(method, sets),
+        settings=settings,
         documents=index.documents,
         max_new_tokens=max_new_tokens,
-    ) or answer(result.question, ordered, llm, max_new_tokens=max_new_tokens)
+    )
+    step = method.name
+    if out is None:
+        step = "shared"
+        out = shared_answer(
+            result.question,
+            result.evidence.items,
+            llm,
+            chosen,
+            source=index.source,
+            names=[d.name for d in index.documents],
+        )
     result.timings["answer_s"] = time.perf_counter() - loaded
     if loaded - started > 0.05:
         result.timings["llm_load_s"] = loaded - started
     result.answer = out.text
+    result.answer_settings = {**chosen.to_json(), "step": step}
     result.evidence = Evidence(
         method=result.evidence.method,
         items=out.used,
         info={**result.evidence.info, **({"dropped": out.dropped} if out.dropped else {})},
         usage=result.evidence.usage,
     )
-    result.evidence.items = result.evidence.in_rank_order()  # read in document order, shown by rank
+    result.evidence.items = result.evidence.in_rank_order()  # read as set, shown by rank
     result.usage = result.usage.merged(out.usage)
     result.models["llm"] = llm.model_id
     result.models["backend"] = str(getattr(llm, "backend", "unknown"))

@@ -108,7 +108,11 @@ def _note(message: str, quiet: bool) -> None:
 )
 @model_options
 @click.option(
-    "--set", "sets", multiple=True, metavar="METHOD.KEY=VALUE", help="Override a setting."
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="METHOD.KEY=VALUE",
+    help="Override a setting (build, query, or the answer step's answer.KEY=VALUE).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or notes on stderr.")
@@ -134,7 +138,9 @@ def run_command(
     time and FLOPs (2 x parameters x tokens, PECAN's measure). The table shows
     means with 95% bootstrap intervals and, for two methods, a paired bootstrap
     test of their difference; a second table, what building one index cost
-    (seconds; LLM calls and tokens for methods that build with an LLM).
+    (seconds; LLM calls and tokens for methods that build with an LLM). With
+    answers, EM / F1 / RULER match are also split by whether a gold answer was in
+    the evidence the answer step read ("answer found"): found but not read.
     """
     from lcr.errors import UsageError
     from lcr.eval import runner, summary

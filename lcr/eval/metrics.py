@@ -96,6 +96,20 @@ def string_match_part(prediction: str, references: Sequence[str]) -> float | Non
     return float(any(r.lower() in low for r in references))
 
 
+def answer_found(evidence_text: str, references: Sequence[str]) -> float | None:
+    """1 when any reference occurs in ``evidence_text``, both normalised as for EM/F1.
+
+    The match is on whole words (``4`` is not found in ``1984``), so with the answer
+    scores it separates "not retrieved" from "retrieved but not read"; None without
+    references (or when every reference normalises to nothing).
+    """
+    wanted = [n for n in (normalize_answer(r) for r in references) if n]
+    if not wanted:
+        return None
+    text = f" {normalize_answer(evidence_text)} "
+    return float(any(f" {n} " in text for n in wanted))
+
+
 def answer_scores(prediction: str | None, references: Sequence[str]) -> dict[str, float]:
     """Every answer metric of one prediction; empty when there is nothing to score."""
     if prediction is None or not references:

@@ -4,7 +4,8 @@ Questions over the same documents share one index (cached beside the data or in
 ``--index-dir``); each method is built into it once (``pipeline.build`` keeps an
 identical build). Each finished (question, method) is appended to the results
 file at once, keyed by a digest of everything that changes the outcome (method,
-resolved build and query settings, models, ``-k``, answer or retrieval-only),
+resolved build and query settings, models, ``-k``, answer or retrieval-only,
+the answer step's settings),
 so a rerun skips what is done and an interrupted run loses one question at most.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lcr import config, pipeline
+from lcr.answer import ANSWER_TARGET, ORIGINAL, AnswerSettings, resolve_answer_settings
 from lcr.errors import InputError, SettingError, UsageError
 from lcr.eval import dataset, metrics
 from lcr.eval.dataset import Question
@@ -55,6 +57,7 @@ class MethodPlan:
     query: dict[str, Any]
     models: dict[str, str]
     key: str
+    answer: AnswerSettings = ORIGINAL
 
     @property
     def name(self) -> str:
@@ -80,12 +83,16 @@ def split_sets(sets: Sequence[str]) -> tuple[list[str], list[str]]:
     """``--set`` lines split into build-time and query-time ones.
 
     One eval command builds and queries, so it takes both kinds of setting;
-    a key of neither kind fails, listing the valid ones.
+    a key of neither kind fails, listing the valid ones. The shared answer step's
+    ``answer.KEY=VALUE`` go with the query ones (``pipeline.ask`` reads them).
     """
-    config.check_methods_named(sets, method_names())
+    resolve_answer_settings(sets)  # a bad answer.* fails here, with the others
+    answer = [s for s in sets if config.split_assignment(s)[0] == ANSWER_TARGET]
+    method_sets = [s for s in sets if s not in answer]
+    config.check_methods_named(method_sets, method_names())
     build: list[str] = []
-    query: list[str] = []
-    for text in sets:
+    query: list[str] = list(answer)
+    for text in method_sets:
         target, name, _ = config.split_assignment(text)
         method = get_method(target)
         if any(st.name == name for st in method.build_settings):
@@ -117,18 +124,21 @@ def plan_methods(names: Sequence[str], models: Models, opts: RunOptions) -> list
             rec["embedder"] = models.embedder_id()
         if method.build_uses_llm or method.retrieval_uses_llm(query) or not opts.retrieval_only:
             rec["llm"] = models.llm_id()
-        key = _digest(
-            {
-                "method": name,
-                "build": build,
-                "query": query,
-                "models": rec,
-                "k": opts.k,
-                "retrieval_only": opts.retrieval_only,
-                "max_new_tokens": None if opts.retrieval_only else opts.max_new_tokens,
-            }
-        )
-        plans.append(MethodPlan(method, build, query, rec, key))
+        answer = pipeline.answer_settings(method, query_sets, opts.max_new_tokens)
+        what = {
+            "method": name,
+            "build": build,
+            "query": query,
+            "models": rec,
+            "k": opts.k,
+            "retrieval_only": opts.retrieval_only,
+            "max_new_tokens": None if opts.retrieval_only else opts.max_new_tokens,
+        }
+        if not opts.retrieval_only and answer.choices() != ORIGINAL.choices():
+            # the answer step as before answer.* settings adds nothing, so results
+            # made before them keep their key (and are not run again)
+            what["answer"] = answer.choices()
+        plans.append(MethodPlan(method, build, query, rec, _digest(what), answer))
     return plans
 
 
@@ -238,6 +248,9 @@ def score(
     if q.answers:
         joined = "\n".join(it.text for it in items)
         out["answer_in_evidence"] = metrics.string_match_all(joined, q.answers) or 0.0
+        found = metrics.answer_found(joined, q.answers)
+        if found is not None:  # the evidence the answer step read (retrieval-only: retrieved)
+            out["answer_found"] = found
     out.update(metrics.answer_scores(result.answer, q.answers))
     u = result.usage
     out["prompt_tokens"] = float(u.prompt_tokens)
@@ -264,6 +277,7 @@ def _record(
                 "doc": it.doc,
                 "score": round(float(it.score), 6),
                 "spans": [[int(s), int(e)] for s, e in it.spans],
+                "text": it.text,  # what the answer step read: the metrics can be redone
             }
             for it in result.evidence.items
         ],
@@ -274,7 +288,23 @@ def _record(
         "k": opts.k,
         "retrieval_only": opts.retrieval_only,
         "settings": {"build": plan.build, "query": plan.query},
+        "answer_settings": result.answer_settings,
     }
+
+
+def backfill_answer_found(rec: dict[str, Any], q: Question) -> None:
+    """Give a record from before ``answer_found`` existed that metric, from the evidence
+    text it stored; a record without the text (older still) is left without it."""
+    scores = rec.setdefault("metrics", {})
+    evidence = rec.get("evidence")
+    if "answer_found" in scores or not q.answers or not isinstance(evidence, list):
+        return
+    texts = [it.get("text") for it in evidence if isinstance(it, dict)]
+    if not all(isinstance(t, str) for t in texts):
+        return
+    found = metrics.answer_found("\n".join(str(t) for t in texts), q.answers)
+    if found is not None:
+        scores["answer_found"] = found
 
 
 def _groups(questions: Sequence[Question]) -> Iterator[list[Question]]:
@@ -344,6 +374,9 @@ def run(
                         new += 1
                         task.advance()
     records = [done[(q.id, p.key)] for q in questions for p in plans if (q.id, p.key) in done]
+    by_id = {q.id: q for q in questions}
+    for rec in records:
+        backfill_answer_found(rec, by_id[rec["id"]])
     builds = build_costs(questions, plans, index_dir)
     return RunOutcome(questions, plans, records, builds, new, skipped, out)
 

@@ -1,7 +1,10 @@
 """The summary of a run: one row per method, means with 95% bootstrap intervals.
 
 With exactly two methods, a paired bootstrap test of their difference on the
-questions both answered is added for every metric they share.
+questions both answered is added for every metric they share. Answer accuracy
+is also split by whether a gold answer was in the evidence the answer step read
+(``answer_found``): low accuracy with the answer in the evidence is "found but
+not read", the answer step's failure rather than retrieval's.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ METRICS: tuple[tuple[str, str], ...] = (
     ("char_recall", "char recall"),
     ("doc_recall", "doc recall"),
     ("answer_in_evidence", "answer in ev."),
+    ("answer_found", "answer found"),
     ("evidence_tokens", "ev. tokens"),
     ("prompt_tokens", "tokens in"),
     ("completion_tokens", "tokens out"),
@@ -59,6 +63,39 @@ def shown_metrics(records: Sequence[dict[str, Any]], retrieval_only: bool) -> li
             m for m in names if m not in _COST or any(r.get("metrics", {}).get(m) for r in records)
         ]
     return names
+
+
+# Accuracy split by answer_found: the metrics, and the two halves' names.
+SPLIT_METRICS: tuple[tuple[str, str], ...] = (("em", "EM"), ("f1", "F1"), ("match_all", "match"))
+SPLIT_PARTS: tuple[tuple[str, float], ...] = (("found", 1.0), ("not_found", 0.0))
+
+
+def summarize_split(
+    records: Sequence[dict[str, Any]], methods: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Per method: EM / F1 / RULER match of the questions whose evidence held a gold
+    answer (``found``) and of the others (``not_found``), each with its count.
+
+    Only methods with both answers and ``answer_found`` get a split (a
+    retrieval-only run has no answers to split).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for m in methods:
+        found = _values(records, m, "answer_found")
+        scored = {metric: _values(records, m, metric) for metric, _ in SPLIT_METRICS}
+        if not found or not any(scored.values()):
+            continue
+        entry: dict[str, Any] = {}
+        for part, flag in SPLIT_PARTS:
+            ids = [i for i, v in found.items() if v == flag]
+            half: dict[str, Any] = {"questions": len(ids)}
+            for metric, vals in scored.items():
+                got = [vals[i] for i in ids if i in vals]
+                if got:
+                    half[metric] = bootstrap_mean(got).to_json()
+            entry[part] = half
+        out[m] = entry
+    return out
 
 
 def summarize_builds(
@@ -105,6 +142,9 @@ def summarize(
         "methods": table,
         "build": summarize_builds(builds, methods),
     }
+    split = summarize_split(records, methods)
+    if split:
+        out["split"] = split
     if len(methods) == 2:
         a, b = methods
         paired: dict[str, Any] = {}
@@ -176,6 +216,9 @@ def render(summary: dict[str, Any], console: Any) -> None:
                 str(t["n"]),
             )
         console.print(t2)
+    split = summary.get("split")
+    if split:
+        console.print(_split_table(split))
     build = summary.get("build")
     if build:
         t3 = Table(
@@ -192,6 +235,56 @@ def render(summary: dict[str, Any], console: Any) -> None:
         for method, row in build.items():
             t3.add_row(method, str(row["indexes"]), *(_cell(row.get(m), "\n") for m in shown))
         console.print(t3)
+
+
+def _split_columns() -> list[tuple[str, str, str]]:
+    """(part, metric, header) of the split table: n and each metric, found then not."""
+    cols = []
+    for part, _ in SPLIT_PARTS:
+        tag = "in ev." if part == "found" else "not in ev."
+        cols.append((part, "questions", f"n {tag}"))
+        cols.extend((part, metric, f"{name} {tag}") for metric, name in SPLIT_METRICS)
+    return cols
+
+
+def _split_cell(half: dict[str, Any], metric: str, sep: str) -> str:
+    if metric == "questions":
+        return str(half.get("questions", 0))
+    return _cell(half.get(metric), sep)
+
+
+def _split_table(split: dict[str, dict[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(
+        title="found but not read: accuracy by whether a gold answer is in the evidence read",
+        caption="mean [95% bootstrap interval]",
+        title_justify="left",
+        caption_justify="left",
+    )
+    table.add_column("method", style="bold")
+    cols = _split_columns()
+    for _, _, header in cols:
+        table.add_column(header, justify="right")
+    for method, row in split.items():
+        table.add_row(method, *(_split_cell(row[part], metric, "\n") for part, metric, _ in cols))
+    return table
+
+
+def markdown_split(summary: dict[str, Any]) -> str:
+    """The found / not-found split as a Markdown table (empty when there is none)."""
+    split = summary.get("split") or {}
+    if not split:
+        return ""
+    cols = _split_columns()
+    lines = [
+        "| method | " + " | ".join(h for _, _, h in cols) + " |",
+        "|---|" + "---:|" * len(cols),
+    ]
+    for method, row in split.items():
+        cells = " | ".join(_split_cell(row[part], metric, " ") for part, metric, _ in cols)
+        lines.append(f"| {method} | {cells} |")
+    return "\n".join(lines) + "\n"
 
 
 def _build_columns(build: dict[str, dict[str, Any]]) -> list[str]:

@@ -9,14 +9,14 @@ Answering is shared (``lcr.answer``). Methods never import each other.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from lcr.answer import AnswerResult
-from lcr.config import Setting
+from lcr.config import Setting, SettingValue
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.models.base import LLM, Capability, Models
 from lcr.progress import NULL_PROGRESS, Progress
@@ -73,6 +73,12 @@ class Method(ABC):
     # the search itself ends holding the answer's context (PECAN's KV cache): `lcr ask`
     # calls retrieve_and_answer instead of retrieve + the shared answer step
     answers_in_retrieval: ClassVar[bool] = False
+    # the shared answer step's settings (``answer.*``) whose value the method's paper
+    # fixes: the method keeps it as its default whatever lcr's default; --set overrides
+    answer_paper: ClassVar[Mapping[str, SettingValue]] = {}
+    # how the method's answer relates to the shared ``answer.*`` settings, for
+    # `lcr methods --settings` ("" when they all apply as they are)
+    answer_note: ClassVar[str] = ""
 
     def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
         """Whether ``retrieve`` (not the answer) needs the LLM with these settings."""

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
-from lcr.config import Setting
+from lcr.config import Setting, SettingValue
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, Usage
 from lcr.graph.pagerank import PAPER_MAX_ITER
@@ -134,6 +135,10 @@ class MixPR(Method):
     name = "mixpr"
     summary = "mixture of PageRanks over a TF-IDF sentence graph; no LLM to build, real-time on CPU"
     needs = "build: nothing; retrieve: LLM router only with mode=auto; answer: LLM"
+    answer_paper: ClassVar[Mapping[str, SettingValue]] = {
+        "order": "document"
+    }  # chronological order, not rank order (Figure 2)
+    answer_note = "chronological, not rank order, is what the paper reads (Figure 2)"
     paper = "Alonso & Millidge 2024, Mixture-of-PageRanks (arXiv:2412.06078)"
     built_by_default = True
     retrieval_llm_reason = (

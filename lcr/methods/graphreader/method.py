@@ -53,6 +53,10 @@ class GraphReader(Method):
         "with a notebook"
     )
     needs = "build: embedder + LLM (one extraction per chunk); answer: embedder + LLM agent"
+    answer_note = (
+        "answers with the paper's prompt over its notebooks (Figure 12): the answer.* "
+        "settings apply only when no notebook was written and the shared step answers"
+    )
     paper = (
         "Li et al. 2024, GraphReader: Building Graph-based Agent to Enhance Long-Context "
         "Abilities of Large Language Models (EMNLP Findings)"

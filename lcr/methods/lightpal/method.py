@@ -94,6 +94,11 @@ class LightPAL(Method):
         "Multi-Document Summarization"
     )
     build_uses_llm = False  # the scorer is its own model (lightpal.scorer), loaded here
+    answer_note = (
+        "with lightpal.prompt=paper (default) the paper's prompt answers (appendix A.2: "
+        "sections under their story, in document order): answer.order, passages, "
+        "instruction, not_found do not apply; with lightpal.prompt=shared they all do"
+    )
     build_uses_embedder = True
     built_by_default = False
     build_settings = (

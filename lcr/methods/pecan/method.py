@@ -54,6 +54,10 @@ class Pecan(Method):
     build_uses_llm = True
     build_uses_embedder = True
     answers_in_retrieval = True
+    answer_note = (
+        "answers from the search's own KV cache (the paper's second turn): only "
+        "--max-new-tokens applies; answer.order, passages, instruction, not_found do not"
+    )
     build_settings = (
         Setting(
             "chunk_tokens",

@@ -73,6 +73,10 @@ class Raptor(Method):
         "Tree-Organized Retrieval (ICLR)"
     )
     build_uses_llm = True
+    answer_note = (
+        "the shared answer step (the paper fixes no order for the collapsed tree's nodes); "
+        "answer.passages=merged joins leaf chunks only, summaries stay whole"
+    )
     build_uses_embedder = True
     built_by_default = False
     build_settings = (

@@ -1,0 +1,325 @@
+"""The shared answer step's settings (answer.*): prompts built from real evidence for each
+variant, abstaining, the not-found normaliser on real replies, validation and recording."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lcr import pipeline
+from lcr.answer import (
+    NOT_FOUND,
+    ORIGINAL,
+    SYSTEM_PROMPT,
+    AnswerSettings,
+    build_messages,
+    fit_to_budget,
+    prepare_evidence,
+    resolve_answer_settings,
+    says_not_found,
+    shared_answer,
+    shared_prompt,
+)
+from lcr.cli import cli
+from lcr.errors import SettingError
+from lcr.eval import runner
+from lcr.eval.cli import eval_group
+from lcr.evidence import EvidenceItem
+from lcr.models.base import Models
+from lcr.store import Index
+from tests.fakes import ForbiddenLLM, ScriptedLLM
+
+QUESTION = "What did the bird throw down to Cinderella?"
+
+
+@pytest.fixture(scope="module")
+def two_parts(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
+    """The story split at a sentence into two documents, indexed with bm25."""
+    folder = tmp_path_factory.mktemp("parts")
+    text = cinderella.read_text(encoding="utf-8")
+    cut = text.index(". ", len(text) // 2) + 2
+    (folder / "first-half.txt").write_text(text[:cut], encoding="utf-8")
+    (folder / "second-half.txt").write_text(text[cut:], encoding="utf-8")
+    paths = [folder / "first-half.txt", folder / "second-half.txt"]
+    index, _ = pipeline.index_files(
+        paths, folder / "parts.idx", ["bm25"], Models.with_objects(llm=ForbiddenLLM())
+    )
+    return index
+
+
+def _evidence(index: Index) -> list[EvidenceItem]:
+    models = Models.with_objects(llm=ForbiddenLLM())
+    return pipeline.retrieve(index, "bm25", QUESTION, models, k=14).evidence.items
+
+
+def _names(index: Index) -> list[str]:
+    return [d.name for d in index.documents]
+
+
+def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
+    items = _evidence(two_parts)
+    assert resolve_answer_settings([]) == ORIGINAL
+    assert SYSTEM_PROMPT == (
+        "You answer questions about a document using only the numbered excerpts given. "
+        "Answer concisely. If the excerpts do not contain the answer, say that you do not know."
+    )
+    prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
+    assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
+    assert shared_prompt(ORIGINAL)(QUESTION, prepared) == build_messages(QUESTION, prepared)
+
+
+def _in_document_order(items: list[EvidenceItem]) -> list[EvidenceItem]:
+    return sorted(items, key=lambda it: (min(s for s, _ in it.spans), it.id))
+
+
+@pytest.mark.parametrize("order", ["document", "rank"])
+def test_chunks_prompt_keeps_spans_and_order(two_parts: Index, order: str) -> None:
+    items = _evidence(two_parts)
+    settings = AnswerSettings(order=order)
+    prepared = prepare_evidence(items, settings, two_parts.source, _names(two_parts))
+    assert sorted(it.id for it in prepared) == sorted(it.id for it in items)
+    for it in prepared:  # chunks as retrieved: exact slices of the source
+        ((s, e),) = it.spans
+        assert two_parts.source[s:e] == it.text
+    if order == "rank":
+        assert [it.extra["rank"] for it in prepared] == list(range(1, len(items) + 1))
+    else:
+        starts = [it.spans[0][0] for it in prepared]
+        assert starts == sorted(starts)
+    user = shared_prompt(settings)(QUESTION, prepared)[1]["content"]
+    at = [user.index(f"[{i}] {it.text}") for i, it in enumerate(prepared, 1)]
+    assert at == sorted(at) and user.endswith(f"Question: {QUESTION}\nAnswer:")
+
+
+@pytest.mark.parametrize("order", ["document", "rank"])
+def test_merged_passages_carry_every_span_and_their_document(two_parts: Index, order: str) -> None:
+    items = _evidence(two_parts)
+    source, names = two_parts.source, _names(two_parts)
+    settings = AnswerSettings(order=order, passages="merged")
+    passages = prepare_evidence(items, settings, source, names)
+    assert len(passages) < len(items)  # 14 of the story's chunks: some are neighbours
+    assert {n for p in passages for n in p.extra.get("merged", [p.id])} == {it.id for it in items}
+    by_id = {it.id: it for it in items}
+    for p in passages:
+        members = [by_id[i] for i in p.extra.get("merged", [p.id])]
+        start, end = min(m.spans[0][0] for m in members), max(m.spans[0][1] for m in members)
+        assert p.text == source[start:end]  # the source between them, nothing left out
+        for m in members:  # every member's span lies inside one of the passage's spans
+            (ms, me) = m.spans[0]
+            assert any(s <= ms and me <= e for s, e in p.spans)
+            assert m.doc == p.doc
+        doc = two_parts.documents[p.doc]
+        assert doc.start <= start and end <= doc.end and p.extra["document"] == doc.name
+        assert p.extra["rank"] == min(m.extra["rank"] for m in members)
+    if order == "rank":
+        ranks = [p.extra["rank"] for p in passages]
+        assert ranks == sorted(ranks)
+    else:
+        starts = [p.spans[0][0] for p in passages]
+        assert starts == sorted(starts)
+    user = shared_prompt(settings)(QUESTION, passages)[1]["content"]
+    for i, p in enumerate(passages, 1):
+        assert f"[{i}] Document: {p.extra['document']}\n{p.text}" in user
+    assert {p.extra["document"] for p in passages} == {"first-half.txt", "second-half.txt"}
+
+
+def test_strict_and_abstain_instructions() -> None:
+    strict = shared_prompt(AnswerSettings(instruction="strict"))("Q?", [])[0]["content"]
+    assert "answer alone" in strict and "do not know" in strict
+    both = shared_prompt(AnswerSettings(instruction="strict", not_found="abstain"))("Q?", [])
+    assert f'reply exactly "{NOT_FOUND}"' in both[0]["content"]
+    assert "do not know" not in both[0]["content"]
+
+
+def test_heading_is_counted_when_fitting() -> None:
+    llm = ScriptedLLM()
+    text = " ".join(f"w{i}" for i in range(60))
+    plain = EvidenceItem("c0", 0, 0, 1.0, text, [(0, len(text))])
+    headed = EvidenceItem("c0", 0, 0, 1.0, text, [(0, len(text))], {"document": "a b c d e f"})
+    prompt = shared_prompt(AnswerSettings(passages="merged"))
+    overhead = llm.count_tokens("\n".join(m["content"] for m in prompt("Q?", []))) + 16
+    budget = overhead + llm.count_tokens(text) + 4  # room for the text, not its heading
+    assert fit_to_budget("Q?", [plain], llm, budget, prompt).items == [plain]
+    cut = fit_to_budget("Q?", [headed], llm, budget, prompt)
+    assert cut.truncated and len(cut.items[0].text) < len(text)
+
+
+def test_abstain_on_empty_evidence_makes_no_llm_call() -> None:
+    out = shared_answer(
+        "Q?", [], ForbiddenLLM(), AnswerSettings(not_found="abstain"), source="", names=[]
+    )
+    assert out.text == NOT_FOUND and out.used == [] and out.usage.calls == 0
+    llm = ScriptedLLM()  # guessing asks the LLM even with nothing to read
+    out = shared_answer("Q?", [], llm, AnswerSettings(), source="", names=[])
+    assert out.usage.calls == 1 and len(llm.prompts) == 1
+
+
+# Real smollm2-135m replies, captured from the shared step with the abstain instruction on
+# questions whose excerpts lack the answer, and real answers it gave (which must stay).
+SAYS_NOT_FOUND = [
+    "The car was a red car.\n\nThe answer is not found in the document.",
+    "The excerpt says the river froze over in the night. The answer is not found in the document.",
+    "The excerpt does not say who won. It is a factual description of a natural event, but "
+    "it does not provide any information about the winner.",
+    "The excerpt says the river froze over in the night. The answer is not provided.",
+    "not found in the document",  # qwen2.5-coder-0.5b's reply, word for word
+]
+ANSWERS = [
+    "The king's dog was a fox.",
+    "The stepmother ate for breakfast on Sunday.",
+    "The answer to the question is: 18 years old.",
+    'The password is "The weather was cold and the river froze over in the night."',
+    "The bird sat on the gold and silver dress.",
+    "The answer is: 2. The stepmother owned 2 cats.",
+    "They do not know the way.",  # a negation is not a missing answer
+]
+
+
+def test_not_found_normaliser_on_real_replies() -> None:
+    abstain = AnswerSettings(not_found="abstain")
+    for reply in SAYS_NOT_FOUND:
+        assert says_not_found(reply), reply
+        assert _normalised(reply, abstain) == NOT_FOUND
+        assert _normalised(reply, ORIGINAL) == reply  # guessing keeps the reply as it is
+    for reply in ANSWERS:
+        assert not says_not_found(reply), reply
+        assert _normalised(reply, abstain) == reply
+
+
+def _normalised(reply: str, settings: AnswerSettings) -> str:
+    from lcr.answer import normalise_reply
+
+    return normalise_reply(reply, settings)
+
+
+def test_resolution_order_and_bad_values() -> None:
+    assert resolve_answer_settings([], 32).max_new_tokens == 32
+    paper = {"order": "rank"}  # a method whose paper fixes an answer setting keeps it ...
+    assert resolve_answer_settings(["bm25.top_k=3"], method_defaults=paper).order == "rank"
+    # ... unless the user sets it
+    assert resolve_answer_settings(["answer.order=document"], method_defaults=paper).order == (
+        "document"
+    )
+    with pytest.raises(SettingError, match=r"answer.order must be one of document, rank"):
+        resolve_answer_settings(["answer.order=sideways"])
+    with pytest.raises(SettingError, match=r"unknown setting answer.colour; valid: order"):
+        resolve_answer_settings(["answer.colour=red"])
+    with pytest.raises(SettingError, match="--max-new-tokens"):
+        resolve_answer_settings(["answer.max_new_tokens=8"])
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("answer.order=sideways", "answer.order must be one of document, rank"),
+        ("answer.nope=1", "unknown setting answer.nope"),
+        ("answer.max_new_tokens=8", "--max-new-tokens"),
+        ("answer.not_found=maybe", "answer.not_found must be one of guess, abstain"),
+    ],
+)
+def test_bad_answer_settings_exit_2_on_ask_and_eval(
+    two_parts: Index, tmp_path: Path, setting: str, message: str
+) -> None:
+    res = CliRunner().invoke(
+        cli, ["ask", str(two_parts.path), "q?", "--set", setting], prog_name="lcr"
+    )
+    assert res.exit_code == 2 and message in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    data = tmp_path / "d.jsonl"
+    res = CliRunner().invoke(eval_group, ["generate", "vt", "--length", "300", "-o", str(data)])
+    assert res.exit_code == 0
+    res = CliRunner().invoke(
+        cli, ["eval", str(data), "-m", "bm25", "--set", setting, "--out", str(tmp_path / "o")]
+    )
+    assert res.exit_code == 2 and message in res.stderr, res.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
+    res = CliRunner().invoke(cli, ["methods", "--json"], prog_name="lcr")
+    rows = {r["name"]: r for r in map(json.loads, res.stdout.splitlines())}
+    order = rows["mixpr"]["answer_settings"]["order"]
+    assert order["default"] == "document" and order["paper"] is True
+    assert rows["bm25"]["answer_settings"]["order"]["paper"] is False
+    assert set(rows["bm25"]["answer_settings"]) == {"order", "passages", "instruction", "not_found"}
+    assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
+    res = CliRunner().invoke(cli, ["methods", "--settings"], prog_name="lcr")
+    lines = res.stdout.splitlines()
+    assert "    answer  keeps the paper's answer.order=document as its default" in lines
+    block = lines.index(next(line for line in lines if line.startswith("answer (")))
+    shown = [line.split()[1].split("=")[0] for line in lines[block + 1 :]]
+    assert shown == [
+        "answer.order",
+        "answer.passages",
+        "answer.instruction",
+        "answer.not_found",
+        "--max-new-tokens",
+    ]
+
+
+def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> None:
+    models = Models.with_objects(llm=ForbiddenLLM())
+
+    def key(sets: list[str], **kw: object) -> str:
+        opts = runner.RunOptions(methods=["bm25"], sets=sets, **kw)  # type: ignore[arg-type]
+        return runner.plan_methods(["bm25"], models, opts)[0].key
+
+    plan = runner.plan_methods(["bm25"], models, runner.RunOptions(methods=["bm25"]))[0]
+    before = {  # the digest of a run made before answer.* settings existed
+        "method": "bm25",
+        "build": plan.build,
+        "query": plan.query,
+        "models": plan.models,
+        "k": None,
+        "retrieval_only": False,
+        "max_new_tokens": 256,
+    }
+    assert key([]) == runner._digest(before) == key(["answer.order=document"])
+    variants = {key([s]) for s in ("answer.order=rank", "answer.passages=merged")}
+    assert len(variants) == 2 and key([]) not in variants
+    # retrieval alone reads no answer settings: the same run whatever they say
+    assert key(["answer.order=rank"], retrieval_only=True) == key([], retrieval_only=True)
+
+
+@pytest.mark.slow
+def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) -> None:
+    """smollm2 end to end: ask --json and lcr eval record the settings; a variant reruns."""
+    args = ["ask", str(two_parts.path), QUESTION, "-k", "4", "--llm", "smollm2-135m"]
+    args += ["--device", "cpu", "--max-new-tokens", "12", "--json", "-q"]
+    args += ["--set", "answer.passages=merged", "--set", "answer.order=rank"]
+    res = CliRunner().invoke(cli, args, prog_name="lcr")
+    assert res.exit_code == 0, res.stderr
+    obj = json.loads(res.stdout)
+    assert obj["answer_settings"] == {
+        "order": "rank",
+        "passages": "merged",
+        "instruction": "plain",
+        "not_found": "guess",
+        "max_new_tokens": 12,
+        "step": "shared",
+    }
+    assert obj["answer"] and obj["usage"]["calls"] == 1
+    for ev in obj["evidence"]:
+        assert ev["document"] in ("first-half.txt", "second-half.txt")
+
+    data = tmp_path / "vt.jsonl"
+    res = CliRunner().invoke(eval_group, ["generate", "vt", "--length", "400", "-o", str(data)])
+    assert res.exit_code == 0
+    base = [str(data), "-m", "bm25", "--limit", "1", "-k", "2", "--llm", "smollm2-135m"]
+    base += ["--device", "cpu", "--max-new-tokens", "8", "--json", "-q"]
+    out = tmp_path / "r.jsonl"
+    first = CliRunner().invoke(eval_group, [*base, "--out", str(out)])
+    assert first.exit_code == 0, first.output
+    abstain = [*base, "--out", str(out), "--set", "answer.not_found=abstain"]
+    second = CliRunner().invoke(eval_group, abstain)
+    assert json.loads(second.output)["new"] == 1  # another answer step: not "already done"
+    again = CliRunner().invoke(eval_group, abstain)
+    assert json.loads(again.output)["new"] == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["answer_settings"]["not_found"] for r in records] == ["guess", "abstain"]
+    assert all(r["answer_settings"]["max_new_tokens"] == 8 for r in records)
+    assert all("text" in ev for r in records for ev in r["evidence"])
+    assert "answer_found" in records[0]["metrics"]
