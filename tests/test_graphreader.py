@@ -472,6 +472,12 @@ def test_parse_notebook_and_scores_and_final_answer() -> None:
     ) == [("Casa Loma", 80.0), ("Toronto", 95.0)]
     assert final_answer("Analyze: ...\nFinal answer: Casa Loma") == "Casa Loma"
     assert final_answer("Casa Loma") == "Casa Loma"
+    # as qwen2.5-coder-1.5b wrote it on BABILong qa2, in prose
+    assert (
+        final_answer("Combining the notes, the final answer is that the apple is in the kitchen.")
+        == "the apple is in the kitchen."
+    )
+    assert final_answer("**Final Answer:**\n\nbedroom") == "bedroom"
 
 
 # ------------------------------------------------------------ prompt injection

@@ -16,6 +16,7 @@ notebooks of all paths in, the final answer out (``answer``).
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Literal
 
@@ -43,7 +44,9 @@ from lcr.models.base import LLM, Capability
 from lcr.store import Node, SourceDoc
 from lcr.text.tokens import count_tokens
 
-_FINAL_ANSWER = "final answer"
+_FINAL_ANSWER_AT = re.compile(
+    r"final answer\b[\s*:#-]*(?:(?:is|was)\b\s*)?(?:that\b\s*)?[\s*:#-]*", re.IGNORECASE
+)
 
 
 class GraphReader(Method):
@@ -404,10 +407,13 @@ class GraphReader(Method):
 
 
 def final_answer(reply: str) -> str:
-    """The text after the last "Final answer:" of a Figure-12 reply (else the whole reply)."""
-    low = reply.lower()
-    at = low.rfind(_FINAL_ANSWER)
-    if at < 0:
+    """The text after the last "Final answer:" of a Figure-12 reply (else the whole reply).
+
+    Small models also write it in prose ("the final answer is that the apple is in
+    the kitchen"): the linking "is" / "that" goes too, so the answer is what follows.
+    """
+    matches = list(_FINAL_ANSWER_AT.finditer(reply))
+    if not matches:
         return reply.strip()
-    tail = reply[at + len(_FINAL_ANSWER) :].lstrip(" \t*:#-\n")
-    return tail.strip() or reply.strip()
+    tail = reply[matches[-1].end() :].strip()
+    return tail or reply.strip()
