@@ -198,8 +198,8 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
     runs = {
         "bm25": ["lightpal.initial=bm25", "lightpal.initial_share=1"],
         "dense": ["lightpal.initial=dense", "lightpal.initial_share=1"],
-        "lightpal on bm25": ["lightpal.initial=bm25"],
-        "lightpal on dense": ["lightpal.initial=dense"],
+        "lightpal on bm25": ["lightpal.initial=bm25", *args.query_set],
+        "lightpal on dense": ["lightpal.initial=dense", *args.query_set],
     }
     ks = (5, 10, 20)
     table: dict[str, dict[str, list[float]]] = {r: {} for r in runs}
@@ -223,6 +223,7 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
         for run, metrics in table.items()
     }
     return {
+        "query_settings": args.query_set,
         "queries": len(chosen),
         "passages": len(nodes),
         "gold_passages_mean": round(
@@ -250,6 +251,9 @@ def main() -> None:
     ap.add_argument("--walk-only", action="store_true")
     ap.add_argument("--odsum", metavar="INDEX", help="ODSum Story retrieval run (see above)")
     ap.add_argument("--set", action="append", default=[], help="lightpal build setting")
+    ap.add_argument(
+        "--query-set", action="append", default=[], help="lightpal query setting (--odsum runs)"
+    )
     ap.add_argument("--limit", type=int, default=125)
     args = ap.parse_args()
     if args.threads:

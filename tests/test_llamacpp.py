@@ -232,12 +232,13 @@ def test_thread_governor_follows_other_work() -> None:
     assert gov.check() == 2 and gov.changes == 2  # it stopped
 
 
-def test_thread_change_mid_run_keeps_the_output() -> None:
-    """Changing llama.cpp's thread count between calls changes speed, not tokens."""
+def test_thread_change_mid_run_keeps_the_scores() -> None:
+    """Changing llama.cpp's thread count between calls changes speed, not results
+    (to float rounding: the work is split differently)."""
     from lcr.models.llamacpp_llm import ThreadGovernor
 
     llm = LlamaCppLLM.load(smol_path(), model_id=SMOL, context_window=2048, threads=2)
-    before = llm.generate(ask("Who wore the red cloak?\n\n" + STORY), max_new_tokens=16).text
+    before = llm.continuation_logprob(STORY, CONTINUATIONS[0])
     ticks = iter(range(1000))
 
     def sample() -> tuple[float, float, float]:  # another job keeps 1 core busy throughout
@@ -246,6 +247,7 @@ def test_thread_change_mid_run_keeps_the_output() -> None:
 
     llm._governor = ThreadGovernor(2, 2, interval_s=0.0, sample=sample)
     llm._forget_all()
-    after = llm.generate(ask("Who wore the red cloak?\n\n" + STORY), max_new_tokens=16).text
+    after = llm.continuation_logprob(STORY, CONTINUATIONS[0])
     assert llm.threads == 1 and llm._governor.changes >= 1
-    assert after == before
+    assert after == pytest.approx(before, abs=0.05)
+    assert llm.generate(ask("Who wore the red cloak?\n\n" + STORY), max_new_tokens=8).text
