@@ -64,10 +64,11 @@ ANSWER_SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "not_found",
-        "guess",
-        f"guess: the LLM answers whatever it reads; abstain: no evidence gives '{NOT_FOUND}' "
-        "without an LLM call, the LLM is told to reply that phrase when the excerpts lack the "
-        "answer, and a reply saying so in other words becomes that phrase",
+        "abstain",
+        f"abstain: no evidence gives '{NOT_FOUND}' without an LLM call, the LLM is told to "
+        "reply that phrase when the excerpts lack the answer, and a reply saying so in other "
+        "words becomes that phrase (lcr's default, measured: see bench/README.md); guess: the "
+        "LLM answers whatever it reads (the original step)",
         choices=("guess", "abstain"),
     ),
 )
@@ -84,7 +85,7 @@ class AnswerSettings:
     order: str = "document"
     passages: str = "chunks"
     instruction: str = "plain"
-    not_found: str = "guess"
+    not_found: str = "abstain"
     max_new_tokens: int = 256
 
     def choices(self) -> dict[str, str]:

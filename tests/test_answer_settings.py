@@ -61,7 +61,11 @@ def _names(index: Index) -> list[str]:
 
 def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     items = _evidence(two_parts)
-    assert resolve_answer_settings([]) == ORIGINAL
+    # lcr's default differs from the original step only in abstaining (measured, issue 19)
+    assert resolve_answer_settings([]) == AnswerSettings(
+        **{**ORIGINAL.to_json(), "not_found": "abstain"}
+    )
+    assert resolve_answer_settings(["answer.not_found=guess"]) == ORIGINAL
     assert SYSTEM_PROMPT == (
         "You answer questions about a document using only the numbered excerpts given. "
         "Answer concisely. If the excerpts do not contain the answer, say that you do not know."
@@ -127,7 +131,8 @@ def test_merged_passages_carry_every_span_and_their_document(two_parts: Index, o
 
 
 def test_strict_and_abstain_instructions() -> None:
-    strict = shared_prompt(AnswerSettings(instruction="strict"))("Q?", [])[0]["content"]
+    strict = shared_prompt(AnswerSettings(instruction="strict", not_found="guess"))("Q?", [])
+    strict = strict[0]["content"]
     assert "answer alone" in strict and "do not know" in strict
     both = shared_prompt(AnswerSettings(instruction="strict", not_found="abstain"))("Q?", [])
     assert f'reply exactly "{NOT_FOUND}"' in both[0]["content"]
@@ -153,7 +158,7 @@ def test_abstain_on_empty_evidence_makes_no_llm_call() -> None:
     )
     assert out.text == NOT_FOUND and out.used == [] and out.usage.calls == 0
     llm = ScriptedLLM()  # guessing asks the LLM even with nothing to read
-    out = shared_answer("Q?", [], llm, AnswerSettings(), source="", names=[])
+    out = shared_answer("Q?", [], llm, AnswerSettings(not_found="guess"), source="", names=[])
     assert out.usage.calls == 1 and len(llm.prompts) == 1
 
 
@@ -277,9 +282,10 @@ def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> Non
         "retrieval_only": False,
         "max_new_tokens": 256,
     }
-    assert key([]) == runner._digest(before) == key(["answer.order=document"])
-    variants = {key([s]) for s in ("answer.order=rank", "answer.passages=merged")}
-    assert len(variants) == 2 and key([]) not in variants
+    original = ["answer.not_found=guess"]  # the step as it was: its old results still count
+    assert key(original) == runner._digest(before) == key([*original, "answer.order=document"])
+    variants = {key(sets) for sets in (["answer.order=rank"], ["answer.passages=merged"], [])}
+    assert len(variants) == 3 and key(original) not in variants  # []: lcr's default abstains
     # retrieval alone reads no answer settings: the same run whatever they say
     assert key(["answer.order=rank"], retrieval_only=True) == key([], retrieval_only=True)
 
@@ -297,7 +303,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "order": "rank",
         "passages": "merged",
         "instruction": "plain",
-        "not_found": "guess",
+        "not_found": "abstain",
         "max_new_tokens": 12,
         "step": "shared",
     }
@@ -313,13 +319,13 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
     out = tmp_path / "r.jsonl"
     first = CliRunner().invoke(eval_group, [*base, "--out", str(out)])
     assert first.exit_code == 0, first.output
-    abstain = [*base, "--out", str(out), "--set", "answer.not_found=abstain"]
-    second = CliRunner().invoke(eval_group, abstain)
+    guess = [*base, "--out", str(out), "--set", "answer.not_found=guess"]
+    second = CliRunner().invoke(eval_group, guess)
     assert json.loads(second.output)["new"] == 1  # another answer step: not "already done"
-    again = CliRunner().invoke(eval_group, abstain)
+    again = CliRunner().invoke(eval_group, guess)
     assert json.loads(again.output)["new"] == 0
     records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert [r["answer_settings"]["not_found"] for r in records] == ["guess", "abstain"]
+    assert [r["answer_settings"]["not_found"] for r in records] == ["abstain", "guess"]
     assert all(r["answer_settings"]["max_new_tokens"] == 8 for r in records)
     assert all("text" in ev for r in records for ev in r["evidence"])
     assert "answer_found" in records[0]["metrics"]
