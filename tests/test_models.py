@@ -250,12 +250,12 @@ def test_attention_capture_shapes(llm: TransformersLLM) -> None:
     assert cache_.get_seq_length() == n
     assert llm.model.config._attn_implementation == "sdpa"  # switched back
     more = llm.encode(" Then it slept.")
-    _, attn2, cache2 = llm.forward_with_attention(more, past_key_values=cache_)
+    _, attn2, cache2 = llm.forward_with_attention(more, cache=cache_)
     assert attn2[0].shape == (1, cfg.num_attention_heads, len(more), n + len(more))
     assert cache_.get_seq_length() == n  # the caller's cache was copied, not extended
     assert cache2.get_seq_length() == n + len(more)
     # the memory-lean mean equals the mean of the full capture
-    _, mean, _ = llm.forward_mean_attention(more, past_key_values=cache_)
+    _, mean, _ = llm.forward_mean_attention(more, cache=cache_)
     expected = torch.stack([a[0] for a in attn2]).mean(dim=(0, 1))
     assert mean.shape == (len(more), n + len(more))
     assert float((mean - expected).abs().max()) < 1e-5

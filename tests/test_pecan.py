@@ -169,6 +169,8 @@ def test_graph_weights_sum_to_one_inside_their_batch(built: Index) -> None:
     index = {n.id: i for i, n in enumerate(nodes)}
     stats = reader.stats
     assert stats["levels"][0] > stats["levels"][-1] and len(stats["levels"]) >= 2
+    top = max(n.level for n in nodes)
+    assert len({tuple(n.children) for n in nodes if n.level == top}) == 1  # one batch's points
     assert stats["llm_batches"] >= 2 and stats["llm_completion_tokens"] > 0
     for i, n in enumerate(nodes):
         row = edges[[i], :]
@@ -188,6 +190,26 @@ def test_graph_weights_sum_to_one_inside_their_batch(built: Index) -> None:
         total = sum(int(nodes[index[c]].meta["tokens"]) for c in batch_ids)
         assert total <= s or len(batch_ids) == 1
     assert len(reader.array("embeddings")) == len(nodes)
+
+
+def test_top_level_is_a_summary_even_when_the_text_fits_one_batch(
+    tmp_path: Path, smollm: Any, embedder: Any
+) -> None:
+    """A document under s still gets one summary level by default (pecan.top=summary);
+    pecan.top=fit keeps the chunks as the top, as a literal reading would."""
+    text = _excerpt()[:600]
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    sets = ["pecan.chunk_tokens=60", "pecan.s=4096", "pecan.max_new_tokens=24"]
+    default = _index(tmp_path / "summary.idx", text)
+    pipeline.build(default, ["pecan"], models, sets)
+    stats = default.reader("pecan").stats
+    assert len(stats["levels"]) == 2 and stats["levels"][0] >= 2
+    assert stats["llm_batches"] == 1 and "single batch" in stats["stop"]
+    fit = _index(tmp_path / "fit.idx", text)
+    pipeline.build(fit, ["pecan"], models, [*sets, "pecan.top=fit"])
+    stats = fit.reader("pecan").stats
+    assert stats["levels"] == [default.reader("pecan").stats["levels"][0]]
+    assert stats["llm_batches"] == 0 and "fits one batch" in stats["stop"]
 
 
 def test_scripted_llm_is_refused_clearly(built: Index, embedder: Any) -> None:

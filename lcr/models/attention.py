@@ -144,7 +144,7 @@ def generate_with_attention(
     ends = llm._eos_ids
     with torch.no_grad():
         out = llm.model(input_ids=llm._as_batch(ids), use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
+    cache = out.cache
     logits = out.logits[0, -1]
     tokens: list[int] = []
     rows: list[torch.Tensor] = []
@@ -163,11 +163,11 @@ def generate_with_attention(
             total.clear()
             step = llm.model(
                 input_ids=llm._as_batch([tok]),
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
                 logits_to_keep=1,
             )
-            cache = step.past_key_values
+            cache = step.cache
             logits = step.logits[0, -1]
             row = total[0].cpu() / (layers * heads)
             rows.append(row @ reduce if reduce is not None else row)
@@ -222,7 +222,7 @@ class NodeKVCache:
         self._check_fits(0)
         with torch.no_grad():
             out = llm.model(input_ids=llm._as_batch(self.ids), use_cache=True, logits_to_keep=1)
-        self.cache = out.past_key_values
+        self.cache = out.cache
         self.last_logits = out.logits[0, -1]
         llm.usage.add(len(self.ids), 0)
 
@@ -250,7 +250,7 @@ class NodeKVCache:
             raise ModelError("cannot append an empty node")
         self._check_fits(len(ids))
         logits, mean, cache = self.llm.forward_mean_attention(
-            ids, past_key_values=self.cache, copy_cache=False
+            ids, cache=self.cache, copy_cache=False
         )
         self.cache = cache
         self.last_logits = logits[0, -1]
@@ -270,7 +270,7 @@ class NodeKVCache:
         try:
             with torch.no_grad():
                 out = self.llm.model(
-                    input_ids=self.llm._as_batch(ids), past_key_values=self.cache, use_cache=True
+                    input_ids=self.llm._as_batch(ids), cache=self.cache, use_cache=True
                 )
         finally:
             _roll_back(self.cache, length)
@@ -301,7 +301,7 @@ class NodeKVCache:
             with torch.no_grad():
                 out = self.llm.model(
                     input_ids=self.llm._as_batch(ids),
-                    past_key_values=self.cache,
+                    cache=self.cache,
                     use_cache=True,
                     logits_to_keep=1,
                 )
@@ -316,7 +316,7 @@ class NodeKVCache:
                         break
                     out = self.llm.model(
                         input_ids=self.llm._as_batch([tok]),
-                        past_key_values=self.cache,
+                        cache=self.cache,
                         use_cache=True,
                         logits_to_keep=1,
                     )

@@ -452,7 +452,7 @@ class TransformersLLM:
     def forward_with_attention(
         self,
         input_ids: Sequence[int] | torch.Tensor,
-        past_key_values: Any = None,
+        cache: Any = None,
         *,
         copy_cache: bool = True,
         logits_to_keep: int = 1,
@@ -467,22 +467,22 @@ class TransformersLLM:
         import torch
 
         ids = self._as_batch(input_ids)
-        cache = copy.deepcopy(past_key_values) if copy_cache else past_key_values
+        kv = copy.deepcopy(cache) if copy_cache else cache
         with torch.no_grad(), self.eager_attention():
             out = self.model(
                 input_ids=ids,
-                past_key_values=cache,
+                cache=kv,
                 use_cache=True,
                 output_attentions=True,
                 logits_to_keep=logits_to_keep,
             )
         self.usage.add(int(ids.shape[1]), 0)
-        return AttentionPass(out.logits, out.attentions, out.past_key_values)
+        return AttentionPass(out.logits, out.attentions, out.cache)
 
     def forward_mean_attention(
         self,
         input_ids: Sequence[int] | torch.Tensor,
-        past_key_values: Any = None,
+        cache: Any = None,
         *,
         copy_cache: bool = True,
         logits_to_keep: int = 1,
@@ -511,13 +511,13 @@ class TransformersLLM:
             else:
                 total.append(summed)
 
-        cache = copy.deepcopy(past_key_values) if copy_cache else past_key_values
+        kv = copy.deepcopy(cache) if copy_cache else cache
         handles = [m.register_forward_hook(hook) for m in modules]
         try:
             with torch.no_grad(), self.eager_attention():
                 out = self.model(
                     input_ids=ids,
-                    past_key_values=cache,
+                    cache=kv,
                     use_cache=True,
                     logits_to_keep=logits_to_keep,
                 )
@@ -527,7 +527,7 @@ class TransformersLLM:
         heads = int(getattr(self.model.config, "num_attention_heads", 1))
         mean = total[0] / (len(modules) * heads)
         self.usage.add(int(ids.shape[1]), 0)
-        return AttentionPass(out.logits, mean, out.past_key_values)
+        return AttentionPass(out.logits, mean, out.cache)
 
     def prefix_cache(self, prefix: str | Sequence[int]) -> PrefixCache:
         """Run the prefix once and keep its KV cache (plain text, no chat template)."""
@@ -539,7 +539,7 @@ class TransformersLLM:
         with torch.no_grad():
             out = self.model(input_ids=self._as_batch(ids), use_cache=True, logits_to_keep=1)
         self.usage.add(len(ids), 0)
-        return PrefixCache(ids=ids, cache=out.past_key_values, last_logits=out.logits[0, -1])
+        return PrefixCache(ids=ids, cache=out.cache, last_logits=out.logits[0, -1])
 
     def extend_prefix(self, prefix: PrefixCache, more: str | Sequence[int]) -> PrefixCache:
         """A new, longer prefix cache; ``prefix`` itself stays reusable."""
@@ -552,12 +552,12 @@ class TransformersLLM:
         with torch.no_grad():
             out = self.model(
                 input_ids=self._as_batch(ids),
-                past_key_values=cache,
+                cache=cache,
                 use_cache=True,
                 logits_to_keep=1,
             )
         self.usage.add(len(ids), 0)
-        return PrefixCache(prefix.ids + ids, out.past_key_values, out.logits[0, -1])
+        return PrefixCache(prefix.ids + ids, out.cache, out.logits[0, -1])
 
     def logits_after_prefix(self, prefix: PrefixCache, continuation: Sequence[int]) -> torch.Tensor:
         """Logits ``(len(continuation), vocab)`` at each continuation position, prefix reused."""
@@ -567,9 +567,7 @@ class TransformersLLM:
         if not ids:
             return prefix.last_logits.new_zeros((0, prefix.last_logits.shape[-1]))
         with torch.no_grad():
-            out = self.model(
-                input_ids=self._as_batch(ids), past_key_values=prefix.fork(), use_cache=True
-            )
+            out = self.model(input_ids=self._as_batch(ids), cache=prefix.fork(), use_cache=True)
         self.usage.add(len(ids), 0)
         logits: torch.Tensor = out.logits[0]
         return logits

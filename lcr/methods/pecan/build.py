@@ -6,7 +6,11 @@ consecutive nodes are batched up to ``s`` tokens and the LLM writes bullet-point
 Information Points (Table A1); each point becomes a node one level up, with an
 edge to every node of its batch weighted by the attention its tokens paid to
 that node's tokens while they were generated (normalised to sum to 1). Levels
-repeat until one level's text fits a single batch: that level is the top.
+repeat until a level is one batch's points (``top="summary"``, the default: the
+paper builds summary levels even over documents shorter than ``s``, or its
+queries on 2K-token MuSiQue documents could not cost less than reading them
+whole) or until a level's text fits one batch (``top="fit"``: that level is
+the top, so a document under ``s`` tokens has no summary at all).
 
 Each batch's points and weights go to the index's LLM cache the moment they
 exist, so a killed build resumes without generating any finished batch again.
@@ -63,6 +67,7 @@ class BuildParams:
     s: int
     max_new_tokens: int
     max_levels: int
+    top: str = "summary"
 
 
 def effective_s(llm: TransformersLLM, params: BuildParams) -> int:
@@ -159,7 +164,7 @@ def build_graph(
     level = 0
     while True:
         tokens = [int(graph.nodes[i].meta["tokens"]) for i in current]
-        if sum(tokens) <= s:
+        if params.top == "fit" and sum(tokens) <= s:
             graph.stop = f"level {level} fits one batch of {s} tokens"
             break
         if level >= params.max_levels:
@@ -203,6 +208,9 @@ def build_graph(
             break
         new_total = sum(int(graph.nodes[i].meta["tokens"]) for i in new)
         current = new
+        if params.top == "summary" and len(batches) == 1:
+            graph.stop = f"level {level} summarises a single batch"
+            break
         if new_total >= sum(tokens):
             graph.stop = f"level {level} is no shorter than the level below"
             break

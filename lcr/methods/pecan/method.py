@@ -70,7 +70,7 @@ class Pecan(Method):
             "s",
             8192,
             "batch size in tokens: nodes are batched in order up to s and summarised into "
-            "Information Points; a level that fits one batch is the top (lowered to fit a "
+            "Information Points (see pecan.top for where the levels stop; lowered to fit a "
             "smaller model window, with a warning)",
             paper=True,
             low=64,
@@ -80,6 +80,16 @@ class Pecan(Method):
             512,
             "most tokens of one batch's bullet-point reply (the paper gives no limit)",
             low=8,
+        ),
+        Setting(
+            "top",
+            "summary",
+            "where the levels stop: 'summary' summarises until a level is one batch's "
+            "points (the paper's costs imply a summary level even over documents shorter "
+            "than s); 'fit' stops at the first level that fits one batch, so a short "
+            "document's top level is its chunks",
+            choices=("summary", "fit"),
+            paper=True,
         ),
         Setting(
             "max_levels", 10, "most levels above the chunks (a guard; the paper has none)", low=1
@@ -151,6 +161,7 @@ class Pecan(Method):
             s=int(s["s"]),
             max_new_tokens=int(s["max_new_tokens"]),
             max_levels=int(s["max_levels"]),
+            top=str(s["top"]),
         )
         counters = BuildCounters()
         started = time.perf_counter()
