@@ -53,10 +53,6 @@ def _err(message: str) -> None:
     click.echo(printable(f"lcr: {message}"), err=True)
 
 
-def _progress_enabled(quiet: bool) -> bool:
-    return not quiet and sys.stdout.isatty() and sys.stderr.isatty()
-
-
 # ------------------------------------------------------------------ options
 def set_option(f: Any) -> Any:
     return click.option(
@@ -70,7 +66,7 @@ def set_option(f: Any) -> Any:
 
 
 def quiet_option(f: Any) -> Any:
-    return click.option("--quiet", "-q", is_flag=True, help="No progress bars.")(f)
+    return click.option("--quiet", "-q", is_flag=True, help="No progress bars or progress lines.")(f)
 
 
 def _models(spec: ModelSpec, progress: Progress) -> Models:
@@ -185,7 +181,7 @@ def index_cmd(
 ) -> None:
     """Build or extend the index of FILE... (`-` reads stdin)."""
     from lcr.pipeline import default_index_path, index_files, unique_paths
-    from lcr.progress import progress_for
+    from lcr.progress import progress_for, progress_mode
 
     if files.count("-") > 1:
         raise UsageError("stdin ('-') can be given only once")
@@ -198,7 +194,7 @@ def index_cmd(
         jobs = [(list(files), Path(out))]
     else:
         jobs = [([f], default_index_path(f)) for f in unique_paths(files, warn)]
-    with progress_for(_progress_enabled(quiet)) as progress:
+    with progress_for(progress_mode(quiet)) as progress:
         models = _models(pop_model_spec(model), progress)
         for paths, target in jobs:
 
@@ -295,7 +291,7 @@ def _run_queries(
 ) -> None:
     """Shared body of ``ask`` and ``retrieve``: one result per question."""
     from lcr import pipeline
-    from lcr.progress import progress_for
+    from lcr.progress import progress_for, progress_mode
     from lcr.store import Index
 
     if not question.strip():
@@ -308,7 +304,7 @@ def _run_queries(
     pipeline.check_sets(all_sets)
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
-    with progress_for(_progress_enabled(quiet)) as progress:
+    with progress_for(progress_mode(quiet)) as progress:
         models = _models(pop_model_spec(model), progress)
         for q in _questions(question):
             if answer:

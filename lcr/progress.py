@@ -1,14 +1,20 @@
 """Progress reporting that methods can use without knowing about the terminal.
 
-Methods receive a :class:`Progress`; the CLI passes a rich-backed one when stdout
-is a terminal and ``--quiet`` is off, everything else gets :data:`NULL_PROGRESS`.
+Methods receive a :class:`Progress`; the CLI passes rich bars on a terminal,
+plain lines (:class:`LineProgress`) when stderr goes to a log or a pipe, and
+:data:`NULL_PROGRESS` under ``--quiet``, in scripts and in tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Protocol
+from typing import Literal, Protocol
+
+ProgressMode = Literal["bars", "lines", "off"]
+LINE_SECONDS = 60.0  # a log line per task at most this often, and none for shorter work
 
 
 class Task(Protocol):
@@ -117,11 +123,100 @@ class _RichTask:
         self._progress.update(self._id, **kwargs)  # type: ignore[attr-defined]
 
 
+class LineProgress:
+    """Plain progress lines for a log file (``nohup lcr index book.txt 2> log``).
+
+    A task says nothing until it has run ``every`` seconds, so short commands
+    stay silent; then one line at most every ``every`` seconds, and a last
+    line when a task that has spoken finishes.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[str], None],
+        every: float = LINE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._write = write
+        self._every = every
+        self._clock = clock
+
+    def task(self, description: str, total: float | None = None) -> Task:
+        return _LineTask(self, description, total)
+
+    def log(self, message: str) -> None:
+        self._write(message)
+
+
+class _LineTask:
+    def __init__(self, owner: LineProgress, description: str, total: float | None) -> None:
+        self._owner = owner
+        self._description = description
+        self._total = total
+        self._done = 0.0
+        self._start = owner._clock()
+        self._last = self._start
+        self._state: Literal["silent", "spoke", "ended"] = "silent"
+
+    def advance(self, n: float = 1) -> None:
+        self._done += n
+        self._maybe_say()
+
+    def update(self, *, total: float | None = None, description: str | None = None) -> None:
+        if total is not None:
+            self._total = total
+        if description is not None:
+            self._description = description
+        self._maybe_say()
+
+    def _maybe_say(self) -> None:
+        if self._state == "ended":
+            return
+        now = self._owner._clock()
+        finished = self._total is not None and self._done >= self._total
+        due = now - self._last >= self._owner._every
+        if not (due or (finished and self._state == "spoke")):
+            return
+        self._last = now
+        elapsed = now - self._start
+        count = f"{self._done:g}" if self._total is None else f"{self._done:g}/{self._total:g}"
+        line = f"{self._description}: {count}, {_clock_text(elapsed)} elapsed"
+        if finished:
+            line += ", done"
+        elif self._total and self._done > 0:
+            eta = elapsed / self._done * (self._total - self._done)
+            line += f", eta {_clock_text(eta)}"
+        self._owner._write(line)
+        self._state = "ended" if finished else "spoke"
+
+
+def _clock_text(seconds: float) -> str:
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m{secs:02d}s" if hours else f"{minutes}m{secs:02d}s"
+
+
+def progress_mode(quiet: bool, *, bars_need_stdout: bool = True) -> ProgressMode:
+    """Bars on a terminal, lines when stderr is a log or a pipe, nothing under --quiet.
+
+    ``bars_need_stdout``: results stream to stdout (ask, retrieve), so bars
+    only when both are the terminal; lines otherwise.
+    """
+    if quiet:
+        return "off"
+    terminal = sys.stderr.isatty() and (sys.stdout.isatty() or not bars_need_stdout)
+    return "bars" if terminal else "lines"
+
+
 @contextmanager
-def progress_for(enabled: bool) -> Iterator[Progress]:
-    """Rich bars when ``enabled`` (a terminal, not --quiet), silence otherwise."""
-    if not enabled:
+def progress_for(mode: ProgressMode) -> Iterator[Progress]:
+    """Rich bars, plain lines on stderr, or silence."""
+    if mode == "off":
         yield NULL_PROGRESS
+        return
+    if mode == "lines":
+        yield LineProgress(lambda line: print(f"lcr: {line}", file=sys.stderr, flush=True))
         return
     with RichProgress() as rp:
         yield rp

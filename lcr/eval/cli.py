@@ -62,10 +62,6 @@ def eval_group() -> None:
     """
 
 
-def _progress_enabled(quiet: bool) -> bool:
-    return not quiet and sys.stderr.isatty()
-
-
 def _note(message: str, quiet: bool) -> None:
     if not quiet:
         click.echo(message, err=True)
@@ -145,7 +141,7 @@ def run_command(
     from lcr.errors import UsageError
     from lcr.eval import runner, summary
     from lcr.models.base import Models
-    from lcr.progress import progress_for
+    from lcr.progress import progress_for, progress_mode
 
     if max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
@@ -160,7 +156,7 @@ def run_command(
         out=out,
         note=lambda message: _note(message, quiet),
     )
-    with progress_for(_progress_enabled(quiet)) as progress:
+    with progress_for(progress_mode(quiet, bars_need_stdout=False)) as progress:
         models = Models(spec=pop_model_spec(model), progress=progress)
         outcome = runner.run(data, models, opts, progress=progress)
     names = [p.name for p in outcome.plans]
