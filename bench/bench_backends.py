@@ -61,7 +61,7 @@ def micro_one(llm_name: str, backend: str, new_tokens: int) -> dict[str, object]
     started = time.perf_counter()
     llm = load_llm(ModelSpec(llm=llm_name, device="cpu"), NULL_PROGRESS, backend=backend)
     load_s = time.perf_counter() - started
-    forget = getattr(llm, "_forget_all", None)  # llama.cpp would reuse the cached prompt
+    forget = getattr(llm, "reset_cache", None)  # llama.cpp would reuse the cached prompt
 
     t0 = time.perf_counter()
     first = llm.generate(messages, max_new_tokens=1)

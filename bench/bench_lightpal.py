@@ -105,7 +105,7 @@ def bench_scoring(args: argparse.Namespace) -> dict[str, Any]:
     timings["batched"] = time.perf_counter() - t
     cpu["batched"] = time.process_time() - c
     single: list[float] = []
-    forget = getattr(llm, "_forget_all", None)  # llama.cpp would reuse d_i from its cache
+    forget = getattr(llm, "reset_cache", None)  # llama.cpp would reuse d_i from its cache
     c = time.process_time()
     t = time.perf_counter()
     for i in picks:

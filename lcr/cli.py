@@ -66,7 +66,7 @@ def set_option(f: Any) -> Any:
 
 
 def quiet_option(f: Any) -> Any:
-    return click.option("--quiet", "-q", is_flag=True, help="No progress bars or progress lines.")(f)
+    return click.option("--quiet", "-q", is_flag=True, help="No progress bars or lines.")(f)
 
 
 def _models(spec: ModelSpec, progress: Progress) -> Models:

@@ -246,7 +246,7 @@ def test_thread_change_mid_run_keeps_the_scores() -> None:
         return 1.5 * i, 0.5 * i, float(i)
 
     llm._governor = ThreadGovernor(2, 2, interval_s=0.0, sample=sample)
-    llm._forget_all()
+    llm.reset_cache()
     after = llm.continuation_logprob(STORY, CONTINUATIONS[0])
     assert llm.threads == 1 and llm._governor.changes >= 1
     assert after == pytest.approx(before, abs=0.05)

@@ -591,7 +591,7 @@ class LlamaCppLLM:
                     wanted.append(j)
             code = self._lib.llama_decode(self._ctx.ctx, batch)
             if code != 0:
-                self._forget_all()
+                self.reset_cache()
                 raise ModelError(
                     f"llama.cpp could not decode a batch (code {code}); the prompt may be "
                     f"too long for the context window of {self._n_ctx} tokens"
@@ -614,7 +614,9 @@ class LlamaCppLLM:
             self._lib.llama_set_n_threads(self._ctx.ctx, wanted, wanted)
             self.threads = wanted
 
-    def _forget_all(self) -> None:
+    def reset_cache(self) -> None:
+        """Forget every cached prompt, so the next call pays its whole prompt again
+        (benchmarks that measure a full pass, and tests of the reuse itself)."""
         self._lib.llama_memory_clear(self._memory, True)
         self._seq0 = []
         self._seq0_logits = None
