@@ -25,7 +25,7 @@ import pytest
 import torch
 
 from lcr import pipeline
-from lcr.errors import CapabilityError, ModelError
+from lcr.errors import CapabilityError, ModelError, SettingError
 from lcr.methods import get_method
 from lcr.methods.pecan.graph import (
     attention_scores,
@@ -82,6 +82,20 @@ def test_prompts_are_the_papers() -> None:
     assert SECOND_TURN == (
         "Given the above information and question, answer the question as concisely as you can."
     )
+
+
+def test_second_turn_is_the_papers_or_restates_the_question(smollm: Any) -> None:
+    question = "Who lost a glass slipper?"
+    paper = search_prompt(smollm, question, "paper")
+    restated = search_prompt(smollm, question, "question")
+    assert paper.prefix == restated.prefix and paper.check == restated.check
+    for word in ("Yes", "No"):
+        said = smollm.tokenizer.decode(paper.answers[word])
+        assert SECOND_TURN in said and question not in said and word in said
+        said = smollm.tokenizer.decode(restated.answers[word])
+        assert SECOND_TURN + "\n\nQuestion:\n" + question in said
+    with pytest.raises(SettingError, match="second_turn"):
+        pipeline.query_settings(get_method("pecan"), ["pecan.second_turn=both"])
 
 
 def test_batches_stay_within_s_and_keep_order() -> None:

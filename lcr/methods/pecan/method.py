@@ -26,6 +26,7 @@ from lcr.methods.pecan.build import (
     stats_of,
 )
 from lcr.methods.pecan.graph import edge_matrix
+from lcr.methods.pecan.prompts import SECOND_TURNS
 from lcr.methods.pecan.search import SCORES, SearchParams, SearchResult, dynamic_search
 from lcr.models.attention import require_transformers_llm
 from lcr.models.base import Capability
@@ -132,6 +133,14 @@ class Pecan(Method):
             low=1,
         ),
         Setting(
+            "second_turn",
+            "question",
+            "the answer turn: 'paper' is Table A2's second turn word for word; 'question' "
+            "(default) restates the question after it, because with the paper's turn "
+            "qwen2.5-coder-1.5b keeps the first turn's one-word format and answers 'Yes'",
+            choices=SECOND_TURNS,
+        ),
+        Setting(
             "max_context",
             8192,
             "the search's input window in tokens (the paper caps it by s = 8K); also capped "
@@ -209,6 +218,7 @@ class Pecan(Method):
             max_context=int(s["max_context"]),
             max_nodes=k,
             answer_tokens=answer_tokens if answer_tokens is not None else 256,
+            second_turn=str(s["second_turn"]),
         )
         q = np.asarray(ctx.models.embedder.encode([question])[0], dtype=np.float32)
         cos = emb.astype(np.float32) @ q if n else np.zeros(0, dtype=np.float32)

@@ -44,6 +44,10 @@ SEARCH_MID = "\n\nInformation:\n"
 SECOND_TURN = (
     "Given the above information and question, answer the question as concisely as you can."
 )
+# pecan.second_turn=question: the second turn restates the question (small models
+# otherwise keep the first turn's one-word format and reply "Yes")
+RESTATED = "\n\nQuestion:\n"
+SECOND_TURNS = ("paper", "question")
 
 _SLOT = "\u0000PECAN-SLOT\u0000"
 
@@ -114,8 +118,11 @@ class SearchPrompt:
     answers: dict[str, list[int]]
 
 
-def search_prompt(llm: TransformersLLM, question: str) -> SearchPrompt:
+def search_prompt(llm: TransformersLLM, question: str, second_turn: str = "paper") -> SearchPrompt:
     q = " ".join(question.split())
+    if second_turn not in SECOND_TURNS:
+        raise ModelError(f"unknown second turn {second_turn!r}")
+    turn = SECOND_TURN + (RESTATED + q if second_turn == "question" else "")
     first: Message = {"role": "user", "content": SEARCH_HEAD + q + SEARCH_MID + _SLOT}
     before, after = _split(llm, [first])
     head_end = before.rfind(SEARCH_HEAD + q + SEARCH_MID)
@@ -131,7 +138,7 @@ def search_prompt(llm: TransformersLLM, question: str) -> SearchPrompt:
         convo: list[Message] = [
             first,
             {"role": "assistant", "content": word},
-            {"role": "user", "content": SECOND_TURN},
+            {"role": "user", "content": turn},
         ]
         b2, a2 = _split(llm, convo)
         if b2 != before:

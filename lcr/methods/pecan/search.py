@@ -38,6 +38,7 @@ class SearchParams:
     max_context: int = 8192
     max_nodes: int | None = None  # -k
     answer_tokens: int = 256
+    second_turn: str = "question"
 
 
 @dataclass
@@ -100,7 +101,7 @@ def dynamic_search(
     *,
     answer: bool,
 ) -> SearchResult:
-    prompt = search_prompt(llm, question)
+    prompt = search_prompt(llm, question, params.second_turn)
     yes_ids, no_ids = first_token_ids(llm, "Yes"), first_token_ids(llm, "No")
     if yes_ids & no_ids:
         raise ModelError(f"{llm.model_id}: Yes and No start with the same token")
