@@ -399,3 +399,42 @@ def test_cli_build_killed_then_resumed_then_ask(tmp_path: Path) -> None:
     assert result["usage"]["prompt_tokens"] == sum(
         v for k, v in result["info"]["encoded_tokens"].items() if k != "generated"
     )
+
+
+# ---------------------------------------------- SDPA with weights (no per-head copy)
+@pytest.mark.parametrize("new", [1, 5])
+@pytest.mark.parametrize("mask", ["none", "bool", "float"])
+def test_sdpa_with_weights_equals_eager_attention(new: int, mask: str) -> None:
+    """Weights and output equal eager attention (keys repeated per head, mask added).
+
+    transformers passes no mask only for one new token or for no cache at all
+    (SDPA's own causal flag is then right), so "none" with 5 new tokens has no cache.
+    """
+    from types import SimpleNamespace
+
+    from lcr.models.weights_attention import sdpa_with_weights
+
+    torch.manual_seed(0)
+    heads, kv_heads, dim = 6, 2, 8
+    keys = new if mask == "none" and new > 1 else 11
+    q = torch.randn(1, heads, new, dim)
+    k = torch.randn(1, kv_heads, keys, dim)
+    v = torch.randn(1, kv_heads, keys, dim)
+    allowed = torch.ones(new, keys, dtype=torch.bool).tril(diagonal=keys - new)
+    allowed[:, 0] = False  # a masked position that causality alone would allow
+    given: torch.Tensor | None = None
+    if mask == "bool":
+        given = allowed[None, None]
+    elif mask == "float":
+        given = torch.zeros(1, 1, new, keys).masked_fill(~allowed, float("-inf"))
+    else:
+        allowed[:, 0] = True
+    module = SimpleNamespace(is_causal=True, num_key_value_groups=heads // kv_heads, training=False)
+    out, weights = sdpa_with_weights(module, q, k, v, given, scaling=dim**-0.5)
+    kr = k.repeat_interleave(heads // kv_heads, dim=1)
+    vr = v.repeat_interleave(heads // kv_heads, dim=1)
+    scores = (q @ kr.transpose(2, 3)) * dim**-0.5
+    want = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)
+    assert weights.shape == (1, heads, new, keys)
+    assert float((weights - want).abs().max()) < 1e-6
+    assert float((out - (want @ vr).transpose(1, 2)).abs().max()) < 1e-5

@@ -151,7 +151,7 @@ def generate_with_attention(
     completion = 0
     with (
         torch.no_grad(),
-        llm.eager_attention(),
+        llm.weights_attention(),
         _accumulate_attention(llm, len(ids)) as total,
     ):
         for _ in range(budget):

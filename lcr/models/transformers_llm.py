@@ -5,7 +5,8 @@ log-probabilities read from logits) and, beyond it, the "local backend extras"
 that only an in-process model can give and that PECAN and LightPAL need:
 
 - :meth:`TransformersLLM.forward_with_attention` / :meth:`forward_mean_attention`:
-  attention capture (switching to eager attention for that pass only);
+  attention capture (switching to eager attention, or to SDPA with weights,
+  for that pass only);
 - :meth:`TransformersLLM.prefix_cache` and friends: a KV cache of a shared
   prefix, deep-copied for each continuation, so the prefix is computed once.
 
@@ -438,11 +439,25 @@ class TransformersLLM:
 
     @contextmanager
     def eager_attention(self) -> Iterator[None]:
-        """Switch to eager attention (the only one that yields weights) for a block."""
+        """Switch to transformers' eager attention (its own weights) for a block."""
+        with self._attention_implementation("eager"):
+            yield
+
+    @contextmanager
+    def weights_attention(self) -> Iterator[None]:
+        """Switch to SDPA that also returns weights (:mod:`lcr.models.weights_attention`):
+        eager's weights without its per-head copy of the cache."""
+        from lcr.models import weights_attention
+
+        with self._attention_implementation(weights_attention.register()):
+            yield
+
+    @contextmanager
+    def _attention_implementation(self, name: str) -> Iterator[None]:
         current = getattr(self.model.config, "_attn_implementation", None)
-        switch = current != "eager"
+        switch = current != name
         if switch:
-            self.model.set_attn_implementation("eager")
+            self.model.set_attn_implementation(name)
         try:
             yield
         finally:
@@ -514,7 +529,7 @@ class TransformersLLM:
         kv = copy.deepcopy(cache) if copy_cache else cache
         handles = [m.register_forward_hook(hook) for m in modules]
         try:
-            with torch.no_grad(), self.eager_attention():
+            with torch.no_grad(), self.weights_attention():
                 out = self.model(
                     input_ids=ids,
                     cache=kv,

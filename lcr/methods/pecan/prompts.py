@@ -118,7 +118,9 @@ class SearchPrompt:
     answers: dict[str, list[int]]
 
 
-def search_prompt(llm: TransformersLLM, question: str, second_turn: str = "paper") -> SearchPrompt:
+def search_prompt(
+    llm: TransformersLLM, question: str, second_turn: str = "question"
+) -> SearchPrompt:
     q = " ".join(question.split())
     if second_turn not in SECOND_TURNS:
         raise ModelError(f"unknown second turn {second_turn!r}")
