@@ -7,8 +7,13 @@
 2. Build: greedy generation of one batch's Information Points with attention
    capture (generate_with_attention) against plain generation (llm.generate) of
    the same prompt: seconds and peak RSS, each in its own process.
+3. Decode: seconds per decoding step with a long cache (the first SQuALITY dev
+   story's first N tokens) under SDPA without weights, eager attention with
+   capture, and SDPA with weights with capture (what the build uses), in
+   interleaved rounds in one process.
 
     PYTHONPATH=. python bench/bench_pecan.py [--llm smollm2-135m] [--s 1024] [--steps 12]
+    PYTHONPATH=. python bench/bench_pecan.py --only decode --llm qwen2.5-coder-1.5b
 """
 
 from __future__ import annotations
@@ -128,6 +133,55 @@ def bench_one_generation(name: str, variant: str, s: int, new: int) -> dict[str,
     }
 
 
+def bench_decode(name: str, lengths: list[int], steps: int, rounds: int) -> dict[str, object]:
+    import contextlib
+
+    import torch
+
+    from lcr.models.attention import _accumulate_attention
+    from lcr.models.base import ModelSpec
+    from lcr.models.loading import load_llm
+    from lcr.progress import NULL_PROGRESS
+
+    torch.set_num_threads(1)
+    llm = load_llm(ModelSpec(llm=name, device="cpu", backend="transformers"), NULL_PROGRESS)
+    with (SHARED / "squality" / "dev.jsonl").open(encoding="utf-8") as fh:
+        story = json.loads(fh.readline())["document"]
+    ids = llm.encode(story)
+    seconds: dict[str, list[float]] = {}
+    for n in lengths:
+        if n > len(ids):
+            raise SystemExit(f"the story has {len(ids)} tokens, fewer than {n}")
+        with torch.no_grad():
+            base = llm.model(input_ids=torch.tensor([ids[:n]]), use_cache=True).cache
+        for _ in range(rounds):
+            for mode in ("sdpa", "eager", "sdpa_weights"):
+                cache = copy_cache(base)
+                switch = {
+                    "sdpa": contextlib.nullcontext(),
+                    "eager": llm.eager_attention(),
+                    "sdpa_weights": llm.weights_attention(),
+                }[mode]
+                capture = (
+                    contextlib.nullcontext([]) if mode == "sdpa" else _accumulate_attention(llm, n)
+                )
+                started = time.perf_counter()
+                with torch.no_grad(), switch, capture as total:
+                    for _ in range(steps):
+                        total.clear()
+                        llm.model(input_ids=torch.tensor([[ids[n]]]), cache=cache, use_cache=True)
+                per_step = (time.perf_counter() - started) / steps
+                seconds.setdefault(f"{n}:{mode}", []).append(per_step)
+    medians = {k: round(sorted(v)[len(v) // 2], 3) for k, v in seconds.items()}
+    return {"seconds_per_step": medians, "steps": steps, "rounds": rounds}
+
+
+def copy_cache(cache: object) -> object:
+    import copy
+
+    return copy.deepcopy(cache)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--llm", default="smollm2-135m")
@@ -135,11 +189,17 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=64)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--node-tokens", type=int, default=100)
-    ap.add_argument("--only", choices=("search", "build"), default=None)
+    ap.add_argument("--only", choices=("search", "build", "decode"), default=None)
+    ap.add_argument("--lengths", default="1000,6000", help="decode: cache lengths")
+    ap.add_argument("--rounds", type=int, default=2, help="decode: interleaved rounds")
     ap.add_argument("--variant", choices=("attention", "plain"), default=None)
     args = ap.parse_args()
     if args.variant:  # a child process: one generation, one JSON line
         print(json.dumps(bench_one_generation(args.llm, args.variant, args.s, args.new)))
+        return
+    if args.only == "decode":
+        lengths = [int(x) for x in args.lengths.split(",")]
+        print(json.dumps(bench_decode(args.llm, lengths, 6, args.rounds)))
         return
     if args.only in (None, "search"):
         out = bench_search(args.llm, args.steps, args.node_tokens)
