@@ -135,6 +135,7 @@ def bench_one_generation(name: str, variant: str, s: int, new: int) -> dict[str,
 
 def bench_decode(name: str, lengths: list[int], steps: int, rounds: int) -> dict[str, object]:
     import contextlib
+    import copy
 
     import torch
 
@@ -156,7 +157,7 @@ def bench_decode(name: str, lengths: list[int], steps: int, rounds: int) -> dict
             base = llm.model(input_ids=torch.tensor([ids[:n]]), use_cache=True).cache
         for _ in range(rounds):
             for mode in ("sdpa", "eager", "sdpa_weights"):
-                cache = copy_cache(base)
+                cache = copy.deepcopy(base)
                 switch = {
                     "sdpa": contextlib.nullcontext(),
                     "eager": llm.eager_attention(),
@@ -174,12 +175,6 @@ def bench_decode(name: str, lengths: list[int], steps: int, rounds: int) -> dict
                 seconds.setdefault(f"{n}:{mode}", []).append(per_step)
     medians = {k: round(sorted(v)[len(v) // 2], 3) for k, v in seconds.items()}
     return {"seconds_per_step": medians, "steps": steps, "rounds": rounds}
-
-
-def copy_cache(cache: object) -> object:
-    import copy
-
-    return copy.deepcopy(cache)
 
 
 def main() -> None:
