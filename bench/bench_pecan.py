@@ -40,7 +40,8 @@ def _llm(name: str):  # type: ignore[no-untyped-def]
     from lcr.progress import NULL_PROGRESS
 
     torch.set_num_threads(1)
-    return load_llm(ModelSpec(llm=name, device="cpu"), NULL_PROGRESS)
+    # attention capture and the node cache are transformers-only: never llama.cpp
+    return load_llm(ModelSpec(llm=name, device="cpu", backend="transformers"), NULL_PROGRESS)
 
 
 def _chunks(llm, tokens: int, limit: int) -> list[str]:  # type: ignore[no-untyped-def]
@@ -140,12 +141,8 @@ def bench_decode(name: str, lengths: list[int], steps: int, rounds: int) -> dict
     import torch
 
     from lcr.models.attention import _accumulate_attention
-    from lcr.models.base import ModelSpec
-    from lcr.models.loading import load_llm
-    from lcr.progress import NULL_PROGRESS
 
-    torch.set_num_threads(1)
-    llm = load_llm(ModelSpec(llm=name, device="cpu", backend="transformers"), NULL_PROGRESS)
+    llm = _llm(name)
     with (SHARED / "squality" / "dev.jsonl").open(encoding="utf-8") as fh:
         story = json.loads(fh.readline())["document"]
     ids = llm.encode(story)

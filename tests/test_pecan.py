@@ -96,6 +96,8 @@ def test_second_turn_is_the_papers_or_restates_the_question(smollm: Any) -> None
         assert SECOND_TURN + "\n\nQuestion:\n" + question in said
     with pytest.raises(SettingError, match="second_turn"):
         pipeline.query_settings(get_method("pecan"), ["pecan.second_turn=both"])
+    with pytest.raises(SettingError, match=r"pecan\.top"):
+        pipeline.build_settings(get_method("pecan"), ["pecan.top=both"])
 
 
 def test_batches_stay_within_s_and_keep_order() -> None:
