@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
-from lcr.config import Setting, SettingValue, split_assignment
+from lcr.config import Setting, Settings, SettingValue, parse_sets, setting, split_assignment
 from lcr.errors import SettingError
 from lcr.evidence import EvidenceItem, Usage, merge_spans
 from lcr.models.base import LLM, Message
@@ -40,52 +40,28 @@ INSTRUCTIONS: dict[str, str] = {
 SYSTEM_PROMPT = INSTRUCTIONS["plain"] + _GUESS
 """The original instruction (``answer.instruction=plain``, ``answer.not_found=guess``)."""
 
-ANSWER_SETTINGS: tuple[Setting, ...] = (
-    Setting(
-        "order",
-        "document",
-        "order of the excerpts the LLM reads: document (where they stand in the text) or rank "
-        "(the method's best first)",
-        choices=("document", "rank"),
-    ),
-    Setting(
-        "passages",
-        "chunks",
-        "chunks: each retrieved item alone; merged: adjacent or overlapping chunks of one "
-        "document joined into one passage, each headed by its document's name",
-        choices=("chunks", "merged"),
-    ),
-    Setting(
-        "instruction",
-        "plain",
-        "plain: 'answer concisely'; strict: only from the excerpts, as concisely as possible, "
-        "a short answer alone (no sentence)",
-        choices=tuple(INSTRUCTIONS),
-    ),
-    Setting(
-        "not_found",
-        "abstain",
-        f"abstain: no evidence gives '{NOT_FOUND}' without an LLM call, the LLM is told to "
-        "reply that phrase when the excerpts lack the answer, and a reply saying so in other "
-        "words becomes that phrase (lcr's default, measured: see bench/README.md); guess: the "
-        "LLM answers whatever it reads (the original step)",
-        choices=("guess", "abstain"),
-    ),
-)
-ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
 ANSWER_TARGET = "answer"
 """What ``--set`` names instead of a method for these settings: ``answer.KEY=VALUE``."""
 
 
 @dataclass(frozen=True)
-class AnswerSettings:
-    """How the shared answer step reads evidence. lcr's defaults are those of
-    :data:`ANSWER_SETTINGS` (see :func:`resolve_answer_settings`)."""
+class AnswerSettings(Settings):
+    """How the shared answer step reads evidence: ``--set answer.KEY=VALUE``, and the
+    reply length (``--max-new-tokens``, an option of its own, so not a setting)."""
 
-    order: str = "document"
-    passages: str = "chunks"
-    instruction: str = "plain"
-    not_found: str = "abstain"
+    order: Literal["document", "rank"] = setting(
+        "document", "excerpts in document order, or the method's best first (rank)"
+    )
+    passages: Literal["chunks", "merged"] = setting(
+        "chunks", "merged: adjacent chunks of one document read as one passage under its name"
+    )
+    instruction: Literal["plain", "strict"] = setting(
+        "plain", "plain: 'answer concisely'; strict: only from the excerpts, a short answer alone"
+    )
+    not_found: Literal["guess", "abstain"] = setting(
+        "abstain",
+        f"abstain: reply '{NOT_FOUND}' when the evidence lacks the answer; guess: always answer",
+    )
     max_new_tokens: int = 256
 
     def choices(self) -> dict[str, str]:
@@ -93,8 +69,11 @@ class AnswerSettings:
         return {k: str(getattr(self, k)) for k in ANSWER_KEYS}
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**super().to_json(), "max_new_tokens": self.max_new_tokens}
 
+
+ANSWER_SETTINGS: tuple[Setting, ...] = AnswerSettings.declared()
+ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
 
 ORIGINAL = AnswerSettings("document", "chunks", "plain", "guess", 256)
 """The answer step as it was before ``answer.*`` settings (never change it when a default
@@ -109,19 +88,11 @@ def resolve_answer_settings(
 ) -> AnswerSettings:
     """lcr's defaults, then a method's paper values (``method_defaults``), then every
     ``--set answer.KEY=VALUE``; a bad key or value is a :class:`SettingError`."""
-    by_name = {s.name: s for s in ANSWER_SETTINGS}
-    values: dict[str, Any] = {s.name: s.default for s in ANSWER_SETTINGS}
-    values.update(method_defaults or {})
-    for text in sets:
-        target, name, raw = split_assignment(text)
-        if target != ANSWER_TARGET:
-            continue
-        if name == "max_new_tokens":
-            raise SettingError("answer.max_new_tokens is set with the --max-new-tokens option")
-        if name not in by_name:
-            raise SettingError(f"unknown setting answer.{name}; valid: {', '.join(ANSWER_KEYS)}")
-        values[name] = by_name[name].parse(raw, f"answer.{name}")
-    return AnswerSettings(max_new_tokens=max_new_tokens, **values)
+    if any(split_assignment(t)[:2] == (ANSWER_TARGET, "max_new_tokens") for t in sets):
+        raise SettingError("answer.max_new_tokens is set with the --max-new-tokens option")
+    values: dict[str, Any] = dict(method_defaults or {})
+    values.update(parse_sets(ANSWER_TARGET, AnswerSettings, sets))
+    return AnswerSettings.build(values, label=ANSWER_TARGET).replace(max_new_tokens=max_new_tokens)
 
 
 def instruction(settings: AnswerSettings) -> str:

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -18,6 +19,7 @@ import click
 
 from lcr import __version__
 from lcr.cli_models import model_options, pop_model_spec
+from lcr.config import SettingRenamed
 from lcr.errors import IndexDamagedError, LcrError, UsageError, from_os_error
 
 if TYPE_CHECKING:
@@ -91,7 +93,10 @@ class LcrGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.simplefilter("always", SettingRenamed)
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except LcrError as exc:
@@ -116,6 +121,21 @@ class LcrGroup(click.Group):
                 raise
             _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
             ctx.exit(1)
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    """A renamed setting's note is one ``warning:`` line, like lcr's other warnings."""
+    if issubclass(category, SettingRenamed):
+        _err(f"warning: {message}")
+        return
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _remember_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -233,7 +253,7 @@ def _mode_sets(method: str, mode: str | None, sets: tuple[str, ...]) -> list[str
         from lcr.methods import get_method
 
         m = get_method(method)
-        if not any(s.name == "mode" for s in m.query_settings):
+        if "mode" not in m.query_settings.by_name():
             raise UsageError(f"--mode applies to methods with a mode setting; {method} has none")
         out.append(f"{method}.mode={mode}")
     return out
@@ -294,35 +314,21 @@ def _run_queries(
     from lcr.progress import progress_for, progress_mode
     from lcr.store import Index
 
-    if not question.strip():
-        raise UsageError("the question is empty")
-    all_sets = _mode_sets(method, mode, sets)
-    from lcr.methods import get_method
-
-    # a bad --set fails before any work, even one for another method
-    pipeline.query_settings(get_method(method), all_sets)
-    pipeline.check_sets(all_sets)
+    # the question, -k and every --set are checked once, before any work
+    query = pipeline.resolve_query(
+        method,
+        "stdin" if question == "-" else question,
+        _mode_sets(method, mode, sets),
+        k=k,
+        max_new_tokens=max_new_tokens,
+    )
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(progress_mode(quiet)) as progress:
         models = _models(pop_model_spec(model), progress)
         for q in _questions(question):
-            if answer:
-                result = pipeline.ask(
-                    index,
-                    method,
-                    q,
-                    models,
-                    all_sets,
-                    k=k,
-                    max_new_tokens=max_new_tokens,
-                    progress=progress,
-                    note=_err,
-                )
-            else:
-                result = pipeline.retrieve(
-                    index, method, q, models, all_sets, k=k, progress=progress, note=_err
-                )
+            run = pipeline.ask_query if answer else pipeline.retrieve_query
+            result = run(index, query.with_question(q), models, progress=progress, note=_err)
             if as_json:
                 click.echo(json.dumps(result.to_json(), ensure_ascii=False))
             else:
@@ -513,11 +519,11 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
             {
                 "name": name,
                 "summary": m.summary,
-                "needs": m.needs,
+                "needs": m.needs_text(),
                 "paper": m.paper,
                 "default": m.built_by_default,
-                "build_settings": {s.name: _setting_json(s) for s in m.build_settings},
-                "query_settings": {s.name: _setting_json(s) for s in m.query_settings},
+                "build_settings": {s.name: _setting_json(s) for s in m.build_settings.declared()},
+                "query_settings": {s.name: _setting_json(s) for s in m.query_settings.declared()},
                 "answer_settings": answer_settings,
                 "answer_note": m.answer_note,
             }

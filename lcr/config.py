@@ -1,42 +1,66 @@
-"""Method settings: declared once with the papers' defaults, overridden by ``--set``.
+"""Typed settings: each method declares its settings once, as a frozen dataclass.
 
-Each method declares its build-time and query-time settings as :class:`Setting`
-lists. ``--set method.key=value`` is parsed here, against those declarations, so
-an unknown key or a badly typed value is a usage error that lists the valid keys.
+A settings class subclasses :class:`Settings`; each field is declared with
+:func:`setting`, which records its default (the paper's value where the paper
+gives one), a one-line help text and what values are valid. Everything else is
+derived from that one declaration: ``--set method.key=value`` parsing and range
+checks, ``lcr methods --settings``, the values an index records, and the
+mapping of a renamed setting's old name (accepted for one release, with a
+warning, and read from older indexes so they stay up to date).
+
+Methods read attributes (``ctx.settings.top_k``), never string keys.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal, Self, TypeVar
 
 from lcr.errors import SettingError
 
 SettingValue = int | float | str | bool | None
+T = TypeVar("T")
+
+_META = "lcr.setting"
+
+
+class SettingRenamed(UserWarning):
+    """A ``--set`` used a setting's old name; the CLI prints it as one warning line."""
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One tunable knob. ``paper`` says the default is the published value."""
+    """How one setting is shown and checked: derived from its :func:`setting` field.
+
+    ``paper`` says the default is the published value; ``paper_symbol`` is the
+    paper's name for it (PECAN's ``s``, MixPR's ``alpha``), shown in the help.
+    """
 
     name: str
     default: SettingValue
     help: str
     choices: tuple[str, ...] | None = None
     paper: bool = False
-    kind: type | None = None  # the value type when ``default`` is None
+    kind: type = str  # the value's type: bool, int, float or str
     low: float | None = None  # numbers: the smallest valid value (inclusive)
     high: float | None = None  # numbers: the largest valid value (inclusive)
     # text that is checked where it is used (a model name): says what it may be
     free_text: str | None = None
+    optional: bool = False  # None is a valid value ("none" on the command line)
+    renamed_from: tuple[str, ...] = ()  # older names, accepted for one release
+    # the value an index recorded before this setting existed was built with
+    legacy: SettingValue = None
+    has_legacy: bool = False
 
     @property
     def value_type(self) -> type:
-        if self.kind is not None:
-            return self.kind
-        if self.default is None:
-            return str
-        return type(self.default)
+        return self.kind
 
     def parse(self, raw: str, label: str | None = None) -> SettingValue:
         """Turn the text after ``=`` into this setting's type, or fail clearly.
@@ -44,8 +68,8 @@ class Setting:
         ``label`` is how the message names the setting (``mixpr.alpha_local``).
         """
         name = label or self.name
-        vtype = self.value_type
-        if raw.lower() in {"none", "null"} and self.default is None:
+        vtype = self.kind
+        if self.optional and raw.lower() in {"none", "null"}:
             return None
         try:
             if vtype is bool:
@@ -72,11 +96,28 @@ class Setting:
             raise SettingError(f"{name} must be one of {', '.join(self.choices)}; got {raw!r}")
         return raw
 
+    def check(self, value: Any, label: str | None = None) -> SettingValue:
+        """A value given in Python (a keyword argument, a stored index): type and range."""
+        name = label or self.name
+        if value is None and self.optional:
+            return None
+        if isinstance(value, str) and self.kind is not str:
+            return self.parse(value, name)
+        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
+            raise SettingError(f"{name} takes a {self.kind.__name__}, got {value!r}")
+        if isinstance(value, str):
+            return self.parse(value, name)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return self._in_range(value, repr(value), name)
+        return value  # type: ignore[no-any-return]
+
     def declares_valid_values(self) -> bool:
         """Whether a bad value can be told from a good one (a range, choices, or a bool)."""
-        if self.value_type is bool:
+        if self.kind is bool:
             return True
-        if self.value_type in (int, float):
+        if self.kind in (int, float):
             return self.low is not None or self.high is not None
         return self.choices is not None or self.free_text is not None
 
@@ -104,14 +145,157 @@ class Setting:
         too_low = self.low is not None and value < self.low
         too_high = self.high is not None and value > self.high
         if too_low or too_high:
-            raise SettingError(f"{name} must be {self.range_text()}; got {raw!r}")
+            raise SettingError(f"{name} must be {self.range_text()}; got {raw}")
         return value
 
 
-def defaults(settings: Iterable[Setting]) -> dict[str, SettingValue]:
-    return {s.name: s.default for s in settings}
+def setting(
+    default: T,
+    help: str,
+    *,
+    choices: Sequence[str] | None = None,
+    paper: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    free_text: str | None = None,
+    renamed_from: Sequence[str] = (),
+    legacy: Any = ...,
+) -> T:
+    """Declare one field of a :class:`Settings` class. The field's annotation is its type
+    (``int``, ``float``, ``str``, ``bool``, a ``Literal`` of choices, or ``X | None``).
+
+    ``legacy``: what an index built before the setting existed was built with, when
+    that differs from ``default`` (bm25's stemmer was added later: old indexes have
+    none), so reading such an index back gives the truth."""
+    if "\n" in help:
+        raise ValueError("a setting's help is one line; figures belong in the docs")
+    meta = {
+        "help": help,
+        "choices": tuple(choices) if choices is not None else None,
+        "paper": paper,
+        "low": low,
+        "high": high,
+        "free_text": free_text,
+        "renamed_from": tuple(renamed_from),
+        "legacy": legacy,
+    }
+    return dataclasses.field(default=default, metadata={_META: meta})  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class Settings:
+    """Base of a method's settings for one phase (build or query): a frozen dataclass.
+
+    Subclasses declare fields with :func:`setting`; fields declared without it are
+    not settings (``--set`` cannot reach them).
+    """
+
+    @classmethod
+    def declared(cls) -> tuple[Setting, ...]:
+        return _declared(cls)
+
+    @classmethod
+    def by_name(cls) -> dict[str, Setting]:
+        return {s.name: s for s in cls.declared()}
+
+    @classmethod
+    def renamed(cls) -> dict[str, str]:
+        """Old name -> current name, for every renamed setting."""
+        return {old: s.name for s in cls.declared() for old in s.renamed_from}
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any] | None = None, *, label: str = "setting") -> Self:
+        """Defaults overridden by ``values`` (current or old names), each one checked;
+        ``label`` names them in errors (the method: ``bm25`` -> ``bm25.top_k``)."""
+        by_name = cls.by_name()
+        renamed = cls.renamed()
+        checked: dict[str, Any] = {}
+        for key, value in (values or {}).items():
+            name = renamed.get(key, key)
+            if name not in by_name:
+                valid = ", ".join(sorted(by_name)) or "none"
+                raise SettingError(f"unknown setting {label}.{key}; valid: {valid}")
+            checked[name] = by_name[name].check(value, f"{label}.{name}")
+        return cls(**checked)
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Any]) -> Self:
+        """The settings an index recorded: old names mapped, keys no longer declared
+        ignored, keys added since filled with their legacy value (else their default).
+        Never raises on values an older lcr accepted."""
+        by_name = cls.by_name()
+        renamed = cls.renamed()
+        values: dict[str, Any] = {s.name: s.legacy for s in by_name.values() if s.has_legacy}
+        for key, value in stored.items():
+            name = renamed.get(key, key)
+            if name in by_name:
+                values[name] = value
+        return cls(**values)
+
+    def to_json(self) -> dict[str, SettingValue]:
+        return {s.name: getattr(self, s.name) for s in self.declared()}
+
+    def replace(self, **changes: Any) -> Self:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class NoSettings(Settings):
+    """For a phase with nothing to set."""
+
+
+@cache
+def _declared(cls: type[Settings]) -> tuple[Setting, ...]:
+    hints = typing.get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        meta = f.metadata.get(_META)
+        if meta is None:
+            continue
+        kind, optional, literal = _value_type(hints[f.name], f.name, cls)
+        choices = meta["choices"] if meta["choices"] is not None else literal
+        out.append(
+            Setting(
+                name=f.name,
+                default=f.default,  # type: ignore[arg-type]
+                help=meta["help"],
+                choices=choices,
+                paper=meta["paper"],
+                kind=kind,
+                low=meta["low"],
+                high=meta["high"],
+                free_text=meta["free_text"],
+                optional=optional,
+                renamed_from=meta["renamed_from"],
+                legacy=None if meta["legacy"] is ... else meta["legacy"],
+                has_legacy=meta["legacy"] is not ...,
+            )
+        )
+    return tuple(out)
+
+
+def _value_type(hint: Any, name: str, cls: type) -> tuple[type, bool, tuple[str, ...] | None]:
+    """``(type, None allowed, Literal choices)`` from a field's annotation."""
+    optional = False
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(hint))
+        if len(args) != 1:
+            raise TypeError(f"{cls.__name__}.{name}: one value type per setting")
+        hint = args[0]
+        origin = typing.get_origin(hint)
+    if origin is Literal:
+        values = typing.get_args(hint)
+        if not all(isinstance(v, str) for v in values):
+            raise TypeError(f"{cls.__name__}.{name}: Literal settings take strings")
+        return str, optional, tuple(values)
+    if hint not in (bool, int, float, str):
+        raise TypeError(f"{cls.__name__}.{name}: unsupported setting type {hint!r}")
+    return hint, optional, None
+
+
+# --------------------------------------------------------------- --set lines
 def split_assignment(text: str) -> tuple[str, str, str]:
     """``"mixpr.alpha=0.6"`` -> ``("mixpr", "alpha", "0.6")``."""
     key, sep, value = text.partition("=")
@@ -121,60 +305,73 @@ def split_assignment(text: str) -> tuple[str, str, str]:
     return method, name, value.strip()
 
 
-def resolve(
+def parse_sets(
     method: str,
-    declared: Sequence[Setting],
+    cls: type[Settings],
     assignments: Sequence[str],
     *,
-    phase: str,
-    other_phase: Sequence[Setting] = (),
+    other_phase: type[Settings] | None = None,
+    phase: str = "",
 ) -> dict[str, SettingValue]:
-    """Defaults of ``declared`` overridden by the ``--set`` lines that name ``method``.
+    """The ``--set`` values that name ``method``, parsed against ``cls`` (current names).
 
-    Assignments for other methods are ignored (one command line may carry settings
-    for several methods). A key of ``method`` that is not declared is an error
-    listing the valid keys; a key that belongs to the other phase says so.
+    Assignments for other targets are ignored (one command line may carry settings
+    for several methods). An unknown key lists the valid ones; a key that belongs
+    to the other phase says which command takes it; an old name is accepted with
+    a :class:`SettingRenamed` warning.
     """
-    by_name = {s.name: s for s in declared}
-    values = defaults(declared)
+    by_name = cls.by_name()
+    renamed = cls.renamed()
+    values: dict[str, SettingValue] = {}
     for text in assignments:
         target, name, raw = split_assignment(text)
         if target != method:
             continue
+        if name in renamed:
+            warnings.warn(
+                SettingRenamed(
+                    f"{method}.{name} is now {method}.{renamed[name]}; "
+                    "the old name goes in the next release"
+                ),
+                stacklevel=2,
+            )
+            name = renamed[name]
         if name not in by_name:
-            if any(s.name == name for s in other_phase):
+            if other_phase is not None and (
+                name in other_phase.by_name() or name in other_phase.renamed()
+            ):
                 other = "index" if phase == "query" else "ask/retrieve"
                 raise SettingError(
                     f"{method}.{name} is a setting of 'lcr {other}', not of this command"
                 )
             valid = ", ".join(sorted(by_name)) or "none"
-            raise SettingError(f"unknown setting {method}.{name} for {phase} time; valid: {valid}")
+            where = f" for {phase} time" if phase else ""
+            raise SettingError(f"unknown setting {method}.{name}{where}; valid: {valid}")
         values[name] = by_name[name].parse(raw, f"{method}.{name}")
     return values
 
 
-def check_methods_named(
+def check_targets(
     assignments: Sequence[str],
-    methods: Iterable[str],
-    declared: Mapping[str, Sequence[Setting]] | None = None,
+    declared: Mapping[str, Iterable[type[Settings]]],
 ) -> None:
-    """Refuse ``--set`` for a method that is not known at all (a typo).
-
-    With ``declared`` (every setting of each method, both phases), a key no
-    phase declares or a value out of its range is refused too, even for a
-    method this command does not use: a bad value never waits to be noticed.
-    """
-    known = set(methods)
+    """Every ``--set`` names a known target with a setting one of its phases declares,
+    and a valid value: a bad value never waits to be noticed, even for a method the
+    command does not use."""
     for text in assignments:
         target, name, raw = split_assignment(text)
-        if target not in known:
+        if target not in declared:
             raise SettingError(
-                f"--set names unknown method {target!r}; known: {', '.join(sorted(known))}"
+                f"--set names unknown method {target!r}; known: {', '.join(sorted(declared))}"
             )
-        if declared is None or target not in declared:
-            continue
-        by_name = {s.name: s for s in declared[target]}
-        if name not in by_name:
-            valid = ", ".join(sorted(by_name)) or "none"
-            raise SettingError(f"unknown setting {target}.{name}; valid: {valid}")
-        by_name[name].parse(raw, f"{target}.{name}")
+        classes = list(declared[target])
+        for cls in classes:
+            current = cls.renamed().get(name, name)
+            if current in cls.by_name():
+                cls.by_name()[current].parse(raw, f"{target}.{current}")
+                break
+        else:
+            valid = sorted({n for cls in classes for n in cls.by_name()})
+            raise SettingError(
+                f"unknown setting {target}.{name}; valid: {', '.join(valid) or 'none'}"
+            )

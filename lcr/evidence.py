@@ -85,13 +85,16 @@ class Evidence:
     """A method's answer to ``retrieve``: items in the order the LLM should read them.
 
     ``info`` carries method-specific facts worth showing (MixPR's mode, RAPTOR's
-    traversal, iterations used); ``usage`` counts LLM calls made while retrieving.
+    traversal, iterations used); ``usage`` counts LLM calls made while retrieving
+    (measured by the pipeline around the phase). ``state`` is what a method's own
+    answer step needs from its search (PECAN's KV cache); it is never serialised.
     """
 
     method: str
     items: list[EvidenceItem]
     info: dict[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
+    state: Any = field(default=None, repr=False, compare=False)
 
     def in_rank_order(self) -> list[EvidenceItem]:
         """Best first: by the method's ``rank`` where every item has one, else by score

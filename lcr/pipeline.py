@@ -6,6 +6,7 @@ so ``lcr eval`` and scripts run exactly the code the CLI runs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -14,12 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from lcr import config
-from lcr.answer import ANSWER_TARGET, AnswerSettings, resolve_answer_settings, shared_answer
+from lcr.answer import (
+    ANSWER_TARGET,
+    AnswerResult,
+    AnswerSettings,
+    resolve_answer_settings,
+    shared_answer,
+)
+from lcr.config import Settings
 from lcr.errors import UsageError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
-from lcr.methods.base import BuildContext, Method, QueryContext
-from lcr.models.base import Capability, Models
+from lcr.methods.base import AnswerContext, BuildContext, Method, Needs, QueryContext
+from lcr.models.base import Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
 
@@ -44,35 +52,48 @@ def default_index_path(source: str | Path) -> Path:
     return p.with_name(p.stem + ".idx") if p.suffix else p.with_name(p.name + ".idx")
 
 
+AnyMethod = Method[Any, Any]
+
+
 def check_sets(sets: Sequence[str]) -> None:
     """Every ``--set`` names a known method (or ``answer``) and setting with a valid value."""
     resolve_answer_settings(sets)  # answer.KEY=VALUE: the shared answer step's settings
     declared = {}
     for name in method_names():
         m = get_method(name)
-        declared[name] = (*m.build_settings, *m.query_settings)
+        declared[name] = (m.build_settings, m.query_settings)
     method_sets = [s for s in sets if config.split_assignment(s)[0] != ANSWER_TARGET]
-    config.check_methods_named(method_sets, method_names(), declared)
+    config.check_targets(method_sets, declared)
 
 
 def answer_settings(
-    method: Method, sets: Sequence[str], max_new_tokens: int = 256
+    method: AnyMethod, sets: Sequence[str], max_new_tokens: int = 256
 ) -> AnswerSettings:
     """The :class:`~lcr.answer.AnswerSettings` ``method`` answers with: lcr's defaults,
     the values its paper fixes (``Method.answer_paper``), then ``--set answer.*``."""
     return resolve_answer_settings(sets, max_new_tokens, method.answer_paper)
 
 
-def build_settings(method: Method, sets: Sequence[str]) -> dict[str, Any]:
-    return config.resolve(
+def build_settings(method: AnyMethod, sets: Sequence[str]) -> Settings:
+    """``method``'s typed build settings: its defaults overridden by ``--set``."""
+    values = config.parse_sets(
         method.name, method.build_settings, sets, phase="build", other_phase=method.query_settings
     )
+    return method.build_settings.build(values, label=method.name)
 
 
-def query_settings(method: Method, sets: Sequence[str]) -> dict[str, Any]:
-    return config.resolve(
+def query_settings(method: AnyMethod, sets: Sequence[str]) -> Settings:
+    """``method``'s typed query settings: its defaults overridden by ``--set``."""
+    values = config.parse_sets(
         method.name, method.query_settings, sets, phase="query", other_phase=method.build_settings
     )
+    return method.query_settings.build(values, label=method.name)
+
+
+def require(models: Models, needs: Needs, purpose: str) -> None:
+    """Check, before any work, that the backends can do what ``needs`` asks of each role."""
+    if needs.llm:
+        models.require(needs.llm, purpose)
 
 
 @dataclass
@@ -98,11 +119,12 @@ def expand_methods(requested: Sequence[str]) -> list[str]:
     return names
 
 
-def build_models_record(method: Method, models: Models) -> dict[str, str]:
+def build_models_record(needs: Needs, models: Models) -> dict[str, str]:
+    """The models a build used, recorded in the manifest (a change means a rebuild)."""
     rec: dict[str, str] = {}
-    if method.build_uses_llm:
+    if needs.uses_llm:
         rec["llm"] = models.llm_id()
-    if method.build_uses_embedder:
+    if needs.embedder:
         rec["embedder"] = models.embedder_id()
     return rec
 
@@ -127,26 +149,31 @@ def build(
     """
     report_to = on_report or (lambda report: None)
     check_sets(sets)
-    # every method's settings are checked before any work starts
-    plans = [(m, build_settings(m, sets)) for m in (get_method(n) for n in methods)]
-    for method, settings in plans:  # and what each needs of the LLM backend
-        models.require(method.llm_needs("build", settings), f"building {method.name}")
+    # every method's settings and needs are checked before any work starts
+    plans = []
+    for method in (get_method(n) for n in methods):
+        settings = build_settings(method, sets)
+        needs = method.build_needs(settings)
+        require(models, needs, f"building {method.name}")
+        plans.append((method, settings, needs))
     reports = []
-    for method, settings in plans:
-        record = build_models_record(method, models)
+    for method, settings, needs in plans:
+        record = build_models_record(needs, models)
         index.wait_for_writers(note)  # another process may be building this very method
         existing = index.methods.get(method.name)
         if (
             not force
             and existing is not None
             and method.name not in index.damaged
-            and existing.get("settings") == settings
+            and _same_settings(method, existing.get("settings", {}), settings)
             and existing.get("models") == record
         ):
             reports.append(BuildReport(method.name, False, 0.0, existing.get("counts", {})))
             report_to(reports[-1])
             continue
-        with index.building(method.name, settings=settings, models=record, note=note) as out:
+        with index.building(
+            method.name, settings=settings.to_json(), models=record, note=note
+        ) as out:
             before = _llm_usage(models)
             method.build(
                 BuildContext(
@@ -160,7 +187,7 @@ def build(
                     warn=warn or (lambda message: None),
                 )
             )
-            if method.build_uses_llm:
+            if needs.uses_llm or needs.scorer:
                 # what this build paid; summaries reused from the index's cache cost nothing
                 out.stats["llm_usage"] = _llm_usage(models).minus(before).to_json()
                 if models.llm_loaded:
@@ -170,6 +197,13 @@ def build(
         reports.append(BuildReport(method.name, True, entry["build_seconds"], entry["counts"]))
         report_to(reports[-1])
     return reports
+
+
+def _same_settings(method: AnyMethod, stored: dict[str, Any], settings: Settings) -> bool:
+    """Whether an existing build was made with ``settings``: its recorded values read
+    under today's names (a renamed setting's old name maps to the new one), so an index
+    built before a rename still counts as up to date."""
+    return method.build_settings.from_stored(stored).to_json() == settings.to_json()
 
 
 def _llm_usage(models: Models) -> Usage:
@@ -201,7 +235,7 @@ def index_files(
     check_sets(sets)
     for n in names:  # fail on a bad --set or a backend that cannot build it, before reading files
         method = get_method(n)
-        models.require(method.llm_needs("build", build_settings(method, sets)), f"building {n}")
+        require(models, method.build_needs(build_settings(method, sets)), f"building {n}")
     docs = load_documents(unique_paths(paths, warn), warn=warn)
     index = Index.create(out, docs, force=force)
     try:
@@ -272,11 +306,58 @@ class Result:
         return out
 
 
-def _check_question(question: str) -> str:
+@dataclass(frozen=True)
+class Query:
+    """A question resolved once, where the library is entered: the question checked,
+    ``-k`` checked, the method's typed query settings and the answer step's settings
+    built from ``--set``. Everything below takes it as it is."""
+
+    method: AnyMethod
+    question: str
+    settings: Settings
+    answer: AnswerSettings
+    k: int | None = None
+
+    def with_question(self, question: str) -> Query:
+        """The same query for another question (``lcr ask INDEX -``: one a line)."""
+        return dataclasses.replace(self, question=checked_question(question))
+
+    @property
+    def needs(self) -> Needs:
+        """What retrieving this query needs (answering adds ``answer_needs``)."""
+        return self.method.retrieve_needs(self.settings)
+
+
+def checked_question(question: str) -> str:
     q = question.strip()
     if not q:
         raise UsageError("the question is empty")
     return q
+
+
+def resolve_query(
+    method_name: str,
+    question: str,
+    sets: Sequence[str] = (),
+    *,
+    k: int | None = None,
+    max_new_tokens: int = 256,
+) -> Query:
+    """Check everything a query carries before any index opens or model loads: the
+    question, ``k``, and every ``--set`` (even one for another method)."""
+    method = get_method(method_name)
+    check_sets(sets)
+    if k is not None and k < 1:
+        raise UsageError("-k must be at least 1")
+    if max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be at least 1")
+    return Query(
+        method=method,
+        question=checked_question(question),
+        settings=query_settings(method, sets),
+        answer=answer_settings(method, sets, max_new_tokens),
+        k=k,
+    )
 
 
 def _align_models(
@@ -301,16 +382,17 @@ def _align_models(
         models.spec.embedder = built_with
 
 
-def retrieval_llm_note(method: Method, settings: dict[str, Any], models: Models) -> str | None:
+def retrieval_llm_note(query: Query, models: Models) -> str | None:
     """What to tell the user when a retrieval is about to load the LLM; None if it is not.
 
     Retrieval alone usually needs no LLM, so loading one (gigabytes, seconds to
     minutes) must not happen silently. Said once: after the load there is nothing to say.
     """
-    if not method.retrieval_uses_llm(settings) or models.llm_loaded:
+    needs = query.needs
+    if not needs.uses_llm or models.llm_loaded:
         return None
-    reason = f" ({method.retrieval_llm_reason})" if method.retrieval_llm_reason else ""
-    return f"{method.name} retrieval loads the LLM {models.spec.llm}{reason}"
+    reason = f" ({needs.why})" if needs.why else ""
+    return f"{query.method.name} retrieval loads the LLM {models.spec.llm}{reason}"
 
 
 def retrieve(
@@ -325,55 +407,53 @@ def retrieve(
     note: Callable[[str], None] | None = None,
 ) -> Result:
     """Evidence for ``question``; ``note`` hears (once) when retrieval loads the LLM."""
-    return _retrieve(index, method_name, question, models, sets, k=k, progress=progress, note=note)
+    query = resolve_query(method_name, question, sets, k=k)
+    return retrieve_query(index, query, models, progress=progress, note=note)
 
 
-def _retrieve(
+def retrieve_query(
     index: Index,
-    method_name: str,
-    question: str,
+    query: Query,
     models: Models,
-    sets: Sequence[str] = (),
     *,
-    k: int | None = None,
     progress: Progress = NULL_PROGRESS,
     note: Callable[[str], None] | None = None,
-    answer_tokens: int | None = None,
 ) -> Result:
-    """Retrieval; with ``answer_tokens``, also the answer of a method that writes its own."""
-    question = _check_question(question)
-    method = get_method(method_name)
-    settings = query_settings(method, sets)
-    if k is not None and k < 1:
-        raise UsageError("-k must be at least 1")
+    """:func:`retrieve` for a resolved :class:`Query`."""
+    method = query.method
     reader = index.reader(method.name)
-    models.require(method.llm_needs("query", settings), f"{method.name} retrieval")
-    _align_models(
-        reader.entry.get("models", {}), models, note, method.retrieval_uses_embedder(settings)
-    )
-    message = retrieval_llm_note(method, settings, models)
+    needs = query.needs
+    require(models, needs, f"{method.name} retrieval")
+    _align_models(reader.entry.get("models", {}), models, note, needs.embedder)
+    message = retrieval_llm_note(query, models)
     if note is not None and message is not None:
         note(message)
     started = time.perf_counter()
-    ctx = QueryContext(index.source, index.documents, reader, models, settings, progress)
-    answer: str | None = None
-    if answer_tokens is not None:
-        evidence, answer = method.retrieve_and_answer(ctx, question, k, answer_tokens)
-    else:
-        evidence = method.retrieve(ctx, question, k)
+    before = _llm_usage(models)
+    ctx = QueryContext(
+        index.source,
+        index.documents,
+        reader,
+        models,
+        query.settings,
+        method.build_settings.from_stored(reader.settings),
+        progress,
+        answer_tokens=query.answer.max_new_tokens,
+    )
+    evidence = method.retrieve(ctx, query.question, query.k)
     elapsed = time.perf_counter() - started
+    evidence.usage = _llm_usage(models).minus(before)  # measured here, for every method
     evidence.items = evidence.in_rank_order()  # one order for every method and output
     used_models = dict(reader.entry.get("models", {}))
-    if method.retrieval_uses_llm(settings) and models.llm_loaded:
+    if needs.uses_llm and models.llm_loaded:
         used_models["llm"] = models.llm_id()
         used_models["backend"] = str(getattr(models.llm, "backend", "unknown"))
     return Result(
-        question=question,
+        question=query.question,
         method=method.name,
         evidence=evidence,
-        answer=answer,
         usage=evidence.usage,
-        timings={"retrieve_s" if answer is None else "retrieve_and_answer_s": elapsed},
+        timings={"retrieve_s": elapsed},
         models=used_models,
     )
 
@@ -392,39 +472,32 @@ def ask(
 ) -> Result:
     """Retrieve, then answer: the method's own answer step if it has one, else the
     shared one with the ``answer.*`` settings of ``sets`` (:mod:`lcr.answer`)."""
-    method = get_method(method_name)
-    settings = query_settings(method, sets)
-    chosen = answer_settings(method, sets, max_new_tokens)
-    models.require(
-        method.llm_needs("query", settings) | {Capability.GENERATE},
+    query = resolve_query(method_name, question, sets, k=k, max_new_tokens=max_new_tokens)
+    return ask_query(index, query, models, progress=progress, note=note)
+
+
+def ask_query(
+    index: Index,
+    query: Query,
+    models: Models,
+    *,
+    progress: Progress = NULL_PROGRESS,
+    note: Callable[[str], None] | None = None,
+) -> Result:
+    """:func:`ask` for a resolved :class:`Query`."""
+    method = query.method
+    require(
+        models,
+        query.needs | method.answer_needs(query.settings),
         f"answering with {method.name}",
     )
-    if method.answers_in_retrieval:  # the answer comes from the search's own context
-        result = _retrieve(
-            index,
-            method_name,
-            question,
-            models,
-            sets,
-            k=k,
-            progress=progress,
-            note=note,
-            answer_tokens=max_new_tokens,
-        )
-        result.answer_settings = {**chosen.to_json(), "step": method.name}
-        return result
-    result = retrieve(index, method_name, question, models, sets, k=k, progress=progress, note=note)
+    result = retrieve_query(index, query, models, progress=progress, note=note)
     started = time.perf_counter()
     llm = models.llm
     loaded = time.perf_counter()
-    out = method.answer(
-        result.question,
-        result.evidence,
-        llm,
-        settings=settings,
-        documents=index.documents,
-        max_new_tokens=max_new_tokens,
-    )
+    before = _llm_usage(models)
+    ctx = AnswerContext(llm, query.settings, query.answer, index.source, index.documents)
+    out: AnswerResult | None = method.answer(ctx, result.question, result.evidence)
     step = method.name
     if out is None:
         step = "shared"
@@ -432,7 +505,7 @@ def ask(
             result.question,
             result.evidence.items,
             llm,
-            chosen,
+            query.answer,
             source=index.source,
             names=[d.name for d in index.documents],
         )
@@ -440,7 +513,7 @@ def ask(
     if loaded - started > 0.05:
         result.timings["llm_load_s"] = loaded - started
     result.answer = out.text
-    result.answer_settings = {**chosen.to_json(), "step": step}
+    result.answer_settings = {**query.answer.to_json(), "step": step}
     result.evidence = Evidence(
         method=result.evidence.method,
         items=out.used,
@@ -448,7 +521,7 @@ def ask(
         usage=result.evidence.usage,
     )
     result.evidence.items = result.evidence.in_rank_order()  # read as set, shown by rank
-    result.usage = result.usage.merged(out.usage)
+    result.usage = result.usage.merged(_llm_usage(models).minus(before))
     result.models["llm"] = llm.model_id
     result.models["backend"] = str(getattr(llm, "backend", "unknown"))
     return result

@@ -1,9 +1,20 @@
 """The contract every retrieval method fulfils, so CLI, evaluator and tests treat all alike.
 
-A method is a small stateless object: ``build`` writes its artefacts through a
-:class:`~lcr.store.MethodWriter`; ``retrieve`` reads them back through a
-:class:`~lcr.store.MethodReader` and returns :class:`~lcr.evidence.Evidence`.
-Answering is shared (``lcr.answer``). Methods never import each other.
+A method declares, once each:
+
+- its settings per phase, as typed frozen dataclasses (``build_settings``,
+  ``query_settings``: :class:`lcr.config.Settings` subclasses);
+- what each phase needs (:class:`Needs`: which model roles, which LLM
+  capabilities), from which the pipeline checks backends before any work,
+  loads models, and ``lcr methods`` writes its "needs" line;
+- ``build``: writes its artefacts through a :class:`~lcr.store.MethodWriter`;
+- ``retrieve``: reads them back and returns :class:`~lcr.evidence.Evidence`;
+- optionally ``answer``: its paper's own answer step. ``None`` (the default)
+  hands the evidence to the shared step (``lcr.answer``), with the
+  ``answer.*`` values its paper fixes in ``answer_paper``.
+
+Methods never import each other, and never reach into a backend: they see the
+model roles of :class:`lcr.models.base.Role` through ``ctx.models``.
 """
 
 from __future__ import annotations
@@ -11,27 +22,76 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from lcr.answer import AnswerResult
-from lcr.config import Setting, SettingValue
+from lcr.config import NoSettings, Settings, SettingValue
 from lcr.evidence import Evidence, EvidenceItem
-from lcr.models.base import LLM, Capability, Models
+from lcr.models.base import LLM, Capability, describe_capabilities
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
 
+if TYPE_CHECKING:
+    from lcr.answer import AnswerResult, AnswerSettings
+    from lcr.models.base import Models  # lcr.models.container after the models split
+
+B = TypeVar("B", bound=Settings)
+Q = TypeVar("Q", bound=Settings)
+
+GENERATE = frozenset({Capability.GENERATE})
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What one phase of a method needs: model roles and the LLM capabilities of each.
+
+    An empty capability set means the role is not used (the model is never loaded).
+    ``why`` is said to the user when retrieval loads an LLM, with how to avoid it.
+    """
+
+    llm: frozenset[Capability] = frozenset()  # the answering LLM (--llm)
+    embedder: bool = False
+    scorer: frozenset[Capability] = frozenset()  # a second LLM (LightPAL's scorer)
+    why: str = ""
+
+    def __or__(self, other: Needs) -> Needs:
+        return Needs(
+            self.llm | other.llm,
+            self.embedder or other.embedder,
+            self.scorer | other.scorer,
+            self.why or other.why,
+        )
+
+    @property
+    def uses_llm(self) -> bool:
+        return bool(self.llm)
+
+    def describe(self) -> str:
+        """``embedder + LLM (generate, attention)``, or ``nothing``."""
+        parts = []
+        if self.embedder:
+            parts.append("embedder")
+        if self.llm:
+            parts.append(f"LLM ({describe_capabilities(self.llm)})")
+        if self.scorer:
+            parts.append(f"scorer LLM ({describe_capabilities(self.scorer)})")
+        return " + ".join(parts) or "nothing"
+
+
+NOTHING = Needs()
+ANSWER_WITH_LLM = Needs(llm=GENERATE)
+
 
 @dataclass
-class BuildContext:
+class BuildContext(Generic[B]):
     """Everything a build may use. ``cache`` keeps LLM outputs across interruptions."""
 
     source: str
     documents: list[SourceDoc]
     out: MethodWriter
     models: Models
-    settings: dict[str, Any]
+    settings: B
     progress: Progress = NULL_PROGRESS
     cache: LLMCache = field(default_factory=MemoryCache)
     # one-line notes the user must see even without a terminal (e.g. a setting
@@ -45,34 +105,42 @@ class BuildContext:
 
 
 @dataclass
-class QueryContext:
-    """Everything a retrieval may use: the stored build, models, query settings."""
+class QueryContext(Generic[B, Q]):
+    """Everything a retrieval may use: the stored build (``built``: the settings it
+    was built with), models, the query's settings."""
 
     source: str
     documents: list[SourceDoc]
     stored: MethodReader
     models: Models
-    settings: dict[str, Any]
+    settings: Q
+    built: B
     progress: Progress = NULL_PROGRESS
+    # the reply length the answer step will use, for a search that must leave room
+    # for it in its own context (PECAN)
+    answer_tokens: int = 256
 
 
-class Method(ABC):
-    """One retrieval method. Subclasses set the class attributes and two methods."""
+@dataclass
+class AnswerContext(Generic[Q]):
+    """Everything a method's own answer step may use."""
+
+    llm: LLM
+    settings: Q
+    answer: AnswerSettings  # the shared step's settings (max_new_tokens among them)
+    source: str
+    documents: list[SourceDoc]
+
+
+class Method(ABC, Generic[B, Q]):
+    """One retrieval method: see the module docstring for the contract."""
 
     name: ClassVar[str]
     summary: ClassVar[str]  # one line: what it does
-    needs: ClassVar[str]  # one line: what it needs to build and to answer
     paper: ClassVar[str]  # citation, or "" for baselines
-    build_settings: ClassVar[tuple[Setting, ...]] = ()
-    query_settings: ClassVar[tuple[Setting, ...]] = ()
-    build_uses_llm: ClassVar[bool] = False
-    build_uses_embedder: ClassVar[bool] = False
+    build_settings: ClassVar[type[Settings]] = NoSettings
+    query_settings: ClassVar[type[Settings]] = NoSettings
     built_by_default: ClassVar[bool] = False  # part of a plain `lcr index`
-    # why retrieval loads the LLM and how to avoid it, for the note said when it loads
-    retrieval_llm_reason: ClassVar[str] = ""
-    # the search itself ends holding the answer's context (PECAN's KV cache): `lcr ask`
-    # calls retrieve_and_answer instead of retrieve + the shared answer step
-    answers_in_retrieval: ClassVar[bool] = False
     # the shared answer step's settings (``answer.*``) whose value the method's paper
     # fixes: the method keeps it as its default whatever lcr's default; --set overrides
     answer_paper: ClassVar[Mapping[str, SettingValue]] = {}
@@ -80,53 +148,46 @@ class Method(ABC):
     # `lcr methods --settings` ("" when they all apply as they are)
     answer_note: ClassVar[str] = ""
 
-    def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
-        """Whether ``retrieve`` (not the answer) needs the LLM with these settings."""
-        return False
+    # ------------------------------------------------------------ what it needs
+    def build_needs(self, settings: B) -> Needs:
+        """What building needs with these settings (default: nothing)."""
+        return NOTHING
 
-    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
-        return False
+    def retrieve_needs(self, settings: Q) -> Needs:
+        """What retrieval (not the answer) needs with these settings (default: nothing)."""
+        return NOTHING
 
-    def llm_needs(
-        self, phase: Literal["build", "query"], settings: dict[str, Any]
-    ) -> frozenset[Capability]:
-        """What this method needs of the LLM backend to build, or to retrieve (not answer).
+    def answer_needs(self, settings: Q) -> Needs:
+        """What the answer step needs beyond retrieval (default: an LLM that generates)."""
+        return ANSWER_WITH_LLM
 
-        The pipeline checks it against the backend before any work starts. The
-        default: generation to build when ``build_uses_llm``; nothing to retrieve.
-        """
-        if phase == "build":
-            return frozenset({Capability.GENERATE}) if self.build_uses_llm else frozenset()
-        return frozenset()
+    def needs_text(self) -> str:
+        """The "needs" line of ``lcr methods``, for the default settings."""
+        build = self.build_needs(self.build_settings())  # type: ignore[arg-type]
+        query = self.query_settings()
+        retrieve = self.retrieve_needs(query)  # type: ignore[arg-type]
+        answer = retrieve | self.answer_needs(query)  # type: ignore[arg-type]
+        return (
+            f"build: {build.describe()}; retrieve: {retrieve.describe()}; "
+            f"answer: {answer.describe()}"
+        )
+
+    # ---------------------------------------------------------------- phases
+    @abstractmethod
+    def build(self, ctx: BuildContext[B]) -> None: ...
 
     @abstractmethod
-    def build(self, ctx: BuildContext) -> None: ...
-
-    @abstractmethod
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+    def retrieve(self, ctx: QueryContext[B, Q], question: str, k: int | None) -> Evidence:
         """Evidence for ``question``; ``k`` (``-k``) overrides the method's default count."""
 
-    def retrieve_and_answer(
-        self, ctx: QueryContext, question: str, k: int | None, max_new_tokens: int
-    ) -> tuple[Evidence, str]:
-        """Evidence and the answer, for a method with ``answers_in_retrieval``."""
-        raise NotImplementedError(f"{self.name} answers through the shared answer step")
-
     def answer(
-        self,
-        question: str,
-        evidence: Evidence,
-        llm: LLM,
-        *,
-        settings: dict[str, Any],
-        documents: list[SourceDoc],
-        max_new_tokens: int = 256,
+        self, ctx: AnswerContext[Q], question: str, evidence: Evidence
     ) -> AnswerResult | None:
         """The method's own answer step, or None for the shared one (``lcr.answer``).
 
-        GraphReader reasons over its notebooks (Figure 12); LightPAL hands the shared
-        step its paper's prompt. (PECAN, whose answer comes from the search's own KV
-        cache, answers in :meth:`retrieve_and_answer` instead.)
+        ``evidence`` is what :meth:`retrieve` returned for this question, with the
+        state it kept for answering (``evidence.state``: PECAN's KV cache,
+        GraphReader's notebooks).
         """
         return None
 

@@ -9,22 +9,26 @@ model's window by the answer step).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from lcr.config import Setting
+from lcr.config import NoSettings, Settings, setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
-from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
+from lcr.methods.base import (
+    BuildContext,
+    Method,
+    Needs,
+    QueryContext,
+    item_from_node,
+    top_indices,
+)
 from lcr.models.bm25 import bm25_tokenize, bm25s_module
 from lcr.progress import OneTask
 from lcr.store import Node
 
-CHUNK_SETTINGS = (
-    Setting("chunk_tokens", 128, "leaf size in tokens; sentences are never cut", low=1),
-)
-TOPK_SETTINGS = (Setting("top_k", 10, "chunks handed to the answer step (-k overrides)", low=1),)
 # bm25s's stop-word lists, and PyStemmer's Snowball languages
 STOPWORD_CHOICES = (
     "none", "en", "english", "en_plus", "english_plus", "de", "german", "nl", "dutch", "fr",
@@ -40,11 +44,45 @@ STEMMER_CHOICES = (
 )  # fmt: skip
 
 
-def chunk_nodes(ctx: BuildContext) -> list[Node]:
+@dataclass(frozen=True)
+class ChunkSettings(Settings):
+    """The leaves every baseline shares, so their differences come from scoring alone."""
+
+    chunk_tokens: int = setting(128, "leaf size in tokens; sentences are never cut", low=1)
+
+
+@dataclass(frozen=True)
+class BM25Settings(ChunkSettings):
+    k1: float = setting(1.5, "BM25 term-frequency saturation", low=0)
+    b: float = setting(0.75, "BM25 length normalisation", low=0, high=1)
+    stopwords: str = setting(
+        "en", "stop-word list for bm25s ('none' keeps all)", choices=STOPWORD_CHOICES
+    )
+    stemmer: str = setting(
+        "english",
+        "Snowball stemmer language (PyStemmer); 'none' for none",
+        choices=STEMMER_CHOICES,
+        legacy="none",  # indexes from before the setting were built unstemmed
+    )
+
+
+@dataclass(frozen=True)
+class TopK(Settings):
+    top_k: int = setting(10, "chunks handed to the answer step (-k overrides)", low=1)
+
+
+@dataclass(frozen=True)
+class HybridQuery(TopK):
+    sparse_weight: float = setting(
+        0.15, "weight of the sparse score (paper: 0.15)", paper=True, low=0, high=1
+    )
+
+
+def chunk_nodes(ctx: BuildContext[Any]) -> list[Node]:
     """Sentence-respecting token windows over every document, as nodes."""
     from lcr.text.chunking import token_windows
 
-    max_tokens = int(ctx.settings["chunk_tokens"])
+    max_tokens = ctx.settings.chunk_tokens
     nodes: list[Node] = []
     task = ctx.progress.task("chunking", total=len(ctx.documents))
     for doc, start, text in ctx.doc_texts():
@@ -64,11 +102,14 @@ def ranked_evidence(
     return Evidence(method=method, items=items, info=dict(info))
 
 
-def effective_k(ctx: QueryContext, k: int | None) -> int:
-    return int(k if k is not None else ctx.settings["top_k"])
+def effective_k(ctx: QueryContext[Any, TopK], k: int | None) -> int:
+    return k if k is not None else ctx.settings.top_k
 
 
-def _tfidf_scores(ctx: QueryContext, question: str) -> np.ndarray:
+EMBEDDER = Needs(embedder=True)
+
+
+def _tfidf_scores(ctx: QueryContext[Any, Any], question: str) -> np.ndarray:
     from lcr.models.tfidf import TfidfModel
 
     model = TfidfModel.load(ctx.stored)
@@ -77,7 +118,7 @@ def _tfidf_scores(ctx: QueryContext, question: str) -> np.ndarray:
     return np.asarray((matrix @ q.T).toarray()).ravel()
 
 
-def _dense_scores(ctx: QueryContext, question: str) -> np.ndarray:
+def _dense_scores(ctx: QueryContext[Any, Any], question: str) -> np.ndarray:
     emb = ctx.stored.array("embeddings")
     q = ctx.models.embedder.encode([question])
     scores = emb @ q[0]
@@ -90,7 +131,7 @@ def _dense_scores(ctx: QueryContext, question: str) -> np.ndarray:
     return best
 
 
-def _build_tfidf(ctx: BuildContext, nodes: list[Node]) -> None:
+def _build_tfidf(ctx: BuildContext[Any], nodes: list[Node]) -> None:
     from lcr.models.tfidf import TfidfModel
 
     model, matrix = TfidfModel.fit([n.text for n in nodes])
@@ -124,7 +165,7 @@ def embedding_pieces(embedder: Any, texts: list[str]) -> tuple[list[str], np.nda
     return pieces, np.asarray(owner, dtype=np.int64)
 
 
-def _build_dense(ctx: BuildContext, nodes: list[Node]) -> None:
+def _build_dense(ctx: BuildContext[Any], nodes: list[Node]) -> None:
     pieces, owner = embedding_pieces(ctx.models.embedder, [n.text for n in nodes])
     task = ctx.progress.task("embedding chunks", total=len(pieces))
     emb = ctx.models.embedder.encode(pieces, progress=OneTask(task))
@@ -136,41 +177,24 @@ def _build_dense(ctx: BuildContext, nodes: list[Node]) -> None:
         ctx.out.stats["embedded_pieces"] = len(pieces)
 
 
-def _bm25_tokenize(texts: list[str], settings: dict[str, Any]) -> list[list[str]]:
+def _bm25_tokenize(texts: list[str], settings: BM25Settings) -> list[list[str]]:
     """The same tokenisation for chunks (build) and questions (query)."""
-    return bm25_tokenize(texts, settings["stopwords"], settings.get("stemmer", "none"))
+    return bm25_tokenize(texts, settings.stopwords, settings.stemmer)
 
 
-class BM25(Method):
+class BM25(Method[BM25Settings, TopK]):
     name = "bm25"
     summary = "Okapi BM25 over sentence-respecting chunks (bm25s)"
-    needs = "build: nothing; answer: LLM"
     paper = ""
     built_by_default = True
-    build_settings = (
-        *CHUNK_SETTINGS,
-        Setting("k1", 1.5, "BM25 term-frequency saturation", low=0),
-        Setting("b", 0.75, "BM25 length normalisation", low=0, high=1),
-        Setting(
-            "stopwords",
-            "en",
-            "stop-word list for bm25s ('none' keeps all)",
-            choices=STOPWORD_CHOICES,
-        ),
-        Setting(
-            "stemmer",
-            "english",
-            "Snowball stemmer language (PyStemmer); 'none' for none",
-            choices=STEMMER_CHOICES,
-        ),
-    )
-    query_settings = TOPK_SETTINGS
+    build_settings = BM25Settings
+    query_settings = TopK
 
-    def build(self, ctx: BuildContext) -> None:
+    def build(self, ctx: BuildContext[BM25Settings]) -> None:
         bm25s = bm25s_module()
         nodes = chunk_nodes(ctx)
         tokens = _bm25_tokenize([n.text for n in nodes], ctx.settings)
-        retriever = bm25s.BM25(k1=float(ctx.settings["k1"]), b=float(ctx.settings["b"]))
+        retriever = bm25s.BM25(k1=ctx.settings.k1, b=ctx.settings.b)
         retriever.index(tokens, show_progress=False)
         scores = retriever.scores
         ctx.out.write_array("bm25_data", np.asarray(scores["data"]))
@@ -183,11 +207,13 @@ class BM25(Method):
         ctx.out.write_nodes(nodes)
         ctx.out.stats["vocabulary"] = len(retriever.vocab_dict)
 
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+    def retrieve(
+        self, ctx: QueryContext[BM25Settings, TopK], question: str, k: int | None
+    ) -> Evidence:
         bm25s = bm25s_module()
         stored = ctx.stored
         meta = stored.json("bm25_vocabulary")
-        retriever = bm25s.BM25(k1=float(stored.settings["k1"]), b=float(stored.settings["b"]))
+        retriever = bm25s.BM25(k1=ctx.built.k1, b=ctx.built.b)
         retriever.scores = {
             "data": stored.array("bm25_data"),
             "indices": stored.array("bm25_indices"),
@@ -197,7 +223,7 @@ class BM25(Method):
         retriever.vocab_dict = meta["vocab"]
         retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
         retriever.nonoccurrence_array = None  # only BM25L/BM25+ need it; we use Lucene BM25
-        q_tokens = _bm25_tokenize([question], stored.settings)
+        q_tokens = _bm25_tokenize([question], ctx.built)
         known = [t for t in q_tokens[0] if t in retriever.vocab_dict]
         nodes = stored.nodes()
         scores = (
@@ -208,93 +234,91 @@ class BM25(Method):
         return ranked_evidence(self.name, nodes, scores, effective_k(ctx, k))
 
 
-class TfIdf(Method):
+class TfIdf(Method[ChunkSettings, TopK]):
     name = "tfidf"
     summary = "TF-IDF cosine similarity over chunks (the MixPR paper's RAG-Sparse)"
-    needs = "build: nothing; answer: LLM"
     paper = ""
-    build_settings = CHUNK_SETTINGS
-    query_settings = TOPK_SETTINGS
+    build_settings = ChunkSettings
+    query_settings = TopK
 
-    def build(self, ctx: BuildContext) -> None:
+    def build(self, ctx: BuildContext[ChunkSettings]) -> None:
         nodes = chunk_nodes(ctx)
         _build_tfidf(ctx, nodes)
         ctx.out.write_nodes(nodes)
 
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+    def retrieve(
+        self, ctx: QueryContext[ChunkSettings, TopK], question: str, k: int | None
+    ) -> Evidence:
         scores = _tfidf_scores(ctx, question)
         return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx, k))
 
 
-class Dense(Method):
+class Dense(Method[ChunkSettings, TopK]):
     name = "dense"
     summary = "cosine similarity of sentence-transformer embeddings over chunks"
-    needs = "build: embedder; answer: embedder + LLM"
     paper = ""
-    build_uses_embedder = True
-    build_settings = CHUNK_SETTINGS
-    query_settings = TOPK_SETTINGS
+    build_settings = ChunkSettings
+    query_settings = TopK
 
-    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
-        return True
+    def build_needs(self, settings: ChunkSettings) -> Needs:
+        return EMBEDDER
 
-    def build(self, ctx: BuildContext) -> None:
+    def retrieve_needs(self, settings: TopK) -> Needs:
+        return EMBEDDER
+
+    def build(self, ctx: BuildContext[ChunkSettings]) -> None:
         nodes = chunk_nodes(ctx)
         _build_dense(ctx, nodes)
         ctx.out.write_nodes(nodes)
 
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+    def retrieve(
+        self, ctx: QueryContext[ChunkSettings, TopK], question: str, k: int | None
+    ) -> Evidence:
         scores = _dense_scores(ctx, question)
         return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx, k))
 
 
-class Hybrid(Method):
+class Hybrid(Method[ChunkSettings, HybridQuery]):
     name = "hybrid"
     summary = "0.15 x TF-IDF cosine + 0.85 x dense cosine (the MixPR paper's RAG-Hybrid)"
-    needs = "build: embedder; answer: embedder + LLM"
     paper = "Alonso & Millidge 2024 (MixPR), RAG baselines"
-    build_uses_embedder = True
-    build_settings = CHUNK_SETTINGS
-    query_settings = (
-        *TOPK_SETTINGS,
-        Setting(
-            "sparse_weight",
-            0.15,
-            "weight of the sparse score (paper: 0.15)",
-            paper=True,
-            low=0,
-            high=1,
-        ),
-    )
+    build_settings = ChunkSettings
+    query_settings = HybridQuery
 
-    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
-        return True
+    def build_needs(self, settings: ChunkSettings) -> Needs:
+        return EMBEDDER
 
-    def build(self, ctx: BuildContext) -> None:
+    def retrieve_needs(self, settings: HybridQuery) -> Needs:
+        return EMBEDDER
+
+    def build(self, ctx: BuildContext[ChunkSettings]) -> None:
         nodes = chunk_nodes(ctx)
         _build_tfidf(ctx, nodes)
         _build_dense(ctx, nodes)
         ctx.out.write_nodes(nodes)
 
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
-        w = float(ctx.settings["sparse_weight"])
+    def retrieve(
+        self, ctx: QueryContext[ChunkSettings, HybridQuery], question: str, k: int | None
+    ) -> Evidence:
+        w = ctx.settings.sparse_weight
         scores = w * _tfidf_scores(ctx, question) + (1.0 - w) * _dense_scores(ctx, question)
         return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx, k))
 
 
-class FullText(Method):
+class FullText(Method[NoSettings, NoSettings]):
     name = "full"
     summary = "the whole text, cut to the LLM's context window by the answer step"
-    needs = "build: nothing; answer: LLM (long prompts: slow on a CPU)"
     paper = ""
 
-    def build(self, ctx: BuildContext) -> None:
+    def build(self, ctx: BuildContext[NoSettings]) -> None:
         nodes = [
             Node(f"d{doc}", 0, text, [(start, start + len(text))], doc)
             for doc, start, text in ctx.doc_texts()
         ]
         ctx.out.write_nodes(nodes)
 
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+    def retrieve(
+        self, ctx: QueryContext[NoSettings, NoSettings], question: str, k: int | None
+    ) -> Evidence:
         items = [item_from_node(n, 1.0) for n in ctx.stored.nodes()]
         return Evidence(method=self.name, items=items)
