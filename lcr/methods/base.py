@@ -53,6 +53,7 @@ class Needs:
     llm: frozenset[Capability] = frozenset()  # the answering LLM (--llm)
     embedder: bool = False
     scorer: frozenset[Capability] = frozenset()  # a second LLM (LightPAL's scorer)
+    scorer_model: str = ""  # the model the scorer role loads (a setting's value)
     why: str = ""
 
     def __or__(self, other: Needs) -> Needs:
@@ -60,6 +61,7 @@ class Needs:
             self.llm | other.llm,
             self.embedder or other.embedder,
             self.scorer | other.scorer,
+            self.scorer_model or other.scorer_model,
             self.why or other.why,
         )
 
