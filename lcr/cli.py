@@ -99,28 +99,31 @@ class LcrGroup(click.Group):
                 return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
-        except LcrError as exc:
-            if _debug_wanted(ctx):
+        except (Exception, KeyboardInterrupt) as exc:
+            if _debug_wanted(ctx) and not isinstance(exc, KeyboardInterrupt | BrokenPipeError):
                 raise
-            _err(str(exc))
-            ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            _err("interrupted (a build in progress keeps what it had; run the command again)")
-            ctx.exit(130)
-        except BrokenPipeError:  # the reader has gone (`lcr ... | head -1`): not an error
-            _quiet_stdout()
-            ctx.exit(0)
-        except OSError as exc:  # the system's doing (permissions, a full disk, a race)?
-            mapped = from_os_error(exc)
-            if mapped is None or _debug_wanted(ctx):
-                raise
+            ctx.exit(_report(exc))
+
+
+def _report(exc: BaseException) -> int:
+    """The one place an error becomes what the user sees: one line on stderr (none for a
+    closed pipe) and the exit code. Anything lcr does not know is a bug, said as such."""
+    if isinstance(exc, LcrError):
+        _err(str(exc))
+        return exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        _err("interrupted (a build in progress keeps what it had; run the command again)")
+        return 130
+    if isinstance(exc, BrokenPipeError):  # the reader has gone (`lcr ... | head -1`)
+        _quiet_stdout()
+        return 0
+    if isinstance(exc, OSError):  # the system's doing (permissions, a full disk, a race)?
+        mapped = from_os_error(exc)
+        if mapped is not None:
             _err(str(mapped))
-            ctx.exit(mapped.exit_code)
-        except Exception as exc:  # a bug: one line for users, the traceback with --debug
-            if _debug_wanted(ctx):
-                raise
-            _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
-            ctx.exit(1)
+            return mapped.exit_code
+    _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
+    return 1
 
 
 def _show_warning(
@@ -643,35 +646,12 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except click.exceptions.Abort:
         _err("aborted")
         sys.exit(130)
-    except LcrError as exc:
-        if debug:
+    except (Exception, KeyboardInterrupt) as exc:  # raised outside a command (or --debug)
+        if debug and not isinstance(exc, KeyboardInterrupt | BrokenPipeError):
             raise
-        _err(str(exc))
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        _err("interrupted (a build in progress keeps what it had; run the command again)")
-        sys.exit(130)
-    except BrokenPipeError:
-        _quiet_stdout()
-        sys.exit(0)
-    except OSError as exc:  # the system's doing (permissions, a full disk, a race), or a bug
-        mapped = from_os_error(exc)
-        if debug or mapped is None:
-            _internal_error(exc, debug)
-        _err(str(mapped))
-        sys.exit(mapped.exit_code if mapped is not None else 1)
-    except Exception as exc:
-        _internal_error(exc, debug)
+        sys.exit(_report(exc))
     _flush_stdout()
     sys.exit(0)
-
-
-def _internal_error(exc: Exception, debug: bool) -> NoReturn:
-    """A bug: one line for users, the traceback with --debug."""
-    if debug:
-        raise exc
-    _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
-    sys.exit(1)
 
 
 def _quiet_stdout() -> None:

@@ -47,7 +47,7 @@ class Setting:
     help: str
     choices: tuple[str, ...] | None = None
     paper: bool = False
-    kind: type = str  # the value's type: bool, int, float or str
+    kind: type | None = None  # the value's type; None: the default's (str for None)
     low: float | None = None  # numbers: the smallest valid value (inclusive)
     high: float | None = None  # numbers: the largest valid value (inclusive)
     # text that is checked where it is used (a model name): says what it may be
@@ -60,7 +60,9 @@ class Setting:
 
     @property
     def value_type(self) -> type:
-        return self.kind
+        if self.kind is not None:
+            return self.kind
+        return str if self.default is None else type(self.default)
 
     def parse(self, raw: str, label: str | None = None) -> SettingValue:
         """Turn the text after ``=`` into this setting's type, or fail clearly.
@@ -68,7 +70,7 @@ class Setting:
         ``label`` is how the message names the setting (``mixpr.alpha_local``).
         """
         name = label or self.name
-        vtype = self.kind
+        vtype = self.value_type
         if self.optional and raw.lower() in {"none", "null"}:
             return None
         try:
@@ -99,25 +101,26 @@ class Setting:
     def check(self, value: Any, label: str | None = None) -> SettingValue:
         """A value given in Python (a keyword argument, a stored index): type and range."""
         name = label or self.name
+        vtype = self.value_type
         if value is None and self.optional:
             return None
-        if isinstance(value, str) and self.kind is not str:
+        if isinstance(value, str) and vtype is not str:
             return self.parse(value, name)
-        if self.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        if vtype is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
-            raise SettingError(f"{name} takes a {self.kind.__name__}, got {value!r}")
+        if not isinstance(value, vtype) or (vtype is int and isinstance(value, bool)):
+            raise SettingError(f"{name} takes a {vtype.__name__}, got {value!r}")
         if isinstance(value, str):
             return self.parse(value, name)
         if isinstance(value, int | float) and not isinstance(value, bool):
-            return self._in_range(value, repr(value), name)
+            return self._in_range(value, str(value), name)
         return value  # type: ignore[no-any-return]
 
     def declares_valid_values(self) -> bool:
         """Whether a bad value can be told from a good one (a range, choices, or a bool)."""
-        if self.kind is bool:
+        if self.value_type is bool:
             return True
-        if self.kind in (int, float):
+        if self.value_type in (int, float):
             return self.low is not None or self.high is not None
         return self.choices is not None or self.free_text is not None
 
@@ -145,7 +148,7 @@ class Setting:
         too_low = self.low is not None and value < self.low
         too_high = self.high is not None and value > self.high
         if too_low or too_high:
-            raise SettingError(f"{name} must be {self.range_text()}; got {raw}")
+            raise SettingError(f"{name} must be {self.range_text()}; got {raw!r}")
         return value
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,19 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def cinderella(shared_data: Path) -> Path:
     return shared_data / "stories" / "cinderella.txt"
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Iterator[None]:
+    """One torch thread for a module that runs real models: on a busy 2-core machine
+    two threads spin against each other (smollm2's PECAN build took 280 s with two,
+    10 s with one). Use as ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

@@ -210,7 +210,10 @@ def test_resolution_order_and_bad_values() -> None:
     )
     with pytest.raises(SettingError, match=r"answer.order must be one of document, rank"):
         resolve_answer_settings(["answer.order=sideways"])
-    with pytest.raises(SettingError, match=r"unknown setting answer.colour; valid: order"):
+    with pytest.raises(
+        SettingError,
+        match=r"unknown setting answer.colour; valid: instruction, not_found, order, passages",
+    ):
         resolve_answer_settings(["answer.colour=red"])
     with pytest.raises(SettingError, match="--max-new-tokens"):
         resolve_answer_settings(["answer.max_new_tokens=8"])
@@ -275,8 +278,8 @@ def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> Non
     plan = runner.plan_methods(["bm25"], models, runner.RunOptions(methods=["bm25"]))[0]
     before = {  # the digest of a run made before answer.* settings existed
         "method": "bm25",
-        "build": plan.build,
-        "query": plan.query,
+        "build": runner.stable_keys(plan.build),
+        "query": runner.stable_keys(plan.query),
         "models": plan.models,
         "k": None,
         "retrieval_only": False,
@@ -329,3 +332,13 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
     assert all(r["answer_settings"]["max_new_tokens"] == 8 for r in records)
     assert all("text" in ev for r in records for ev in r["evidence"])
     assert "answer_found" in records[0]["metrics"]
+
+
+def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
+    """The typed settings changed how settings are held, not the keys of results files:
+    these digests are what lcr 0.1.0 computed before the change (rerun nothing)."""
+    models = Models.with_objects(llm=ForbiddenLLM())
+    ask = runner.plan_methods(["bm25"], models, runner.RunOptions(methods=["bm25"]))[0]
+    only = runner.RunOptions(methods=["tfidf"], retrieval_only=True)
+    assert ask.key == "568f854c0e74e91b"
+    assert runner.plan_methods(["tfidf"], models, only)[0].key == "da397049a7816350"

@@ -6,15 +6,16 @@ build settings in ``FAST_BUILD_SETTINGS`` if its defaults are too slow for CI.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lcr import pipeline
+from lcr.config import Settings
 from lcr.errors import SettingError, UsageError
 from lcr.methods import get_method, method_names
 from lcr.models.base import Models
@@ -53,16 +54,7 @@ def _sets(name: str) -> list[str]:
     return FAST_BUILD_SETTINGS.get(name, [])
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    """One torch thread: on a busy 2-core machine two threads spin against each other
-    (smollm2's build here took 280 s with two, 10 s with one)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _llm(name: str, request: pytest.FixtureRequest, yes_probability: float = 0.5) -> Any:
@@ -170,11 +162,8 @@ def test_retrieval_without_llm_when_method_says_so(
     request: pytest.FixtureRequest,
 ) -> None:
     method = get_method(method_name)
-    settings = pipeline.query_settings(method, [])
-    if method.retrieval_uses_llm(settings):
-        # methods whose defaults need an LLM to retrieve (MixPR's router is opt-in: mode=auto)
-        assert method_name in {"pecan", "graphreader"}, method_name
-        return
+    if method.retrieve_needs(method.query_settings()).uses_llm:
+        pytest.skip(f"{method_name} declares that its retrieval needs the LLM")
     index = _build(tmp_path / "x.idx", method_name, cinderella, embedder, request)
     models = NoLLMModels.with_objects(embedder=embedder)
     result = pipeline.retrieve(index, method_name, QUESTION, models)
@@ -188,8 +177,8 @@ def test_k_limits_ranked_methods(
     embedder: Any,
     request: pytest.FixtureRequest,
 ) -> None:
-    if method_name in {"full"}:
-        return  # returns the whole text by definition
+    if method_name == "full":
+        pytest.skip("full returns the whole text by definition: -k does not apply")
     index = _build(tmp_path / "x.idx", method_name, cinderella, embedder, request)
     models = Models.with_objects(llm=_llm(method_name, request, 0.2), embedder=embedder)
     unlimited = pipeline.retrieve(index, method_name, QUESTION, models, k=1000)
@@ -197,5 +186,34 @@ def test_k_limits_ranked_methods(
     result = pipeline.retrieve(index, method_name, QUESTION, models, k=3)
     if method_name == "graphreader":  # -k is N, the number of exploration paths
         assert 1 <= len(result.evidence.info["initial_nodes"]) <= 3
-        return
-    assert 1 <= len(result.evidence.items) <= 3 or method_name == "raptor"
+    else:
+        assert 1 <= len(result.evidence.items) <= 3
+
+
+def test_settings_are_declared_once_and_typed(method_name: str) -> None:
+    """Each phase's settings are one frozen, typed declaration: one-line help, valid
+    values stated, defaults that pass their own checks, old names that map to new ones."""
+    method = get_method(method_name)
+    for cls in (method.build_settings, method.query_settings):
+        assert issubclass(cls, Settings) and dataclasses.is_dataclass(cls)
+        defaults = cls()
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            defaults.__setattr__("x", 1)
+        for s in cls.declared():
+            label = f"{method_name}.{s.name}"
+            assert "\n" not in s.help and len(s.help) <= 100, f"{label}: help too long"
+            assert s.declares_valid_values(), f"{label} accepts anything"
+            assert s.check(getattr(defaults, s.name), label) == s.default
+            for old in s.renamed_from:
+                assert cls.renamed()[old] == s.name
+                assert old not in cls.by_name(), f"{label}: old name {old} still declared"
+        assert cls.from_stored(defaults.to_json()) == defaults
+
+
+def test_needs_line_is_derived_from_the_declaration(method_name: str) -> None:
+    method = get_method(method_name)
+    text = method.needs_text()
+    build = method.build_needs(method.build_settings())
+    assert text.startswith(f"build: {build.describe()};")
+    if build.embedder:
+        assert "embedder" in text.split(";")[0]

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from lcr import config, pipeline
-from lcr.answer import ANSWER_TARGET, ORIGINAL, AnswerSettings, resolve_answer_settings
-from lcr.errors import InputError, SettingError, UsageError
+from lcr.answer import ANSWER_TARGET, ORIGINAL, AnswerSettings
+from lcr.config import Settings
+from lcr.errors import InputError, UsageError
 from lcr.eval import dataset, metrics
 from lcr.eval.dataset import Question
-from lcr.methods import get_method, method_names
+from lcr.methods import get_method
 from lcr.methods.base import Method
 from lcr.models.base import Models
 from lcr.pipeline import Result
@@ -52,9 +53,9 @@ class RunOptions:
 class MethodPlan:
     """One method as this run uses it, and the digest that identifies its results."""
 
-    method: Method
-    build: dict[str, Any]
-    query: dict[str, Any]
+    method: Method[Any, Any]
+    build: Settings
+    query: Settings
     models: dict[str, str]
     key: str
     answer: AnswerSettings = ORIGINAL
@@ -86,24 +87,17 @@ def split_sets(sets: Sequence[str]) -> tuple[list[str], list[str]]:
     a key of neither kind fails, listing the valid ones. The shared answer step's
     ``answer.KEY=VALUE`` go with the query ones (``pipeline.ask`` reads them).
     """
-    resolve_answer_settings(sets)  # a bad answer.* fails here, with the others
-    answer = [s for s in sets if config.split_assignment(s)[0] == ANSWER_TARGET]
-    method_sets = [s for s in sets if s not in answer]
-    config.check_methods_named(method_sets, method_names())
+    pipeline.check_sets(sets)  # every key and value, answer.* included, fails here first
     build: list[str] = []
-    query: list[str] = list(answer)
-    for text in method_sets:
+    query: list[str] = []
+    for text in sets:
         target, name, _ = config.split_assignment(text)
-        method = get_method(target)
-        if any(st.name == name for st in method.build_settings):
-            build.append(text)
-        elif any(st.name == name for st in method.query_settings):
+        if target == ANSWER_TARGET:
             query.append(text)
-        else:
-            valid = sorted(st.name for st in (*method.build_settings, *method.query_settings))
-            raise SettingError(
-                f"unknown setting {target}.{name}; valid: {', '.join(valid) or 'none'}"
-            )
+            continue
+        declared = get_method(target).build_settings
+        is_build = name in declared.by_name() or name in declared.renamed()
+        (build if is_build else query).append(text)
     return build, query
 
 
@@ -120,15 +114,16 @@ def plan_methods(names: Sequence[str], models: Models, opts: RunOptions) -> list
         build = pipeline.build_settings(method, build_sets)
         query = pipeline.query_settings(method, query_sets)
         rec: dict[str, str] = {}
-        if method.build_uses_embedder or method.retrieval_uses_embedder(query):
+        needs = method.build_needs(build) | method.retrieve_needs(query)
+        if needs.embedder:
             rec["embedder"] = models.embedder_id()
-        if method.build_uses_llm or method.retrieval_uses_llm(query) or not opts.retrieval_only:
+        if needs.uses_llm or not opts.retrieval_only:
             rec["llm"] = models.llm_id()
         answer = pipeline.answer_settings(method, query_sets, opts.max_new_tokens)
         what = {
             "method": name,
-            "build": build,
-            "query": query,
+            "build": stable_keys(build),
+            "query": stable_keys(query),
             "models": rec,
             "k": opts.k,
             "retrieval_only": opts.retrieval_only,
@@ -140,6 +135,13 @@ def plan_methods(names: Sequence[str], models: Models, opts: RunOptions) -> list
             what["answer"] = answer.choices()
         plans.append(MethodPlan(method, build, query, rec, _digest(what), answer))
     return plans
+
+
+def stable_keys(settings: Settings) -> dict[str, Any]:
+    """Settings as a run key sees them: a renamed setting under its first name, so
+    results made before a rename keep their key (and are not run again)."""
+    first = {s.name: s.renamed_from[0] for s in settings.declared() if s.renamed_from}
+    return {first.get(k, k): v for k, v in settings.to_json().items()}
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
@@ -193,7 +195,10 @@ def build_costs(
             continue
         for plan in plans:
             entry = built.get(plan.name)
-            if not isinstance(entry, dict) or entry.get("settings") != plan.build:
+            if not isinstance(entry, dict):
+                continue
+            stored = plan.method.build_settings.from_stored(entry.get("settings", {}))
+            if stored.to_json() != plan.build.to_json():
                 continue
             rec: dict[str, Any] = {
                 "method": plan.name,
@@ -287,7 +292,7 @@ def _record(
         "models": result.models,
         "k": opts.k,
         "retrieval_only": opts.retrieval_only,
-        "settings": {"build": plan.build, "query": plan.query},
+        "settings": {"build": plan.build.to_json(), "query": plan.query.to_json()},
         "answer_settings": result.answer_settings,
     }
 
@@ -381,12 +386,13 @@ def run(
     return RunOutcome(questions, plans, records, builds, new, skipped, out)
 
 
-def _warm(plan: MethodPlan, models: Models, opts: RunOptions) -> None:
+def _warm(plan: MethodPlan, models: Models, opts: RunOptions, query_sets: Sequence[str]) -> None:
     """Load the models a query needs before the clock starts (wall time is per query)."""
     if "embedder" in plan.models:
         _ = models.embedder
-    if not opts.retrieval_only or plan.method.retrieval_uses_llm(plan.query):
-        message = pipeline.retrieval_llm_note(plan.method, plan.query, models)
+    query = pipeline.resolve_query(plan.name, "warm-up", query_sets)
+    if not opts.retrieval_only or query.needs.uses_llm:
+        message = pipeline.retrieval_llm_note(query, models)
         if opts.retrieval_only and message is not None and opts.note is not None:
             opts.note(message)
         _ = models.llm
@@ -402,7 +408,7 @@ def run_one(
     gold_docs: list[int],
     query_sets: Sequence[str] = (),
 ) -> dict[str, Any]:
-    _warm(plan, models, opts)
+    _warm(plan, models, opts, query_sets)
     started = time.perf_counter()
     if opts.retrieval_only:
         result = pipeline.retrieve(index, plan.name, q.question, models, query_sets, k=opts.k)
