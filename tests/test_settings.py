@@ -169,11 +169,11 @@ def test_typed_settings_derive_their_checks_from_the_declaration() -> None:
     assert by_name["mode"].choices == ("local", "global")  # from the Literal
     assert by_name["size"].value_type is int and by_name["seed"].optional
     assert Example.build({"mode": "global"}, label="ex").mode == "global"
-    with pytest.raises(SettingError, match="ex.mode must be one of local, global"):
+    with pytest.raises(SettingError, match=r"ex.mode must be one of local, global"):
         Example.build({"mode": "sideways"}, label="ex")
-    with pytest.raises(SettingError, match="ex.size must be at least 1"):
+    with pytest.raises(SettingError, match=r"ex.size must be at least 1"):
         Example.build({"size": 0}, label="ex")
-    with pytest.raises(SettingError, match="unknown setting ex.nope; valid: mode, seed, size"):
+    with pytest.raises(SettingError, match=r"unknown setting ex.nope; valid: mode, seed, size"):
         Example.build({"nope": 1}, label="ex")
     assert parse_sets("ex", Example, ["ex.seed=none", "other.x=1"]) == {"seed": None}
     with pytest.raises(ValueError, match="one line"):
