@@ -424,7 +424,7 @@ def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
             if name not in problems:
                 problems[name] = [_damage_line(index, name, found)]
     if as_json:
-        out: dict[str, Any] = dict(index.manifest)
+        out: dict[str, Any] = index.manifest.to_json()
         out["path"] = str(index.path)
         out["size_bytes"] = index.size_bytes()
         for name, entry in out.get("methods", {}).items():
@@ -453,10 +453,10 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
     m = index.manifest
     methods = index.methods
     _say(
-        f"index   {index.path}  (schema {m['schema_version']}, lcr {m['lcr_version']}, "
+        f"index   {index.path}  (schema {m.schema_version}, lcr {m.lcr_version}, "
         f"{_human(index.size_bytes())})"
     )
-    _say(f"source  {m['source_chars']:,} characters in {len(index.documents)} document(s)")
+    _say(f"source  {m.source_chars:,} characters in {len(index.documents)} document(s)")
     for d in index.documents:
         _say(f"  - {d.name}  {_human(d.size)}  sha256 {d.sha256[:12]}  chars {d.start}-{d.end}")
     if "source" in problems:
@@ -464,24 +464,24 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
     if not methods:
         _say("methods none built (lcr index SOURCE -o INDEX --method NAME)")
     for name, e in methods.items():
-        counts = ", ".join(f"{v} {k}" for k, v in e.get("counts", {}).items())
+        counts = ", ".join(f"{v} {k}" for k, v in e.counts.items())
         state = ""
         if name in problems:
             state = "  DAMAGED"
         elif verified:
-            state = "  verified" if e.get("sha256") else "  sizes ok (built without checksums)"
+            state = "  verified" if e.sha256 else "  sizes ok (built without checksums)"
         _say(
-            f"method  {name}: {counts}; built {e.get('built_at')} in "
-            f"{e.get('build_seconds')}s; {_human(index.size_bytes(name))}{state}"
+            f"method  {name}: {counts}; built {e.built_at} in "
+            f"{e.build_seconds}s; {_human(index.size_bytes(name))}{state}"
         )
         if name in problems:
             _say("  damage    " + problems[name][0])
-        if e.get("models"):
-            _say("  models    " + ", ".join(f"{k}={v}" for k, v in e["models"].items()))
-        if e.get("settings"):
-            _say("  settings  " + ", ".join(f"{k}={v}" for k, v in e["settings"].items()))
-        if e.get("stats"):
-            _say("  stats     " + ", ".join(f"{k}={v}" for k, v in e["stats"].items()))
+        if e.models:
+            _say("  models    " + ", ".join(f"{k}={v}" for k, v in e.models.items()))
+        if e.settings:
+            _say("  settings  " + ", ".join(f"{k}={v}" for k, v in e.settings.items()))
+        if e.stats:
+            _say("  stats     " + ", ".join(f"{k}={v}" for k, v in e.stats.items()))
 
 
 def _human(n: float) -> str:

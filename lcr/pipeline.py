@@ -165,10 +165,10 @@ def build(
             not force
             and existing is not None
             and method.name not in index.damaged
-            and _same_settings(method, existing.get("settings", {}), settings)
-            and existing.get("models") == record
+            and _same_settings(method, existing.settings, settings)
+            and existing.models == record
         ):
-            reports.append(BuildReport(method.name, False, 0.0, existing.get("counts", {})))
+            reports.append(BuildReport(method.name, False, 0.0, dict(existing.counts)))
             report_to(reports[-1])
             continue
         with index.building(
@@ -194,7 +194,7 @@ def build(
                     out.stats["llm_backend"] = str(getattr(models.llm, "backend", "unknown"))
         entry = index.methods[method.name]
         # the build's own time, from the manifest: a wait for another writer is not in it
-        reports.append(BuildReport(method.name, True, entry["build_seconds"], entry["counts"]))
+        reports.append(BuildReport(method.name, True, entry.build_seconds, dict(entry.counts)))
         report_to(reports[-1])
     return reports
 
@@ -424,7 +424,7 @@ def retrieve_query(
     reader = index.reader(method.name)
     needs = query.needs
     require(models, needs, f"{method.name} retrieval")
-    _align_models(reader.entry.get("models", {}), models, note, needs.embedder)
+    _align_models(reader.entry.models, models, note, needs.embedder)
     message = retrieval_llm_note(query, models)
     if note is not None and message is not None:
         note(message)
@@ -444,7 +444,7 @@ def retrieve_query(
     elapsed = time.perf_counter() - started
     evidence.usage = _llm_usage(models).minus(before)  # measured here, for every method
     evidence.items = evidence.in_rank_order()  # one order for every method and output
-    used_models = dict(reader.entry.get("models", {}))
+    used_models = dict(reader.entry.models)
     if needs.uses_llm and models.llm_loaded:
         used_models["llm"] = models.llm_id()
         used_models["backend"] = str(getattr(models.llm, "backend", "unknown"))

@@ -88,7 +88,7 @@ def _build(
 
 
 def _method_files(index: Index, name: str) -> dict[str, bytes]:
-    mdir = index.path / index.methods[name]["dir"]
+    mdir = index.path / index.methods[name].dir
     return {str(p.relative_to(mdir)): p.read_bytes() for p in mdir.rglob("*") if p.is_file()}
 
 
@@ -107,7 +107,7 @@ def test_build_twice_is_identical(
     one = _build(tmp_path / "one.idx", method_name, cinderella, embedder, request, fresh=True)
     two = _build(tmp_path / "two.idx", method_name, cinderella, embedder, request, fresh=True)
     assert _method_files(one, method_name) == _method_files(two, method_name)
-    assert one.methods[method_name]["counts"]["nodes"] > 0
+    assert one.methods[method_name].counts["nodes"] > 0
 
 
 def test_reopen_gives_same_evidence_with_valid_spans(

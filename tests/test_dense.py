@@ -50,7 +50,7 @@ def test_a_line_past_the_embedders_window_is_still_found(
     )
     models = Models.with_objects(embedder=embedder)
     pipeline.build(idx, [method], models)
-    stats = Index.open(idx.path).methods[method]["stats"]
+    stats = Index.open(idx.path).methods[method].stats
     assert stats["split_chunks"] > 0 and stats["embedded_pieces"] > stats["split_chunks"]
     nodes = Index.open(idx.path).reader(method).nodes()
     # the tail of a chunk whose start alone fills the embedder's window:
@@ -77,7 +77,7 @@ def test_the_index_names_the_query_embedder_and_the_user_hears_it(
     doc = DocumentInput("t.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     index = Index.create(tmp_path / "t.idx", [doc])
     pipeline.build(index, ["dense"], Models.with_objects(embedder=embedder))
-    built_with = index.methods["dense"]["models"]["embedder"]
+    built_with = index.methods["dense"].models["embedder"]
     notes: list[str] = []
     models = Models(spec=ModelSpec(embedder="sentence-transformers/other-model", device="cpu"))
     result = pipeline.retrieve(index, "dense", "When did the boat come?", models, note=notes.append)

@@ -20,6 +20,7 @@ from lcr.errors import (
     DiskFullError,
     FileAccessError,
     IndexDamagedError,
+    InputError,
     LostRaceError,
     SchemaMismatchError,
     from_os_error,
@@ -132,7 +133,7 @@ def test_an_empty_folder_is_taken_and_a_full_one_never(tmp_path: Path) -> None:
     assert Index.create(tmp_path / "empty.idx", [A]).created
     (tmp_path / "full.idx").mkdir()
     (tmp_path / "full.idx" / "keep.txt").write_text("mine")
-    with pytest.raises(Exception, match="not an lcr index"):
+    with pytest.raises(InputError, match="not an lcr index"):
         Index.create(tmp_path / "full.idx", [A])
     assert (tmp_path / "full.idx" / "keep.txt").read_text() == "mine"
 
@@ -143,7 +144,7 @@ def test_one_damaged_method_does_not_take_down_the_others(
 ) -> None:
     idx = story.with_suffix(".idx")
     assert run(["index", str(story), "-q", "-m", "bm25", "-m", "tfidf"], capsys)[0] == 0
-    bm25_dir = idx / Index.open(idx).methods["bm25"]["dir"]
+    bm25_dir = idx / Index.open(idx).methods["bm25"].dir
     victim = next(p for p in sorted(bm25_dir.rglob("*")) if p.is_file() and p.suffix != ".jsonl")
     victim.unlink()
 
@@ -159,11 +160,11 @@ def test_one_damaged_method_does_not_take_down_the_others(
     assert code == 1 and hint in err
 
     # the hint works as written (no --force needed) and rebuilds bm25 alone
-    tfidf_dir = Index.open(idx).methods["tfidf"]["dir"]
+    tfidf_dir = Index.open(idx).methods["tfidf"].dir
     code, out, _ = run(["index", str(story), "-o", str(idx), "--method", "bm25", "-q"], capsys)
     assert code == 0 and "bm25 built" in out
     again = Index.open(idx)
-    assert again.damaged == {} and again.methods["tfidf"]["dir"] == tfidf_dir
+    assert again.damaged == {} and again.methods["tfidf"].dir == tfidf_dir
     assert run(["info", str(idx), "--verify"], capsys)[0] == 0
 
 
@@ -172,9 +173,9 @@ def test_every_built_file_has_a_checksum_and_verify_checks_them(tmp_path: Path) 
     index = Index.create(tmp_path / "x.idx", [A])
     build_demo(index)
     entry = index.methods["demo"]
-    mdir = index.path / entry["dir"]
-    assert set(entry["sha256"]) == set(entry["files"]) and "nodes.jsonl" in entry["sha256"]
-    for rel, digest in entry["sha256"].items():
+    mdir = index.path / entry.dir
+    assert set(entry.sha256) == set(entry.files) and "nodes.jsonl" in entry.sha256
+    for rel, digest in entry.sha256.items():
         assert hashlib.sha256((mdir / rel).read_bytes()).hexdigest() == digest
     assert Index.open(index.path).verify() == {}
 
@@ -193,7 +194,7 @@ def test_every_built_file_has_a_checksum_and_verify_checks_them(tmp_path: Path) 
 def test_same_size_edit_of_nodes_is_found_when_read(tmp_path: Path) -> None:
     index = Index.create(tmp_path / "x.idx", [A])
     build_demo(index)
-    nodes = index.path / index.methods["demo"]["dir"] / "nodes.jsonl"
+    nodes = index.path / index.methods["demo"].dir / "nodes.jsonl"
     nodes.write_bytes(nodes.read_bytes().replace(b'"Alpha"', b'"Omega"'))
     reader = Index.open(index.path).reader("demo")
     with pytest.raises(IndexDamagedError, match=r"demo/nodes\.jsonl does not match its checksum"):
@@ -215,7 +216,7 @@ def test_info_verify_reports_a_silent_edit(story: Path, capsys: pytest.CaptureFi
     run(["index", str(story), "-q", "-m", "bm25"], capsys)
     code, out, _ = run(["info", str(idx), "--verify"], capsys)
     assert code == 0 and "verified" in out
-    nodes = idx / Index.open(idx).methods["bm25"]["dir"] / "nodes.jsonl"
+    nodes = idx / Index.open(idx).methods["bm25"].dir / "nodes.jsonl"
     raw = nodes.read_bytes()
     nodes.write_bytes(raw.replace(b"Cinderella", b"Cinderelle", 1))
     assert run(["info", str(idx)], capsys)[0] == 0  # sizes agree: the cheap check passes
@@ -375,7 +376,7 @@ def test_a_build_waiting_for_the_lock_says_so_and_does_not_count_the_wait(
     assert builder.returncode == 0, err
     assert f"lcr: waiting for another lcr process writing {idx} to finish" in err
     reported = float(out.split("built in ")[1].split("s")[0])
-    recorded = Index.open(idx).methods["bm25"]["build_seconds"]
+    recorded = Index.open(idx).methods["bm25"].build_seconds
     assert waited >= hold - 1.0  # it did wait
     assert reported == pytest.approx(recorded, abs=0.051)
     assert recorded < hold / 2, (reported, recorded, waited)

@@ -182,8 +182,8 @@ def test_killed_build_resumes_without_scoring_a_pair_twice(
         sets,
         warn=warnings.append,
     )
-    stats = index.methods["lightpal"]["stats"]
-    n = index.methods["lightpal"]["counts"]["nodes"]
+    stats = index.methods["lightpal"].stats
+    n = index.methods["lightpal"].counts["nodes"]
     assert first.passages == 5 and second.passages == n - 5
     both = first.pairs + second.pairs
     assert len(both) == len(set(both)) == n * 6  # every pair once, none twice

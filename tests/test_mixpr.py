@@ -202,7 +202,7 @@ def test_reopened_index_gives_the_same_evidence(chains_index: tuple) -> None:
     assert [it.to_json() for it in first.evidence.items] == [
         it.to_json() for it in again.evidence.items
     ]
-    stats = idx.methods["mixpr"]["stats"]
+    stats = idx.methods["mixpr"].stats
     assert stats["chunks"] > 2900 and stats["nnz"] > stats["chunks"] and stats["vocabulary"] > 0
     assert {"chunk_s", "tfidf_s", "graph_s"} <= set(stats)
 
@@ -399,7 +399,7 @@ def test_a_text_of_one_letter_words_falls_back_to_whitespace_tokens(tmp_path: Pa
     model, rows = TfidfModel.fit(["a b c.", "x y z."])
     assert model.vocabulary_size > 0 and rows.nnz > 0
     idx = make_index(tmp_path, text, ["mixpr", "tfidf"], ["tfidf.chunk_tokens=4"])
-    assert idx.methods["mixpr"]["stats"]["vocabulary"] > 0
+    assert idx.methods["mixpr"].stats["vocabulary"] > 0
     for method, sets in (("tfidf", []), ("mixpr", ["mixpr.mode=local"])):
         ev = pipeline.retrieve(idx, method, "y", Models.with_objects(), sets, k=1).evidence
         assert [it.text for it in ev.items] == ["x y z."], method

@@ -63,8 +63,8 @@ def test_round_trip(tmp_path: Path) -> None:
     assert g.shape == (2, 2) and g[0, 1] == pytest.approx(1.5) and g.nnz == 2
     assert r.json("meta") == {"marker": "x"}
     entry = again.methods["demo"]
-    assert entry["settings"] == {"marker": "x"} and entry["counts"] == {"nodes": 2}
-    assert entry["stats"] == {"nnz": 2}
+    assert entry.settings == {"marker": "x"} and entry.counts == {"nodes": 2}
+    assert entry.stats == {"nnz": 2}
     assert index.doc_at(d1.start) == 1 and index.doc_at(0) == 0
     assert not list((tmp_path / "x.idx").glob("*.pkl"))
 
@@ -72,7 +72,7 @@ def test_round_trip(tmp_path: Path) -> None:
 def test_rebuild_replaces_and_sweeps_old_build(tmp_path: Path) -> None:
     index = Index.create(tmp_path / "x.idx", [A])
     build_demo(index, marker="one")
-    first_dir = index.methods["demo"]["dir"]
+    first_dir = index.methods["demo"].dir
     build_demo(index, marker="two")
     assert not (tmp_path / "x.idx" / first_dir).exists()
     assert Index.open(tmp_path / "x.idx").reader("demo").json("meta") == {"marker": "two"}
@@ -157,7 +157,7 @@ def test_schema_mismatch(tmp_path: Path) -> None:
 def test_damaged_files(tmp_path: Path) -> None:
     index = Index.create(tmp_path / "x.idx", [A])
     build_demo(index)
-    mdir = tmp_path / "x.idx" / index.methods["demo"]["dir"]
+    mdir = tmp_path / "x.idx" / index.methods["demo"].dir
     nodes = mdir / "nodes.jsonl"
     nodes.write_bytes(nodes.read_bytes()[:-10])  # truncated
     # the index opens; the damaged method is marked and refuses to be read
@@ -175,7 +175,7 @@ def test_damaged_files(tmp_path: Path) -> None:
 def test_damaged_node_line_is_a_clear_error(tmp_path: Path) -> None:
     index = Index.create(tmp_path / "x.idx", [A])
     build_demo(index)
-    mdir = tmp_path / "x.idx" / index.methods["demo"]["dir"]
+    mdir = tmp_path / "x.idx" / index.methods["demo"].dir
     nodes = mdir / "nodes.jsonl"
     raw = nodes.read_bytes()
     nodes.write_bytes(b"[" + raw[1:])  # same size, broken JSON on line 1

@@ -23,7 +23,7 @@ from typing import Any
 from lcr import config, pipeline
 from lcr.answer import ANSWER_TARGET, ORIGINAL, AnswerSettings
 from lcr.config import Settings
-from lcr.errors import InputError, UsageError
+from lcr.errors import InputError, LcrError, UsageError
 from lcr.eval import dataset, metrics
 from lcr.eval.dataset import Question
 from lcr.methods import get_method
@@ -32,6 +32,7 @@ from lcr.models.base import Models
 from lcr.pipeline import Result
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
+from lcr.store.manifest import Manifest
 from lcr.text.tokens import count_tokens
 
 
@@ -188,24 +189,24 @@ def build_costs(
     """
     out: list[dict[str, Any]] = []
     for group in _groups(questions):
-        manifest_path = index_path(group[0], index_dir) / "manifest.json"
+        path = index_path(group[0], index_dir)
         try:
-            built = json.loads(manifest_path.read_text(encoding="utf-8")).get("methods", {})
-        except (OSError, ValueError):
+            built = Manifest.read(path).methods
+        except (LcrError, OSError):
             continue
         for plan in plans:
             entry = built.get(plan.name)
-            if not isinstance(entry, dict):
+            if entry is None:
                 continue
-            stored = plan.method.build_settings.from_stored(entry.get("settings", {}))
+            stored = plan.method.build_settings.from_stored(entry.settings)
             if stored.to_json() != plan.build.to_json():
                 continue
             rec: dict[str, Any] = {
                 "method": plan.name,
-                "index": manifest_path.parent.name,
-                "build_s": float(entry.get("build_seconds", 0.0)),
+                "index": path.name,
+                "build_s": entry.build_seconds,
             }
-            usage = entry.get("stats", {}).get("llm_usage")
+            usage = entry.stats.get("llm_usage")
             if isinstance(usage, dict):
                 rec["llm_calls"] = usage.get("calls", 0)
                 rec["prompt_tokens"] = usage.get("prompt_tokens", 0)

@@ -27,7 +27,7 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcr import __version__
-from lcr.atomic import atomic_write_json, fsync_dir
+from lcr.atomic import fsync_dir
 from lcr.errors import (
     FileAccessError,
     IndexDamagedError,
@@ -48,22 +48,10 @@ from lcr.errors import (
 )
 from lcr.store.arrays import read_array, read_csr, write_array, write_csr
 from lcr.store.cache import LLMCache
+from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
 from lcr.store.nodes import Node, parse_nodes, write_nodes
 
-FORMAT = "lcr-index"
-SCHEMA_VERSION = 1
 DOC_SEPARATOR = "\n\n"
-
-
-@dataclass(frozen=True)
-class SourceDoc:
-    """One input document and where its text lies in source.txt."""
-
-    name: str
-    sha256: str
-    size: int
-    start: int
-    end: int
 
 
 @dataclass(frozen=True)
@@ -162,22 +150,23 @@ class MethodWriter:
 class MethodReader:
     """Read access to one committed build of a method."""
 
-    def __init__(self, index: Index, name: str, entry: dict[str, Any]) -> None:
+    def __init__(self, index: Index, name: str, entry: MethodEntry) -> None:
         self.index = index
         self.name = name
         self.entry = entry
-        self.dir = index.path / entry["dir"]
+        self.dir = index.path / entry.dir
         self._nodes: dict[str, list[Node]] = {}
         self._loaded: dict[str, Any] = {}
         self.memo: dict[str, Any] = {}  # a method's derived query-time state (see ``memoised``)
 
     @property
     def settings(self) -> dict[str, Any]:
-        return dict(self.entry.get("settings", {}))
+        """The build's settings as recorded (a method reads them typed: ``ctx.built``)."""
+        return dict(self.entry.settings)
 
     @property
     def stats(self) -> dict[str, Any]:
-        return dict(self.entry.get("stats", {}))
+        return dict(self.entry.stats)
 
     def nodes(self, name: str = "nodes") -> list[Node]:
         """The node records, checked against the build's checksum (read whole anyway)."""
@@ -188,7 +177,7 @@ class MethodReader:
 
     def _checked_bytes(self, rel: str) -> bytes:
         data = self._file(rel).read_bytes()
-        expected = self.entry.get("sha256", {}).get(rel)
+        expected = self.entry.sha256.get(rel)
         if expected is not None and hashlib.sha256(data).hexdigest() != expected:
             raise IndexDamagedError(
                 f"{self.index.path} is damaged: {self.name}/{rel} does not match its "
@@ -240,7 +229,7 @@ class MethodReader:
 @dataclass
 class Index:
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest
     _source: str | None = field(default=None, repr=False)
     _readers: dict[str, MethodReader] = field(default_factory=dict, repr=False)
     # methods whose files are missing or the wrong size: method -> the message
@@ -257,27 +246,7 @@ class Index:
         manifest_path = p / "manifest.json"
         if not p.is_dir() or not manifest_path.exists():
             raise IndexNotFoundError(f"{p} is not an lcr index (no manifest.json)")
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except PermissionError:
-            raise FileAccessError(f"permission denied: cannot read {manifest_path}") from None
-        except (OSError, ValueError, UnicodeDecodeError):
-            raise IndexDamagedError(f"{manifest_path} is damaged (not valid JSON)") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise IndexNotFoundError(f"{p} is not an lcr index (foreign manifest.json)")
-        version = manifest.get("schema_version")
-        if type(version) is not int:  # "1" or 1.0 is not schema 1, and must not read as it
-            raise SchemaMismatchError(
-                f"{p} has an invalid schema_version {json.dumps(version)} (this lcr reads "
-                f"schema {SCHEMA_VERSION}, a number); rebuild it with: "
-                f"lcr index SOURCE -o {p} --force"
-            )
-        if version != SCHEMA_VERSION:
-            raise SchemaMismatchError(
-                f"{p} has index schema {version}, this lcr reads schema {SCHEMA_VERSION}; "
-                f"rebuild it with: lcr index SOURCE -o {p} --force"
-            )
-        index = cls(p, manifest)
+        index = cls(p, Manifest.read(p))
         index._check_files()
         return index
 
@@ -292,17 +261,17 @@ class Index:
             raise FileAccessError(f"permission denied: cannot read {src}") from None
         except OSError:
             raise IndexDamagedError(f"{self.path} is damaged: source.txt is missing") from None
-        if size != self.manifest.get("source_bytes"):
+        if size != self.manifest.source_bytes:
             raise IndexDamagedError(f"{self.path} is damaged: source.txt has the wrong size")
         self.damaged = {}
-        for name, entry in self.manifest.get("methods", {}).items():
+        for name, entry in self.manifest.methods.items():
             problem = self._size_problem(entry)
             if problem is not None:
                 self.damaged[name] = self.damage_message(name, problem)
 
-    def _size_problem(self, entry: dict[str, Any]) -> str | None:
-        mdir = self.path / entry.get("dir", "")
-        for rel, expected in entry.get("files", {}).items():
+    def _size_problem(self, entry: MethodEntry) -> str | None:
+        mdir = self.path / entry.dir
+        for rel, expected in entry.files.items():
             try:
                 actual = (mdir / rel).stat().st_size
             except PermissionError:
@@ -328,15 +297,15 @@ class Index:
         """
         problems: dict[str, list[str]] = {}
         src = self.path / "source.txt"
-        if file_sha256(src) != self.manifest.get("source_sha256"):
+        if file_sha256(src) != self.manifest.source_sha256:
             problems["source"] = ["source.txt does not match its checksum"]
         for name, entry in self.methods.items():
             found: list[str] = []
             size = self._size_problem(entry)
             if size is not None:
                 found.append(size)
-            mdir = self.path / entry.get("dir", "")
-            for rel, expected in entry.get("sha256", {}).items():
+            mdir = self.path / entry.dir
+            for rel, expected in entry.sha256.items():
                 f = mdir / rel
                 if f.is_file() and file_sha256(f) != expected:
                     found.append(f"{rel} does not match its checksum")
@@ -401,18 +370,15 @@ class Index:
         try:
             data = source.encode("utf-8")
             (tmp / "source.txt").write_bytes(data)
-            manifest = {
-                "format": FORMAT,
-                "schema_version": SCHEMA_VERSION,
-                "lcr_version": __version__,
-                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "source_bytes": len(data),
-                "source_chars": len(source),
-                "source_sha256": hashlib.sha256(data).hexdigest(),
-                "sources": [asdict(d) for d in docs],
-                "methods": {},
-            }
-            atomic_write_json(tmp / "manifest.json", manifest)
+            manifest = Manifest(
+                lcr_version=__version__,
+                created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                source_bytes=len(data),
+                source_chars=len(source),
+                source_sha256=hashlib.sha256(data).hexdigest(),
+                sources=tuple(docs),
+            )
+            manifest.write(tmp)
             fsync_dir(tmp)
             old: Path | None = None
             if replace:  # replacing an index with --force
@@ -446,7 +412,7 @@ class Index:
                 self._reload()
                 cache = self.path / "cache"
                 paid = cache.is_dir() and any(f.stat().st_size for f in cache.iterdir())
-                if self.manifest.get("methods") or paid:
+                if self.manifest.methods or paid:
                     return False
                 gone = self.path.parent / f".{self.path.name}.failed-{secrets.token_hex(4)}"
                 os.rename(self.path, gone)
@@ -462,7 +428,7 @@ class Index:
         whole anyway, and a changed source would make every span point at other text)."""
         if self._source is None:
             data = (self.path / "source.txt").read_bytes()
-            expected = self.manifest.get("source_sha256")
+            expected = self.manifest.source_sha256
             if expected is not None and hashlib.sha256(data).hexdigest() != expected:
                 raise IndexDamagedError(
                     f"{self.path} is damaged: source.txt does not match its checksum; "
@@ -473,20 +439,20 @@ class Index:
 
     @property
     def documents(self) -> list[SourceDoc]:
-        return [SourceDoc(**d) for d in self.manifest.get("sources", [])]
+        return list(self.manifest.sources)
 
     def source_digests(self) -> list[str]:
-        return [d["sha256"] for d in self.manifest.get("sources", [])]
+        return [d.sha256 for d in self.manifest.sources]
 
     @property
-    def methods(self) -> dict[str, dict[str, Any]]:
-        return dict(self.manifest.get("methods", {}))
+    def methods(self) -> dict[str, MethodEntry]:
+        return dict(self.manifest.methods)
 
     def has_method(self, name: str) -> bool:
-        return name in self.manifest.get("methods", {})
+        return name in self.manifest.methods
 
     def reader(self, name: str) -> MethodReader:
-        entry = self.manifest.get("methods", {}).get(name)
+        entry = self.manifest.methods.get(name)
         if entry is None:
             src = " ".join("-" if d.name == "stdin" else d.name for d in self.documents)
             raise MethodNotBuiltError(
@@ -514,8 +480,7 @@ class Index:
     def size_bytes(self, method: str | None = None) -> int:
         if method is None:
             return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
-        entry = self.manifest["methods"][method]
-        return int(sum(entry.get("files", {}).values()))
+        return int(sum(self.manifest.methods[method].files.values()))
 
     # ---------------------------------------------------------------- building
     @contextlib.contextmanager
@@ -545,18 +510,18 @@ class Index:
             try:
                 yield writer
                 final_name = f"{method}.{build_id}"
-                entry = {
-                    "dir": final_name,
-                    "settings": settings,
-                    "models": models,
-                    "counts": writer.counts,
-                    "stats": writer.stats,
-                    "build_seconds": round(time.perf_counter() - started, 3),
-                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "lcr_version": __version__,
-                    "files": _dir_files(tmp),
-                    "sha256": _dir_digests(tmp),
-                }
+                entry = MethodEntry(
+                    dir=final_name,
+                    settings=dict(settings),
+                    models=dict(models),
+                    counts=writer.counts,
+                    stats=writer.stats,
+                    build_seconds=round(time.perf_counter() - started, 3),
+                    built_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    lcr_version=__version__,
+                    files=_dir_files(tmp),
+                    sha256=_dir_digests(tmp),
+                )
                 fsync_dir(tmp)
                 os.rename(tmp, self.path / final_name)
                 fsync_dir(self.path)
@@ -574,27 +539,17 @@ class Index:
             self._reload()
 
     def _reload(self) -> None:
-        self.manifest = json.loads((self.path / "manifest.json").read_text(encoding="utf-8"))
+        self.manifest = Manifest.read(self.path)
         self._check_files()
 
-    def _commit_entry(self, method: str, entry: dict[str, Any]) -> None:
-        manifest = json.loads((self.path / "manifest.json").read_text(encoding="utf-8"))
-        manifest.setdefault("methods", {})[method] = entry
-        manifest["lcr_version"] = __version__
-        atomic_write_json(self.path / "manifest.json", manifest)
+    def _commit_entry(self, method: str, entry: MethodEntry) -> None:
+        manifest = Manifest.read(self.path).with_method(method, entry, __version__)
+        manifest.write(self.path)
         self.manifest = manifest
-
-    def remove_method(self, method: str) -> None:
-        with _locked(self.path):
-            manifest = json.loads((self.path / "manifest.json").read_text(encoding="utf-8"))
-            if manifest.get("methods", {}).pop(method, None) is not None:
-                atomic_write_json(self.path / "manifest.json", manifest)
-            self.manifest = manifest
-            self._sweep()
 
     def _sweep(self) -> None:
         """Delete temporary folders and builds the manifest no longer points at."""
-        live = {e["dir"] for e in self.manifest.get("methods", {}).values()}
+        live = {e.dir for e in self.manifest.methods.values()}
         for child in self.path.iterdir():
             if not child.is_dir() or child.name == "cache":
                 continue
