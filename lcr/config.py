@@ -114,7 +114,7 @@ class Setting:
             return self.parse(value, name)
         if isinstance(value, int | float) and not isinstance(value, bool):
             return self._in_range(value, str(value), name)
-        return value  # type: ignore[no-any-return]
+        return bool(value)
 
     def declares_valid_values(self) -> bool:
         """Whether a bad value can be told from a good one (a range, choices, or a bool)."""
@@ -182,7 +182,7 @@ def setting(
         "renamed_from": tuple(renamed_from),
         "legacy": legacy,
     }
-    return dataclasses.field(default=default, metadata={_META: meta})  # type: ignore[no-any-return]
+    return dataclasses.field(default=default, metadata={_META: meta})
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class Settings:
 
     @classmethod
     def declared(cls) -> tuple[Setting, ...]:
-        return _declared(cls)
+        return _declared(cls)  # type: ignore[arg-type]  # a class is hashable
 
     @classmethod
     def by_name(cls) -> dict[str, Setting]:

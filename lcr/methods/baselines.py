@@ -102,8 +102,8 @@ def ranked_evidence(
     return Evidence(method=method, items=items, info=dict(info))
 
 
-def effective_k(ctx: QueryContext[Any, TopK], k: int | None) -> int:
-    return k if k is not None else ctx.settings.top_k
+def effective_k(settings: TopK, k: int | None) -> int:
+    return k if k is not None else settings.top_k
 
 
 EMBEDDER = Needs(embedder=True)
@@ -231,7 +231,7 @@ class BM25(Method[BM25Settings, TopK]):
             if known
             else np.zeros(len(nodes))
         )
-        return ranked_evidence(self.name, nodes, scores, effective_k(ctx, k))
+        return ranked_evidence(self.name, nodes, scores, effective_k(ctx.settings, k))
 
 
 class TfIdf(Method[ChunkSettings, TopK]):
@@ -250,7 +250,7 @@ class TfIdf(Method[ChunkSettings, TopK]):
         self, ctx: QueryContext[ChunkSettings, TopK], question: str, k: int | None
     ) -> Evidence:
         scores = _tfidf_scores(ctx, question)
-        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx, k))
+        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx.settings, k))
 
 
 class Dense(Method[ChunkSettings, TopK]):
@@ -275,7 +275,7 @@ class Dense(Method[ChunkSettings, TopK]):
         self, ctx: QueryContext[ChunkSettings, TopK], question: str, k: int | None
     ) -> Evidence:
         scores = _dense_scores(ctx, question)
-        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx, k))
+        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx.settings, k))
 
 
 class Hybrid(Method[ChunkSettings, HybridQuery]):
@@ -302,7 +302,7 @@ class Hybrid(Method[ChunkSettings, HybridQuery]):
     ) -> Evidence:
         w = ctx.settings.sparse_weight
         scores = w * _tfidf_scores(ctx, question) + (1.0 - w) * _dense_scores(ctx, question)
-        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx, k))
+        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx.settings, k))
 
 
 class FullText(Method[NoSettings, NoSettings]):

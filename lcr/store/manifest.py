@@ -145,7 +145,12 @@ def _typed(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
     """The known fields of ``cls`` from ``raw``, each of its declared kind; the rest
     under ``extra``. A wrong kind is damage (the file was edited or torn)."""
     known = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
-    kinds = {str: str, int: int, float: (int, float), dict: dict}
+    kinds: dict[type, type | tuple[type, ...]] = {
+        str: str,
+        int: int,
+        float: (int, float),
+        dict: dict,
+    }
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in raw.items():
