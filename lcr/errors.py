@@ -96,8 +96,12 @@ def from_os_error(exc: OSError) -> LcrError | None:
         return FileAccessError(f"permission denied: {path}")
     if code == errno.EROFS:
         return FileAccessError(f"read-only file system: cannot write {path}")
-    if code in (errno.ENOSPC, errno.EDQUOT):
-        what = "no space left on the device" if code == errno.ENOSPC else "disk quota exceeded"
+    if code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        what = {
+            errno.ENOSPC: "no space left on the device",
+            errno.EDQUOT: "disk quota exceeded",
+            errno.EFBIG: "file too large for this system's file-size limit (ulimit -f)",
+        }[code]
         where = f" while writing {path}" if exc.filename is not None else ""
         return DiskFullError(
             f"{what}{where}; nothing was committed, so the index is as it was: "

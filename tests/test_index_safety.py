@@ -291,6 +291,40 @@ def test_a_full_disk_is_a_one_line_error_not_a_bug() -> None:
     assert "internal error" not in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 
+def test_a_file_size_limit_is_a_one_line_error_like_a_full_disk(tmp_path: Path) -> None:
+    """``ulimit -f``: writing past the limit fails with EFBIG (Python ignores SIGXFSZ)."""
+    import resource
+
+    big = tmp_path / "big.txt"
+    big.write_text("The keeper lit the lamp at dusk. " * 40_000)  # 1.3 MB
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (200_000, 200_000))
+
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lcr",
+            "index",
+            str(big),
+            "-o",
+            str(tmp_path / "fs.idx"),
+            "-q",
+            "-m",
+            "bm25",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        preexec_fn=limit,
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("lcr: file too large for this system's file-size limit")
+    assert "internal error" not in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert not (tmp_path / "fs.idx").exists()  # nothing half-made is left behind
+
+
 @pytest.mark.parametrize(
     ("error", "kind", "message"),
     [
