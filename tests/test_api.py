@@ -46,9 +46,9 @@ def test_api_builds_retrieves_and_refuses_bad_input(tmp_path: Path) -> None:
     hits = lcr.retrieve(tmp_path / "story.idx", "the boat on Thursday", k=2)
     assert len(hits.evidence.items) == 2 and hits.answer is None
     assert [it.extra["rank"] for it in hits.evidence.items] == [1, 2]
-    with pytest.raises(SettingError, match="unknown setting bm25.colour"):
+    with pytest.raises(SettingError, match=r"unknown setting bm25\.colour"):
         lcr.retrieve(book, "boat", colour="red")
-    with pytest.raises(SettingError, match="bm25.top_k must be at least 1"):
+    with pytest.raises(SettingError, match=r"bm25\.top_k must be at least 1"):
         lcr.retrieve(book, "boat", settings={"bm25.top_k": 0})
     with pytest.raises(UsageError, match="the question is empty"):
         lcr.retrieve(book, "  ")
