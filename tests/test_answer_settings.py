@@ -212,7 +212,7 @@ def test_resolution_order_and_bad_values() -> None:
         resolve_answer_settings(["answer.order=sideways"])
     with pytest.raises(
         SettingError,
-        match=r"unknown setting answer.colour; valid: instruction, not_found, order, passages",
+        match=r"unknown setting answer.colour; valid: evidence, instruction, not_found, order, passages",
     ):
         resolve_answer_settings(["answer.colour=red"])
     with pytest.raises(SettingError, match="--max-new-tokens"):
@@ -252,7 +252,13 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
     order = rows["mixpr"]["answer_settings"]["order"]
     assert order["default"] == "document" and order["paper"] is True
     assert rows["bm25"]["answer_settings"]["order"]["paper"] is False
-    assert set(rows["bm25"]["answer_settings"]) == {"order", "passages", "instruction", "not_found"}
+    assert set(rows["bm25"]["answer_settings"]) == {
+        "order",
+        "passages",
+        "instruction",
+        "not_found",
+        "evidence",
+    }
     assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
     res = CliRunner().invoke(cli, ["methods", "--settings"], prog_name="lcr")
     lines = res.stdout.splitlines()
@@ -264,6 +270,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.passages",
         "answer.instruction",
         "answer.not_found",
+        "answer.evidence",
         "--max-new-tokens",
     ]
 
@@ -307,6 +314,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "passages": "merged",
         "instruction": "plain",
         "not_found": "abstain",
+        "evidence": "plain",
         "max_new_tokens": 12,
         "step": "shared",
     }
@@ -337,7 +345,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
 def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     """The typed settings changed how settings are held, not the keys of results files:
     these digests are what lcr 0.1.0 computed before the change (rerun nothing)."""
-    models = Models.with_objects(llm=ForbiddenLLM())
+    models = Models()  # the default model ids; nothing is loaded
     ask = runner.plan_methods(["bm25"], models, runner.RunOptions(methods=["bm25"]))[0]
     only = runner.RunOptions(methods=["tfidf"], retrieval_only=True)
     assert ask.key == "568f854c0e74e91b"
