@@ -212,7 +212,7 @@ def test_resolution_order_and_bad_values() -> None:
         resolve_answer_settings(["answer.order=sideways"])
     with pytest.raises(
         SettingError,
-        match=r"unknown setting answer.colour; valid: evidence, instruction, not_found, order, passages",
+        match=r"unknown setting answer.colour; valid: evidence, instruction, not_found, order",
     ):
         resolve_answer_settings(["answer.colour=red"])
     with pytest.raises(SettingError, match="--max-new-tokens"):
