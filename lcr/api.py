@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from lcr import pipeline
+from lcr.config import value_text
 from lcr.errors import UsageError
 from lcr.models.base import Models, ModelSpec
 from lcr.pipeline import BuildReport, Result
@@ -172,18 +173,10 @@ def as_sets(
     """Settings given in Python as the ``--set`` lines they stand for, so they are
     checked by the same code: ``{"mixpr.mode": "local"}`` and ``mode="local"``
     (for ``method``) both become ``"mixpr.mode=local"``."""
-    out = [f"{key}={_text(value)}" for key, value in (settings or {}).items()]
+    out = [f"{key}={value_text(value)}" for key, value in (settings or {}).items()]
     for key, value in (method_settings or {}).items():
-        out.append(f"{method}.{key}={_text(value)}")
+        out.append(f"{method}.{key}={value_text(value)}")
     return out
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def _opened(index: Index | str | Path) -> Index:

@@ -299,6 +299,16 @@ def _value_type(hint: Any, name: str, cls: type) -> tuple[type, bool, tuple[str,
 
 
 # --------------------------------------------------------------- --set lines
+def value_text(value: Any) -> str:
+    """A value as ``--set`` spells it (``none``, ``true``/``false``, the number or text),
+    so what Python code and recorded builds hold goes through the same parser."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def split_assignment(text: str) -> tuple[str, str, str]:
     """``"mixpr.alpha=0.6"`` -> ``("mixpr", "alpha", "0.6")``."""
     key, sep, value = text.partition("=")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from lcr.errors import UsageError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.base import AnswerContext, BuildContext, Method, Needs, QueryContext
-from lcr.models.base import Models
+from lcr.models.base import DEFAULT_EMBEDDER, DEFAULT_LLM, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
 
@@ -172,7 +173,11 @@ def build(
             report_to(reports[-1])
             continue
         with index.building(
-            method.name, settings=settings.to_json(), models=record, note=note
+            method.name,
+            settings=settings.to_json(),
+            models=record,
+            rebuild_args=rebuild_args(method, settings, record),
+            note=note,
         ) as out:
             before = _llm_usage(models)
             method.build(
@@ -197,6 +202,21 @@ def build(
         reports.append(BuildReport(method.name, True, entry.build_seconds, dict(entry.counts)))
         report_to(reports[-1])
     return reports
+
+
+def rebuild_args(method: AnyMethod, settings: Settings, record: dict[str, str]) -> list[str]:
+    """The ``lcr index`` options that build ``method`` again as now: every setting that
+    is not its default, and every model that is not lcr's default."""
+    defaults = method.build_settings().to_json()
+    args = [
+        f"--set {shlex.quote(f'{method.name}.{key}={config.value_text(value)}')}"
+        for key, value in settings.to_json().items()
+        if value != defaults.get(key)
+    ]
+    for role, default in (("llm", DEFAULT_LLM), ("embedder", DEFAULT_EMBEDDER)):
+        if role in record and record[role] != default:
+            args.append(f"--{role} {shlex.quote(record[role])}")
+    return args
 
 
 def _same_settings(method: AnyMethod, stored: dict[str, Any], settings: Settings) -> bool:

@@ -6,6 +6,7 @@ import errno
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -126,6 +127,26 @@ def test_concurrent_lcr_index_runs_in_real_processes(story: Path) -> None:
     assert any("bm25 built in" in out for out in outs)
     assert "internal error" not in "".join(err for _, err in results)
     assert "bm25" in Index.open(target).methods
+
+
+def test_the_rebuild_hint_repeats_the_builds_settings(
+    story: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Following the hint of a damaged build rebuilds it as it was, not with defaults."""
+    idx = story.with_suffix(".idx")
+    args = ["index", str(story), "-q", "-m", "bm25", "--set", "bm25.chunk_tokens=64"]
+    assert run([*args, "--set", "bm25.k1=1.2"], capsys)[0] == 0
+    recorded = Index.open(idx).methods["bm25"].settings
+    (idx / Index.open(idx).methods["bm25"].dir / "nodes.jsonl").unlink()
+    code, _, err = run(["retrieve", str(idx), "Where did the bird sit?"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    hint = err.split("rebuild it alone with: ", 1)[1].strip()
+    assert hint.endswith("--method bm25 --set bm25.chunk_tokens=64 --set bm25.k1=1.2"), hint
+    words = shlex.split(hint)
+    assert words[:2] == ["lcr", "index"]
+    words[2] = str(story)  # the hint names the file as it was given: run it from here
+    assert run(words[1:], capsys)[0] == 0
+    assert Index.open(idx).methods["bm25"].settings == recorded
 
 
 def test_an_empty_folder_is_taken_and_a_full_one_never(tmp_path: Path) -> None:

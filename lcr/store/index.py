@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -117,9 +118,18 @@ def _dir_digests(root: Path) -> dict[str, str]:
     }
 
 
-def _rebuild_hint(index: Path, method: str, documents: Sequence[SourceDoc]) -> str:
-    src = " ".join("-" if d.name == "stdin" else d.name for d in documents) or "SOURCE"
-    return f"rebuild it alone with: lcr index {src} -o {index} --method {method}"
+def _rebuild_hint(
+    index: Path, method: str, documents: Sequence[SourceDoc], args: Sequence[str] = ()
+) -> str:
+    """The command that rebuilds ``method`` as it was built: the build's recorded
+    options (its non-default settings and models) repeated, so following the hint
+    neither changes what is built nor pays again for LLM calls the cache holds."""
+    src = " ".join("-" if d.name == "stdin" else shlex.quote(d.name) for d in documents)
+    extra = "".join(f" {a}" for a in args)
+    return (
+        f"rebuild it alone with: lcr index {src or 'SOURCE'} -o {shlex.quote(str(index))} "
+        f"--method {method}{extra}"
+    )
 
 
 class MethodWriter:
@@ -181,7 +191,7 @@ class MethodReader:
         if expected is not None and hashlib.sha256(data).hexdigest() != expected:
             raise IndexDamagedError(
                 f"{self.index.path} is damaged: {self.name}/{rel} does not match its "
-                f"checksum; {_rebuild_hint(self.index.path, self.name, self.index.documents)}"
+                f"checksum; {self.index.rebuild_hint(self.name)}"
             )
         return data
 
@@ -221,7 +231,7 @@ class MethodReader:
         if not path.exists():
             raise IndexDamagedError(
                 f"{self.index.path} is missing {self.name}/{rel}; "
-                f"{_rebuild_hint(self.index.path, self.name, self.index.documents)}"
+                f"{self.index.rebuild_hint(self.name)}"
             )
         return path
 
@@ -283,10 +293,12 @@ class Index:
         return None
 
     def damage_message(self, method: str, problem: str) -> str:
-        return (
-            f"{self.path} is damaged: {method}/{problem}; "
-            f"{_rebuild_hint(self.path, method, self.documents)}"
-        )
+        return f"{self.path} is damaged: {method}/{problem}; {self.rebuild_hint(method)}"
+
+    def rebuild_hint(self, method: str) -> str:
+        entry = self.manifest.methods.get(method)
+        args = entry.rebuild_args if entry is not None else []
+        return _rebuild_hint(self.path, method, self.documents, args)
 
     def verify(self) -> dict[str, list[str]]:
         """Check every file against the checksums the builds recorded (reads everything).
@@ -490,6 +502,7 @@ class Index:
         *,
         settings: dict[str, Any],
         models: dict[str, str],
+        rebuild_args: Sequence[str] = (),
         note: Note | None = None,
     ) -> Iterator[MethodWriter]:
         """Build a method into a temporary folder and commit it atomically on success.
@@ -521,6 +534,7 @@ class Index:
                     lcr_version=__version__,
                     files=_dir_files(tmp),
                     sha256=_dir_digests(tmp),
+                    rebuild_args=list(rebuild_args),
                 )
                 fsync_dir(tmp)
                 os.rename(tmp, self.path / final_name)

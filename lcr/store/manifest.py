@@ -46,6 +46,8 @@ class MethodEntry:
     lcr_version: str = ""
     files: dict[str, int] = field(default_factory=dict)  # relative path -> size
     sha256: dict[str, str] = field(default_factory=dict)  # relative path -> digest
+    # the `lcr index` options that rebuild it as it was (non-default --set, --llm, ...)
+    rebuild_args: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this lcr does not know
 
     @classmethod
@@ -150,6 +152,7 @@ def _typed(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
         int: int,
         float: (int, float),
         dict: dict,
+        list: list,
     }
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
@@ -166,7 +169,13 @@ def _typed(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _kind(annotation: str) -> type | None:
-    for prefix, kind in (("dict", dict), ("str", str), ("int", int), ("float", float)):
+    for prefix, kind in (
+        ("dict", dict),
+        ("list", list),
+        ("str", str),
+        ("int", int),
+        ("float", float),
+    ):
         if annotation.startswith(prefix):
             return kind
     return None
