@@ -46,13 +46,22 @@ def printable(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+_CONTROL_CHAR = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` with control characters shown as ``\\xNN``: for file names and messages,
+    where dropping them would print a name other than the one on disk."""
+    return _CONTROL_CHAR.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def _say(text: str = "") -> None:
     """One line of plain output, cleaned and flushed at once (click.echo flushes)."""
     click.echo(printable(text))
 
 
 def _err(message: str) -> None:
-    click.echo(printable(f"lcr: {message}"), err=True)
+    click.echo(visible(f"lcr: {message}"), err=True)
 
 
 # ------------------------------------------------------------------ options
@@ -224,7 +233,7 @@ def index_cmd(
             def report(r: BuildReport, target: Path = target) -> None:
                 what = f"built in {r.seconds:.1f}s" if r.built else "up to date"
                 counts = ", ".join(f"{v} {k}" for k, v in r.counts.items())
-                _say(f"{target}: {r.method} {what} ({counts})")
+                click.echo(f"{visible(str(target))}: {r.method} {what} ({counts})")
 
             index_files(
                 paths,

@@ -337,3 +337,17 @@ def test_every_option_of_every_command_has_help_text() -> None:
 
     walk(cli, "lcr")
     assert missing == []
+
+
+def test_a_file_name_with_terminal_escapes_is_printed_as_it_is_on_disk(
+    tmp_path: Path, cinderella: Path
+) -> None:
+    evil = tmp_path / "evil\x1b[2Kname.txt"
+    shutil.copy(cinderella, evil)
+    code, out, err = run(["index", str(evil), "-q", "-m", "bm25"])
+    assert code == 0, err
+    made = tmp_path / "evil\x1b[2Kname.idx"
+    assert made.is_dir()
+    assert "\x1b" not in out and "evil\\x1b[2Kname.idx: bm25 built" in out
+    code, _, err = run(["retrieve", str(tmp_path / "evil\x1b[2Kname.txt"), "q"])
+    assert code == 1 and "\x1b" not in err and "evil\\x1b[2Kname.txt" in err
