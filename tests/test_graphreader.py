@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from lcr import pipeline
+from lcr.config import SettingRenamed
+from lcr.errors import LLMCallError
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.agent import (
     STAGE_FUNCTIONS,
@@ -54,9 +56,23 @@ def _fixtures() -> list[tuple[str, dict[str, str]]]:
     return out
 
 
-def test_real_fixtures_exist() -> None:
-    models = {name for name, _ in _fixtures()}
-    assert "smollm2-135m" in models
+FORMATTED_LINE = re.compile(r"\s*\d+\.\s*[^|]*\w[^|]*(?:\|\s*\w[^|]*)+")
+
+
+def test_real_replies_in_the_format_are_all_parsed() -> None:
+    """Every line of a real reply written in the prompt's format ("N. fact | key | key")
+    becomes a fact, or is recognised as the prompt's example echoed: none is lost as
+    malformed. Several real replies have such lines, so the per-fact checks of
+    ``test_parser_on_real_replies`` run on more than one reply."""
+    formatted = 0
+    for _, rec in _fixtures():
+        lines = [ln for ln in rec["reply"].splitlines() if FORMATTED_LINE.fullmatch(ln)]
+        if not lines:
+            continue
+        formatted += 1
+        ex = parse_extraction(rec["reply"])
+        assert ex.facts and len(ex.facts) + ex.echoed == len(lines), rec["reply"]
+    assert formatted >= 3
 
 
 @pytest.mark.parametrize("name,rec", _fixtures())
@@ -92,7 +108,8 @@ def test_parser_smollm_babi_reply() -> None:
 def test_parser_smollm_story_replies_are_all_malformed() -> None:
     """smollm2's real replies to story chunks drop the ``|`` keys and loop: no fact is
     stored, every numbered line is counted (the build then falls back to sentences)."""
-    recs = [r for n, r in _fixtures() if n == "smollm2-135m" and "Mary moved" not in r["chunk"]]
+    story = CINDERELLA.read_text(encoding="utf-8")
+    recs = [r for n, r in _fixtures() if n == "smollm2-135m" and r["chunk"] in story]
     assert len(recs) == 3
     for rec in recs:
         ex = parse_extraction(rec["reply"])
@@ -235,6 +252,7 @@ class StageLLM(ScriptedLLM):
         super().__init__()
         self.replies = replies
         self.stages: list[str] = []
+        self.max_new_tokens: list[int] = []  # each call's cap
 
     @staticmethod
     def stage_of(messages: Sequence[Message]) -> str:
@@ -256,6 +274,7 @@ class StageLLM(ScriptedLLM):
     def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
         stage = self.stage_of(messages)
         self.stages.append(stage)
+        self.max_new_tokens.append(kw["max_new_tokens"])
         self.prompts.append(list(messages))
         if callable(self.replies):
             text = self.replies(stage, messages[-1]["content"])
@@ -554,7 +573,7 @@ def test_build_resumes_without_paying_twice(tmp_path: Path, embedder: Any) -> No
             return super().generate(messages, **kw)
 
     index = Index.create(tmp_path / "c.idx", [_doc(text)])
-    with pytest.raises(Exception, match="resume"):
+    with pytest.raises(LLMCallError, match="resume"):
         pipeline.build(index, ["graphreader"], Models.with_objects(Failing(3), embedder), sets)
     assert not Index.open(index.path).has_method("graphreader")
     assert len(index.llm_cache("graphreader")) == 3
@@ -612,7 +631,7 @@ def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
         "--set",
         "graphreader.chunk_tokens=120",
         "--set",
-        "graphreader.extraction_max_tokens=48",
+        "graphreader.extraction_max_new_tokens=48",
     ]
     with pytest.raises(SystemExit) as ex:
         main(["index", str(short), "-o", str(out), "-m", "graphreader", *build_sets, *common])
@@ -626,7 +645,7 @@ def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
         "--set",
         "graphreader.max_calls=2",
         "--set",
-        "graphreader.max_new_tokens=24",
+        "graphreader.agent_max_new_tokens=24",
         "--set",
         "graphreader.candidates=10",
     ]
@@ -706,11 +725,134 @@ def test_answer_is_reasoned_over_the_notebooks(tmp_path: Path, embedder: Any) ->
     }
     llm = StageLLM(replies)
     models = Models.with_objects(llm, embedder)
-    sets = ["graphreader.initial_nodes=2"]
-    result = pipeline.ask(index, "graphreader", "Whom does the slipper fit?", models, sets)
+    sets = ["graphreader.initial_nodes=2", "graphreader.agent_max_new_tokens=100"]
+    result = pipeline.ask(
+        index, "graphreader", "Whom does the slipper fit?", models, sets, max_new_tokens=33
+    )
     assert result.answer == "Cinderella"
     assert llm.stages[-1] == "answer" and llm.stages.count("answer") == 1
+    assert result.answer_settings is not None and result.answer_settings["step"] == "graphreader"
+    # the agent's replies are capped by agent_max_new_tokens, the answer by --max-new-tokens
+    assert llm.max_new_tokens[:-1] and set(llm.max_new_tokens[:-1]) == {100}
+    assert llm.max_new_tokens[-1] == 33
     prompt = llm.prompts[-1][-1]["content"]
     assert "1. the slipper fits Cinderella" in prompt
     assert "2. the prince looks for the owner" in prompt
     assert result.usage.calls == llm.usage.calls  # retrieval and answer calls all counted
+
+
+def test_no_notebook_falls_back_to_the_shared_answer_step(tmp_path: Path, embedder: Any) -> None:
+    """Paths that wrote nothing in their notebooks: the shared step answers from the evidence."""
+    index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
+    pipeline.build(
+        index,
+        ["graphreader"],
+        Models.with_objects(ScriptedLLM(words=60), embedder),
+        ["graphreader.chunk_tokens=400"],
+    )
+    replies = {
+        "atomic_facts": ["*Chosen Action*: stop_and_read_neighbor()"],
+        "neighbors": ["*Chosen Action*: termination()"],
+        "extraction": ["Cinderella"],  # the shared step's prompt is none of the agent's
+    }
+    llm = StageLLM(replies)
+    models = Models.with_objects(llm, embedder)
+    sets = ["graphreader.initial_nodes=1"]
+    result = pipeline.ask(
+        index, "graphreader", "Whom does the slipper fit?", models, sets, max_new_tokens=21
+    )
+    assert result.evidence.info["notebooks"] == [""]
+    assert "answer" not in llm.stages  # no Figure 12 prompt
+    assert result.answer_settings is not None and result.answer_settings["step"] == "shared"
+    assert result.answer == "Cinderella" and llm.max_new_tokens[-1] == 21
+    # the shared step read what the agent read: the initial node's atomic facts
+    shown = "\n".join(m["content"] for m in llm.prompts[-1])
+    assert result.evidence.items and all(it.level == 1 for it in result.evidence.items)
+    assert all(it.text in shown for it in result.evidence.items)
+    assert result.usage.calls == llm.usage.calls
+
+
+# ------------------------------------------------------------ renamed settings
+def _manifest_settings(index: Index) -> dict[str, Any]:
+    manifest = json.loads((index.path / "manifest.json").read_text(encoding="utf-8"))
+    settings: dict[str, Any] = manifest["methods"]["graphreader"]["settings"]
+    return settings
+
+
+def test_old_extraction_max_tokens_name_works_with_a_warning(tmp_path: Path, embedder: Any) -> None:
+    """``graphreader.extraction_max_tokens`` (now ``extraction_max_new_tokens``) still sets
+    the extraction cap, with a warning; the index records the new name."""
+
+    class Recording(ScriptedLLM):
+        caps: ClassVar[list[int]] = []
+
+        def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
+            self.caps.append(kw["max_new_tokens"])
+            return super().generate(messages, **kw)
+
+    index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
+    llm = Recording(words=60)
+    sets = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_tokens=77"]
+    with pytest.warns(
+        SettingRenamed,
+        match=r"graphreader\.extraction_max_tokens is now graphreader\.extraction_max_new_tokens",
+    ):
+        pipeline.build(index, ["graphreader"], Models.with_objects(llm, embedder), sets)
+    n = index.reader("graphreader").stats["chunks"]
+    assert len(Recording.caps) == n > 1 and set(Recording.caps) == {77}
+    assert "exceed 77 tokens" in llm.prompts[0][0]["content"]  # the prompt's own limit
+    recorded = _manifest_settings(Index.open(index.path))
+    assert recorded["extraction_max_new_tokens"] == 77 and "extraction_max_tokens" not in recorded
+
+
+def test_index_recording_old_extraction_name_is_up_to_date(tmp_path: Path, embedder: Any) -> None:
+    """An index whose manifest says ``extraction_max_tokens`` (built before the rename)
+    is not rebuilt for the same value under the new name, and answers queries."""
+    index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
+    sets = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_new_tokens=64"]
+    pipeline.build(index, ["graphreader"], Models.with_objects(ScriptedLLM(60), embedder), sets)
+    # what an lcr from before the rename wrote
+    path = index.path / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    stored = manifest["methods"]["graphreader"]["settings"]
+    stored["extraction_max_tokens"] = stored.pop("extraction_max_new_tokens")
+    path.write_text(json.dumps(manifest), encoding="utf-8")
+
+    old = Index.open(index.path)
+    assert _manifest_settings(old)["extraction_max_tokens"] == 64
+    llm = ScriptedLLM(words=60)
+    (report,) = pipeline.build(old, ["graphreader"], Models.with_objects(llm, embedder), sets)
+    assert not report.built and llm.usage.calls == 0
+    # the same value under the old name is up to date too; another value rebuilds
+    old_name = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_tokens=64"]
+    with pytest.warns(SettingRenamed):
+        (report,) = pipeline.build(
+            old, ["graphreader"], Models.with_objects(llm, embedder), old_name
+        )
+    assert not report.built and llm.usage.calls == 0
+    other = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_new_tokens=65"]
+    (report,) = pipeline.build(old, ["graphreader"], Models.with_objects(llm, embedder), other)
+    assert report.built and llm.usage.calls > 0
+
+
+def test_old_max_new_tokens_name_sets_the_agent_cap_with_a_warning(
+    tmp_path: Path, embedder: Any
+) -> None:
+    """Query-time ``graphreader.max_new_tokens`` (now ``agent_max_new_tokens``) still caps
+    every agent reply (``--set`` parsing), with a warning naming the new name."""
+    index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
+    models = Models.with_objects(ScriptedLLM(words=60), embedder)
+    pipeline.build(index, ["graphreader"], models, ["graphreader.chunk_tokens=400"])
+    llm = StageLLM(lambda stage, user: "*Chosen Action*: termination()")
+    with pytest.warns(
+        SettingRenamed,
+        match=r"graphreader\.max_new_tokens is now graphreader\.agent_max_new_tokens",
+    ):
+        pipeline.retrieve(
+            index,
+            "graphreader",
+            "Who lost a slipper?",
+            Models.with_objects(llm, embedder),
+            ["graphreader.max_new_tokens=40", "graphreader.initial_nodes=1"],
+        )
+    assert len(llm.max_new_tokens) >= 3 and set(llm.max_new_tokens) == {40}

@@ -28,7 +28,7 @@ import re
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.graph import Graph
@@ -57,7 +57,7 @@ class AgentSettings:
     candidates: int = 50  # shown to the model for initial node selection
     max_calls: int = 10  # function calls per path (paper: 10)
     rational_plan: bool = True  # Table 4: "w/o Rational Plan" when False
-    node_selection: str = "model"  # "random": Table 4's "w/o Node Selection"
+    node_selection: Literal["model", "random"] = "model"  # "random": Table 4's "w/o Node Selection"
     read_chunks: bool = True  # False: only atomic facts, never the chunks
     max_neighbors: int = 50  # neighbours listed to the model
     max_new_tokens: int = 384

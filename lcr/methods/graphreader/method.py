@@ -10,24 +10,35 @@ sparse adjacency in zarr.
 Retrieve (section 3.3): the :class:`~lcr.methods.graphreader.agent.Agent`
 explores the graph; the evidence is what it read (chunks, with their exact
 spans, then the atomic facts of chunks it did not open); its plan, notebooks
-and trace go in ``Evidence.info``. Answer (section 3.4, Figure 12): the
-notebooks of all paths in, the final answer out (``answer``).
+and trace go in ``Evidence.info`` (the notebooks also in ``Evidence.state``, for
+the answer). Answer (section 3.4, Figure 12): the notebooks of all paths in, the
+final answer out (``answer``); with no notebook written, the shared answer step.
 """
 
 from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 from lcr.answer import AnswerResult
-from lcr.config import Setting
+from lcr.config import Settings, setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, EvidenceItem
-from lcr.methods.base import BuildContext, Method, QueryContext, top_indices
+from lcr.methods.base import (
+    ANSWER_WITH_LLM,
+    GENERATE,
+    AnswerContext,
+    BuildContext,
+    Method,
+    Needs,
+    QueryContext,
+    top_indices,
+)
 from lcr.methods.cached_calls import CachedCalls
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.agent import Agent, AgentSettings
@@ -40,8 +51,7 @@ from lcr.methods.graphreader.extraction import (
 )
 from lcr.methods.graphreader.graph import Fact, Graph, build_graph, key_table
 from lcr.methods.graphreader.keys import merge_keys
-from lcr.models.base import LLM, Capability
-from lcr.store import Node, SourceDoc
+from lcr.store import Node
 from lcr.text.tokens import count_tokens
 
 _FINAL_ANSWER_AT = re.compile(
@@ -49,13 +59,80 @@ _FINAL_ANSWER_AT = re.compile(
 )
 
 
-class GraphReader(Method):
+@dataclass(frozen=True)
+class GraphReaderBuild(Settings):
+    chunk_tokens: int = setting(
+        2000, "chunk size in tokens, paragraphs kept whole (the paper's L)", paper=True, low=16
+    )
+    extraction_max_new_tokens: int = setting(
+        1024,
+        "most new tokens per chunk's extraction (the prompt's own limit)",
+        paper=True,
+        low=16,
+        renamed_from=("extraction_max_tokens",),
+    )
+    merge_threshold: float = setting(
+        0.9,
+        "merge normalised key elements whose embeddings are at least this similar (lcr's choice)",
+        low=0.0,
+        high=1.0,
+    )
+    fallback: Literal["sentences", "none"] = setting(
+        "sentences",
+        "a chunk with no parsed fact: its sentences become facts, "
+        "or it is left out (none: the paper)",
+    )
+    batch_size: int = setting(
+        0, "chunks per LLM batch; 0 = auto: every pending chunk, batched by the backend", low=0
+    )
+
+
+@dataclass(frozen=True)
+class GraphReaderQuery(Settings):
+    initial_nodes: int = setting(
+        5,
+        "initial nodes, one exploration path each (the paper's N; -k overrides)",
+        paper=True,
+        low=1,
+    )
+    candidates: int = setting(
+        50,
+        "key elements shown for initial node selection (nearest by embedding to question and plan)",
+        low=1,
+    )
+    max_calls: int = setting(10, "function calls per exploration path", paper=True, low=1)
+    rational_plan: bool = setting(
+        True, "make a rational plan first (false: Table 4's w/o Rational Plan)", paper=True
+    )
+    node_selection: Literal["model", "random"] = setting(
+        "model",
+        "model: the LLM picks initial and neighbour nodes; random: Table 4's w/o Node Selection",
+        paper=True,
+    )
+    read_chunks: bool = setting(
+        True, "read text chunks (false: only atomic facts, the coarse level alone)", paper=True
+    )
+    max_neighbors: int = setting(50, "neighbour nodes listed to the model per step", low=1)
+    agent_max_new_tokens: int = setting(
+        384, "most new tokens per agent reply", low=16, renamed_from=("max_new_tokens",)
+    )
+    seed: int = setting(0, "seed of the random ablation", low=0, high=2**32 - 1)
+
+
+BUILD_NEEDS = Needs(llm=GENERATE, embedder=True)
+RETRIEVE_NEEDS = Needs(
+    llm=GENERATE,
+    embedder=True,
+    why="its agent explores the graph with the LLM; graphreader has no retrieval without one",
+)
+
+
+class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
     name = "graphreader"
     summary = (
         "graph of key elements and atomic facts (LLM-extracted), explored by an LLM agent "
         "with a notebook"
     )
-    needs = "build: embedder + LLM (one extraction per chunk); answer: embedder + LLM agent"
     answer_note = (
         "answers with the paper's prompt over its notebooks (Figure 12): the answer.* "
         "settings apply only when no notebook was written and the shared step answers"
@@ -64,94 +141,24 @@ class GraphReader(Method):
         "Li et al. 2024, GraphReader: Building Graph-based Agent to Enhance Long-Context "
         "Abilities of Large Language Models (EMNLP Findings)"
     )
-    build_uses_llm = True
-    build_uses_embedder = True
     built_by_default = False
-    build_settings = (
-        Setting(
-            "chunk_tokens", 2000, "chunk size in tokens; paragraphs kept whole", paper=True, low=16
-        ),
-        Setting(
-            "extraction_max_tokens",
-            1024,
-            "most new tokens per chunk's extraction (the prompt's own limit)",
-            paper=True,
-            low=16,
-        ),
-        Setting(
-            "merge_threshold",
-            0.9,
-            "merge normalised key elements whose embeddings are at least this similar "
-            "(lcr's choice; the paper follows Lu et al. 2023 without a number)",
-            low=0.0,
-            high=1.0,
-        ),
-        Setting(
-            "fallback",
-            "sentences",
-            "a chunk the model gives no fact for: its sentences become facts keyed by their "
-            "names and numbers (sentences), or it stays out of the graph (none, the paper)",
-            choices=("sentences", "none"),
-        ),
-        Setting(
-            "batch_size",
-            0,
-            "chunks per LLM batch; 0 = auto: every pending chunk, which the backend batches "
-            "on a GPU, decodes together with llama.cpp or sends --concurrency at a time to a "
-            "server (each extraction is cached as it completes)",
-            low=0,
-        ),
-    )
-    query_settings = (
-        Setting(
-            "initial_nodes", 5, "initial nodes N, one path each (-k overrides)", paper=True, low=1
-        ),
-        Setting(
-            "candidates",
-            50,
-            "key elements shown for initial node selection, pre-selected by embedding "
-            "similarity to question and plan",
-            low=1,
-        ),
-        Setting("max_calls", 10, "function calls per exploration path", paper=True, low=1),
-        Setting(
-            "rational_plan",
-            True,
-            "make a rational plan first (false: Table 4's w/o Rational Plan)",
-            paper=True,
-        ),
-        Setting(
-            "node_selection",
-            "model",
-            "model: the LLM picks initial and neighbour nodes; random: Table 4's "
-            "w/o Node Selection",
-            choices=("model", "random"),
-            paper=True,
-        ),
-        Setting(
-            "read_chunks",
-            True,
-            "read text chunks (false: only atomic facts, the coarse level alone)",
-            paper=True,
-        ),
-        Setting("max_neighbors", 50, "neighbour nodes listed to the model per step", low=1),
-        Setting("max_new_tokens", 384, "most new tokens per agent reply", low=16),
-        Setting("seed", 0, "seed of the random ablation", low=0, high=2**32 - 1),
-    )
+    build_settings = GraphReaderBuild
+    query_settings = GraphReaderQuery
 
-    def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
-        return True
+    def build_needs(self, settings: GraphReaderBuild) -> Needs:
+        """One extraction per chunk (LLM), key elements merged by embedding similarity."""
+        return BUILD_NEEDS
 
-    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
-        return True
+    def retrieve_needs(self, settings: GraphReaderQuery) -> Needs:
+        """The agent (LLM) and the pre-selection of candidate nodes (embedder)."""
+        return RETRIEVE_NEEDS
 
-    def llm_needs(
-        self, phase: Literal["build", "query"], settings: dict[str, Any]
-    ) -> frozenset[Capability]:
-        return frozenset({Capability.GENERATE})
+    def answer_needs(self, settings: GraphReaderQuery) -> Needs:
+        """Figure 12 over the notebooks, or the shared step: the LLM either way."""
+        return ANSWER_WITH_LLM
 
     # ------------------------------------------------------------------ build
-    def build(self, ctx: BuildContext) -> None:
+    def build(self, ctx: BuildContext[GraphReaderBuild]) -> None:
         from lcr.text.chunking import paragraph_windows
 
         s = ctx.settings
@@ -159,7 +166,7 @@ class GraphReader(Method):
         t = time.perf_counter()
         chunks: list[Node] = []
         for doc, start, text in ctx.doc_texts():
-            for c in paragraph_windows(text, int(s["chunk_tokens"]), offset=start):
+            for c in paragraph_windows(text, s.chunk_tokens, offset=start):
                 chunks.append(
                     Node(
                         f"c{len(chunks)}",
@@ -176,12 +183,12 @@ class GraphReader(Method):
         extractor = CachedCalls(
             ctx,
             prompt_version=prompts.PROMPT_VERSION,
-            max_new_tokens=int(s["extraction_max_tokens"]),
-            batch_size=int(s["batch_size"]),
+            max_new_tokens=s.extraction_max_new_tokens,
+            batch_size=s.batch_size,
             what="extracting GraphReader facts",
         )
         task = ctx.progress.task("graphreader: extracting atomic facts", total=len(chunks))
-        max_tokens = int(s["extraction_max_tokens"])
+        max_tokens = s.extraction_max_new_tokens
         replies = extractor.run(
             [prompts.extraction_messages(c.text, max_tokens) for c in chunks], task
         )
@@ -197,7 +204,7 @@ class GraphReader(Method):
             parsed.echoed += ex.echoed
             facts, dropped = grounded(ex.facts, chunk.text)
             ungrounded += dropped
-            if not facts and s["fallback"] == "sentences":
+            if not facts and s.fallback == "sentences":
                 facts = sentence_facts(chunk.text)
                 fallback_chunks += 1
             chunk_facts.append(facts)
@@ -210,7 +217,7 @@ class GraphReader(Method):
             emb = np.asarray(ctx.models.embedder.encode(shown), dtype=np.float32)
         else:
             emb = np.zeros((0, dim), dtype=np.float32)
-        merge = merge_keys(emb, table.counts, float(s["merge_threshold"]))
+        merge = merge_keys(emb, table.counts, s.merge_threshold)
         seconds["keys"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -269,7 +276,9 @@ class GraphReader(Method):
         )
 
     # --------------------------------------------------------------- retrieve
-    def _graph(self, ctx: QueryContext) -> tuple[Graph, np.ndarray, list[Node]]:
+    def _graph(
+        self, ctx: QueryContext[GraphReaderBuild, GraphReaderQuery]
+    ) -> tuple[Graph, np.ndarray, list[Node]]:
         def load() -> tuple[Graph, np.ndarray, list[Node]]:
             chunks = ctx.stored.nodes()
             fact_nodes = ctx.stored.nodes("facts")
@@ -305,19 +314,24 @@ class GraphReader(Method):
         result: tuple[Graph, np.ndarray, list[Node]] = ctx.stored.memoised("graph", load)
         return result
 
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+    def retrieve(
+        self,
+        ctx: QueryContext[GraphReaderBuild, GraphReaderQuery],
+        question: str,
+        k: int | None,
+    ) -> Evidence:
         graph, emb, chunks = self._graph(ctx)
         s = ctx.settings
         settings = AgentSettings(
-            initial_nodes=int(k if k is not None else s["initial_nodes"]),
-            candidates=int(s["candidates"]),
-            max_calls=int(s["max_calls"]),
-            rational_plan=bool(s["rational_plan"]),
-            node_selection=str(s["node_selection"]),
-            read_chunks=bool(s["read_chunks"]),
-            max_neighbors=int(s["max_neighbors"]),
-            max_new_tokens=int(s["max_new_tokens"]),
-            seed=int(s["seed"]),
+            initial_nodes=k if k is not None else s.initial_nodes,
+            candidates=s.candidates,
+            max_calls=s.max_calls,
+            rational_plan=s.rational_plan,
+            node_selection=s.node_selection,
+            read_chunks=s.read_chunks,
+            max_neighbors=s.max_neighbors,
+            max_new_tokens=s.agent_max_new_tokens,
+            seed=s.seed,
         )
 
         def rank(text: str) -> list[int]:
@@ -327,10 +341,7 @@ class GraphReader(Method):
             scores = emb.astype(np.float32) @ q
             return [int(i) for i in top_indices(scores, min(settings.candidates, graph.n_nodes))]
 
-        llm = ctx.models.llm
-        before = llm.usage.copy()
-        result = Agent(llm, graph, settings, rank).run(question)
-        usage = llm.usage.minus(before)
+        result = Agent(ctx.models.llm, graph, settings, rank).run(question)
 
         items: list[EvidenceItem] = []
         n_read = len(result.chunks_read)
@@ -378,32 +389,27 @@ class GraphReader(Method):
             "repeated_prefix_tokens": result.repeated_prefix_tokens,
             "trace": result.trace,
         }
-        return Evidence(method=self.name, items=items, info=info, usage=usage)
+        # the notebooks again, for the answer step (info is what the user sees)
+        return Evidence(method=self.name, items=items, info=info, state=list(result.notebooks))
 
     # ----------------------------------------------------------------- answer
     def answer(
-        self,
-        question: str,
-        evidence: Evidence,
-        llm: LLM,
-        *,
-        settings: dict[str, Any],
-        documents: list[SourceDoc],
-        max_new_tokens: int = 256,
+        self, ctx: AnswerContext[GraphReaderQuery], question: str, evidence: Evidence
     ) -> AnswerResult | None:
-        """Figure 12 over every path's notebook; with no notebook at all, the shared step."""
-        notebooks = [str(n) for n in evidence.info.get("notebooks", [])]
+        """Figure 12 over every path's notebook (kept on ``evidence.state`` by
+        :meth:`retrieve`); with no notebook at all, the shared step (None)."""
+        notebooks: list[str] = list(evidence.state or [])
         if not any(n.strip() for n in notebooks):
             return None
+        llm = ctx.llm
+        max_new_tokens = ctx.answer.max_new_tokens
         budget = llm.context_window - max_new_tokens - 64
         messages = prompts.answer_messages(question, notebooks)
         while sum(llm.count_tokens(m["content"]) for m in messages) > budget and any(notebooks):
             notebooks = [n[: len(n) * 3 // 4] for n in notebooks]
             messages = prompts.answer_messages(question, notebooks)
-        before = llm.usage.copy()
         gen = llm.generate(messages, max_new_tokens=max_new_tokens)
-        text = final_answer(gen.text)
-        return AnswerResult(text, evidence.in_document_order(), 0, llm.usage.minus(before))
+        return AnswerResult(final_answer(gen.text), evidence.in_document_order(), 0)
 
 
 def final_answer(reply: str) -> str:
