@@ -10,6 +10,7 @@ import dataclasses
 import os
 import shlex
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -253,9 +254,11 @@ def index_files(
     """
     names = expand_methods(methods)
     check_sets(sets)
-    for n in names:  # fail on a bad --set or a backend that cannot build it, before reading files
-        method = get_method(n)
-        require(models, method.build_needs(build_settings(method, sets)), f"building {n}")
+    with warnings.catch_warnings():  # a renamed setting is warned about once, by build()
+        warnings.simplefilter("ignore", config.SettingRenamed)
+        for n in names:  # a bad --set or a backend that cannot build it fails before any read
+            method = get_method(n)
+            require(models, method.build_needs(build_settings(method, sets)), f"building {n}")
     docs = load_documents(unique_paths(paths, warn), warn=warn)
     index = Index.create(out, docs, force=force)
     try:
