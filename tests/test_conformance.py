@@ -23,7 +23,7 @@ from tests.fakes import ScriptedLLM
 
 # Settings that keep each method quick on a 2,600-word story; the defaults are the papers'.
 FAST_BUILD_SETTINGS: dict[str, list[str]] = {
-    "raptor": ["raptor.summary_max_tokens=40"],
+    "raptor": ["raptor.summary_max_new_tokens=40"],
     "pecan": ["pecan.chunk_tokens=100", "pecan.s=256", "pecan.max_new_tokens=24"],
     "lightpal": ["lightpal.scorer=llm"],
 }
@@ -171,7 +171,7 @@ def test_retrieval_without_llm_when_method_says_so(
 ) -> None:
     method = get_method(method_name)
     settings = pipeline.query_settings(method, [])
-    if method.retrieval_uses_llm(settings):
+    if method.retrieve_needs(settings).uses_llm:
         # methods whose defaults need an LLM to retrieve (MixPR's router is opt-in: mode=auto)
         assert method_name in {"pecan", "graphreader"}, method_name
         return
