@@ -34,11 +34,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: lcr and tests
+
 from lcr import pipeline
-from lcr.evidence import Usage
-from lcr.models.base import Generation, Message, Models, ModelSpec
+from lcr.methods.raptor.method import USER_PROMPT
+from lcr.models.base import Models, ModelSpec
 from lcr.store import DocumentInput, Index
 from lcr.text.tokens import count_tokens
+from tests.fakes import ScriptedLLM
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squality" / "dev.jsonl"
 
@@ -68,51 +71,8 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-class StubLLM:
-    """Extractive stand-in: the first ``summary_tokens`` words of the cluster text.
-
-    Lets the tree (and its non-LLM phases) be built at full size in seconds,
-    and records every prompt so a sample can be replayed on the real model.
-    """
-
-    model_id = "bench-stub"
-
-    def __init__(self) -> None:
-        self.usage = Usage()
-        self.prompts: list[list[Message]] = []
-        self.layer_of: list[int] = []
-
-    @property
-    def context_window(self) -> int:
-        return 32768
-
-    def count_tokens(self, text: str) -> int:
-        return count_tokens(text)
-
-    def generate(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_new_tokens: int = 256,
-        stop: Sequence[str] = (),
-        temperature: float = 0.0,
-    ) -> Generation:
-        self.prompts.append(list(messages))
-        words = messages[-1]["content"].split("possible: ", 1)[-1].split()[:max_new_tokens]
-        return Generation(" ".join(words), count_tokens(messages[-1]["content"]), len(words))
-
-    def generate_batch(
-        self, conversations: Sequence[Sequence[Message]], **kw: Any
-    ) -> list[Generation]:
-        return [self.generate(c, **kw) for c in conversations]
-
-    def choice_probability(
-        self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
-    ) -> float:
-        return 0.5
-
-    def continuation_logprob(self, context: str, continuation: str) -> float:
-        return 0.0
+# RAPTOR's instruction, before the cluster's text: the stub echoes what follows it
+PROMPT_TAIL = USER_PROMPT.split("{context}", 1)[0]
 
 
 def build_once(
@@ -162,10 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "llm": args.llm,
         "embedder": args.embedder,
         "device": args.device,
-        "summary_max_tokens": args.summary_tokens,
+        "summary_max_new_tokens": args.summary_tokens,
     }
     spec = ModelSpec(llm=args.llm, embedder=args.embedder, device=args.device)
-    sets = [f"raptor.summary_max_tokens={args.summary_tokens}"]
+    sets = [f"raptor.summary_max_new_tokens={args.summary_tokens}"]
     with tempfile.TemporaryDirectory(prefix="bench-raptor-") as tmp:
         work = Path(tmp)
         t = time.perf_counter()
@@ -197,7 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     str(b): round(base / runs[str(b)]["seconds"]["summarisation"], 2) for b in sizes
                 }
         else:
-            stub = StubLLM()
+            # extractive stand-in (tests/fakes.py): each summary is the first
+            # summary_tokens words of its cluster's text, so the tree (and every non-LLM
+            # phase) is built at full size in seconds; its prompts are replayed below
+            stub = ScriptedLLM(words=args.summary_tokens, after=PROMPT_TAIL)
             models = Models.with_objects(llm=stub, embedder=embedder, spec=spec)
             stub_run = build_once(docs, models, sets, work)
             result["stub_build"] = stub_run

@@ -12,8 +12,9 @@ from lcr.models.base import ALL_CAPABILITIES, Capability, ContinuationScore, Gen
 class ScriptedLLM:
     """Deterministic stand-in for the LLM protocol.
 
-    ``generate`` answers with the first ``words`` words of the last user message
-    (after any "Excerpts:"/"Question:" framing), so summaries are real text made
+    ``generate`` answers with the first ``words`` words (at most ``max_new_tokens``)
+    of the last message, from the first ``after`` on when it is given (RAPTOR's
+    prompt ends its instruction with "possible: "), so summaries are real text made
     from their input; ``choice_probability`` follows a callable or a constant.
     """
 
@@ -21,10 +22,11 @@ class ScriptedLLM:
     backend = "scripted"
     capabilities: frozenset[Capability] = ALL_CAPABILITIES
 
-    def __init__(self, yes_probability: float = 0.5, words: int = 20) -> None:
+    def __init__(self, yes_probability: float = 0.5, words: int = 20, after: str = "") -> None:
         self.usage = Usage()
         self.yes_probability = yes_probability
         self.words = words
+        self.after = after
         self.prompts: list[list[Message]] = []
 
     @property
@@ -44,6 +46,8 @@ class ScriptedLLM:
     ) -> Generation:
         self.prompts.append(list(messages))
         content = messages[-1]["content"]
+        if self.after and self.after in content:
+            content = content.split(self.after, 1)[1]
         words = content.split()[: min(self.words, max_new_tokens)]
         text = " ".join(words)
         prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)

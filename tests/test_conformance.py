@@ -24,7 +24,7 @@ from tests.fakes import ScriptedLLM
 
 # Settings that keep each method quick on a 2,600-word story; the defaults are the papers'.
 FAST_BUILD_SETTINGS: dict[str, list[str]] = {
-    "raptor": ["raptor.summary_max_tokens=40"],
+    "raptor": ["raptor.summary_max_new_tokens=40"],
     "pecan": ["pecan.chunk_tokens=100", "pecan.s=256", "pecan.max_new_tokens=24"],
     "lightpal": ["lightpal.scorer=llm"],
 }

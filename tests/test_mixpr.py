@@ -6,16 +6,20 @@ import hashlib
 import json
 import random
 import string
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from lcr import pipeline
+from lcr.config import SettingRenamed
 from lcr.errors import SettingError
 from lcr.evidence import Usage
 from lcr.methods import get_method
-from lcr.models.base import Generation, Message, Models
+from lcr.methods.base import NOTHING
+from lcr.methods.mixpr import MixPRBuild, MixPRQuery
+from lcr.models.base import Capability, Generation, Message, Models
 from lcr.store import DocumentInput, Index
 from lcr.text.chunking import split_sentences
 
@@ -165,10 +169,13 @@ def test_global_question_spreads_over_the_document(chains_index: tuple) -> None:
 def test_router_is_asked_once_per_question_and_mode_overrides(chains_index: tuple) -> None:
     idx, _, question, _ = chains_index
     method = get_method("mixpr")
-    assert method.retrieval_uses_llm({"mode": "auto"})
-    assert not method.retrieval_uses_llm(pipeline.query_settings(method, []))  # default local
-    assert not method.retrieval_uses_llm({"mode": "local"})
-    assert not method.retrieval_uses_llm({"mode": "global"})
+    auto = method.retrieve_needs(MixPRQuery.build({"mode": "auto"}, label="mixpr"))
+    assert auto.llm == {Capability.CHOICE_PROBABILITY} and not auto.embedder
+    assert "--mode local" in auto.why
+    assert method.retrieve_needs(pipeline.query_settings(method, [])) == NOTHING  # default local
+    for mode in ("local", "global"):
+        assert method.retrieve_needs(MixPRQuery.build({"mode": mode})) == NOTHING
+    assert method.build_needs(MixPRBuild()) == NOTHING
 
     for p_yes, mode in ((0.9, "global"), (0.1, "local")):
         llm = RouterLLM(p_yes)
@@ -403,3 +410,57 @@ def test_a_text_of_one_letter_words_falls_back_to_whitespace_tokens(tmp_path: Pa
     for method, sets in (("tfidf", []), ("mixpr", ["mixpr.mode=local"])):
         ev = pipeline.retrieve(idx, method, "y", Models.with_objects(), sets, k=1).evidence
         assert [it.text for it in ev.items] == ["x y z."], method
+
+
+def test_help_texts_are_one_short_line() -> None:
+    for cls in (MixPRBuild, MixPRQuery):
+        for s in cls.declared():
+            assert len(s.help) <= 100 and "\n" not in s.help, s.name
+
+
+def test_the_old_name_max_words_still_sets_chunk_words(tmp_path: Path, cinderella: Path) -> None:
+    """``mixpr.max_words`` (renamed ``chunk_words``) works, with a warning, and an index
+    whose manifest records the old name is up to date."""
+    text = cinderella.read_text(encoding="utf-8")
+    with pytest.warns(SettingRenamed, match=r"mixpr\.max_words is now mixpr\.chunk_words"):
+        idx = make_index(tmp_path, text, ["mixpr"], ["mixpr.max_words=16"])
+    entry = idx.methods["mixpr"]
+    assert entry["settings"]["chunk_words"] == 16 and "max_words" not in entry["settings"]
+    assert max(len(n.text.split()) for n in idx.reader("mixpr").nodes()) <= 16
+    question = "Who lost a glass slipper?"
+    models = Models.with_objects()
+    before = pipeline.retrieve(idx, "mixpr", question, models).evidence
+
+    # an index written before the rename records max_words
+    manifest_path = idx.path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    recorded = manifest["methods"]["mixpr"]["settings"]
+    recorded["max_words"] = recorded.pop("chunk_words")
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    old = Index.open(idx.path)
+    for sets in (["mixpr.chunk_words=16"], ["mixpr.max_words=16"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SettingRenamed)
+            reports = pipeline.build(old, ["mixpr"], models, sets)
+        assert [r.built for r in reports] == [False], sets
+    assert Index.open(idx.path).methods["mixpr"]["settings"]["max_words"] == 16
+    again = pipeline.retrieve(Index.open(idx.path), "mixpr", question, models).evidence
+    assert [it.to_json() for it in again.items] == [it.to_json() for it in before.items]
+    # a different value is a different build
+    assert [r.built for r in pipeline.build(old, ["mixpr"], models, [])] == [True]
+
+
+def test_retrieval_links_the_question_by_the_threshold_the_graph_was_built_with(
+    tmp_path: Path, cinderella: Path
+) -> None:
+    """``ctx.built``: the question joins the graph as a chunk would, by the build's threshold."""
+    text = cinderella.read_text(encoding="utf-8")
+    question, sets = "Who lost a glass slipper?", ["mixpr.link=threshold"]
+    linked = {}
+    for threshold in ("0.27", "0.05"):
+        idx = make_index(tmp_path / threshold, text, ["mixpr"], [f"mixpr.threshold={threshold}"])
+        ev = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), sets).evidence
+        linked[threshold] = ev.info["linked"]
+    assert linked["0.27"] == 0 < linked["0.05"]  # the paper's 0.27 leaves this question alone
+    built = MixPRBuild.from_stored(idx.reader("mixpr").settings)
+    assert built == MixPRBuild(threshold=0.05)

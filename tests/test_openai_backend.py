@@ -222,7 +222,7 @@ def test_raptor_index_and_ask_through_the_server(
         "-m",
         "raptor",
         "--set",
-        "raptor.summary_max_tokens=24",
+        "raptor.summary_max_new_tokens=24",
         "--concurrency",
         "3",
         *common,

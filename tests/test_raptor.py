@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 import zlib
 from collections.abc import Sequence
 from itertools import pairwise
@@ -20,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lcr import pipeline
+from lcr.config import SettingRenamed
 from lcr.errors import LLMCallError
 from lcr.evidence import merge_spans
 from lcr.methods import get_method, method_names
@@ -30,9 +32,9 @@ from lcr.methods.raptor.clustering import (
     sequential_split,
     soft_memberships,
 )
-from lcr.methods.raptor.method import SYSTEM_PROMPT, summary_messages
+from lcr.methods.raptor.method import SYSTEM_PROMPT, RaptorBuild, RaptorQuery, summary_messages
 from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
-from lcr.models.base import Generation, Message, Models
+from lcr.models.base import Capability, Generation, Message, Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index, Node
 from lcr.text.tokens import count_tokens
@@ -139,8 +141,21 @@ def _layers(nodes: list[Node]) -> list[int]:
 def test_registered() -> None:
     assert "raptor" in method_names()
     m = get_method("raptor")
-    assert m.build_uses_llm and m.build_uses_embedder and not m.built_by_default
-    assert m.retrieval_uses_embedder({})
+    assert not m.built_by_default
+    build = m.build_needs(RaptorBuild())
+    assert build.llm == {Capability.GENERATE} and build.embedder
+    for mode in ("collapsed", "traversal"):
+        retrieve = m.retrieve_needs(RaptorQuery.build({"mode": mode}, label="raptor"))
+        assert retrieve.embedder and not retrieve.llm
+    assert m.needs_text() == (
+        "build: embedder + LLM (generate); retrieve: embedder; answer: embedder + LLM (generate)"
+    )
+
+
+def test_help_texts_are_one_short_line() -> None:
+    for cls in (RaptorBuild, RaptorQuery):
+        for s in cls.declared():
+            assert len(s.help) <= 100 and "\n" not in s.help, s.name
 
 
 def test_prompt_is_the_papers() -> None:
@@ -394,13 +409,41 @@ def test_short_text_is_leaves_only(tmp_path: Path) -> None:
     assert len(r.evidence.items) == 2
 
 
-def test_summary_max_tokens_reaches_the_llm_and_caps_summaries(tmp_path: Path) -> None:
+def test_summary_max_new_tokens_reaches_the_llm_and_caps_summaries(tmp_path: Path) -> None:
     llm = ScriptedLLM()
-    index = _build(tmp_path, llm, ["raptor.summary_max_tokens=6", "raptor.max_layers=1"])
+    index = _build(tmp_path, llm, ["raptor.summary_max_new_tokens=6", "raptor.max_layers=1"])
     assert llm.max_new_tokens_seen and set(llm.max_new_tokens_seen) == {6}
     summaries = [n for n in index.reader("raptor").nodes() if n.level > 0]
     # the scripted LLM's tokens are words: 6 new tokens = "SUMMARY" and 5 words
     assert summaries and all(len(n.text.split()) == 6 for n in summaries)
+
+
+def test_the_old_name_summary_max_tokens_still_works(tmp_path: Path) -> None:
+    """``raptor.summary_max_tokens`` (renamed ``summary_max_new_tokens``) works, with a
+    warning, and an index whose manifest records the old name is up to date."""
+    sets = ["raptor.summary_max_tokens=6", "raptor.max_layers=1"]
+    llm = ScriptedLLM()
+    with pytest.warns(SettingRenamed, match=r"raptor\.summary_max_tokens is now"):
+        index = _build(tmp_path, llm, sets)
+    assert set(llm.max_new_tokens_seen) == {6}
+    recorded = index.methods["raptor"]["settings"]
+    assert recorded["summary_max_new_tokens"] == 6 and "summary_max_tokens" not in recorded
+
+    manifest_path = index.path / "manifest.json"  # as an index built before the rename
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    stored = manifest["methods"]["raptor"]["settings"]
+    stored["summary_max_tokens"] = stored.pop("summary_max_new_tokens")
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    forbidden = fakes.ForbiddenLLM()
+    forbidden.model_id = llm.model_id  # the same model: only the settings are compared
+    models = Models.with_objects(llm=forbidden, embedder=HashEmbedder())
+    for new in (["raptor.summary_max_new_tokens=6"], ["raptor.summary_max_tokens=6"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SettingRenamed)
+            reports = pipeline.build(Index.open(index.path), ["raptor"], models, [*new, sets[1]])
+        assert [r.built for r in reports] == [False], new
+    built = RaptorBuild.from_stored(Index.open(index.path).reader("raptor").settings)
+    assert built == RaptorBuild(summary_max_new_tokens=6, max_layers=1)
 
 
 @pytest.mark.parametrize(
@@ -497,7 +540,7 @@ def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
 
     out = tmp_path / "c.idx"
     common = ["--llm", "smollm2-135m", "-q"]
-    sets = ["--set", "raptor.summary_max_tokens=24"]
+    sets = ["--set", "raptor.summary_max_new_tokens=24"]
     runner = CliRunner()
     res = runner.invoke(
         cli, ["index", str(CINDERELLA), "-o", str(out), "-m", "raptor", *sets, *common]

