@@ -16,7 +16,10 @@ import numpy as np
 import pytest
 
 from lcr import pipeline
+from lcr.config import SettingRenamed
 from lcr.errors import LLMCallError, ModelError
+from lcr.methods import get_method
+from lcr.methods.base import NOTHING, Needs
 from lcr.methods.lightpal.graph import (
     Walk,
     context_passages,
@@ -24,7 +27,9 @@ from lcr.methods.lightpal.graph import (
     edge_matrix,
     top_edges,
 )
-from lcr.methods.lightpal.passages import cut_passages, head_of
+from lcr.methods.lightpal.method import LightPALBuild, LightPALQuery
+from lcr.methods.lightpal.passages import PASSAGE_SHAPES, cut_passages, head_of
+from lcr.methods.lightpal.scoring import SCORER_NEEDS
 from lcr.models.base import ContinuationScore, Models
 from lcr.store import DocumentInput, Index
 from tests.conftest import SHARED_DATA
@@ -81,6 +86,32 @@ def test_head_of_keeps_the_first_tokens() -> None:
     text = "one two three four five six"
     assert head_of(text, 0) == text
     assert head_of(text, 3) == "one two three"
+
+
+# ------------------------------------------------------------------ contract
+
+
+def test_settings_needs_and_citation() -> None:
+    method = get_method("lightpal")
+    assert "Enomoto" in method.paper and "Sakai" not in method.paper
+    assert LightPALBuild.by_name()["passages"].choices == PASSAGE_SHAPES
+    for cls in (LightPALBuild, LightPALQuery):
+        assert all(len(s.help) <= 100 for s in cls.declared())
+    # the scorer is the --llm model, or a second model the build loads
+    assert method.build_needs(LightPALBuild(scorer="llm")) == Needs(llm=SCORER_NEEDS, embedder=True)
+    own = method.build_needs(LightPALBuild(scorer="smollm2-135m"))
+    assert own == Needs(embedder=True, scorer=SCORER_NEEDS, scorer_model="smollm2-135m")
+    assert not own.uses_llm
+    # no LLM to retrieve; the embedder only for a dense initial ranking
+    assert method.retrieve_needs(LightPALQuery()) == NOTHING
+    assert method.retrieve_needs(LightPALQuery(initial="dense")) == Needs(embedder=True)
+
+
+def test_old_passage_chars_still_works() -> None:
+    with pytest.warns(SettingRenamed, match=r"lightpal\.passage_chars is now lightpal\.chunk"):
+        settings = pipeline.build_settings(get_method("lightpal"), ["lightpal.passage_chars=800"])
+    assert settings == LightPALBuild(chunk_chars=800)
+    assert LightPALBuild.from_stored({"passage_chars": 800}) == settings
 
 
 # --------------------------------------------------------------------- graph
@@ -223,6 +254,32 @@ def test_at_most_k_edges_each_the_best_scored(
         assert sorted(row[kept].tolist(), reverse=True) == pytest.approx(best, abs=1e-4)
 
 
+def test_index_recording_passage_chars_is_up_to_date(
+    tmp_path: Path, cinderella: Path, embedder: Any
+) -> None:
+    """An index built when the setting was lightpal.passage_chars is not rebuilt, with
+    the new name or the old one."""
+    path = tmp_path / "c.idx"
+    index = _index(path, [("cinderella.txt", cinderella.read_text("utf-8")[:4000])])
+    sets = [*FAST, "lightpal.candidates=3", "lightpal.chunk_chars=600"]
+    models = Models.with_objects(llm=CountingLLM(), embedder=embedder)
+    pipeline.build(index, ["lightpal"], models, sets)
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    stored = manifest["methods"]["lightpal"]["settings"]
+    stored["passage_chars"] = stored.pop("chunk_chars")
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    old = Index.open(path)
+    (report,) = pipeline.build(old, ["lightpal"], models, sets)
+    assert not report.built
+    with pytest.warns(SettingRenamed):
+        (report,) = pipeline.build(
+            old, ["lightpal"], models, [s.replace("chunk_chars", "passage_chars") for s in sets]
+        )
+    assert not report.built
+    (report,) = pipeline.build(old, ["lightpal"], models, [*sets[:-1], "lightpal.chunk_chars=500"])
+    assert report.built  # a different value still rebuilds
+
+
 def test_missing_scorer_is_one_clear_error(
     tmp_path: Path, cinderella: Path, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -275,7 +332,7 @@ def test_multi_document_index_answers_through_the_cli(
         files.append(str(path))
     out = tmp_path / "corpus.idx"
     common = ["--llm", "smollm2-135m", "--device", "cpu", "-q"]
-    sets = ["lightpal.scorer=smollm2-135m", "lightpal.candidates=2", "lightpal.passage_chars=800",
+    sets = ["lightpal.scorer=smollm2-135m", "lightpal.candidates=2", "lightpal.chunk_chars=800",
             "lightpal.continuation_tokens=16"]  # fmt: skip
     with pytest.raises(SystemExit) as ex:
         main(["index", *files, "-o", str(out), "-m", "lightpal", *common,
@@ -322,5 +379,9 @@ def test_answers_use_the_papers_prompt(tmp_path: Path, embedder: Any) -> None:
     assert {
         line[len("# STORY: ") :] for line in prompt.splitlines() if line.startswith("# STORY:")
     } == stories
-    pipeline.ask(index, "lightpal", "Q?", models, ["lightpal.prompt=shared"], k=4)
+    assert result.answer_settings is not None and result.answer_settings["step"] == "lightpal"
+    short = pipeline.ask(index, "lightpal", "What happens?", models, k=4, max_new_tokens=3)
+    assert short.answer is not None and len(short.answer.split()) == 3  # --max-new-tokens
+    shared = pipeline.ask(index, "lightpal", "Q?", models, ["lightpal.prompt=shared"], k=4)
     assert llm.prompts[-1][-1]["content"].startswith("Excerpts:")
+    assert shared.answer_settings is not None and shared.answer_settings["step"] == "shared"

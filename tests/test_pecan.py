@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from lcr import pipeline
+from lcr.config import SettingRenamed
 from lcr.errors import CapabilityError, ModelError, SettingError
 from lcr.methods import get_method
 from lcr.methods.pecan.graph import (
@@ -36,16 +37,24 @@ from lcr.methods.pecan.graph import (
     point_weights,
     tokens_in,
 )
-from lcr.methods.pecan.prompts import BUILD_HEAD, SEARCH_HEAD, SECOND_TURN, search_prompt
+from lcr.methods.pecan.prompts import (
+    BUILD_HEAD,
+    SEARCH_HEAD,
+    SECOND_TURN,
+    SECOND_TURNS,
+    search_prompt,
+)
 from lcr.methods.pecan.prompts import segment_line as line
+from lcr.methods.pecan.search import SCORES, AnswerState
+from lcr.methods.pecan.settings import PecanBuild, PecanQuery
 from lcr.models.attention import NodeKVCache, generate_with_attention, span_mean_matrix
-from lcr.models.base import Models, ModelSpec
+from lcr.models.base import Capability, Models, ModelSpec
 from lcr.store import DocumentInput, Index
 from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import ScriptedLLM
 
 EXCERPT_CHARS = 1500
-BUILD_SETS = ["pecan.chunk_tokens=100", "pecan.s=256", "pecan.max_new_tokens=24"]
+BUILD_SETS = ["pecan.chunk_tokens=100", "pecan.s=256", "pecan.points_max_new_tokens=24"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -98,6 +107,22 @@ def test_second_turn_is_the_papers_or_restates_the_question(smollm: Any) -> None
         pipeline.query_settings(get_method("pecan"), ["pecan.second_turn=both"])
     with pytest.raises(SettingError, match=r"pecan\.top"):
         pipeline.build_settings(get_method("pecan"), ["pecan.top=both"])
+
+
+def test_settings_are_typed_and_the_old_name_still_works() -> None:
+    by_name = PecanQuery.by_name()
+    assert by_name["score"].choices == SCORES
+    assert by_name["second_turn"].choices == SECOND_TURNS
+    build = PecanBuild.by_name()
+    assert "the paper's s" in build["s"].help and "the paper's p" in by_name["patience"].help
+    # where the levels stop is not stated by the paper: inferred from its costs
+    assert not build["top"].paper and "INFERRED" in build["top"].help
+    for cls in (PecanBuild, PecanQuery):
+        assert all(len(s.help) <= 100 for s in cls.declared())
+    with pytest.warns(SettingRenamed, match=r"pecan\.max_new_tokens is now pecan\.points_max"):
+        settings = pipeline.build_settings(get_method("pecan"), ["pecan.max_new_tokens=24"])
+    assert settings == PecanBuild(points_max_new_tokens=24)
+    assert PecanBuild.from_stored({"max_new_tokens": 24}) == settings
 
 
 def test_batches_stay_within_s_and_keep_order() -> None:
@@ -215,7 +240,7 @@ def test_top_level_is_a_summary_even_when_the_text_fits_one_batch(
     pecan.top=fit keeps the chunks as the top, as a literal reading would."""
     text = _excerpt()[:600]
     models = Models.with_objects(llm=smollm, embedder=embedder)
-    sets = ["pecan.chunk_tokens=60", "pecan.s=4096", "pecan.max_new_tokens=24"]
+    sets = ["pecan.chunk_tokens=60", "pecan.s=4096", "pecan.points_max_new_tokens=24"]
     default = _index(tmp_path / "summary.idx", text)
     pipeline.build(default, ["pecan"], models, sets)
     stats = default.reader("pecan").stats
@@ -236,7 +261,34 @@ def test_scripted_llm_is_refused_clearly(built: Index, embedder: Any) -> None:
     other = Models(spec=ModelSpec(llm="smollm2-135m", backend="openai"))
     with pytest.raises(CapabilityError, match="attention"):
         pipeline.retrieve(built, "pecan", "Who?", other)
-    assert get_method("pecan").llm_needs("build", {}) == get_method("pecan").llm_needs("query", {})
+    pecan = get_method("pecan")
+    build = pecan.build_needs(PecanBuild())
+    assert build == pecan.retrieve_needs(PecanQuery()) == pecan.answer_needs(PecanQuery())
+    assert build.embedder and Capability.ATTENTION in build.llm and not build.scorer
+
+
+def test_index_recording_the_old_name_is_up_to_date(
+    built: Index, tmp_path: Path, smollm: Any, embedder: Any
+) -> None:
+    """An index built when the setting was pecan.max_new_tokens is not rebuilt, whichever
+    name the command uses, and its settings read back under the new name."""
+    import shutil
+
+    copy = tmp_path / "old.idx"
+    shutil.copytree(built.path, copy)
+    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
+    stored = manifest["methods"]["pecan"]["settings"]
+    stored["max_new_tokens"] = stored.pop("points_max_new_tokens")
+    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    old = Index.open(copy)
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    (report,) = pipeline.build(old, ["pecan"], models, BUILD_SETS)
+    assert not report.built
+    old_sets = [s.replace("points_max_new_tokens", "max_new_tokens") for s in BUILD_SETS]
+    with pytest.warns(SettingRenamed):
+        (report,) = pipeline.build(old, ["pecan"], models, old_sets)
+    assert not report.built
+    assert PecanBuild.from_stored(old.reader("pecan").settings).points_max_new_tokens == 24
 
 
 # ------------------------------------------------------------------ the search
@@ -273,6 +325,61 @@ def test_usage_proves_no_recomputation(built: Index, smollm: Any, embedder: Any)
         for c in range(checks)
     )
     assert reencode > expected - len(answer_suffix)
+
+
+def test_ask_answers_through_the_hook_from_the_search_cache(
+    built: Index, smollm: Any, embedder: Any
+) -> None:
+    """`lcr ask -m pecan` answers with Pecan.answer (the paper's second turn from the
+    search's KV cache), and the answer equals the hook's on the retrieved evidence."""
+    from lcr.answer import AnswerSettings
+    from lcr.methods.base import AnswerContext
+
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    question = "Who fell sick and called her daughter?"
+    asked = pipeline.ask(built, "pecan", question, models, max_new_tokens=12)
+    assert asked.answer_settings is not None and asked.answer_settings["step"] == "pecan"
+    assert asked.answer
+    # retrieval alone, resolved with the same reply length (the search keeps room for
+    # it in the window): the same search, its cache kept for the hook, no answer yet
+    query = pipeline.resolve_query("pecan", question, max_new_tokens=12)
+    got = pipeline.retrieve_query(built, query, models)
+    assert isinstance(got.evidence.state, AnswerState)
+    assert got.answer is None and "generated" not in got.evidence.info["encoded_tokens"]
+    assert got.evidence.info["encoded_tokens"]["answer"] == 0
+    assert [it.id for it in got.evidence.items] == [it.id for it in asked.evidence.items]
+    assert "state" not in json.dumps(got.to_json())
+    ctx = AnswerContext(
+        smollm,
+        query.settings,
+        AnswerSettings(max_new_tokens=12),
+        built.source,
+        built.documents,
+    )
+    out = get_method("pecan").answer(ctx, question, got.evidence)
+    assert out is not None and out.text == asked.answer and out.dropped == 0
+    assert [it.id for it in out.used] == [it.id for it in got.evidence.items]
+    encoded = got.evidence.info["encoded_tokens"]
+    assert encoded == asked.evidence.info["encoded_tokens"]
+    assert 1 <= encoded["generated"] <= 12 and encoded["answer"] > 0
+
+
+def test_cli_ask_answers_with_the_second_turn(
+    built: Index, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from lcr.cli import main
+
+    with pytest.raises(SystemExit) as ex:
+        main(["ask", str(built.path), "Who fell sick?", "-m", "pecan", "--llm", "smollm2-135m",
+              "--backend", "transformers", "--device", "cpu", "--json", "-q",
+              "--max-new-tokens", "8"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert ex.value.code == 0, captured.err
+    result = json.loads(captured.out.strip().splitlines()[-1])
+    assert result["answer"] and result["answer_settings"]["step"] == "pecan"
+    assert result["answer_settings"]["max_new_tokens"] == 8
+    assert 1 <= result["info"]["encoded_tokens"]["generated"] <= 8
+    assert result["usage"]["completion_tokens"] == result["info"]["encoded_tokens"]["generated"]
 
 
 def test_patience_k_and_ablations(built: Index, smollm: Any, embedder: Any) -> None:

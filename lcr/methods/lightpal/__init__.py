@@ -1,4 +1,4 @@
-"""LightPAL (Sakai et al., 2025): a passage graph scored by an LLM, walked at query time.
+"""LightPAL (Enomoto et al., NEC, 2025): a passage graph scored by an LLM, walked at query time.
 
 ``method`` holds the :class:`LightPAL` method (build and retrieve, the I/O
 parts); ``passages``, ``graph`` and ``scoring`` hold the pure algorithms and

@@ -1,4 +1,4 @@
-"""LightPAL build and retrieval on the shared method contract.
+"""LightPAL (Enomoto et al., NEC, 2025) on the shared method contract.
 
 Build (section 4, 5.1): passages (``passages``); their embeddings; each
 passage's ``k'`` most similar passages as candidates (``graph``); every
@@ -14,15 +14,25 @@ the rest. No LLM call at query time.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from lcr.answer import AnswerResult, answer
-from lcr.config import Setting
+from lcr.config import Settings, setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
-from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
+from lcr.methods.base import (
+    NOTHING,
+    AnswerContext,
+    BuildContext,
+    Method,
+    Needs,
+    QueryContext,
+    item_from_node,
+    top_indices,
+)
 from lcr.methods.lightpal.graph import (
     ContextFill,
     Walk,
@@ -31,7 +41,7 @@ from lcr.methods.lightpal.graph import (
     edge_matrix,
     top_edges,
 )
-from lcr.methods.lightpal.passages import PASSAGE_SHAPES, cut_passages, head_of
+from lcr.methods.lightpal.passages import cut_passages, head_of
 from lcr.methods.lightpal.prompt import summary_prompt
 from lcr.methods.lightpal.scoring import (
     SCORER_NEEDS,
@@ -40,10 +50,9 @@ from lcr.methods.lightpal.scoring import (
     check_scorer,
     load_scorer,
 )
-from lcr.models.base import LLM, Capability
 from lcr.models.bm25 import bm25_tokenize, bm25s_module
 from lcr.progress import OneTask, Task
-from lcr.store import Node, SourceDoc
+from lcr.store import Node
 
 
 def _bm25_tokens(texts: list[str]) -> list[list[str]]:
@@ -79,154 +88,137 @@ def passage_embeddings(embedder: Any, texts: list[str], task: Task) -> np.ndarra
     return (sums / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
-class LightPAL(Method):
+@dataclass(frozen=True)
+class LightPALBuild(Settings):
+    """Passages, candidates and the scored graph (sections 4, 5.1)."""
+
+    # PASSAGE_SHAPES (passages.py)
+    passages: Literal["chars", "sections"] = setting(
+        "chars",
+        "chars: ~chunk_chars characters at paragraphs, then sentences; sections: blank-line blocks",
+    )
+    chunk_chars: int = setting(
+        1000,
+        "passage size in characters (passages=chars)",
+        paper=True,
+        low=50,
+        renamed_from=("passage_chars",),
+    )
+    candidates: int = setting(
+        100,
+        "candidates per passage by embedding cosine, each scored by the LLM (the paper's k')",
+        paper=True,
+        low=1,
+    )
+    edges: int = setting(
+        5, "best-scored candidates kept as out-edges (the paper's k)", paper=True, low=1
+    )
+    scorer: str = setting(
+        "qwen2.5-coder-0.5b",
+        "scorer LLM of P(d_j | d_i) (closest preset to the paper's Qwen2.5-0.5B); 'llm' = --llm",
+        free_text="an LLM preset, .gguf file, model folder or hub id, or 'llm'",
+    )
+    max_tokens: int = setting(
+        1024,
+        "a scored pair (d_i then d_j) cut to this many scorer tokens together",
+        paper=True,
+        low=2,
+    )
+    continuation_tokens: int = setting(
+        0,
+        "score only the first N tokens of d_j (0 = all, the paper); the faster setting",
+        low=0,
+    )
+
+
+@dataclass(frozen=True)
+class LightPALQuery(Settings):
+    """The initial ranking, the walk, and the answer prompt."""
+
+    top_k: int = setting(10, "passages returned (the paper's K: 5, 10, 20; -k overrides)", low=1)
+    initial: Literal["bm25", "dense"] = setting("bm25", "initial retriever of D_init")
+    initial_share: float = setting(
+        0.6,
+        "share of K taken from the initial ranking (the paper's |D_init| / K)",
+        paper=True,
+        low=0.0,
+        high=1.0,
+    )
+    restart_top: int = setting(
+        20, "the walk restarts on this many top initial passages", paper=True, low=1
+    )
+    prompt: Literal["paper", "shared"] = setting(
+        "paper",
+        "answer prompt: paper (appendix A.2: sections under their story) or shared (lcr's prompt)",
+        paper=True,
+    )
+    answer_words: int = setting(
+        200,
+        "the paper prompt's 'approximately N words' (ODSum Story summaries: ~1.3k chars)",
+        low=1,
+    )
+    alpha: float = setting(
+        0.2,
+        "PPR damping (the paper's alpha): the walk restarts with probability 1 - alpha",
+        paper=True,
+        low=0.0,
+        high=1.0,
+    )
+
+
+class LightPAL(Method[LightPALBuild, LightPALQuery]):
     name = "lightpal"
     summary = (
         "passage graph whose edges an LLM scores by P(d_j | d_i); BM25/dense passages plus "
         "personalised-PageRank context passages"
     )
-    needs = (
-        "build: embedder + a scorer LLM with log-probabilities (lightpal.scorer; slow: "
-        "k' pairs per passage); answer: LLM (+ embedder for lightpal.initial=dense)"
-    )
     paper = (
-        "Sakai et al. 2025, LightPAL: Lightweight Passage Retrieval for Open-Domain "
-        "Multi-Document Summarization"
+        "Enomoto, Takeoka, Akimoto, Gashteovski and Oyamada (NEC) 2025, LightPAL: "
+        "Lightweight Passage Retrieval for Open Domain Multi-Document Summarization"
     )
-    build_uses_llm = False  # the scorer is its own model (lightpal.scorer), loaded here
     answer_note = (
         "with lightpal.prompt=paper (default) the paper's prompt answers (appendix A.2: "
         "sections under their story, in document order): answer.order, passages, "
         "instruction, not_found do not apply; with lightpal.prompt=shared they all do"
     )
-    build_uses_embedder = True
     built_by_default = False
-    build_settings = (
-        Setting(
-            "passages",
-            "chars",
-            "chars: ~passage_chars characters on paragraph, then sentence, boundaries "
-            "(the paper's Meeting setting); sections: each blank-line block whole (ODSum Story)",
-            choices=PASSAGE_SHAPES,
-        ),
-        Setting("passage_chars", 1000, "passage size in characters (chars)", paper=True, low=50),
-        Setting(
-            "candidates",
-            100,
-            "k': candidates per passage by embedding cosine, each scored by the LLM",
-            paper=True,
-            low=1,
-        ),
-        Setting("edges", 5, "k: best-scored candidates kept as out-edges", paper=True, low=1),
-        Setting(
-            "scorer",
-            "qwen2.5-coder-0.5b",
-            "scorer LLM of P(d_j | d_i) (closest preset to the paper's Qwen2.5-0.5B); "
-            "'llm' = the --llm model",
-            free_text="an LLM preset, .gguf file, model folder or hub id, or 'llm'",
-        ),
-        Setting(
-            "max_tokens",
-            1024,
-            "a scored pair (d_i then d_j) cut to this many scorer tokens together",
-            paper=True,
-            low=2,
-        ),
-        Setting(
-            "continuation_tokens",
-            0,
-            "score only the first N tokens of d_j (0 = all, the paper); the faster setting",
-            low=0,
-        ),
-    )
-    query_settings = (
-        Setting("top_k", 10, "K: passages returned (the paper: 5, 10, 20; -k overrides)", low=1),
-        Setting(
-            "initial",
-            "bm25",
-            "initial retriever of D_init",
-            choices=("bm25", "dense"),
-        ),
-        Setting(
-            "initial_share",
-            0.6,
-            "share of K taken from the initial ranking",
-            paper=True,
-            low=0.0,
-            high=1.0,
-        ),
-        Setting(
-            "restart_top",
-            20,
-            "the walk restarts on this many top initial passages",
-            paper=True,
-            low=1,
-        ),
-        Setting(
-            "prompt",
-            "paper",
-            "answer prompt: paper (appendix A.2: sections under their story, then the "
-            "question) or shared (lcr's prompt for every method)",
-            choices=("paper", "shared"),
-            paper=True,
-        ),
-        Setting(
-            "answer_words",
-            200,
-            "the paper prompt's 'approximately N words' (ODSum Story summaries: ~1.3k chars)",
-            low=1,
-        ),
-        Setting(
-            "alpha",
-            0.2,
-            "PPR damping (networkx's alpha): the walk restarts with probability 1 - alpha",
-            paper=True,
-            low=0.0,
-            high=1.0,
-        ),
-    )
+    build_settings = LightPALBuild
+    query_settings = LightPALQuery
+
+    def build_needs(self, settings: LightPALBuild) -> Needs:
+        """The embedder, and the scorer: the --llm model itself (lightpal.scorer=llm) or
+        its own model, loaded by the build (slow: k' pairs per passage)."""
+        if settings.scorer == USE_LLM:
+            return Needs(llm=SCORER_NEEDS, embedder=True)
+        return Needs(embedder=True, scorer=SCORER_NEEDS, scorer_model=settings.scorer)
+
+    def retrieve_needs(self, settings: LightPALQuery) -> Needs:
+        return Needs(embedder=True) if settings.initial == "dense" else NOTHING
 
     def answer(
-        self,
-        question: str,
-        evidence: Evidence,
-        llm: LLM,
-        *,
-        settings: dict[str, Any],
-        documents: list[SourceDoc],
-        max_new_tokens: int = 256,
+        self, ctx: AnswerContext[LightPALQuery], question: str, evidence: Evidence
     ) -> AnswerResult | None:
         """The shared answer step with the paper's prompt (appendix A.2), unless
         ``lightpal.prompt=shared``."""
-        if settings.get("prompt") != "paper":
+        if ctx.settings.prompt != "paper":
             return None
-        prompt = summary_prompt([d.name for d in documents], int(settings["answer_words"]))
+        prompt = summary_prompt([d.name for d in ctx.documents], ctx.settings.answer_words)
         return answer(
             question,
             evidence.in_document_order(),
-            llm,
-            max_new_tokens=max_new_tokens,
+            ctx.llm,
+            max_new_tokens=ctx.answer.max_new_tokens,
             prompt=prompt,
         )
 
-    def retrieval_uses_embedder(self, settings: dict[str, Any]) -> bool:
-        return settings.get("initial") == "dense"
-
-    def llm_needs(
-        self, phase: Literal["build", "query"], settings: dict[str, Any]
-    ) -> frozenset[Capability]:
-        if phase == "build" and settings.get("scorer") == USE_LLM:
-            return SCORER_NEEDS
-        return frozenset()
-
     # ------------------------------------------------------------------ build
-    def build(self, ctx: BuildContext) -> None:
+    def build(self, ctx: BuildContext[LightPALBuild]) -> None:
         s = ctx.settings
-        check_scorer(str(s["scorer"]))
+        check_scorer(s.scorer)
         seconds: dict[str, float] = {}
 
         t = time.perf_counter()
-        passages = cut_passages(ctx.doc_texts(), str(s["passages"]), int(s["passage_chars"]))
+        passages = cut_passages(ctx.doc_texts(), s.passages, s.chunk_chars)
         nodes = [
             Node(f"p{i}", 0, p.text, [(p.start, p.end)], p.doc) for i, p in enumerate(passages)
         ]
@@ -239,21 +231,16 @@ class LightPAL(Method):
         t = time.perf_counter()
         task = ctx.progress.task("lightpal: embedding passages", total=len(texts))
         emb = passage_embeddings(ctx.models.embedder, texts, task)
-        candidates = dense_candidates(emb, int(s["candidates"]))
+        candidates = dense_candidates(emb, s.candidates)
         seconds["embedding_candidates"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        scorer_llm = load_scorer(ctx.models, str(s["scorer"]), ctx.progress)
+        scorer_llm = load_scorer(ctx.models, s.scorer, ctx.progress)
         seconds["scorer_load"] = time.perf_counter() - t
-        before = scorer_llm.usage.copy()
         scorer = PairScorer(
-            scorer_llm,
-            ctx.cache,
-            int(s["max_tokens"]),
-            int(s["continuation_tokens"]),
-            warn=ctx.warn,
+            scorer_llm, ctx.cache, s.max_tokens, s.continuation_tokens, warn=ctx.warn
         )
-        heads = [head_of(x, int(s["continuation_tokens"])) for x in texts]
+        heads = [head_of(x, s.continuation_tokens) for x in texts]
         scores = scorer.score_all(
             texts,
             heads,
@@ -262,7 +249,7 @@ class LightPAL(Method):
         )
         seconds["scoring"] = time.perf_counter() - t - seconds["scorer_load"]
 
-        k = int(s["edges"])
+        k = s.edges
         kept = [top_edges(c, sc, k) for c, sc in zip(candidates, scores, strict=True)]
         edges = edge_matrix(len(nodes), [e[0] for e in kept], [e[1] for e in kept])
 
@@ -282,14 +269,15 @@ class LightPAL(Method):
                 "scorer": scorer_llm.model_id,
                 "scorer_backend": str(getattr(scorer_llm, "backend", "")),
                 **scorer.stats.to_json(),
-                "llm_usage": scorer_llm.usage.minus(before).to_json(),
                 "seconds": {key: round(v, 3) for key, v in seconds.items()},
             }
         )
 
     # --------------------------------------------------------------- retrieve
-    def _ranking(self, ctx: QueryContext, question: str, n: int) -> np.ndarray:
-        if ctx.settings["initial"] == "dense":
+    def _ranking(
+        self, ctx: QueryContext[LightPALBuild, LightPALQuery], question: str, n: int
+    ) -> np.ndarray:
+        if ctx.settings.initial == "dense":
             emb = ctx.stored.array("embeddings")
             q = np.asarray(ctx.models.embedder.encode([question])[0], dtype=np.float32)
             scores = (emb @ q).astype(np.float64)
@@ -318,19 +306,21 @@ class LightPAL(Method):
             return np.zeros(n)
         return np.asarray(retriever.get_scores(known), dtype=np.float64)
 
-    def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
+    def retrieve(
+        self, ctx: QueryContext[LightPALBuild, LightPALQuery], question: str, k: int | None
+    ) -> Evidence:
         nodes = ctx.stored.nodes()
         n = len(nodes)
         walk: Walk = ctx.stored.memoised("walk", lambda: Walk.from_edges(ctx.stored.csr("edges")))
         if walk.n != n:
             raise IndexDamagedError("lightpal index is damaged: graph and passages disagree")
-        want = int(k if k is not None else ctx.settings["top_k"])
+        want = k if k is not None else ctx.settings.top_k
         s = ctx.settings
         t = time.perf_counter()
         scores = self._ranking(ctx, question, n)
         if len(scores) != n:
             raise IndexDamagedError("lightpal index is damaged: scores and passages disagree")
-        depth = max(want, int(s["restart_top"]))
+        depth = max(want, s.restart_top)
         ranking = top_indices(scores, depth)
         initial_s = time.perf_counter() - t
         t = time.perf_counter()
@@ -338,9 +328,9 @@ class LightPAL(Method):
             walk,
             ranking.tolist(),
             want,
-            initial_share=float(s["initial_share"]),
-            restart_top=int(s["restart_top"]),
-            alpha=float(s["alpha"]),
+            initial_share=s.initial_share,
+            restart_top=s.restart_top,
+            alpha=s.alpha,
         )
         context_s = time.perf_counter() - t
         names = [d.name for d in ctx.documents]
@@ -365,7 +355,7 @@ class LightPAL(Method):
             for r, i in enumerate(fill.context)
         ]
         info = {
-            "initial": s["initial"],
+            "initial": s.initial,
             "k": want,
             "initial_passages": len(fill.initial),
             "context_passages": len(fill.context),

@@ -34,6 +34,7 @@ from lcr.methods.pecan.graph import (
     tokens_in,
 )
 from lcr.methods.pecan.prompts import PROMPT_VERSION, build_overhead, build_prompt, segment_line
+from lcr.methods.pecan.settings import PecanBuild
 from lcr.models.attention import generate_with_attention, token_char_ends
 from lcr.store import Node, cache_key
 
@@ -61,28 +62,21 @@ class BuildCounters:
     empty_batches: int = 0
 
 
-@dataclass(frozen=True)
-class BuildParams:
-    chunk_tokens: int
-    s: int
-    max_new_tokens: int
-    max_levels: int
-    top: str = "summary"
-
-
-def effective_s(llm: TransformersLLM, params: BuildParams) -> int:
+def effective_s(llm: TransformersLLM, params: PecanBuild) -> int:
     """``s``, lowered when a batch of ``s`` tokens plus the prompt and the reply would not
     fit the model's window (a small model's window is below the paper's 8K)."""
-    room = llm.context_window - build_overhead(llm) - params.max_new_tokens - 1
+    room = llm.context_window - build_overhead(llm) - params.points_max_new_tokens - 1
     if room < params.chunk_tokens:
         raise SettingError(
             f"pecan: {llm.model_id}'s window of {llm.context_window} tokens leaves {room} for a "
-            f"batch; lower pecan.max_new_tokens or pecan.chunk_tokens"
+            f"batch; lower pecan.points_max_new_tokens or pecan.chunk_tokens"
         )
     return min(params.s, room)
 
 
-def leaf_nodes(ctx: BuildContext, llm: TransformersLLM, chunk_tokens: int) -> list[Node]:
+def leaf_nodes(
+    ctx: BuildContext[PecanBuild], llm: TransformersLLM, chunk_tokens: int
+) -> list[Node]:
     from lcr.text.chunking import token_windows
 
     nodes: list[Node] = []
@@ -102,16 +96,16 @@ def leaf_nodes(ctx: BuildContext, llm: TransformersLLM, chunk_tokens: int) -> li
 
 
 def _batch_points(
-    ctx: BuildContext,
+    ctx: BuildContext[PecanBuild],
     llm: TransformersLLM,
     texts: list[str],
-    params: BuildParams,
+    params: PecanBuild,
     counters: BuildCounters,
     level: int,
 ) -> tuple[list[str], list[list[float]]]:
     """One batch's points and their weights over the batch's nodes, through the cache."""
     prompt = build_prompt(llm, texts)
-    key = cache_key(PROMPT_VERSION, llm.model_id, prompt.ids, params.max_new_tokens)
+    key = cache_key(PROMPT_VERSION, llm.model_id, prompt.ids, params.points_max_new_tokens)
     hit = ctx.cache.get(key)
     if isinstance(hit, dict) and isinstance(hit.get("points"), list):
         counters.cached += 1
@@ -119,7 +113,7 @@ def _batch_points(
     started = time.perf_counter()
     try:
         gen = generate_with_attention(
-            llm, prompt.ids, spans=prompt.spans, max_new_tokens=params.max_new_tokens
+            llm, prompt.ids, spans=prompt.spans, max_new_tokens=params.points_max_new_tokens
         )
     except LcrError:
         raise
@@ -155,8 +149,9 @@ def _batch_points(
 
 
 def build_graph(
-    ctx: BuildContext, llm: TransformersLLM, params: BuildParams, counters: BuildCounters
+    ctx: BuildContext[PecanBuild], llm: TransformersLLM, counters: BuildCounters
 ) -> Graph:
+    params = ctx.settings
     s = effective_s(llm, params)
     graph = Graph(nodes=leaf_nodes(ctx, llm, params.chunk_tokens))
     current = list(range(len(graph.nodes)))
@@ -223,7 +218,7 @@ def build_graph(
     return graph
 
 
-def embed_nodes(ctx: BuildContext, nodes: list[Node]) -> np.ndarray:
+def embed_nodes(ctx: BuildContext[PecanBuild], nodes: list[Node]) -> np.ndarray:
     if not nodes:
         return np.zeros((0, ctx.models.embedder.dim), dtype=np.float32)
     emb = ctx.models.embedder.encode([n.text for n in nodes])

@@ -47,7 +47,7 @@ SECOND_TURN = (
 # pecan.second_turn=question: the second turn restates the question (small models
 # otherwise keep the first turn's one-word format and reply "Yes")
 RESTATED = "\n\nQuestion:\n"
-SECOND_TURNS = ("paper", "question")
+SECOND_TURNS = ("paper", "question")  # PecanQuery.second_turn
 
 _SLOT = "\u0000PECAN-SLOT\u0000"
 

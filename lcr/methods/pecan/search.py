@@ -6,7 +6,8 @@ back), the node with the best z = E^T r + cos(embedding, question) is appended
 to the cache; r is each visited node's attention to the question's tokens
 times its position (the question is position 1). The search stops after
 ``patience`` Yes answers, when the next node would not fit the window, or when
-the graph is exhausted; the answer is the second turn, from the same cache.
+the graph is exhausted. The answer is the second turn, from the same cache
+(:func:`answer_turn`), after the first-turn reply the last check read.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ import scipy.sparse as sp
 
 from lcr.errors import ModelError
 from lcr.methods.pecan.graph import attention_scores, best_candidate, position_weighted
-from lcr.methods.pecan.prompts import search_prompt, segment_line
+from lcr.methods.pecan.prompts import SearchPrompt, search_prompt, segment_line
 from lcr.models.attention import NodeKVCache, first_token_ids
 
 if TYPE_CHECKING:
     from lcr.models.transformers_llm import TransformersLLM
 
-SCORES = ("attention+embedding", "attention", "embedding")
+SCORES = ("attention+embedding", "attention", "embedding")  # PecanQuery.score
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class SearchParams:
     fixed_nodes: int = 10
     max_context: int = 8192
     max_nodes: int | None = None  # -k
-    answer_tokens: int = 256
+    answer_tokens: int = 256  # room kept in the window for the answer turn's reply
     second_turn: str = "question"
 
 
@@ -54,13 +55,24 @@ class Step:
 
 
 @dataclass
+class AnswerState:
+    """What the answer turn needs from the search: the cache of the visited nodes
+    (suffixes rolled back), the prompt's pieces, and the first-turn reply the last
+    check read (``Yes`` when there was no check)."""
+
+    cache: NodeKVCache
+    prompt: SearchPrompt
+    last_word: str
+
+
+@dataclass
 class SearchResult:
     steps: list[Step] = field(default_factory=list)
     checks: list[float] = field(default_factory=list)
     stop: str = ""
-    answer: str | None = None
     context_tokens: int = 0
     encoded: dict[str, int] = field(default_factory=dict)
+    state: AnswerState | None = None
 
 
 def initial_nodes(levels: np.ndarray, cos: np.ndarray, params: SearchParams) -> list[int]:
@@ -98,9 +110,8 @@ def dynamic_search(
     edges: sp.csr_array,
     cos: np.ndarray,
     params: SearchParams,
-    *,
-    answer: bool,
 ) -> SearchResult:
+    """The search; ``result.state`` keeps what :func:`answer_turn` answers from."""
     prompt = search_prompt(llm, question, params.second_turn)
     yes_ids, no_ids = first_token_ids(llm, "Yes"), first_token_ids(llm, "No")
     if yes_ids & no_ids:
@@ -163,12 +174,21 @@ def dynamic_search(
             break
         if not visit(nxt, float(scores[nxt]), float(z[nxt])):
             break
-    if answer:
-        suffix = prompt.answers[last_word]
-        before = llm.usage.completion_tokens
-        result.answer, _ = cache.answer(suffix, params.answer_tokens)
-        encoded["answer"] = len(suffix)
-        encoded["generated"] = llm.usage.completion_tokens - before
     result.context_tokens = len(cache)
     result.encoded = encoded
+    result.state = AnswerState(cache, prompt, last_word)
     return result
+
+
+def answer_turn(
+    llm: TransformersLLM, state: AnswerState, encoded: dict[str, int], max_new_tokens: int
+) -> str:
+    """The second turn (Table A2) from the search's cache, at most ``max_new_tokens``
+    long; ``encoded`` (the search's token counts) gains the answer's suffix and the
+    tokens generated."""
+    suffix = state.prompt.answers[state.last_word]
+    before = llm.usage.completion_tokens
+    text, _ = state.cache.answer(suffix, max_new_tokens)
+    encoded["answer"] = len(suffix)
+    encoded["generated"] = llm.usage.completion_tokens - before
+    return text

@@ -1,0 +1,87 @@
+"""PECAN's settings: one frozen dataclass per phase (``--set pecan.KEY=VALUE``).
+
+Defaults are the paper's where it gives one (``paper=True``); the longer story of
+each setting (why a default, what was measured) is in docs/methods/pecan.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from lcr.config import Settings, setting
+
+
+@dataclass(frozen=True)
+class PecanBuild(Settings):
+    """Attention Graph Construction (section 3.1)."""
+
+    chunk_tokens: int = setting(
+        300,
+        "level-1 chunk size in tokens of the LLM's tokenizer (sentences kept whole)",
+        paper=True,
+        low=16,
+    )
+    s: int = setting(
+        8192,
+        "batch size in tokens (the paper's s); lowered, with a warning, to fit a small "
+        "model's window",
+        paper=True,
+        low=64,
+    )
+    points_max_new_tokens: int = setting(
+        512,
+        "most tokens of one batch's bullet-point reply (the paper gives no limit)",
+        low=8,
+        renamed_from=("max_new_tokens",),
+    )
+    top: Literal["summary", "fit"] = setting(
+        "summary",
+        "summary: up to one batch's points (INFERRED from the paper's costs); "
+        "fit: stop when a level fits",
+    )
+    max_levels: int = setting(
+        10, "most levels above the chunks (a guard; the paper has none)", low=1
+    )
+
+
+@dataclass(frozen=True)
+class PecanQuery(Settings):
+    """Dynamic Graph Search (section 3.2) and the answer turn."""
+
+    patience: int = setting(
+        1, "stop after the LLM has said Yes this many times (the paper's p)", paper=True, low=1
+    )
+    yes_threshold: float = setting(
+        0.5,
+        "a check counts as Yes when P(Yes) / (P(Yes) + P(No)) is above this",
+        low=0.0,
+        high=1.0,
+    )
+    # the node score (section 3.2.2) and Table 2's two ablations (search.SCORES)
+    score: Literal["attention+embedding", "attention", "embedding"] = setting(
+        "attention+embedding",
+        "node score: z = E^T r + embedding cosine (paper), or Table 2's ablation of either part",
+        paper=True,
+    )
+    progress_control: bool = setting(
+        True,
+        "ask the LLM Yes/No after each node (paper); false: Table 2's fixed pecan.fixed_nodes",
+        paper=True,
+    )
+    fixed_nodes: int = setting(
+        10,
+        "nodes visited without progress control (the paper used its average; unknown)",
+        low=1,
+    )
+    # Table A2's answer turn word for word, or with the question restated (prompts.SECOND_TURNS)
+    second_turn: Literal["paper", "question"] = setting(
+        "question",
+        "the answer turn: 'paper' is Table A2's; 'question' restates the question after it",
+    )
+    max_context: int = setting(
+        8192,
+        "search input window in tokens (the paper caps it by s = 8K); also capped by the model's",
+        paper=True,
+        low=256,
+    )
