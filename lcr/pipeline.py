@@ -168,7 +168,7 @@ def build(
             and existing is not None
             and method.name not in index.damaged
             and _same_settings(method, existing.settings, settings)
-            and existing.models == record
+            and _same_models(existing.models, record)
         ):
             reports.append(BuildReport(method.name, False, 0.0, dict(existing.counts)))
             report_to(reports[-1])
@@ -218,6 +218,13 @@ def rebuild_args(method: AnyMethod, settings: Settings, record: dict[str, str]) 
         if role in record and record[role] != default:
             args.append(f"--{role} {shlex.quote(record[role])}")
     return args
+
+
+def _same_models(recorded: dict[str, str], now: dict[str, str]) -> bool:
+    """Whether an existing build was made with the models ``now`` names. A role the
+    build did not record (lcr 0.1.0 left out LightPAL's ``scorer=llm`` LLM) is
+    taken as the same, so such an index is not rebuilt, and paid for, again."""
+    return set(recorded) <= set(now) and all(recorded.get(k, v) == v for k, v in now.items())
 
 
 def _same_settings(method: AnyMethod, stored: dict[str, Any], settings: Settings) -> bool:
@@ -441,8 +448,10 @@ def retrieve_query(
     *,
     progress: Progress = NULL_PROGRESS,
     note: Callable[[str], None] | None = None,
+    keep_state: bool = False,
 ) -> Result:
-    """:func:`retrieve` for a resolved :class:`Query`."""
+    """:func:`retrieve` for a resolved :class:`Query`; ``keep_state`` keeps what the
+    method's own answer step needs (``evidence.state``) for :func:`ask_query`."""
     method = query.method
     reader = index.reader(method.name)
     needs = query.needs
@@ -464,6 +473,8 @@ def retrieve_query(
         answer_tokens=query.answer.max_new_tokens,
     )
     evidence = method.retrieve(ctx, query.question, query.k)
+    if not keep_state:
+        evidence.state = None  # nothing answers from it: let a KV cache go at once
     elapsed = time.perf_counter() - started
     evidence.usage = _llm_usage(models).minus(before)  # measured here, for every method
     evidence.items = evidence.in_rank_order()  # one order for every method and output
@@ -514,7 +525,7 @@ def ask_query(
         query.needs | method.answer_needs(query.settings),
         f"answering with {method.name}",
     )
-    result = retrieve_query(index, query, models, progress=progress, note=note)
+    result = retrieve_query(index, query, models, progress=progress, note=note, keep_state=True)
     started = time.perf_counter()
     llm = models.llm
     loaded = time.perf_counter()
