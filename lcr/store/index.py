@@ -584,14 +584,6 @@ class Index:
         atomic_write_json(self.path / "manifest.json", manifest)
         self.manifest = manifest
 
-    def remove_method(self, method: str) -> None:
-        with _locked(self.path):
-            manifest = json.loads((self.path / "manifest.json").read_text(encoding="utf-8"))
-            if manifest.get("methods", {}).pop(method, None) is not None:
-                atomic_write_json(self.path / "manifest.json", manifest)
-            self.manifest = manifest
-            self._sweep()
-
     def _sweep(self) -> None:
         """Delete temporary folders and builds the manifest no longer points at."""
         live = {e["dir"] for e in self.manifest.get("methods", {}).values()}
