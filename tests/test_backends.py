@@ -75,14 +75,14 @@ def test_split_token_budget(ctx: int, cont: int, budget: int, expected: tuple[in
     [(2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 11.0, 1), (8, 2.2, 6), (1, 0.0, 1)],
 )
 def test_llamacpp_threads_leave_busy_cores_alone(cores: int, busy: float, threads: int) -> None:
-    from lcr.models.llamacpp_llm import threads_for_load
+    from lcr.models.llamacpp_threads import threads_for_load
 
     assert threads_for_load(cores, busy) == threads
 
 
 def test_llamacpp_threads_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from lcr.errors import ModelError
-    from lcr.models.llamacpp_llm import busy_cores_elsewhere, default_threads
+    from lcr.models.llamacpp_threads import busy_cores_elsewhere, default_threads
 
     monkeypatch.setenv("LCR_THREADS", "3")
     assert default_threads() == 3

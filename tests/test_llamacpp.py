@@ -209,7 +209,7 @@ def test_models_load_llamacpp_under_auto() -> None:
 def test_thread_governor_follows_other_work() -> None:
     """Threads drop when another process takes a core and come back when it stops;
     no measurement is taken more often than the interval."""
-    from lcr.models.llamacpp_llm import ThreadGovernor
+    from lcr.models.llamacpp_threads import ThreadGovernor
 
     clock = [0.0]
     # (machine busy s, own s, wall s): we use 2 cores alone, then another job takes one
@@ -235,7 +235,7 @@ def test_thread_governor_follows_other_work() -> None:
 def test_thread_change_mid_run_keeps_the_scores() -> None:
     """Changing llama.cpp's thread count between calls changes speed, not results
     (to float rounding: the work is split differently)."""
-    from lcr.models.llamacpp_llm import ThreadGovernor
+    from lcr.models.llamacpp_threads import ThreadGovernor
 
     llm = LlamaCppLLM.load(smol_path(), model_id=SMOL, context_window=2048, threads=2)
     before = llm.continuation_logprob(STORY, CONTINUATIONS[0])
