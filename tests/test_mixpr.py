@@ -389,7 +389,7 @@ def test_stored_global_pagerank_is_a_dense_power_iteration_and_a_fresh_walk(
 
 def test_a_text_of_one_letter_words_falls_back_to_whitespace_tokens(tmp_path: Path) -> None:
     """scikit-learn's pattern finds no word here; the fallback vocabulary still retrieves."""
-    from lcr.models.tfidf import TfidfModel
+    from lcr.scoring.tfidf import TfidfModel
 
     with pytest.raises(ValueError):  # what the fallback is for
         from sklearn.feature_extraction.text import TfidfVectorizer

@@ -17,8 +17,8 @@ from lcr.config import Setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
 from lcr.methods.base import BuildContext, Method, QueryContext, item_from_node, top_indices
-from lcr.models.bm25 import bm25_tokenize, bm25s_module
 from lcr.progress import OneTask
+from lcr.scoring.bm25 import BM25Index, bm25_tokenize
 from lcr.store import Node
 
 CHUNK_SETTINGS = (
@@ -69,7 +69,7 @@ def effective_k(ctx: QueryContext, k: int | None) -> int:
 
 
 def _tfidf_scores(ctx: QueryContext, question: str) -> np.ndarray:
-    from lcr.models.tfidf import TfidfModel
+    from lcr.scoring.tfidf import TfidfModel
 
     model = TfidfModel.load(ctx.stored)
     matrix = ctx.stored.csr("tfidf")
@@ -91,7 +91,7 @@ def _dense_scores(ctx: QueryContext, question: str) -> np.ndarray:
 
 
 def _build_tfidf(ctx: BuildContext, nodes: list[Node]) -> None:
-    from lcr.models.tfidf import TfidfModel
+    from lcr.scoring.tfidf import TfidfModel
 
     model, matrix = TfidfModel.fit([n.text for n in nodes])
     model.save(ctx.out)
@@ -167,44 +167,18 @@ class BM25(Method):
     query_settings = TOPK_SETTINGS
 
     def build(self, ctx: BuildContext) -> None:
-        bm25s = bm25s_module()
         nodes = chunk_nodes(ctx)
         tokens = _bm25_tokenize([n.text for n in nodes], ctx.settings)
-        retriever = bm25s.BM25(k1=float(ctx.settings["k1"]), b=float(ctx.settings["b"]))
-        retriever.index(tokens, show_progress=False)
-        scores = retriever.scores
-        ctx.out.write_array("bm25_data", np.asarray(scores["data"]))
-        ctx.out.write_array("bm25_indices", np.asarray(scores["indices"]))
-        ctx.out.write_array("bm25_indptr", np.asarray(scores["indptr"]))
-        ctx.out.write_json(
-            "bm25_vocabulary",
-            {"vocab": retriever.vocab_dict, "num_docs": int(scores["num_docs"])},
-        )
+        index = BM25Index.fit(tokens, k1=float(ctx.settings["k1"]), b=float(ctx.settings["b"]))
+        index.save(ctx.out)
         ctx.out.write_nodes(nodes)
-        ctx.out.stats["vocabulary"] = len(retriever.vocab_dict)
+        ctx.out.stats["vocabulary"] = index.vocabulary_size
 
     def retrieve(self, ctx: QueryContext, question: str, k: int | None) -> Evidence:
-        bm25s = bm25s_module()
         stored = ctx.stored
-        meta = stored.json("bm25_vocabulary")
-        retriever = bm25s.BM25(k1=float(stored.settings["k1"]), b=float(stored.settings["b"]))
-        retriever.scores = {
-            "data": stored.array("bm25_data"),
-            "indices": stored.array("bm25_indices"),
-            "indptr": stored.array("bm25_indptr"),
-            "num_docs": int(meta["num_docs"]),
-        }
-        retriever.vocab_dict = meta["vocab"]
-        retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
-        retriever.nonoccurrence_array = None  # only BM25L/BM25+ need it; we use Lucene BM25
-        q_tokens = _bm25_tokenize([question], stored.settings)
-        known = [t for t in q_tokens[0] if t in retriever.vocab_dict]
+        index = BM25Index.load(stored)
         nodes = stored.nodes()
-        scores = (
-            np.asarray(retriever.get_scores(known), dtype=np.float64)
-            if known
-            else np.zeros(len(nodes))
-        )
+        scores = index.scores(_bm25_tokenize([question], stored.settings)[0], len(nodes))
         return ranked_evidence(self.name, nodes, scores, effective_k(ctx, k))
 
 

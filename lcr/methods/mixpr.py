@@ -223,7 +223,7 @@ class MixPR(Method):
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext) -> None:
         from lcr.graph import column_sums, pagerank, similarity_graph, transition_matrix
-        from lcr.models.tfidf import TfidfModel
+        from lcr.scoring.tfidf import TfidfModel
         from lcr.text.chunking import sentence_word_chunks
 
         timings: dict[str, float] = {}
@@ -393,7 +393,7 @@ class MixPR(Method):
     @staticmethod
     def _question_sims(ctx: QueryContext, question: str, n: int) -> np.ndarray:
         """Cosine of the question with every chunk, by the stored vectoriser."""
-        from lcr.models.tfidf import TfidfModel
+        from lcr.scoring.tfidf import TfidfModel
 
         model = ctx.stored.memoised("mixpr:tfidf", lambda: TfidfModel.load(ctx.stored))
         emb = ctx.stored.csr("tfidf")
