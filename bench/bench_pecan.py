@@ -35,8 +35,8 @@ SHARED = Path(
 def _llm(name: str):  # type: ignore[no-untyped-def]
     import torch
 
-    from lcr.models.base import ModelSpec
     from lcr.models.loading import load_llm
+    from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS
 
     torch.set_num_threads(1)

@@ -36,7 +36,9 @@ from typing import Any
 
 from lcr import pipeline
 from lcr.evidence import Usage
-from lcr.models.base import Generation, Message, Models, ModelSpec
+from lcr.models.base import Generation, Message
+from lcr.models.container import Models
+from lcr.models.spec import ModelSpec
 from lcr.store import DocumentInput, Index
 from lcr.text.tokens import count_tokens
 

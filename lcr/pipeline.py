@@ -19,7 +19,8 @@ from lcr.errors import UsageError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.base import BuildContext, Method, QueryContext
-from lcr.models.base import Capability, Models
+from lcr.models.base import Capability
+from lcr.models.container import Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
 

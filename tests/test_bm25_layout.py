@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from lcr import pipeline
-from lcr.models.base import Models
+from lcr.models.container import Models
 from lcr.scoring.bm25 import BM25Index, bm25_tokenize, bm25s_module
 from tests.fakes import ForbiddenLLM
 

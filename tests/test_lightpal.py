@@ -25,7 +25,8 @@ from lcr.methods.lightpal.graph import (
     top_edges,
 )
 from lcr.methods.lightpal.passages import cut_passages, head_of
-from lcr.models.base import ContinuationScore, Models
+from lcr.models.base import ContinuationScore
+from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 from tests.conftest import SHARED_DATA
 from tests.fakes import ScriptedLLM

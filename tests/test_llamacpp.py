@@ -19,9 +19,11 @@ pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
 from lcr.errors import CapabilityError, ModelError
 from lcr.models import loading
 from lcr.models.backends import choose_backend
-from lcr.models.base import LLM, Capability, Models, ModelSpec
+from lcr.models.base import LLM, Capability
+from lcr.models.container import Models
 from lcr.models.llamacpp_llm import LlamaCppLLM
 from lcr.models.presets import PRESETS
+from lcr.models.spec import ModelSpec
 from lcr.progress import NULL_PROGRESS
 
 SMOL = "smollm2-135m"

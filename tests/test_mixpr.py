@@ -15,7 +15,8 @@ from lcr import pipeline
 from lcr.errors import SettingError
 from lcr.evidence import Usage
 from lcr.methods import get_method
-from lcr.models.base import Generation, Message, Models
+from lcr.models.base import Generation, Message
+from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 from lcr.text.chunking import split_sentences
 

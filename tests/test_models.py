@@ -25,9 +25,10 @@ import torch
 
 from lcr.errors import ModelError, UsageError
 from lcr.models import cache, loading, presets
-from lcr.models.base import LLM, Embedder, ModelSpec
+from lcr.models.base import LLM, Embedder
 from lcr.models.embedder import SentenceTransformerEmbedder
 from lcr.models.presets import PackageFile, Preset
+from lcr.models.spec import ModelSpec
 from lcr.models.transformers_llm import TransformersLLM
 from lcr.progress import NULL_PROGRESS
 
@@ -45,17 +46,10 @@ def _one_thread() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def llm() -> TransformersLLM:
-    loaded = loading.load_llm(ModelSpec(llm=SMOL, device="cpu"), NULL_PROGRESS)
-    assert isinstance(loaded, TransformersLLM)
-    return loaded
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    loaded = loading.load_embedder(ModelSpec(device="cpu"), NULL_PROGRESS)
-    assert isinstance(loaded, SentenceTransformerEmbedder)
-    return loaded
+def llm(smollm: Any) -> TransformersLLM:
+    """The session's smollm2-135m (tests/conftest.py): loaded once for every test file."""
+    assert isinstance(smollm, TransformersLLM)
+    return smollm
 
 
 def ask(text: str) -> list[dict[str, str]]:
@@ -529,7 +523,7 @@ def test_list_presets_and_install_command(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_import_does_not_load_torch() -> None:
     code = (
-        "import sys, lcr.models; "
+        "import sys, lcr.models, lcr.models.container, lcr.models.backends, lcr.cli; "
         "print(any(m in sys.modules for m in ('torch', 'transformers', 'sentence_transformers')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

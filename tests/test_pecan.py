@@ -39,7 +39,8 @@ from lcr.methods.pecan.graph import (
 from lcr.methods.pecan.prompts import BUILD_HEAD, SEARCH_HEAD, SECOND_TURN, search_prompt
 from lcr.methods.pecan.prompts import segment_line as line
 from lcr.models.attention import NodeKVCache, generate_with_attention, span_mean_matrix
-from lcr.models.base import Models, ModelSpec
+from lcr.models.container import Models
+from lcr.models.spec import ModelSpec
 from lcr.store import DocumentInput, Index
 from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import ScriptedLLM

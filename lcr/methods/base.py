@@ -18,7 +18,8 @@ import numpy as np
 from lcr.answer import AnswerResult
 from lcr.config import Setting, SettingValue
 from lcr.evidence import Evidence, EvidenceItem
-from lcr.models.base import LLM, Capability, Models
+from lcr.models.base import LLM, Capability
+from lcr.models.container import Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
 

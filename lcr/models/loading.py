@@ -22,8 +22,9 @@ from urllib.parse import urlparse
 
 from lcr.errors import LcrError, ModelError
 from lcr.models import cache
-from lcr.models.base import LLM, Embedder, ModelSpec
+from lcr.models.base import LLM, Embedder
 from lcr.models.presets import PRESETS, Kind, Preset, preset_names
+from lcr.models.spec import ModelSpec
 from lcr.progress import Progress, Task
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")

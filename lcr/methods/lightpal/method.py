@@ -241,7 +241,7 @@ class LightPAL(Method):
         seconds["embedding_candidates"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        scorer_llm = load_scorer(ctx.models, str(s["scorer"]), ctx.progress)
+        scorer_llm = load_scorer(ctx.models, str(s["scorer"]))
         seconds["scorer_load"] = time.perf_counter() - t
         before = scorer_llm.usage.copy()
         scorer = PairScorer(
