@@ -180,7 +180,7 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
         return OpenAILLM.connect(spec)
     if backend != "transformers":
         raise ModelError(f"unknown LLM backend {backend!r}")
-    from lcr.models.transformers_llm import check_quantize, resolve_device
+    from lcr.models.transformers_core import check_quantize, resolve_device
 
     device = resolve_device(spec.device)
     check_quantize(spec.quantize, device)
@@ -363,7 +363,7 @@ def _load_hub(source: Source, kind: Kind, device: str, quantize: str | None) -> 
 
 def load_embedder(spec: ModelSpec, progress: Progress) -> Embedder:
     """Load ``spec.embedder`` with sentence-transformers on ``spec.device``."""
-    from lcr.models.transformers_llm import resolve_device
+    from lcr.models.transformers_core import resolve_device
 
     device = resolve_device(spec.device)
     source = resolve(spec.embedder, "embedder")

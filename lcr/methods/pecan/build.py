@@ -34,11 +34,10 @@ from lcr.methods.pecan.graph import (
     tokens_in,
 )
 from lcr.methods.pecan.prompts import PROMPT_VERSION, build_overhead, build_prompt, segment_line
-from lcr.models.attention import generate_with_attention, token_char_ends
 from lcr.store import Node, cache_key
 
 if TYPE_CHECKING:
-    from lcr.models.transformers_llm import TransformersLLM
+    from lcr.models.base import AttentionLLM
 
 
 @dataclass
@@ -70,7 +69,7 @@ class BuildParams:
     top: str = "summary"
 
 
-def effective_s(llm: TransformersLLM, params: BuildParams) -> int:
+def effective_s(llm: AttentionLLM, params: BuildParams) -> int:
     """``s``, lowered when a batch of ``s`` tokens plus the prompt and the reply would not
     fit the model's window (a small model's window is below the paper's 8K)."""
     room = llm.context_window - build_overhead(llm) - params.max_new_tokens - 1
@@ -82,7 +81,7 @@ def effective_s(llm: TransformersLLM, params: BuildParams) -> int:
     return min(params.s, room)
 
 
-def leaf_nodes(ctx: BuildContext, llm: TransformersLLM, chunk_tokens: int) -> list[Node]:
+def leaf_nodes(ctx: BuildContext, llm: AttentionLLM, chunk_tokens: int) -> list[Node]:
     from lcr.text.chunking import token_windows
 
     nodes: list[Node] = []
@@ -103,7 +102,7 @@ def leaf_nodes(ctx: BuildContext, llm: TransformersLLM, chunk_tokens: int) -> li
 
 def _batch_points(
     ctx: BuildContext,
-    llm: TransformersLLM,
+    llm: AttentionLLM,
     texts: list[str],
     params: BuildParams,
     counters: BuildCounters,
@@ -118,8 +117,8 @@ def _batch_points(
         return [str(p) for p in hit["points"]], [[float(x) for x in w] for w in hit["weights"]]
     started = time.perf_counter()
     try:
-        gen = generate_with_attention(
-            llm, prompt.ids, spans=prompt.spans, max_new_tokens=params.max_new_tokens
+        gen = llm.generate_with_attention(
+            prompt.ids, spans=prompt.spans, max_new_tokens=params.max_new_tokens
         )
     except LcrError:
         raise
@@ -132,7 +131,7 @@ def _batch_points(
     finally:
         counters.seconds += time.perf_counter() - started
     attention = gen.attention.numpy()
-    ends = token_char_ends(llm, gen.tokens)
+    ends = llm.token_char_ends(gen.tokens)
     points = information_points(gen.text)
     weights = [
         [float(x) for x in point_weights(attention, tokens_in(ends, p.start, p.end))]
@@ -155,7 +154,7 @@ def _batch_points(
 
 
 def build_graph(
-    ctx: BuildContext, llm: TransformersLLM, params: BuildParams, counters: BuildCounters
+    ctx: BuildContext, llm: AttentionLLM, params: BuildParams, counters: BuildCounters
 ) -> Graph:
     s = effective_s(llm, params)
     graph = Graph(nodes=leaf_nodes(ctx, llm, params.chunk_tokens))

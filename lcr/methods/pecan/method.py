@@ -28,8 +28,7 @@ from lcr.methods.pecan.build import (
 from lcr.methods.pecan.graph import edge_matrix
 from lcr.methods.pecan.prompts import SECOND_TURNS
 from lcr.methods.pecan.search import SCORES, SearchParams, SearchResult, dynamic_search
-from lcr.models.attention import require_transformers_llm
-from lcr.models.base import Capability
+from lcr.models.base import Capability, require_attention
 
 NEEDS = frozenset(
     {
@@ -164,7 +163,7 @@ class Pecan(Method):
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext) -> None:
         s = ctx.settings
-        llm = require_transformers_llm(ctx.models.llm, "building pecan")
+        llm = require_attention(ctx.models.llm, "building pecan")
         params = BuildParams(
             chunk_tokens=int(s["chunk_tokens"]),
             s=int(s["s"]),
@@ -222,7 +221,7 @@ class Pecan(Method):
         )
         q = np.asarray(ctx.models.embedder.encode([question])[0], dtype=np.float32)
         cos = emb.astype(np.float32) @ q if n else np.zeros(0, dtype=np.float32)
-        llm = require_transformers_llm(ctx.models.llm, "pecan retrieval")
+        llm = require_attention(ctx.models.llm, "pecan retrieval")
         before = llm.usage.copy()
         result = dynamic_search(
             llm,
