@@ -33,7 +33,8 @@ from lcr import pipeline
 from lcr.answer import ANSWER_TARGET, NOT_FOUND
 from lcr.eval import runner, summary
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
-from lcr.models.base import Models, ModelSpec
+from lcr.models.container import Models
+from lcr.models.spec import ModelSpec
 from lcr.pipeline import Result
 
 # (name, --set lines, --max-new-tokens or None for --max-new-tokens of the command)

@@ -53,8 +53,8 @@ def prompt_messages(target_tokens: int = 1150) -> list[dict[str, str]]:
 
 def micro_one(llm_name: str, backend: str, new_tokens: int) -> dict[str, object]:
     """Runs in its own process: load, prefill, decode, peak RSS."""
-    from lcr.models.base import ModelSpec
     from lcr.models.loading import load_llm
+    from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS
 
     messages = prompt_messages()

@@ -68,7 +68,7 @@ def bench_bm25(tokens: int) -> None:
     print(f"lcr index --method bm25: {wall:.1f} s wall (process), peak RSS {peak:.0f} MB")
 
     from lcr import pipeline
-    from lcr.models.base import Models
+    from lcr.models.container import Models
     from lcr.store import Index
 
     questions = [
@@ -96,9 +96,9 @@ def bench_bm25(tokens: int) -> None:
 
 
 def bench_models() -> None:
-    from lcr.models.base import ModelSpec
     from lcr.models.loading import load_embedder, load_llm
     from lcr.models.presets import list_presets
+    from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS
 
     for p in list_presets():

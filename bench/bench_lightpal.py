@@ -46,8 +46,8 @@ import numpy as np
 
 from lcr.methods.lightpal.graph import Walk, context_passages, dense_candidates, edge_matrix
 from lcr.methods.lightpal.passages import cut_passages, head_of
-from lcr.models.base import ModelSpec
 from lcr.models.loading import load_embedder, load_llm
+from lcr.models.spec import ModelSpec
 from lcr.progress import NULL_PROGRESS
 
 SHARED = Path(
@@ -170,7 +170,7 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
 
     from lcr import pipeline
     from lcr.eval.convert import odsum
-    from lcr.models.base import Models
+    from lcr.models.container import Models
     from lcr.store import DocumentInput, Index
 
     questions = odsum(DATA.parent)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from mixpr_tasks import DATA, hash_hop, variable_tracking
 
 from lcr import pipeline
-from lcr.models.base import Models
+from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 from lcr.text.tokens import count_tokens
 

@@ -35,8 +35,8 @@ SHARED = Path(
 def _llm(name: str):  # type: ignore[no-untyped-def]
     import torch
 
-    from lcr.models.base import ModelSpec
     from lcr.models.loading import load_llm
+    from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS
 
     torch.set_num_threads(1)
@@ -55,16 +55,15 @@ def bench_search(name: str, steps: int, node_tokens: int) -> dict[str, object]:
     import torch
 
     from lcr.methods.pecan.prompts import search_prompt, segment_line
-    from lcr.models.attention import NodeKVCache, first_token_ids
 
     llm = _llm(name)
     nodes = [llm.encode(segment_line(t)) for t in _chunks(llm, node_tokens, steps)]
     prompt = search_prompt(llm, "Why could Cinderella not go to the festival at first?")
-    yes, no = first_token_ids(llm, "Yes"), first_token_ids(llm, "No")
+    yes, no = llm.first_token_ids("Yes"), llm.first_token_ids("No")
     rows = []
     started = time.perf_counter()
     before = llm.usage.prompt_tokens
-    cache = NodeKVCache(llm, prompt.prefix, prompt.question)
+    cache = llm.node_cache(prompt.prefix, prompt.question)
     cached_tokens, cached_s = [], []
     for nd in nodes:
         cache.append(nd)
@@ -101,7 +100,6 @@ def _rss_mb() -> float:
 
 def bench_one_generation(name: str, variant: str, s: int, new: int) -> dict[str, object]:
     from lcr.methods.pecan.prompts import build_prompt
-    from lcr.models.attention import generate_with_attention
 
     llm = _llm(name)
     chunks, batch, used = _chunks(llm, 300, 100), [], 0
@@ -116,7 +114,7 @@ def bench_one_generation(name: str, variant: str, s: int, new: int) -> dict[str,
     base = _rss_mb()
     started = time.perf_counter()
     if variant == "attention":
-        gen = generate_with_attention(llm, prompt.ids, spans=prompt.spans, max_new_tokens=new)
+        gen = llm.generate_with_attention(prompt.ids, spans=prompt.spans, max_new_tokens=new)
         text, count = gen.text, gen.completion_tokens
     else:
         # the backend's own generation on the very same token ids
@@ -140,7 +138,7 @@ def bench_decode(name: str, lengths: list[int], steps: int, rounds: int) -> dict
 
     import torch
 
-    from lcr.models.attention import _accumulate_attention
+    from lcr.models.transformers_llm import accumulate_attention
 
     llm = _llm(name)
     with (SHARED / "squality" / "dev.jsonl").open(encoding="utf-8") as fh:
@@ -161,7 +159,7 @@ def bench_decode(name: str, lengths: list[int], steps: int, rounds: int) -> dict
                     "sdpa_weights": llm.weights_attention(),
                 }[mode]
                 capture = (
-                    contextlib.nullcontext([]) if mode == "sdpa" else _accumulate_attention(llm, n)
+                    contextlib.nullcontext([]) if mode == "sdpa" else accumulate_attention(llm, n)
                 )
                 started = time.perf_counter()
                 with torch.no_grad(), switch, capture as total:

@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: lc
 
 from lcr import pipeline
 from lcr.methods.raptor.method import USER_PROMPT
-from lcr.models.base import Models, ModelSpec
+from lcr.models.container import Models
+from lcr.models.spec import ModelSpec
 from lcr.store import DocumentInput, Index
 from lcr.text.tokens import count_tokens
 from tests.fakes import ScriptedLLM

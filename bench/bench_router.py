@@ -30,7 +30,8 @@ from lcr import pipeline
 from lcr.eval.convert import qmsum
 from lcr.eval.dataset import Question, load
 from lcr.eval.runner import open_index
-from lcr.models.base import Models, ModelSpec
+from lcr.models.container import Models
+from lcr.models.spec import ModelSpec
 
 DATA = Path(os.environ.get("LCR_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared/data"))
 GENERATED = (("niah-single", 1), ("niah-multikey", 2), ("vt", 3), ("hashhop", 4))

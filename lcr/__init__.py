@@ -20,7 +20,7 @@ _API = {
     "ask": "lcr.api",
     "use_models": "lcr.api",
     "Index": "lcr.store",
-    "Models": "lcr.models.base",
+    "Models": "lcr.models.container",
     "Result": "lcr.pipeline",
     "LcrError": "lcr.errors",
 }
@@ -40,7 +40,7 @@ __all__ = [
 if TYPE_CHECKING:
     from lcr.api import ask, index, open_index, retrieve, use_models
     from lcr.errors import LcrError
-    from lcr.models.base import Models
+    from lcr.models.container import Models
     from lcr.pipeline import Result
     from lcr.store import Index
 

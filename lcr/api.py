@@ -27,7 +27,8 @@ from typing import Any, overload
 from lcr import pipeline
 from lcr.config import value_text
 from lcr.errors import UsageError
-from lcr.models.base import Models, ModelSpec
+from lcr.models.container import Models
+from lcr.models.spec import ModelSpec
 from lcr.pipeline import BuildReport, Result
 from lcr.store import Index
 

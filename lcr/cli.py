@@ -24,7 +24,8 @@ from lcr.errors import IndexDamagedError, LcrError, UsageError, from_os_error
 
 if TYPE_CHECKING:
     from lcr.config import Setting
-    from lcr.models.base import Models, ModelSpec
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
     from lcr.pipeline import BuildReport, Result
     from lcr.progress import Progress
     from lcr.store import Index
@@ -81,7 +82,7 @@ def quiet_option(f: Any) -> Any:
 
 
 def _models(spec: ModelSpec, progress: Progress) -> Models:
-    from lcr.models.base import Models
+    from lcr.models.container import Models
 
     return Models(spec=spec, progress=progress)
 

@@ -2,7 +2,7 @@
 
 One home, so ``index``, ``ask``, ``retrieve`` and ``eval`` accept the same
 options with the same environment fallbacks, and turn them into one
-:class:`~lcr.models.base.ModelSpec` the same way.
+:class:`~lcr.models.spec.ModelSpec` the same way.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from lcr.models.backends import BACKEND_CHOICES
-from lcr.models.base import DEFAULT_CONCURRENCY, DEFAULT_EMBEDDER, DEFAULT_LLM, ModelSpec
+from lcr.models.spec import DEFAULT_CONCURRENCY, DEFAULT_EMBEDDER, DEFAULT_LLM, ModelSpec
 
 MODEL_OPTION_NAMES = (
     "llm",

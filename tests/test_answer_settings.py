@@ -28,7 +28,7 @@ from lcr.errors import SettingError
 from lcr.eval import runner
 from lcr.eval.cli import eval_group
 from lcr.evidence import EvidenceItem
-from lcr.models.base import Models
+from lcr.models.container import Models
 from lcr.store import Index
 from tests.fakes import ForbiddenLLM, ScriptedLLM
 

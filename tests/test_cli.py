@@ -265,7 +265,7 @@ def test_ask_end_to_end_with_smollm(story: Path) -> None:
 
 
 def test_human_ask_output_with_scripted_llm(story: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lcr.models.base import Models
+    from lcr.models.container import Models
     from tests.fakes import ScriptedLLM
 
     llm = ScriptedLLM(words=5)

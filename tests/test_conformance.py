@@ -18,7 +18,7 @@ from lcr import pipeline
 from lcr.config import Settings
 from lcr.errors import SettingError, UsageError
 from lcr.methods import get_method, method_names
-from lcr.models.base import Models
+from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 from tests.fakes import ScriptedLLM
 

@@ -11,7 +11,7 @@ import pytest
 
 from lcr import pipeline
 from lcr.methods.baselines import embedding_pieces
-from lcr.models.base import Models
+from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 
 
@@ -71,7 +71,7 @@ def test_the_index_names_the_query_embedder_and_the_user_hears_it(
     import json
 
     from lcr.errors import ModelError
-    from lcr.models.base import ModelSpec
+    from lcr.models.spec import ModelSpec
 
     text = "The lighthouse keeper kept a cat. The boat came on Thursdays with stores."
     doc = DocumentInput("t.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))

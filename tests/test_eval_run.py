@@ -15,7 +15,8 @@ from lcr.errors import LcrError, UsageError
 from lcr.eval import runner
 from lcr.eval.cli import eval_group
 from lcr.eval.summary import markdown_builds, summarize
-from lcr.models.base import Models, ModelSpec
+from lcr.models.container import Models
+from lcr.models.spec import ModelSpec
 from lcr.store import Index
 from tests.fakes import ForbiddenLLM, ScriptedLLM
 

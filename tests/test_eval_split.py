@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from lcr.eval import metrics, runner, summary
-from lcr.models.base import Models
+from lcr.models.container import Models
 from tests.fakes import ForbiddenLLM
 
 

@@ -38,7 +38,8 @@ from lcr.methods.graphreader.extraction import (
 from lcr.methods.graphreader.graph import Graph, build_graph, key_table
 from lcr.methods.graphreader.keys import merge_keys, normalise_key
 from lcr.methods.graphreader.method import final_answer
-from lcr.models.base import Generation, Message, Models
+from lcr.models.base import Generation, Message
+from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 from tests.conftest import SHARED_DATA
 from tests.fakes import ScriptedLLM

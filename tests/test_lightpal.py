@@ -30,7 +30,8 @@ from lcr.methods.lightpal.graph import (
 from lcr.methods.lightpal.method import LightPALBuild, LightPALQuery
 from lcr.methods.lightpal.passages import PASSAGE_SHAPES, cut_passages, head_of
 from lcr.methods.lightpal.scoring import SCORER_NEEDS
-from lcr.models.base import ContinuationScore, Models
+from lcr.models.base import ContinuationScore
+from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 from tests.conftest import SHARED_DATA
 from tests.fakes import ScriptedLLM

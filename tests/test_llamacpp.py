@@ -19,9 +19,11 @@ pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
 from lcr.errors import CapabilityError, ModelError
 from lcr.models import loading
 from lcr.models.backends import choose_backend
-from lcr.models.base import LLM, Capability, Models, ModelSpec
+from lcr.models.base import LLM, Capability
+from lcr.models.container import Models
 from lcr.models.llamacpp_llm import LlamaCppLLM
 from lcr.models.presets import PRESETS
+from lcr.models.spec import ModelSpec
 from lcr.progress import NULL_PROGRESS
 
 SMOL = "smollm2-135m"
@@ -209,7 +211,7 @@ def test_models_load_llamacpp_under_auto() -> None:
 def test_thread_governor_follows_other_work() -> None:
     """Threads drop when another process takes a core and come back when it stops;
     no measurement is taken more often than the interval."""
-    from lcr.models.llamacpp_llm import ThreadGovernor
+    from lcr.models.llamacpp_threads import ThreadGovernor
 
     clock = [0.0]
     # (machine busy s, own s, wall s): we use 2 cores alone, then another job takes one
@@ -235,7 +237,7 @@ def test_thread_governor_follows_other_work() -> None:
 def test_thread_change_mid_run_keeps_the_scores() -> None:
     """Changing llama.cpp's thread count between calls changes speed, not results
     (to float rounding: the work is split differently)."""
-    from lcr.models.llamacpp_llm import ThreadGovernor
+    from lcr.models.llamacpp_threads import ThreadGovernor
 
     llm = LlamaCppLLM.load(smol_path(), model_id=SMOL, context_window=2048, threads=2)
     before = llm.continuation_logprob(STORY, CONTINUATIONS[0])

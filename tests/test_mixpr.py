@@ -19,7 +19,8 @@ from lcr.evidence import Usage
 from lcr.methods import get_method
 from lcr.methods.base import NOTHING
 from lcr.methods.mixpr import MixPRBuild, MixPRQuery
-from lcr.models.base import Capability, Generation, Message, Models
+from lcr.models.base import Capability, Generation, Message
+from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 from lcr.text.chunking import split_sentences
 
@@ -396,7 +397,7 @@ def test_stored_global_pagerank_is_a_dense_power_iteration_and_a_fresh_walk(
 
 def test_a_text_of_one_letter_words_falls_back_to_whitespace_tokens(tmp_path: Path) -> None:
     """scikit-learn's pattern finds no word here; the fallback vocabulary still retrieves."""
-    from lcr.models.tfidf import TfidfModel
+    from lcr.scoring.tfidf import TfidfModel
 
     with pytest.raises(ValueError):  # what the fallback is for
         from sklearn.feature_extraction.text import TfidfVectorizer

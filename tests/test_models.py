@@ -25,9 +25,10 @@ import torch
 
 from lcr.errors import ModelError, UsageError
 from lcr.models import cache, loading, presets
-from lcr.models.base import LLM, Embedder, ModelSpec
+from lcr.models.base import LLM, Embedder
 from lcr.models.embedder import SentenceTransformerEmbedder
 from lcr.models.presets import PackageFile, Preset
+from lcr.models.spec import ModelSpec
 from lcr.models.transformers_llm import TransformersLLM
 from lcr.progress import NULL_PROGRESS
 
@@ -45,17 +46,10 @@ def _one_thread() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def llm() -> TransformersLLM:
-    loaded = loading.load_llm(ModelSpec(llm=SMOL, device="cpu"), NULL_PROGRESS)
-    assert isinstance(loaded, TransformersLLM)
-    return loaded
-
-
-@pytest.fixture(scope="module")
-def embedder() -> SentenceTransformerEmbedder:
-    loaded = loading.load_embedder(ModelSpec(device="cpu"), NULL_PROGRESS)
-    assert isinstance(loaded, SentenceTransformerEmbedder)
-    return loaded
+def llm(smollm: Any) -> TransformersLLM:
+    """The session's smollm2-135m (tests/conftest.py): loaded once for every test file."""
+    assert isinstance(smollm, TransformersLLM)
+    return smollm
 
 
 def ask(text: str) -> list[dict[str, str]]:
@@ -149,19 +143,14 @@ def test_prefix_cache_reuse_equals_full_pass(llm: TransformersLLM) -> None:
     ids = prefix.ids + cont
     with torch.no_grad():
         full = llm.model(input_ids=torch.tensor([ids])).logits[0]
-    first = llm.logits_after_prefix(prefix, cont)
-    second = llm.logits_after_prefix(prefix, cont)  # the prefix survives a first use
-    assert first.shape == (len(cont), full.shape[-1])
-    assert float((first - full[len(prefix) :]).abs().max()) < 1e-3
-    assert float((second - first).abs().max()) == 0.0
+        forked = llm.model(input_ids=torch.tensor([cont]), cache=prefix.fork()).logits[0]
     assert float((prefix.last_logits - full[len(prefix) - 1]).abs().max()) < 1e-3
-    longer = llm.extend_prefix(prefix, cont[:5])
-    assert longer.ids == prefix.ids + cont[:5]
-    assert float((longer.last_logits - full[len(prefix) + 4]).abs().max()) < 1e-3
+    assert float((forked - full[len(prefix) :]).abs().max()) < 1e-3
+    assert prefix.cache.get_seq_length() == len(prefix)  # a fork leaves the prefix reusable
     # log-probs through the cache agree with the plain one-pass computation
     text = " One day the prince gave a great ball."
-    via_cache = llm.continuation_logprob_after_prefix(prefix, text)
-    assert via_cache == pytest.approx(llm.continuation_logprob(prefix_text, text), abs=1e-3)
+    (via_cache,) = llm.continuation_logprobs(prefix_text, [text])
+    assert via_cache.logprob == pytest.approx(llm.continuation_logprob(prefix_text, text), abs=1e-3)
 
 
 def test_continuation_logprobs_share_the_context(llm: TransformersLLM) -> None:
@@ -187,7 +176,7 @@ def test_batched_continuation_scores_equal_one_at_a_time(
 ) -> None:
     """Candidates of different lengths scored from one expanded prefix cache, right-padded,
     in several batches, give the scores of one full forward pass per pair."""
-    from lcr.models import transformers_llm
+    from lcr.models import transformers_core
 
     context = "Cinderella's stepmother made her sleep among the ashes by the kitchen fire."
     conts = [
@@ -199,13 +188,13 @@ def test_batched_continuation_scores_equal_one_at_a_time(
         " where a hazel tree grew from the branch her father had brought her.",
         " The fairy godmother turned a pumpkin into a golden coach.",
     ]
-    monkeypatch.setattr(transformers_llm, "_SCORE_BATCH_TOKENS", 40)  # forces 3+ batches
+    monkeypatch.setattr(transformers_core, "_SCORE_BATCH_TOKENS", 40)  # forces 3+ batches
     batched = llm.continuation_logprobs(context, conts)
     for text, score in zip(conts, batched, strict=True):
         assert score.tokens == len(llm.encode(text))
         alone = llm.continuation_logprob(context, text) if text else 0.0
         assert score.logprob == pytest.approx(alone, abs=1e-3)
-    batches = transformers_llm._length_batches(
+    batches = transformers_core._length_batches(
         [(i, llm.encode(c)) for i, c in enumerate(conts) if c], 40
     )
     assert len(batches) >= 3
@@ -529,7 +518,7 @@ def test_list_presets_and_install_command(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_import_does_not_load_torch() -> None:
     code = (
-        "import sys, lcr.models; "
+        "import sys, lcr.models, lcr.models.container, lcr.models.backends, lcr.cli; "
         "print(any(m in sys.modules for m in ('torch', 'transformers', 'sentence_transformers')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -27,7 +27,8 @@ pytest.importorskip("fastapi", reason="the llamacpp extra's server part is not i
 from lcr.cli import main
 from lcr.errors import CapabilityError, LLMCallError, ModelError
 from lcr.models.backends import choose_backend
-from lcr.models.base import Capability, Generation, Models, ModelSpec
+from lcr.models.base import Capability, Generation
+from lcr.models.container import Models
 from lcr.models.openai_llm import (
     OpenAILLM,
     RetryPolicy,
@@ -35,6 +36,7 @@ from lcr.models.openai_llm import (
     UrllibTransport,
 )
 from lcr.models.presets import PRESETS
+from lcr.models.spec import ModelSpec
 
 SMOL = "smollm2-135m"
 REPO = Path(__file__).resolve().parents[1]

@@ -115,7 +115,7 @@ def test_similarity_graph_equals_dense_thresholded_product(self_loops: bool, wor
 
 def real_tfidf_rows() -> sp.csr_array:
     """TF-IDF rows of 32-word chunks of real text: common words make dense blocks."""
-    from lcr.models.tfidf import TfidfModel
+    from lcr.scoring.tfidf import TfidfModel
     from lcr.text.chunking import sentence_word_chunks
     from tests.realdata import real_texts
 

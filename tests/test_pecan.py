@@ -47,8 +47,10 @@ from lcr.methods.pecan.prompts import (
 from lcr.methods.pecan.prompts import segment_line as line
 from lcr.methods.pecan.search import SCORES, AnswerState
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
-from lcr.models.attention import NodeKVCache, generate_with_attention, span_mean_matrix
-from lcr.models.base import Capability, Models, ModelSpec
+from lcr.models.base import Capability
+from lcr.models.container import Models
+from lcr.models.spec import ModelSpec
+from lcr.models.transformers_llm import NodeKVCache, span_mean_matrix
 from lcr.store import DocumentInput, Index
 from tests.conftest import REPO, SHARED_DATA
 from tests.fakes import ScriptedLLM
@@ -169,8 +171,8 @@ def test_z_is_e_transpose_r_and_best_skips_visited() -> None:
 def test_accumulated_attention_equals_eager_capture(smollm: Any) -> None:
     prompt = smollm.render([{"role": "user", "content": "List two facts about the sea.\n"}])
     spans = [(2, 7), (7, len(prompt) - 3)]
-    gen = generate_with_attention(smollm, prompt, max_new_tokens=12)
-    by_span = generate_with_attention(smollm, prompt, spans=spans, max_new_tokens=12)
+    gen = smollm.generate_with_attention(prompt, max_new_tokens=12)
+    by_span = smollm.generate_with_attention(prompt, spans=spans, max_new_tokens=12)
     assert gen.tokens and gen.tokens == by_span.tokens
     plain = smollm.generate(
         [{"role": "user", "content": "List two facts about the sea.\n"}], max_new_tokens=12

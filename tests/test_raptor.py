@@ -34,7 +34,8 @@ from lcr.methods.raptor.clustering import (
 )
 from lcr.methods.raptor.method import SYSTEM_PROMPT, RaptorBuild, RaptorQuery, summary_messages
 from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
-from lcr.models.base import Capability, Generation, Message, Models
+from lcr.models.base import Capability, Generation, Message
+from lcr.models.container import Models
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index, Node
 from lcr.text.tokens import count_tokens

@@ -127,7 +127,8 @@ def test_empty_question_is_a_usage_error(
 def test_library_refuses_bad_k_and_empty_question_as_usage_errors(index: Path) -> None:
     from lcr import pipeline
     from lcr.errors import UsageError
-    from lcr.models.base import Models, ModelSpec
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
     from lcr.store import Index
 
     idx = Index.open(index)

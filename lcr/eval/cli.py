@@ -140,7 +140,7 @@ def run_command(
     """
     from lcr.errors import UsageError
     from lcr.eval import runner, summary
-    from lcr.models.base import Models
+    from lcr.models.container import Models
     from lcr.progress import progress_for, progress_mode
 
     if max_new_tokens < 1:

@@ -28,7 +28,7 @@ from lcr.eval import dataset, metrics
 from lcr.eval.dataset import Question
 from lcr.methods import get_method
 from lcr.methods.base import Method
-from lcr.models.base import Models
+from lcr.models.container import Models
 from lcr.pipeline import Result
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index

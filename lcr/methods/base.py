@@ -34,7 +34,7 @@ from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, S
 
 if TYPE_CHECKING:
     from lcr.answer import AnswerResult, AnswerSettings
-    from lcr.models.base import Models  # lcr.models.container after the models split
+    from lcr.models.container import Models
 
 B = TypeVar("B", bound=Settings)
 Q = TypeVar("Q", bound=Settings)

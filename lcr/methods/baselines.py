@@ -25,8 +25,8 @@ from lcr.methods.base import (
     item_from_node,
     top_indices,
 )
-from lcr.models.bm25 import bm25_tokenize, bm25s_module
 from lcr.progress import OneTask
+from lcr.scoring.bm25 import BM25Index, bm25_tokenize
 from lcr.store import Node
 
 # bm25s's stop-word lists, and PyStemmer's Snowball languages
@@ -110,7 +110,7 @@ EMBEDDER = Needs(embedder=True)
 
 
 def _tfidf_scores(ctx: QueryContext[Any, Any], question: str) -> np.ndarray:
-    from lcr.models.tfidf import TfidfModel
+    from lcr.scoring.tfidf import TfidfModel
 
     model = TfidfModel.load(ctx.stored)
     matrix = ctx.stored.csr("tfidf")
@@ -132,7 +132,7 @@ def _dense_scores(ctx: QueryContext[Any, Any], question: str) -> np.ndarray:
 
 
 def _build_tfidf(ctx: BuildContext[Any], nodes: list[Node]) -> None:
-    from lcr.models.tfidf import TfidfModel
+    from lcr.scoring.tfidf import TfidfModel
 
     model, matrix = TfidfModel.fit([n.text for n in nodes])
     model.save(ctx.out)
@@ -191,46 +191,19 @@ class BM25(Method[BM25Settings, TopK]):
     query_settings = TopK
 
     def build(self, ctx: BuildContext[BM25Settings]) -> None:
-        bm25s = bm25s_module()
         nodes = chunk_nodes(ctx)
         tokens = _bm25_tokenize([n.text for n in nodes], ctx.settings)
-        retriever = bm25s.BM25(k1=ctx.settings.k1, b=ctx.settings.b)
-        retriever.index(tokens, show_progress=False)
-        scores = retriever.scores
-        ctx.out.write_array("bm25_data", np.asarray(scores["data"]))
-        ctx.out.write_array("bm25_indices", np.asarray(scores["indices"]))
-        ctx.out.write_array("bm25_indptr", np.asarray(scores["indptr"]))
-        ctx.out.write_json(
-            "bm25_vocabulary",
-            {"vocab": retriever.vocab_dict, "num_docs": int(scores["num_docs"])},
-        )
+        index = BM25Index.fit(tokens, k1=ctx.settings.k1, b=ctx.settings.b)
+        index.save(ctx.out)
         ctx.out.write_nodes(nodes)
-        ctx.out.stats["vocabulary"] = len(retriever.vocab_dict)
+        ctx.out.stats["vocabulary"] = index.vocabulary_size
 
     def retrieve(
         self, ctx: QueryContext[BM25Settings, TopK], question: str, k: int | None
     ) -> Evidence:
-        bm25s = bm25s_module()
-        stored = ctx.stored
-        meta = stored.json("bm25_vocabulary")
-        retriever = bm25s.BM25(k1=ctx.built.k1, b=ctx.built.b)
-        retriever.scores = {
-            "data": stored.array("bm25_data"),
-            "indices": stored.array("bm25_indices"),
-            "indptr": stored.array("bm25_indptr"),
-            "num_docs": int(meta["num_docs"]),
-        }
-        retriever.vocab_dict = meta["vocab"]
-        retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
-        retriever.nonoccurrence_array = None  # only BM25L/BM25+ need it; we use Lucene BM25
-        q_tokens = _bm25_tokenize([question], ctx.built)
-        known = [t for t in q_tokens[0] if t in retriever.vocab_dict]
-        nodes = stored.nodes()
-        scores = (
-            np.asarray(retriever.get_scores(known), dtype=np.float64)
-            if known
-            else np.zeros(len(nodes))
-        )
+        index = BM25Index.load(ctx.stored)
+        nodes = ctx.stored.nodes()
+        scores = index.scores(_bm25_tokenize([question], ctx.built)[0], len(nodes))
         return ranked_evidence(self.name, nodes, scores, effective_k(ctx.settings, k))
 
 

@@ -242,7 +242,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[MixPRBuild]) -> None:
         from lcr.graph import column_sums, pagerank, similarity_graph, transition_matrix
-        from lcr.models.tfidf import TfidfModel
+        from lcr.scoring.tfidf import TfidfModel
         from lcr.text.chunking import sentence_word_chunks
 
         timings: dict[str, float] = {}
@@ -396,7 +396,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
     @staticmethod
     def _question_sims(ctx: QueryCtx, question: str, n: int) -> np.ndarray:
         """Cosine of the question with every chunk, by the stored vectoriser."""
-        from lcr.models.tfidf import TfidfModel
+        from lcr.scoring.tfidf import TfidfModel
 
         model = ctx.stored.memoised("mixpr:tfidf", lambda: TfidfModel.load(ctx.stored))
         emb = ctx.stored.csr("tfidf")

@@ -1,53 +1,18 @@
-"""Models: the LLM and embedder interfaces, offline presets, the cache and the loaders.
+"""Models: what methods talk to, and how lcr finds, loads and runs them.
 
-Importing this package does not import torch or transformers (``lcr --help``
-stays fast): the heavy libraries load on the first model load.
+- :mod:`lcr.models.base`: the protocols (:class:`~lcr.models.base.LLM`,
+  :class:`~lcr.models.base.Embedder`, :class:`~lcr.models.base.AttentionLLM`),
+  capabilities and roles; a leaf that imports nothing else of this package.
+- :mod:`lcr.models.spec`: what the user asked for (``ModelSpec``).
+- :mod:`lcr.models.backends`: which backend runs an LLM, and whether it can do
+  what a method needs.
+- :mod:`lcr.models.loading`: from a name to a loaded model (presets, folders,
+  ``.gguf`` files, hub ids).
+- :mod:`lcr.models.container`: ``Models``, the lazy container of a run's models.
+- the backends: :mod:`~lcr.models.transformers_llm` (over
+  :mod:`~lcr.models.transformers_core`), :mod:`~lcr.models.llamacpp_llm`,
+  :mod:`~lcr.models.openai_llm`; the embedder: :mod:`~lcr.models.embedder`.
+
+Importing this package imports none of them, nor torch or transformers (``lcr
+--help`` stays fast): import what you need from its module.
 """
-
-from lcr.models.base import (
-    DEFAULT_EMBEDDER,
-    DEFAULT_LLM,
-    LLM,
-    Embedder,
-    Generation,
-    Message,
-    Models,
-    ModelSpec,
-)
-from lcr.models.cache import cache_dir
-from lcr.models.embedder import SentenceTransformerEmbedder
-from lcr.models.loading import load_embedder, load_llm, resolve
-from lcr.models.presets import (
-    PRESETS,
-    Preset,
-    PresetStatus,
-    get_preset,
-    install_preset,
-    list_presets,
-)
-from lcr.models.transformers_llm import AttentionPass, PrefixCache, TransformersLLM
-
-__all__ = [
-    "DEFAULT_EMBEDDER",
-    "DEFAULT_LLM",
-    "LLM",
-    "PRESETS",
-    "AttentionPass",
-    "Embedder",
-    "Generation",
-    "Message",
-    "ModelSpec",
-    "Models",
-    "PrefixCache",
-    "Preset",
-    "PresetStatus",
-    "SentenceTransformerEmbedder",
-    "TransformersLLM",
-    "cache_dir",
-    "get_preset",
-    "install_preset",
-    "list_presets",
-    "load_embedder",
-    "load_llm",
-    "resolve",
-]

@@ -7,6 +7,10 @@ CPU, no attention weights) or ``openai`` (any OpenAI-compatible server).
 installed backend that has every capability the command needs and can load the
 model (llama.cpp loads GGUF presets and ``.gguf`` files on the CPU). The check
 runs before any model loads or any work starts.
+
+Each backend's capabilities are declared once, on its LLM class
+(``capabilities``); the registry reads them from there, importing the class's
+module (never the library behind it) only when a choice is made.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lcr.errors import CapabilityError, LcrError
-from lcr.models.base import ALL_CAPABILITIES, Capability, ModelSpec, describe_capabilities
+from lcr.models.base import Capability, describe_capabilities
+from lcr.models.spec import ModelSpec
 
 BACKEND_CHOICES = ("auto", "transformers", "llamacpp", "openai")
 
@@ -24,9 +29,13 @@ BACKEND_CHOICES = ("auto", "transformers", "llamacpp", "openai")
 @dataclass(frozen=True)
 class Backend:
     name: str
-    capabilities: frozenset[Capability]
     modules: tuple[str, ...]  # imports that must be findable for the backend to be usable
     install_hint: str
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the backend's LLM class declares (read from the class, declared nowhere else)."""
+        return llm_class_capabilities(self.name)
 
     def installed(self) -> bool:
         try:
@@ -38,28 +47,33 @@ class Backend:
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in (
+        Backend("transformers", ("transformers", "lcr.models.transformers_llm"), "pip install lcr"),
         Backend(
-            "transformers",
-            ALL_CAPABILITIES,
-            ("transformers", "lcr.models.transformers_llm"),
-            "pip install lcr",
+            "llamacpp", ("llama_cpp", "lcr.models.llamacpp_llm"), "pip install 'lcr[llamacpp]'"
         ),
         Backend(
-            "llamacpp",
-            ALL_CAPABILITIES - {Capability.ATTENTION},
-            ("llama_cpp", "lcr.models.llamacpp_llm"),
-            "pip install 'lcr[llamacpp]'",
-        ),
-        Backend(
-            "openai",
-            # yes/no from the first token's top log-probabilities, where the server
-            # returns them (probed before any work: see probe_openai)
-            frozenset({Capability.GENERATE, Capability.CHOICE_PROBABILITY}),
-            ("lcr.models.openai_llm",),
-            "--base-url URL of an OpenAI-compatible server",
+            "openai", ("lcr.models.openai_llm",), "--base-url URL of an OpenAI-compatible server"
         ),
     )
 }
+
+
+def llm_class_capabilities(name: str) -> frozenset[Capability]:
+    """The ``capabilities`` of backend ``name``'s LLM class (its module imports no library)."""
+    if name == "transformers":
+        from lcr.models.transformers_llm import TransformersLLM
+
+        return TransformersLLM.capabilities
+    if name == "llamacpp":
+        from lcr.models.llamacpp_llm import LlamaCppLLM
+
+        return LlamaCppLLM.capabilities
+    if name == "openai":
+        from lcr.models.openai_llm import OpenAILLM
+
+        return OpenAILLM.capabilities
+    raise CapabilityError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_CHOICES)}")
+
 
 # auto tries these in order; openai is never chosen by auto (it needs --base-url)
 AUTO_ORDER = ("llamacpp", "transformers")

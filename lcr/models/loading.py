@@ -22,8 +22,9 @@ from urllib.parse import urlparse
 
 from lcr.errors import LcrError, ModelError
 from lcr.models import cache
-from lcr.models.base import LLM, Embedder, ModelSpec
+from lcr.models.base import LLM, Embedder
 from lcr.models.presets import PRESETS, Kind, Preset, preset_names
+from lcr.models.spec import ModelSpec
 from lcr.progress import Progress, Task
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
@@ -179,7 +180,7 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
         return OpenAILLM.connect(spec)
     if backend != "transformers":
         raise ModelError(f"unknown LLM backend {backend!r}")
-    from lcr.models.transformers_llm import check_quantize, resolve_device
+    from lcr.models.transformers_core import check_quantize, resolve_device
 
     device = resolve_device(spec.device)
     check_quantize(spec.quantize, device)
@@ -362,7 +363,7 @@ def _load_hub(source: Source, kind: Kind, device: str, quantize: str | None) -> 
 
 def load_embedder(spec: ModelSpec, progress: Progress) -> Embedder:
     """Load ``spec.embedder`` with sentence-transformers on ``spec.device``."""
-    from lcr.models.transformers_llm import resolve_device
+    from lcr.models.transformers_core import resolve_device
 
     device = resolve_device(spec.device)
     source = resolve(spec.embedder, "embedder")

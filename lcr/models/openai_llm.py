@@ -35,7 +35,8 @@ from typing import Any, Protocol
 
 from lcr.errors import LLMCallError, ModelError
 from lcr.evidence import Usage
-from lcr.models.base import Capability, ContinuationScore, Generation, Message, ModelSpec
+from lcr.models.base import Capability, ContinuationScore, Generation, Message
+from lcr.models.spec import ModelSpec
 
 DEFAULT_SERVER_WINDOW = 8192  # when the server does not say (vLLM's /models does)
 REQUEST_TIMEOUT_S = 600.0
@@ -142,6 +143,8 @@ class OpenAILLM:
     """Chat calls to an OpenAI-compatible server; see the module docstring."""
 
     backend = "openai"
+    # yes/no from the first token's top log-probabilities, where the server returns
+    # them (probed before any work: lcr.models.backends checks the server)
     capabilities: frozenset[Capability] = frozenset(
         {Capability.GENERATE, Capability.CHOICE_PROBABILITY}
     )

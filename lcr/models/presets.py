@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from lcr.models.base import DEFAULT_EMBEDDER, DEFAULT_LLM
+from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 
 Kind = Literal["llm", "embedder"]
 

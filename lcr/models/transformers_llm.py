@@ -1,95 +1,35 @@
-"""The local LLM backend: a Hugging Face transformers causal chat model.
+"""The transformers backend as lcr loads it: the core LLM plus attention capture.
 
-Implements the :class:`lcr.models.base.LLM` protocol (generation, yes/no and
-log-probabilities read from logits) and, beyond it, the "local backend extras"
-that only an in-process model can give and that PECAN and LightPAL need:
+:class:`TransformersLLM` is the only backend with :attr:`Capability.ATTENTION`; it
+implements :class:`lcr.models.base.AttentionLLM`, which is what PECAN uses:
 
-- :meth:`TransformersLLM.forward_with_attention` / :meth:`forward_mean_attention`:
-  attention capture (switching to eager attention, or to SDPA with weights,
-  for that pass only);
-- :meth:`TransformersLLM.prefix_cache` and friends: a KV cache of a shared
-  prefix, deep-copied for each continuation, so the prefix is computed once.
-
-Computation is fp32 on CPU (bf16 is ~10x slower on CPUs without AVX-512) and
-bf16/fp16 on CUDA; 4-/8-bit loading goes through bitsandbytes on CUDA only.
+- :meth:`TransformersLLM.generate_with_attention`: greedy generation that records,
+  for every generated token, its attention to chosen spans of the prompt
+  (averaged over heads and layers, then over each span's tokens). The prompt is
+  prefilled with the fast attention kernel; only the one-token decode steps
+  switch to SDPA with weights (:mod:`lcr.models.weights_attention`), and a hook
+  adds each layer's weights into one row and drops them, so memory is one
+  layer's weights plus ``generated x spans`` floats, never all layers at once.
+- :class:`NodeKVCache` (:meth:`TransformersLLM.node_cache`): PECAN's node-level KV
+  cache (appendix B). A prefix is encoded once; nodes are appended one by one
+  (each returning its attention to the question's tokens, appendix C); a suffix
+  asking for Yes/No is run on top and rolled back (the cache is cropped), so no
+  token is encoded twice.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from lcr.errors import ModelError, UsageError
-from lcr.evidence import Usage
-from lcr.models.base import (
-    ALL_CAPABILITIES,
-    Capability,
-    ContinuationScore,
-    Generation,
-    Message,
-    split_token_budget,
-)
+from lcr.errors import ModelError
+from lcr.models.base import ALL_CAPABILITIES, AttendedGeneration, Capability
+from lcr.models.transformers_core import TransformersCore
 
 if TYPE_CHECKING:
     import torch
-
-DEFAULT_CONTEXT_CAP = 32768
-GPU_BATCH = 8  # conversations generated together on a GPU
-QUANTIZE_CHOICES = ("4bit", "8bit")
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
-# continuation scoring: padded tokens per batch, and positions projected to the
-# vocabulary at a time (bounds memory: 128 x 150k vocabulary x 8 bytes = 150 MB)
-_SCORE_BATCH_TOKENS = 4096
-_SCORE_CHUNK = 128
-
-
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without one fails."""
-    import torch
-
-    dev = (device or "auto").strip().lower()
-    if dev == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if dev == "cpu":
-        return "cpu"
-    if dev == "cuda" or dev.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise ModelError(f"--device {device} asked for, but no CUDA GPU is available")
-        return dev
-    raise UsageError(f"unknown device {device!r}; choose one of {', '.join(DEVICE_CHOICES)}")
-
-
-def check_quantize(quantize: str | None, device: str) -> None:
-    """Refuse 4-/8-bit loading where bitsandbytes cannot do it, before any loading starts."""
-    if quantize is None:
-        return
-    if quantize not in QUANTIZE_CHOICES:
-        raise UsageError(
-            f"unknown quantization {quantize!r}; choose one of {', '.join(QUANTIZE_CHOICES)}"
-        )
-    if not device.startswith("cuda"):
-        raise ModelError(
-            f"--quantize {quantize} needs a CUDA GPU (bitsandbytes); on CPU leave it out "
-            "(the model runs in fp32)"
-        )
-    try:
-        import bitsandbytes  # noqa: F401
-    except ImportError:
-        raise ModelError(
-            f"--quantize {quantize} needs bitsandbytes: pip install 'lcr[gpu]'"
-        ) from None
-
-
-def compute_dtype(device: str) -> torch.dtype:
-    import torch
-
-    if device.startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.float32
 
 
 class AttentionPass(NamedTuple):
@@ -108,334 +48,10 @@ class AttentionPass(NamedTuple):
     cache: Any
 
 
-@dataclass
-class PrefixCache:
-    """The KV cache of a token prefix, reusable by any number of continuations.
+class TransformersLLM(TransformersCore):
+    """:class:`TransformersCore` with attention capture; see the module docstring."""
 
-    Never feed ``cache`` to the model directly (the model extends a cache in
-    place): :meth:`fork` gives a deep copy for one continuation.
-    """
-
-    ids: list[int]
-    cache: Any
-    last_logits: Any  # (vocab,) logits after the last prefix token
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def fork(self) -> Any:
-        return copy.deepcopy(self.cache)
-
-
-class TransformersLLM:
-    """A causal chat model run in-process with transformers; see the module docstring."""
-
-    backend = "transformers"
     capabilities: frozenset[Capability] = ALL_CAPABILITIES
-
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        *,
-        model_id: str,
-        device: str = "cpu",
-        context_window: int | None = None,
-        batch_on_cpu: bool = False,
-    ) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.model_id = model_id
-        self.device = device
-        self.usage = Usage()
-        self.batch_on_cpu = batch_on_cpu
-        self.model.eval()
-        configured = getattr(model.config, "max_position_embeddings", None) or DEFAULT_CONTEXT_CAP
-        cap = context_window if context_window is not None else DEFAULT_CONTEXT_CAP
-        self._context_window = int(min(configured, cap))
-        self._first_tokens: dict[str, frozenset[int]] = {}
-        self._eos_ids = self._collect_eos_ids()
-        pad = tokenizer.pad_token_id
-        self._pad_id = int(pad) if pad is not None else min(self._eos_ids, default=0)
-
-    # ------------------------------------------------------------------ loading
-
-    @classmethod
-    def load(
-        cls,
-        source: str | Path,
-        *,
-        model_id: str,
-        gguf_file: str | None = None,
-        device: str = "cpu",
-        quantize: str | None = None,
-        context_window: int | None = None,
-        local_only: bool = True,
-    ) -> TransformersLLM:
-        """Load from a model folder, a folder + ``gguf_file``, or a hub id.
-
-        ``device`` must already be resolved (``cpu``/``cuda[:N]``). Library
-        exceptions propagate; :mod:`lcr.models.loading` turns them into ModelError.
-        """
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        check_quantize(quantize, device)
-        dtype = compute_dtype(device)
-        common: dict[str, Any] = {"local_files_only": local_only}
-        if gguf_file is not None:
-            common["gguf_file"] = gguf_file
-        tokenizer = AutoTokenizer.from_pretrained(str(source), **common)
-        kwargs: dict[str, Any] = dict(common, dtype=dtype, attn_implementation="sdpa")
-        if quantize is not None:
-            from transformers import BitsAndBytesConfig
-
-            if quantize == "4bit":
-                kwargs["quantization_config"] = BitsAndBytesConfig(
-                    load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type="nf4"
-                )
-            else:
-                kwargs["quantization_config"] = BitsAndBytesConfig(load_in_8bit=True)
-            kwargs["device_map"] = {"": device if ":" in device else 0}
-        with _silent_gguf_progress(gguf_file is not None):
-            model: Any = AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
-        if quantize is None:
-            if model.dtype != dtype:  # a bf16 save is computed in fp32 on CPU
-                model = model.to(dtype)
-            model = model.to(torch.device(device))
-        return cls(
-            model, tokenizer, model_id=model_id, device=device, context_window=context_window
-        )
-
-    def save_dequantized(self, dest: Path, dtype: str = "float32") -> None:
-        """Save the (GGUF-dequantized) weights and tokenizer as a plain HF folder.
-
-        The GGUF quantizer is dropped so the copy loads without dequantizing again.
-        With ``dtype="bfloat16"`` the copy is half the size; the in-memory model is
-        rounded through bf16 too, so this run computes exactly what later loads will.
-        """
-        import torch
-
-        cfg = self.model.config
-        if getattr(cfg, "quantization_config", None) is not None:
-            delattr(cfg, "quantization_config")
-        self.model.hf_quantizer = None
-        if dtype == "bfloat16":
-            # Parameters only: buffers such as RoPE's inv_freq are recomputed in fp32 on
-            # load, so rounding them would make this run differ from later ones.
-            params = list(self.model.parameters())
-            original = [p.dtype for p in params]
-            for p in params:
-                p.data = p.data.to(torch.bfloat16)
-            try:
-                self.model.save_pretrained(dest)
-            finally:
-                for p, dt in zip(params, original, strict=True):
-                    p.data = p.data.to(dt)
-        else:
-            self.model.save_pretrained(dest)
-        self.tokenizer.save_pretrained(dest)
-
-    # ------------------------------------------------------------ LLM protocol
-
-    @property
-    def context_window(self) -> int:
-        return self._context_window
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.encode(text))
-
-    def encode(self, text: str) -> list[int]:
-        """Plain-text token ids, no special tokens added."""
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def render(self, messages: Sequence[Message]) -> list[int]:
-        """Token ids of the chat-templated conversation, ending with the assistant prompt.
-
-        A tokenizer without a chat template (a base model) gets the messages'
-        contents separated by blank lines.
-        """
-        if not messages:
-            raise ModelError("an LLM call needs at least one message")
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(
-                [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
-            )
-        else:
-            text = "\n\n".join(m["content"] for m in messages) + "\n\n"
-        return self.encode(str(text))
-
-    def generate(
-        self,
-        messages: Sequence[Message],
-        *,
-        max_new_tokens: int = 256,
-        stop: Sequence[str] = (),
-        temperature: float = 0.0,
-    ) -> Generation:
-        prompt = self.render(messages)
-        return self._generate([prompt], max_new_tokens, stop, temperature)[0]
-
-    def generate_batch(
-        self,
-        conversations: Sequence[Sequence[Message]],
-        *,
-        max_new_tokens: int = 256,
-        stop: Sequence[str] = (),
-        temperature: float = 0.0,
-        on_result: Callable[[int, Generation], None] | None = None,
-    ) -> list[Generation]:
-        """Left-padded batches of :data:`GPU_BATCH` on CUDA; on CPU one call at a time.
-
-        Batching on CPU buys little (compute bound) and padding changes results
-        slightly, so on CPU the outputs equal those of :meth:`generate`.
-        """
-        prompts = [self.render(c) for c in conversations]
-        size = GPU_BATCH if (self.device != "cpu" or self.batch_on_cpu) else 1
-        out: list[Generation] = []
-        for start in range(0, len(prompts), size):
-            gens = self._generate(prompts[start : start + size], max_new_tokens, stop, temperature)
-            for offset, gen in enumerate(gens):
-                out.append(gen)
-                if on_result is not None:
-                    on_result(start + offset, gen)
-        return out
-
-    def choice_probability(
-        self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
-    ) -> float:
-        """P(yes) / (P(yes) + P(no)) for the first token of the assistant's answer.
-
-        Each answer counts with the first token of both spellings ``"Yes"`` and
-        ``" Yes"`` (tokenizers split these differently), their probabilities summed.
-        Computed from the logits directly (the softmax normaliser cancels), so
-        it never underflows to 0/0.
-        """
-        import torch
-
-        yes_ids, no_ids = self._first_token_ids(yes), self._first_token_ids(no)
-        if yes_ids & no_ids:
-            raise ModelError(f"the answers {yes!r} and {no!r} start with the same token")
-        ids = self._fit(self.render(messages))
-        logits = self._forward_logits(ids, keep=1)[0, -1].double()
-        lse_yes = torch.logsumexp(logits[sorted(yes_ids)], dim=0)
-        lse_no = torch.logsumexp(logits[sorted(no_ids)], dim=0)
-        self.usage.add(len(ids), 0)
-        return float(torch.sigmoid(lse_yes - lse_no))
-
-    def continuation_logprob(self, context: str, continuation: str) -> float:
-        """Sum of log P(continuation tokens | context), plain text, one forward pass.
-
-        Context and continuation are tokenized separately (a clean boundary); an
-        empty context is replaced by the BOS (else EOS) token so the first
-        continuation token is still scored. A context too long for the window
-        loses its beginning.
-        """
-        ctx = self.encode(context)
-        cont = self.encode(continuation)
-        if not cont:
-            return 0.0
-        if not ctx:
-            ctx = [self._start_token()]
-        room = self.context_window - len(cont)
-        if room < 1:
-            raise ModelError(
-                f"a continuation of {len(cont)} tokens does not fit the context window "
-                f"of {self.model_id} ({self.context_window} tokens)"
-            )
-        ctx = ctx[-room:]
-        logits = self._forward_logits(ctx + cont, keep=len(cont) + 1)[0, :-1]
-        self.usage.add(len(ctx) + len(cont), 0)
-        return _sum_logprob(logits, cont)
-
-    def continuation_logprobs(
-        self,
-        context: str,
-        continuations: Sequence[str],
-        *,
-        max_tokens: int | None = None,
-    ) -> list[ContinuationScore]:
-        """Each continuation scored after ``context``, whose KV cache is computed once.
-
-        With ``max_tokens`` every pair is cut by :func:`split_token_budget`, and the
-        context to the shortest tail any pair keeps, so one prefix cache serves
-        all (a pair may see a few context tokens fewer than it alone would). Continuations are
-        scored in batches from that cache: the prefix's keys and values repeated
-        along the batch, the continuations right-padded (a padded position comes
-        after every real one, so causal attention alone keeps it out of the
-        scores), instead of one copied cache and one forward pass each.
-        """
-        ctx_ids = self.encode(context) or [self._start_token()]
-        budget = min(max_tokens or self.context_window, self.context_window)
-        scores: list[ContinuationScore] = [ContinuationScore(0.0, 0)] * len(continuations)
-        members: list[tuple[int, list[int]]] = []
-        shared = len(ctx_ids)
-        for i, text in enumerate(continuations):
-            cont = self.encode(text)
-            if not cont:
-                continue
-            n_ctx, n_cont = split_token_budget(len(ctx_ids), len(cont), budget)
-            shared = min(shared, max(n_ctx, 1))
-            members.append((i, cont[:n_cont]))
-        # one context tail for all: the shortest any pair needs, so the context is
-        # encoded once even when pairs of different lengths cut it differently
-        groups = {shared: members} if members else {}
-        for n_ctx, members in groups.items():
-            prefix = self.prefix_cache(ctx_ids[-n_ctx:])
-            reused = n_ctx * (len(members) - 1)  # read again from the cache, not encoded
-            if reused:
-                self.usage.add(reused, 0, calls=0, cached_tokens=reused)
-            for batch in _length_batches(members, _SCORE_BATCH_TOKENS):
-                kept = [cont for _, cont in batch]
-                for (i, cont), logprob in zip(
-                    batch, self._score_after_prefix(prefix, kept), strict=True
-                ):
-                    scores[i] = ContinuationScore(logprob, len(cont))
-        return scores
-
-    def _score_after_prefix(self, prefix: PrefixCache, conts: list[list[int]]) -> list[float]:
-        """Sum of log-probs of each (non-empty) continuation after ``prefix``, one batch."""
-        import torch
-
-        first = torch.log_softmax(prefix.last_logits.double(), dim=-1)
-        sums = [float(first[cont[0]]) for cont in conts]
-        rows = [(b, cont) for b, cont in enumerate(conts) if len(cont) > 1]
-        if not rows:
-            return sums
-        width = max(len(cont) - 1 for _, cont in rows)
-        ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
-        for r, (_, cont) in enumerate(rows):
-            ids[r, : len(cont) - 1] = torch.tensor(cont[:-1])
-        cache = copy.deepcopy(prefix.cache)
-        if len(rows) > 1:
-            cache.batch_repeat_interleave(len(rows))
-        hidden = self._hidden_after(ids.to(self.model.device), cache)
-        head = self.model.get_output_embeddings()
-        for r, (b, cont) in enumerate(rows):
-            targets = cont[1:]
-            for a in range(0, len(targets), _SCORE_CHUNK):
-                part = targets[a : a + _SCORE_CHUNK]
-                with torch.no_grad():
-                    logits = head(hidden[r, a : a + len(part)])
-                sums[b] += _sum_logprob(logits, part)
-        self.usage.add(sum(len(cont) - 1 for _, cont in rows), 0)
-        return sums
-
-    def _hidden_after(self, ids: torch.Tensor, cache: Any) -> torch.Tensor:
-        """Last hidden states ``(batch, len, dim)`` of ``ids`` after a (batched) cache.
-
-        The vocabulary projection is left to the caller, a few positions at a
-        time: a batch's full logits would take gigabytes with a 150k vocabulary.
-        """
-        import torch
-
-        decoder = self.model.get_decoder()
-        with torch.no_grad():
-            out = decoder(input_ids=ids, cache=cache, use_cache=True)
-        hidden: torch.Tensor = out.last_hidden_state
-        return hidden
-
-    # ------------------------------------------------- local backend extras
 
     @contextmanager
     def eager_attention(self) -> Iterator[None]:
@@ -472,16 +88,17 @@ class TransformersLLM:
         copy_cache: bool = True,
         logits_to_keep: int = 1,
     ) -> AttentionPass:
-        """One forward pass returning every layer's attention weights.
+        """One eager forward pass returning every layer's attention weights.
 
-        Memory is layers x heads x new x (past + new) floats: fine for short
-        inputs; for long ones use :meth:`forward_mean_attention`. The given
-        cache is deep-copied first unless ``copy_cache`` is False.
-        ``logits_to_keep``: logits of the last N positions (0 = all).
+        The tested reference, called by no production path: the tests compare
+        :meth:`forward_mean_attention` and :meth:`generate_with_attention` against
+        transformers' own eager weights through it. Memory is layers x heads x new
+        x (past + new) floats. The given cache is deep-copied first unless
+        ``copy_cache`` is False; ``logits_to_keep``: logits of the last N positions (0 = all).
         """
         import torch
 
-        ids = self._as_batch(input_ids)
+        ids = self.as_batch(input_ids)
         kv = copy.deepcopy(cache) if copy_cache else cache
         with torch.no_grad(), self.eager_attention():
             out = self.model(
@@ -502,7 +119,7 @@ class TransformersLLM:
         copy_cache: bool = True,
         logits_to_keep: int = 1,
     ) -> AttentionPass:
-        """Like :meth:`forward_with_attention`, but attention averaged over layers and heads.
+        """One forward pass with its attention averaged over layers and heads.
 
         Hooks on each layer's attention module add its weights into one
         ``(new, past + new)`` sum and drop them, so memory stays at one layer's
@@ -510,10 +127,10 @@ class TransformersLLM:
         """
         import torch
 
-        ids = self._as_batch(input_ids)
+        ids = self.as_batch(input_ids)
         if ids.shape[0] != 1:
             raise ModelError("forward_mean_attention takes one sequence at a time")
-        modules = self._attention_modules()
+        modules = self.attention_modules()
         total: list[torch.Tensor] = []
 
         def hook(_module: Any, _args: Any, output: Any) -> None:
@@ -544,121 +161,8 @@ class TransformersLLM:
         self.usage.add(int(ids.shape[1]), 0)
         return AttentionPass(out.logits, mean, out.cache)
 
-    def prefix_cache(self, prefix: str | Sequence[int]) -> PrefixCache:
-        """Run the prefix once and keep its KV cache (plain text, no chat template)."""
-        import torch
-
-        ids = self.encode(prefix) if isinstance(prefix, str) else [int(i) for i in prefix]
-        if not ids:
-            ids = [self._start_token()]
-        with torch.no_grad():
-            out = self.model(input_ids=self._as_batch(ids), use_cache=True, logits_to_keep=1)
-        self.usage.add(len(ids), 0)
-        return PrefixCache(ids=ids, cache=out.cache, last_logits=out.logits[0, -1])
-
-    def extend_prefix(self, prefix: PrefixCache, more: str | Sequence[int]) -> PrefixCache:
-        """A new, longer prefix cache; ``prefix`` itself stays reusable."""
-        import torch
-
-        ids = self.encode(more) if isinstance(more, str) else [int(i) for i in more]
-        if not ids:
-            return PrefixCache(list(prefix.ids), prefix.fork(), prefix.last_logits)
-        cache = prefix.fork()
-        with torch.no_grad():
-            out = self.model(
-                input_ids=self._as_batch(ids),
-                cache=cache,
-                use_cache=True,
-                logits_to_keep=1,
-            )
-        self.usage.add(len(ids), 0)
-        return PrefixCache(prefix.ids + ids, out.cache, out.logits[0, -1])
-
-    def logits_after_prefix(self, prefix: PrefixCache, continuation: Sequence[int]) -> torch.Tensor:
-        """Logits ``(len(continuation), vocab)`` at each continuation position, prefix reused."""
-        import torch
-
-        ids = [int(i) for i in continuation]
-        if not ids:
-            return prefix.last_logits.new_zeros((0, prefix.last_logits.shape[-1]))
-        with torch.no_grad():
-            out = self.model(input_ids=self._as_batch(ids), cache=prefix.fork(), use_cache=True)
-        self.usage.add(len(ids), 0)
-        logits: torch.Tensor = out.logits[0]
-        return logits
-
-    def continuation_logprob_after_prefix(self, prefix: PrefixCache, continuation: str) -> float:
-        """:meth:`continuation_logprob` with the context's KV cache reused."""
-        import torch
-
-        cont = self.encode(continuation)
-        if not cont:
-            return 0.0
-        if len(prefix) + len(cont) > self.context_window:
-            raise ModelError(
-                f"prefix and continuation ({len(prefix) + len(cont)} tokens) exceed the "
-                f"context window of {self.model_id} ({self.context_window} tokens)"
-            )
-        later = self.logits_after_prefix(prefix, cont[:-1]) if len(cont) > 1 else None
-        first = prefix.last_logits.unsqueeze(0)
-        logits = first if later is None else torch.cat([first, later], dim=0)
-        return _sum_logprob(logits, cont)
-
-    # ---------------------------------------------------------------- helpers
-
-    def _collect_eos_ids(self) -> set[int]:
-        ids: set[int] = set()
-        for source in (getattr(self.model, "generation_config", None), self.model.config):
-            value = getattr(source, "eos_token_id", None)
-            if isinstance(value, int):
-                ids.add(value)
-            elif isinstance(value, (list, tuple)):
-                ids.update(int(v) for v in value)
-        if self.tokenizer.eos_token_id is not None:
-            ids.add(int(self.tokenizer.eos_token_id))
-        return ids
-
-    def _start_token(self) -> int:
-        bos = self.tokenizer.bos_token_id
-        if bos is not None:
-            return int(bos)
-        if self._eos_ids:
-            return min(self._eos_ids)
-        raise ModelError(f"{self.model_id} has neither a BOS nor an EOS token")
-
-    def _first_token_ids(self, word: str) -> frozenset[int]:
-        if word not in self._first_tokens:
-            ids = {toks[0] for v in (word, " " + word.lstrip()) if (toks := self.encode(v))}
-            if not ids:
-                raise ModelError(f"the answer {word!r} has no tokens")
-            self._first_tokens[word] = frozenset(ids)
-        return self._first_tokens[word]
-
-    def _fit(self, ids: list[int], reserve: int = 0) -> list[int]:
-        if len(ids) + reserve > self.context_window:
-            raise ModelError(
-                f"a prompt of {len(ids)} tokens does not fit the context window of "
-                f"{self.model_id} ({self.context_window} tokens)"
-            )
-        return ids
-
-    def _as_batch(self, ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
-        import torch
-
-        tensor = ids if isinstance(ids, torch.Tensor) else torch.tensor([list(ids)])
-        if tensor.dim() == 1:
-            tensor = tensor.unsqueeze(0)
-        return tensor.to(self.model.device)
-
-    def _forward_logits(self, ids: list[int], keep: int) -> torch.Tensor:
-        import torch
-
-        with torch.no_grad():
-            out = self.model(input_ids=self._as_batch(ids), use_cache=False, logits_to_keep=keep)
-        logits: torch.Tensor = out.logits
-        return logits
-
-    def _attention_modules(self) -> list[Any]:
+    def attention_modules(self) -> list[Any]:
+        """Each decoder layer's attention module (where the capture hooks go)."""
         base = getattr(self.model, "model", None)
         layers = getattr(base, "layers", None)
         found = [getattr(layer, "self_attn", None) for layer in layers or ()]
@@ -666,113 +170,266 @@ class TransformersLLM:
             raise ModelError(f"attention capture is not supported for {self.model_id}")
         return found
 
-    def _generate(
+    def generate_with_attention(
         self,
-        prompts: list[list[int]],
-        max_new_tokens: int,
-        stop: Sequence[str],
-        temperature: float,
-    ) -> list[Generation]:
-        import torch
-        from transformers import GenerationConfig
+        prompt: Sequence[int],
+        *,
+        spans: Sequence[tuple[int, int]] | None = None,
+        max_new_tokens: int = 256,
+    ) -> AttendedGeneration:
+        """Greedy generation from ``prompt`` (token ids), capturing attention as it goes.
 
-        longest = max(len(p) for p in prompts)
-        self._fit(max(prompts, key=len))
-        budget = max(1, min(max_new_tokens, self.context_window - longest))
-        input_ids = torch.full((len(prompts), longest), self._pad_id, dtype=torch.long)
-        mask = torch.zeros((len(prompts), longest), dtype=torch.long)
-        for row, p in enumerate(prompts):  # left padding: every prompt ends at the same column
-            input_ids[row, longest - len(p) :] = torch.tensor(p)
-            mask[row, longest - len(p) :] = 1
-        config = GenerationConfig(
-            max_new_tokens=budget,
-            do_sample=temperature > 0,
-            temperature=temperature if temperature > 0 else None,
-            top_p=None,
-            top_k=None,
-            pad_token_id=self._pad_id,
-            eos_token_id=sorted(self._eos_ids) or None,
-            stop_strings=list(stop) or None,
-        )
-        extra: dict[str, Any] = {"tokenizer": self.tokenizer} if stop else {}
-        with torch.no_grad():
-            out = self.model.generate(
-                input_ids=input_ids.to(self.model.device),
-                attention_mask=mask.to(self.model.device),
-                generation_config=config,
-                **extra,
+        Each generated token's row is the attention of the position holding that
+        token (its query) to the prompt's tokens, i.e. the row computed when the
+        token is fed back in; the last token is fed once more for its row.
+        """
+        import torch
+
+        ids = [int(i) for i in prompt]
+        if not ids:
+            raise ModelError("generation needs a non-empty prompt")
+        if len(ids) + 1 > self.context_window:
+            raise ModelError(
+                f"a prompt of {len(ids)} tokens does not fit the context window of "
+                f"{self.model_id} ({self.context_window} tokens)"
             )
-        results: list[Generation] = []
-        ends = self._eos_ids | {self._pad_id}
-        for row, p in enumerate(prompts):
-            new = [int(t) for t in out[row, longest:].tolist()]
-            count = len(new)
-            for i, tok in enumerate(new):
+        budget = max(1, min(max_new_tokens, self.context_window - len(ids) - 1))
+        reduce = span_mean_matrix(spans, len(ids)) if spans is not None else None
+        heads = int(getattr(self.model.config, "num_attention_heads", 1))
+        layers = len(self.attention_modules())
+        ends = self.end_ids
+        with torch.no_grad():
+            out = self.model(input_ids=self.as_batch(ids), use_cache=True, logits_to_keep=1)
+        cache = out.cache
+        logits = out.logits[0, -1]
+        tokens: list[int] = []
+        rows: list[torch.Tensor] = []
+        completion = 0
+        with (
+            torch.no_grad(),
+            self.weights_attention(),
+            accumulate_attention(self, len(ids)) as total,
+        ):
+            for _ in range(budget):
+                tok = int(torch.argmax(logits))
+                completion += 1
                 if tok in ends:
-                    count = i + 1  # the end token itself was generated (and paid for)
-                    new = new[:i]
                     break
-            text = self.tokenizer.decode(new, skip_special_tokens=True)
-            text = _cut_at_stop(text, stop)
-            self.usage.add(len(p), count)
-            results.append(Generation(text=text, prompt_tokens=len(p), completion_tokens=count))
-        return results
+                tokens.append(tok)
+                total.clear()
+                step = self.model(
+                    input_ids=self.as_batch([tok]),
+                    cache=cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                cache = step.cache
+                logits = step.logits[0, -1]
+                row = total[0].cpu() / (layers * heads)
+                rows.append(row @ reduce if reduce is not None else row)
+        width = reduce.shape[1] if reduce is not None else len(ids)
+        attention = torch.stack(rows) if rows else torch.zeros((0, width))
+        self.usage.add(len(ids), completion)  # as the backend's generate counts it
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        return AttendedGeneration(tokens, attention, text, len(ids), completion)
+
+    def token_char_ends(self, tokens: Sequence[int]) -> list[int]:
+        """Character offset in the decoded text where each token's text ends."""
+        ends: list[int] = []
+        for i in range(len(tokens)):
+            ends.append(len(self.tokenizer.decode(list(tokens[: i + 1]), skip_special_tokens=True)))
+        return ends
+
+    def node_cache(self, prefix: Sequence[int], question: tuple[int, int]) -> NodeKVCache:
+        """A :class:`NodeKVCache` over ``prefix`` (PECAN's search)."""
+        return NodeKVCache(self, prefix, question)
+
+
+def yes_probability(logits: torch.Tensor, yes_ids: frozenset[int], no_ids: frozenset[int]) -> float:
+    """P(yes) / (P(yes) + P(no)) from one position's logits (normaliser cancels)."""
+    import torch
+
+    row = logits.double()
+    lse_yes = torch.logsumexp(row[sorted(yes_ids)], dim=0)
+    lse_no = torch.logsumexp(row[sorted(no_ids)], dim=0)
+    return float(torch.sigmoid(lse_yes - lse_no))
 
 
 @contextmanager
-def _silent_gguf_progress(active: bool) -> Iterator[None]:
-    """Hide transformers' GGUF dequantization bar (a raw tqdm its logging switch misses)."""
-    if not active:
-        yield
-        return
-    import functools
+def accumulate_attention(llm: TransformersLLM, keep: int) -> Iterator[list[torch.Tensor]]:
+    """Hooks that sum, over layers and heads, the last query row's weights to the first
+    ``keep`` key positions; the running sum is ``total[0]`` after each forward pass."""
+    modules = llm.attention_modules()
+    total: list[torch.Tensor] = []
 
-    try:
-        from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:
-        yield
-        return
-    original = getattr(gguf_utils, "tqdm", None)
-    if original is None:
-        yield
-        return
-    gguf_utils.tqdm = functools.partial(original, disable=True)
-    try:
-        yield
-    finally:
-        gguf_utils.tqdm = original
-
-
-def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
-    """The text before the earliest stop string (generation halts just after it)."""
-    cut = len(text)
-    for s in stop:
-        if s:
-            pos = text.find(s)
-            if pos != -1:
-                cut = min(cut, pos)
-    return text[:cut]
-
-
-def _length_batches(
-    members: list[tuple[int, list[int]]], max_tokens: int
-) -> list[list[tuple[int, list[int]]]]:
-    """Continuations grouped by similar length (little padding), each batch's padded
-    size at most ``max_tokens`` (one continuation alone may exceed it)."""
-    ordered = sorted(members, key=lambda m: len(m[1]))
-    batches: list[list[tuple[int, list[int]]]] = []
-    for member in ordered:
-        if batches and len(member[1]) * (len(batches[-1]) + 1) <= max_tokens:
-            batches[-1].append(member)
+    def hook(_module: Any, _args: Any, output: Any) -> None:
+        weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+        if weights is None:
+            raise ModelError(f"{llm.model_id}: attention weights are not available")
+        row = weights[0, :, -1, :keep].float().sum(dim=0)
+        if total:
+            total[0] += row
         else:
-            batches.append([member])
-    return batches
+            total.append(row)
+
+    handles = [m.register_forward_hook(hook) for m in modules]
+    try:
+        yield total
+    finally:
+        for h in handles:
+            h.remove()
 
 
-def _sum_logprob(logits: torch.Tensor, targets: Sequence[int]) -> float:
-    """Sum over positions of log softmax(logits[i])[targets[i]], in float64."""
+def span_mean_matrix(spans: Sequence[tuple[int, int]], length: int) -> torch.Tensor:
+    """``(length, spans)`` matrix whose product with a token row averages each span."""
     import torch
 
-    logp = torch.log_softmax(logits.double(), dim=-1)
-    index = torch.tensor(list(targets), device=logp.device).unsqueeze(1)
-    return float(logp.gather(1, index).sum())
+    m = torch.zeros((length, len(spans)), dtype=torch.float32)
+    for j, (a, b) in enumerate(spans):
+        if not 0 <= a < b <= length:
+            raise ModelError(f"span {a}:{b} lies outside a prompt of {length} tokens")
+        m[a:b, j] = 1.0 / (b - a)
+    return m
+
+
+def _roll_back(cache: Any, length: int) -> None:
+    """Drop every cached position after the first ``length`` (a negative crop removes
+    that many from the end, in old and new transformers alike)."""
+    extra = int(cache.get_seq_length()) - length
+    if extra > 0:
+        cache.crop(-extra)
+    if int(cache.get_seq_length()) != length:
+        raise ModelError("the KV cache could not be rolled back")
+
+
+class NodeKVCache:
+    """Appendix B's node-level KV cache over one conversation prefix.
+
+    ``prefix`` is encoded once; ``question`` is the ``[start, end)`` token span
+    of the question inside it. :meth:`append` adds a node's tokens (their KV
+    states stay); :meth:`yes_probability` and :meth:`answer` run a suffix on top
+    and then crop the cache back, so the next node continues from the nodes
+    alone. Every token encoded is added to ``llm.usage`` exactly once.
+    """
+
+    def __init__(
+        self, llm: TransformersLLM, prefix: Sequence[int], question: tuple[int, int]
+    ) -> None:
+        import torch
+
+        self.llm = llm
+        self.ids = [int(i) for i in prefix]
+        if not self.ids:
+            raise ModelError("a node cache needs a non-empty prefix")
+        qa, qb = question
+        if not 0 <= qa < qb <= len(self.ids):
+            raise ModelError("the question's span lies outside the prefix")
+        self.question = question
+        self._check_fits(0)
+        with torch.no_grad():
+            out = llm.model(input_ids=llm.as_batch(self.ids), use_cache=True, logits_to_keep=1)
+        self.cache = out.cache
+        self.last_logits = out.logits[0, -1]
+        llm.usage.add(len(self.ids), 0)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def fits(self, more: int) -> bool:
+        return len(self.ids) + more <= self.llm.context_window
+
+    def _check_fits(self, more: int) -> None:
+        if not self.fits(more):
+            raise ModelError(
+                f"{len(self.ids) + more} tokens do not fit the context window of "
+                f"{self.llm.model_id} ({self.llm.context_window} tokens)"
+            )
+
+    def append(self, node: Sequence[int]) -> float:
+        """Add a node's tokens; their mean attention to the question's tokens (appendix C).
+
+        Mean over layers and heads (the backend's bounded-memory mean), then over
+        the node's tokens and the question's tokens.
+        """
+        ids = [int(i) for i in node]
+        if not ids:
+            raise ModelError("cannot append an empty node")
+        self._check_fits(len(ids))
+        logits, mean, cache = self.llm.forward_mean_attention(
+            ids, cache=self.cache, copy_cache=False
+        )
+        self.cache = cache
+        self.last_logits = logits[0, -1]
+        self.ids.extend(ids)
+        qa, qb = self.question
+        return float(mean[:, qa:qb].mean())
+
+    def suffix_logits(self, suffix: Sequence[int]) -> torch.Tensor:
+        """Logits ``(len(suffix), vocab)`` of the suffix run on top; the cache is rolled back."""
+        import torch
+
+        ids = [int(i) for i in suffix]
+        if not ids:
+            raise ModelError("the suffix is empty")
+        self._check_fits(len(ids))
+        length = len(self.ids)
+        try:
+            with torch.no_grad():
+                out = self.llm.model(
+                    input_ids=self.llm.as_batch(ids), cache=self.cache, use_cache=True
+                )
+        finally:
+            _roll_back(self.cache, length)
+        self.llm.usage.add(len(ids), 0)
+        logits: torch.Tensor = out.logits[0]
+        return logits
+
+    def yes_probability(
+        self, suffix: Sequence[int], yes_ids: frozenset[int], no_ids: frozenset[int]
+    ) -> float:
+        """P(Yes) after the suffix that closes the turn and opens the answer."""
+        return yes_probability(self.suffix_logits(suffix)[-1], yes_ids, no_ids)
+
+    def answer(self, suffix: Sequence[int], max_new_tokens: int) -> tuple[str, int]:
+        """Greedy answer after ``suffix``, from the cache; the text and tokens generated.
+
+        The cache is rolled back afterwards, like after a check.
+        """
+        import torch
+
+        ids = [int(i) for i in suffix]
+        self._check_fits(len(ids) + 1)
+        length = len(self.ids)
+        budget = max(1, min(max_new_tokens, self.llm.context_window - length - len(ids)))
+        tokens: list[int] = []
+        completion = 0
+        try:
+            with torch.no_grad():
+                out = self.llm.model(
+                    input_ids=self.llm.as_batch(ids),
+                    cache=self.cache,
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                logits = out.logits[0, -1]
+                for _ in range(budget):
+                    tok = int(torch.argmax(logits))
+                    completion += 1
+                    if tok in self.llm.end_ids:
+                        break
+                    tokens.append(tok)
+                    if len(tokens) == budget:
+                        break
+                    out = self.llm.model(
+                        input_ids=self.llm.as_batch([tok]),
+                        cache=self.cache,
+                        use_cache=True,
+                        logits_to_keep=1,
+                    )
+                    logits = out.logits[0, -1]
+        finally:
+            _roll_back(self.cache, length)
+        # encoded: the suffix and every generated token fed back (all but the last)
+        self.llm.usage.add(len(ids), completion)
+        text = self.llm.tokenizer.decode(tokens, skip_special_tokens=True)
+        return text.strip(), completion

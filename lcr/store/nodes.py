@@ -84,7 +84,3 @@ def _parse_lines(lines: Iterable[str], path: Path) -> Iterator[Node]:
             raise IndexDamagedError(
                 f"damaged node record at {path}:{lineno} ({exc.__class__.__name__})"
             ) from None
-
-
-def read_nodes(path: Path) -> list[Node]:
-    return list(iter_nodes(path))

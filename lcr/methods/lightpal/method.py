@@ -50,8 +50,8 @@ from lcr.methods.lightpal.scoring import (
     check_scorer,
     load_scorer,
 )
-from lcr.models.bm25 import bm25_tokenize, bm25s_module
 from lcr.progress import OneTask, Task
+from lcr.scoring.bm25 import BM25Index, bm25_tokenize
 from lcr.store import Node
 
 
@@ -223,9 +223,7 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             Node(f"p{i}", 0, p.text, [(p.start, p.end)], p.doc) for i, p in enumerate(passages)
         ]
         texts = [n.text for n in nodes]
-        tokens = _bm25_tokens(texts)
-        retriever = bm25s_module().BM25()
-        retriever.index(tokens, show_progress=False)
+        bm25 = BM25Index.fit(_bm25_tokens(texts))
         seconds["passages_bm25"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -235,7 +233,7 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         seconds["embedding_candidates"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        scorer_llm = load_scorer(ctx.models, s.scorer, ctx.progress)
+        scorer_llm = load_scorer(ctx.models, s.scorer)
         seconds["scorer_load"] = time.perf_counter() - t
         scorer = PairScorer(
             scorer_llm, ctx.cache, s.max_tokens, s.continuation_tokens, warn=ctx.warn
@@ -253,16 +251,10 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         kept = [top_edges(c, sc, k) for c, sc in zip(candidates, scores, strict=True)]
         edges = edge_matrix(len(nodes), [e[0] for e in kept], [e[1] for e in kept])
 
-        bm25 = retriever.scores
         ctx.out.write_nodes(nodes)
         ctx.out.write_array("embeddings", emb)
         ctx.out.write_csr("edges", edges)
-        ctx.out.write_array("bm25_data", np.asarray(bm25["data"]))
-        ctx.out.write_array("bm25_indices", np.asarray(bm25["indices"]))
-        ctx.out.write_array("bm25_indptr", np.asarray(bm25["indptr"]))
-        ctx.out.write_json(
-            "bm25_vocabulary", {"vocab": retriever.vocab_dict, "num_docs": int(bm25["num_docs"])}
-        )
+        bm25.save(ctx.out)
         ctx.out.counts["edges"] = int(edges.nnz)
         ctx.out.stats.update(
             {
@@ -286,25 +278,8 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         return scores
 
     def _bm25_scores(self, ctx: QueryContext, question: str, n: int) -> np.ndarray:
-        def load() -> Any:
-            meta = ctx.stored.json("bm25_vocabulary")
-            retriever = bm25s_module().BM25()
-            retriever.scores = {
-                "data": ctx.stored.array("bm25_data"),
-                "indices": ctx.stored.array("bm25_indices"),
-                "indptr": ctx.stored.array("bm25_indptr"),
-                "num_docs": int(meta["num_docs"]),
-            }
-            retriever.vocab_dict = meta["vocab"]
-            retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
-            retriever.nonoccurrence_array = None  # Lucene BM25 needs none
-            return retriever
-
-        retriever = ctx.stored.memoised("bm25", load)
-        known = [t for t in _bm25_tokens([question])[0] if t in retriever.vocab_dict]
-        if not known:
-            return np.zeros(n)
-        return np.asarray(retriever.get_scores(known), dtype=np.float64)
+        index: BM25Index = ctx.stored.memoised("bm25", lambda: BM25Index.load(ctx.stored))
+        return index.scores(_bm25_tokens([question])[0], n)
 
     def retrieve(
         self, ctx: QueryContext[LightPALBuild, LightPALQuery], question: str, k: int | None

@@ -10,7 +10,6 @@ scoring any pair twice.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -19,8 +18,9 @@ from typing import Any
 import numpy as np
 
 from lcr.errors import LcrError, LLMCallError, ModelError
-from lcr.models.base import LLM, Capability, Models
-from lcr.progress import Progress, Task
+from lcr.models.base import LLM, Capability, Role
+from lcr.models.container import Models
+from lcr.progress import Task
 from lcr.store import LLMCache, cache_key
 
 SCORER_NEEDS = frozenset({Capability.CONTINUATION_LOGPROB, Capability.PREFIX_CACHE})
@@ -43,16 +43,12 @@ def check_scorer(name: str) -> None:
         ) from None
 
 
-def load_scorer(models: Models, name: str, progress: Progress) -> LLM:
-    """The scorer LLM: ``--llm`` itself for ``llm`` or when it is the same model, else a
-    second model loaded with the backend ``--backend`` allows for log-probabilities."""
-    if name == USE_LLM or name in {models.spec.llm, models.llm_id()}:
-        return models.llm
-    from lcr.models.backends import choose_backend
-    from lcr.models.loading import load_llm
-
-    backend = choose_backend(models.spec.backend, SCORER_NEEDS, "lightpal's scorer")
-    return load_llm(dataclasses.replace(models.spec, llm=name), progress, backend=backend)
+def load_scorer(models: Models, name: str) -> LLM:
+    """The scorer LLM, ``models.scorer``: ``--llm`` itself for ``llm`` or when it is the same
+    model, else a second model on a backend able to give log-probabilities (checked first)."""
+    models.spec.scorer = None if name == USE_LLM else name
+    models.require_role(Role.SCORER, SCORER_NEEDS, "lightpal's scorer")
+    return models.scorer
 
 
 @dataclass

@@ -35,11 +35,10 @@ from lcr.methods.pecan.graph import (
 )
 from lcr.methods.pecan.prompts import PROMPT_VERSION, build_overhead, build_prompt, segment_line
 from lcr.methods.pecan.settings import PecanBuild
-from lcr.models.attention import generate_with_attention, token_char_ends
 from lcr.store import Node, cache_key
 
 if TYPE_CHECKING:
-    from lcr.models.transformers_llm import TransformersLLM
+    from lcr.models.base import AttentionLLM
 
 
 @dataclass
@@ -62,7 +61,7 @@ class BuildCounters:
     empty_batches: int = 0
 
 
-def effective_s(llm: TransformersLLM, params: PecanBuild) -> int:
+def effective_s(llm: AttentionLLM, params: PecanBuild) -> int:
     """``s``, lowered when a batch of ``s`` tokens plus the prompt and the reply would not
     fit the model's window (a small model's window is below the paper's 8K)."""
     room = llm.context_window - build_overhead(llm) - params.points_max_new_tokens - 1
@@ -74,9 +73,7 @@ def effective_s(llm: TransformersLLM, params: PecanBuild) -> int:
     return min(params.s, room)
 
 
-def leaf_nodes(
-    ctx: BuildContext[PecanBuild], llm: TransformersLLM, chunk_tokens: int
-) -> list[Node]:
+def leaf_nodes(ctx: BuildContext[PecanBuild], llm: AttentionLLM, chunk_tokens: int) -> list[Node]:
     from lcr.text.chunking import token_windows
 
     nodes: list[Node] = []
@@ -97,7 +94,7 @@ def leaf_nodes(
 
 def _batch_points(
     ctx: BuildContext[PecanBuild],
-    llm: TransformersLLM,
+    llm: AttentionLLM,
     texts: list[str],
     params: PecanBuild,
     counters: BuildCounters,
@@ -112,8 +109,8 @@ def _batch_points(
         return [str(p) for p in hit["points"]], [[float(x) for x in w] for w in hit["weights"]]
     started = time.perf_counter()
     try:
-        gen = generate_with_attention(
-            llm, prompt.ids, spans=prompt.spans, max_new_tokens=params.points_max_new_tokens
+        gen = llm.generate_with_attention(
+            prompt.ids, spans=prompt.spans, max_new_tokens=params.points_max_new_tokens
         )
     except LcrError:
         raise
@@ -126,7 +123,7 @@ def _batch_points(
     finally:
         counters.seconds += time.perf_counter() - started
     attention = gen.attention.numpy()
-    ends = token_char_ends(llm, gen.tokens)
+    ends = llm.token_char_ends(gen.tokens)
     points = information_points(gen.text)
     weights = [
         [float(x) for x in point_weights(attention, tokens_in(ends, p.start, p.end))]
@@ -148,9 +145,7 @@ def _batch_points(
     return texts_out, weights
 
 
-def build_graph(
-    ctx: BuildContext[PecanBuild], llm: TransformersLLM, counters: BuildCounters
-) -> Graph:
+def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, counters: BuildCounters) -> Graph:
     params = ctx.settings
     s = effective_s(llm, params)
     graph = Graph(nodes=leaf_nodes(ctx, llm, params.chunk_tokens))

@@ -30,8 +30,7 @@ from lcr.methods.pecan.build import BuildCounters, build_graph, embed_nodes, sta
 from lcr.methods.pecan.graph import edge_matrix
 from lcr.methods.pecan.search import AnswerState, SearchParams, answer_turn, dynamic_search
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
-from lcr.models.attention import require_transformers_llm
-from lcr.models.base import Capability
+from lcr.models.base import Capability, require_attention
 
 NEEDS = frozenset(
     {
@@ -73,7 +72,7 @@ class Pecan(Method[PecanBuild, PecanQuery]):
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[PecanBuild]) -> None:
-        llm = require_transformers_llm(ctx.models.llm, "building pecan")
+        llm = require_attention(ctx.models.llm, "building pecan")
         counters = BuildCounters()
         started = time.perf_counter()
         graph = build_graph(ctx, llm, counters)
@@ -117,7 +116,7 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         )
         q = np.asarray(ctx.models.embedder.encode([question])[0], dtype=np.float32)
         cos = emb.astype(np.float32) @ q if n else np.zeros(0, dtype=np.float32)
-        llm = require_transformers_llm(ctx.models.llm, "pecan retrieval")
+        llm = require_attention(ctx.models.llm, "pecan retrieval")
         result = dynamic_search(
             llm,
             question,
@@ -160,7 +159,7 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         state = evidence.state
         if not isinstance(state, AnswerState):
             raise TypeError("pecan answers only evidence its own retrieve returned")
-        llm = require_transformers_llm(ctx.llm, "pecan's answer")
+        llm = require_attention(ctx.llm, "pecan's answer")
         encoded = evidence.info["encoded_tokens"]
         text = answer_turn(llm, state, encoded, ctx.answer.max_new_tokens)
         return AnswerResult(text, list(evidence.items), 0)

@@ -16,7 +16,7 @@ from lcr.errors import ModelError
 from lcr.models.base import Message
 
 if TYPE_CHECKING:
-    from lcr.models.transformers_llm import TransformersLLM
+    from lcr.models.base import AttentionLLM
 
 PROMPT_VERSION = "pecan-v1"
 
@@ -57,20 +57,13 @@ def segment_line(text: str) -> str:
     return "* " + " ".join(text.split()) + "\n"
 
 
-def render_text(llm: TransformersLLM, messages: Sequence[Message]) -> str:
+def render_text(llm: AttentionLLM, messages: Sequence[Message]) -> str:
     """The chat-templated conversation as text, ending with the assistant's turn opening
     (a tokenizer without a template: contents joined by blank lines, as the backend does)."""
-    tok = llm.tokenizer
-    if getattr(tok, "chat_template", None):
-        return str(
-            tok.apply_chat_template(
-                [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
-            )
-        )
-    return "\n\n".join(m["content"] for m in messages) + "\n\n"
+    return llm.render_text(messages)
 
 
-def _split(llm: TransformersLLM, messages: Sequence[Message]) -> tuple[str, str]:
+def _split(llm: AttentionLLM, messages: Sequence[Message]) -> tuple[str, str]:
     text = render_text(llm, messages)
     if text.count(_SLOT) != 1:
         raise ModelError(f"the chat template of {llm.model_id} does not keep the message text")
@@ -86,7 +79,7 @@ class BuildPrompt:
     spans: list[tuple[int, int]]
 
 
-def build_prompt(llm: TransformersLLM, texts: Sequence[str]) -> BuildPrompt:
+def build_prompt(llm: AttentionLLM, texts: Sequence[str]) -> BuildPrompt:
     before, after = _split(llm, [{"role": "user", "content": BUILD_HEAD + _SLOT + BUILD_TAIL}])
     ids = llm.encode(before)
     spans: list[tuple[int, int]] = []
@@ -98,7 +91,7 @@ def build_prompt(llm: TransformersLLM, texts: Sequence[str]) -> BuildPrompt:
     return BuildPrompt(ids, spans)
 
 
-def build_overhead(llm: TransformersLLM) -> int:
+def build_overhead(llm: AttentionLLM) -> int:
     """Tokens of the build prompt around the segments."""
     return len(build_prompt(llm, []).ids)
 
@@ -118,9 +111,7 @@ class SearchPrompt:
     answers: dict[str, list[int]]
 
 
-def search_prompt(
-    llm: TransformersLLM, question: str, second_turn: str = "question"
-) -> SearchPrompt:
+def search_prompt(llm: AttentionLLM, question: str, second_turn: str = "question") -> SearchPrompt:
     q = " ".join(question.split())
     if second_turn not in SECOND_TURNS:
         raise ModelError(f"unknown second turn {second_turn!r}")

@@ -21,10 +21,9 @@ import scipy.sparse as sp
 from lcr.errors import ModelError
 from lcr.methods.pecan.graph import attention_scores, best_candidate, position_weighted
 from lcr.methods.pecan.prompts import SearchPrompt, search_prompt, segment_line
-from lcr.models.attention import NodeKVCache, first_token_ids
 
 if TYPE_CHECKING:
-    from lcr.models.transformers_llm import TransformersLLM
+    from lcr.models.base import AttentionLLM, NodeCache
 
 SCORES = ("attention+embedding", "attention", "embedding")  # PecanQuery.score
 
@@ -60,7 +59,7 @@ class AnswerState:
     (suffixes rolled back), the prompt's pieces, and the first-turn reply the last
     check read (``Yes`` when there was no check)."""
 
-    cache: NodeKVCache
+    cache: NodeCache
     prompt: SearchPrompt
     last_word: str
 
@@ -103,7 +102,7 @@ def combined_scores(z: np.ndarray, cos: np.ndarray, score: str) -> np.ndarray:
 
 
 def dynamic_search(
-    llm: TransformersLLM,
+    llm: AttentionLLM,
     question: str,
     texts: list[str],
     levels: np.ndarray,
@@ -113,14 +112,14 @@ def dynamic_search(
 ) -> SearchResult:
     """The search; ``result.state`` keeps what :func:`answer_turn` answers from."""
     prompt = search_prompt(llm, question, params.second_turn)
-    yes_ids, no_ids = first_token_ids(llm, "Yes"), first_token_ids(llm, "No")
+    yes_ids, no_ids = llm.first_token_ids("Yes"), llm.first_token_ids("No")
     if yes_ids & no_ids:
         raise ModelError(f"{llm.model_id}: Yes and No start with the same token")
     window = min(llm.context_window, params.max_context)
     reserve = max(len(prompt.check), *(len(a) for a in prompt.answers.values()))
     reserve += params.answer_tokens
     result = SearchResult()
-    cache = NodeKVCache(llm, prompt.prefix, prompt.question)
+    cache = llm.node_cache(prompt.prefix, prompt.question)
     encoded = {"prefix": len(prompt.prefix), "nodes": 0, "checks": 0, "answer": 0}
     r = np.zeros(len(texts), dtype=np.float64)
     visited: set[int] = set()
@@ -181,7 +180,7 @@ def dynamic_search(
 
 
 def answer_turn(
-    llm: TransformersLLM, state: AnswerState, encoded: dict[str, int], max_new_tokens: int
+    llm: AttentionLLM, state: AnswerState, encoded: dict[str, int], max_new_tokens: int
 ) -> str:
     """The second turn (Table A2) from the search's cache, at most ``max_new_tokens``
     long; ``encoded`` (the search's token counts) gains the answer's suffix and the

@@ -1,4 +1,4 @@
-"""TF-IDF vectors that survive a save/load without pickle.
+"""TF-IDF vectors that survive a save/load without pickle (a sparse retrieval scorer).
 
 scikit-learn fits the vocabulary and idf; we persist them as a JSON term list and
 a zarr array, and rebuild an equivalent vectoriser at query time, so a question

@@ -1,0 +1,216 @@
+"""The lazy container of a run's models: each role loaded on first use, checked before work.
+
+A command that never needs the LLM never pays for loading it. Every role
+(:class:`~lcr.models.base.Role`: the answering LLM, the embedder, a second
+"scorer" LLM) is loaded, cached and capability-checked the same way, so a
+method asking for a scorer gets the same one-line error before any work as one
+asking too much of the LLM.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from lcr.errors import CapabilityError
+from lcr.evidence import Usage
+from lcr.models.backends import choose_backend
+from lcr.models.base import LLM, Capability, Embedder, Role, describe_capabilities
+from lcr.models.spec import ModelSpec
+from lcr.progress import NULL_PROGRESS, Progress
+
+EMBEDDER_BACKEND = "sentence-transformers"  # the one way lcr runs an embedder
+_GENERATE = frozenset({Capability.GENERATE})
+
+
+@dataclass
+class Models:
+    """Lazily loaded models. Pass ``llm=`` / ``embedder=`` / ``scorer=`` to inject ready objects."""
+
+    spec: ModelSpec = field(default_factory=ModelSpec)
+    progress: Progress = NULL_PROGRESS
+    _llm: LLM | None = None
+    _embedder: Embedder | None = None
+    _scorer: LLM | None = None
+    _scorer_name: str | None = None  # the spec.scorer the scorer's state below belongs to
+    # what the commands run so far need of each LLM role (see :meth:`require_role`)
+    _needs: dict[Role, frozenset[Capability]] = field(default_factory=dict)
+    _backends: dict[Role, str] = field(default_factory=dict)  # chosen for those needs
+
+    @classmethod
+    def with_objects(
+        cls,
+        llm: LLM | None = None,
+        embedder: Embedder | None = None,
+        spec: ModelSpec | None = None,
+        scorer: LLM | None = None,
+    ) -> Models:
+        spec = spec or ModelSpec()
+        if scorer is not None and spec.scorer is None:
+            spec = dataclasses.replace(spec, scorer=scorer.model_id)
+        return cls(
+            spec=spec, _llm=llm, _embedder=embedder, _scorer=scorer, _scorer_name=spec.scorer
+        )
+
+    # ------------------------------------------------------------------ roles
+
+    @property
+    def llm(self) -> LLM:
+        if self._llm is None:
+            from lcr.models.loading import load_llm
+
+            backend = self._backends.get(Role.LLM) or self.require(_GENERATE, "the LLM")
+            self._llm = load_llm(self.spec, self.progress, backend=backend)
+        return self._llm
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from lcr.models.loading import load_embedder
+
+            self._embedder = load_embedder(self.spec, self.progress)
+        return self._embedder
+
+    @property
+    def scorer(self) -> LLM:
+        """The second LLM (``spec.scorer``); the LLM itself when none or the same model is named.
+
+        Loaded with a backend chosen for the scorer's own needs and the spec's device
+        and quantisation; ``--base-url`` serves the answering LLM, so a scorer of
+        another name runs in process unless ``--backend openai`` is asked for.
+        """
+        if self._scorer_is_llm():
+            return self.llm
+        scorer = self._current_scorer()
+        if scorer is None:
+            from lcr.models.loading import load_llm
+
+            backend = self._backends.get(Role.SCORER) or self.require_role(
+                Role.SCORER, _GENERATE, "the scorer"
+            )
+            scorer = self._scorer = load_llm(self._scorer_spec(), self.progress, backend=backend)
+        return scorer
+
+    def require(self, needs: frozenset[Capability], purpose: str) -> str:
+        """:meth:`require_role` for the answering LLM."""
+        return self.require_role(Role.LLM, needs, purpose)
+
+    def require_role(self, role: Role, needs: frozenset[Capability], purpose: str) -> str:
+        """Check, before any work, that ``role``'s backend can do ``needs``; the backend's name.
+
+        Called by the pipeline for each method's build, retrieval and answer step.
+        Needs accumulate per role, so ``auto`` picks one backend able to do all the
+        commands of this run; a model already loaded (or injected) must have them.
+        A scorer that is the LLM itself puts its needs on the LLM.
+        """
+        if role is Role.EMBEDDER:
+            if needs:
+                raise CapabilityError(
+                    f"{purpose} needs {describe_capabilities(needs)} of the embedder, "
+                    "which only an LLM provides"
+                )
+            return EMBEDDER_BACKEND
+        if role is Role.SCORER and self._scorer_is_llm():
+            role = Role.LLM
+        loaded = self._llm if role is Role.LLM else self._current_scorer()  # resets a stale one
+        spec = self.spec if role is Role.LLM else self._scorer_spec()
+        chosen = self._backends.get(role)
+        if not needs:
+            return chosen or spec.backend
+        if loaded is not None:
+            caps = getattr(loaded, "capabilities", None)
+            missing = needs - caps if caps is not None else frozenset()
+            backend = str(getattr(loaded, "backend", chosen or spec.backend))
+            if missing:
+                raise CapabilityError(
+                    f"{purpose} needs {describe_capabilities(missing)}, which the loaded "
+                    f"{getattr(loaded, 'backend', 'LLM')} backend does not provide"
+                )
+            self._needs[role] = self._needs.get(role, frozenset()) | needs
+            return backend
+        wanted = self._needs.get(role, frozenset()) | needs
+        self._backends[role] = choose_backend(spec.backend, wanted, purpose, spec)
+        self._needs[role] = wanted
+        return self._backends[role]
+
+    # ---------------------------------------------------------- role-generic
+
+    def loaded(self, role: Role) -> bool:
+        if role is Role.EMBEDDER:
+            return self._embedder is not None
+        if role is Role.SCORER and not self._scorer_is_llm():
+            return self._current_scorer() is not None
+        return self._llm is not None
+
+    def model_id(self, role: Role) -> str:
+        """The loaded model's id, else the name asked for (nothing is loaded to answer)."""
+        if role is Role.EMBEDDER:
+            return self._embedder.model_id if self._embedder is not None else self.spec.embedder
+        if role is Role.SCORER and not self._scorer_is_llm():
+            scorer = self._current_scorer()
+            return scorer.model_id if scorer is not None else str(self.spec.scorer)
+        return self._llm.model_id if self._llm is not None else self.spec.llm
+
+    def backend_of(self, role: Role) -> str | None:
+        """The backend of ``role``'s model: the loaded one's, else the one chosen, else None."""
+        if role is Role.EMBEDDER:
+            return EMBEDDER_BACKEND if self._embedder is not None else None
+        if role is Role.SCORER and self._scorer_is_llm():
+            role = Role.LLM
+        loaded = self._llm if role is Role.LLM else self._current_scorer()
+        if loaded is not None:
+            return str(getattr(loaded, "backend", self._backends.get(role) or self.spec.backend))
+        return self._backends.get(role)
+
+    def usage_snapshot(self) -> Usage:
+        """A copy of the summed usage of every loaded LLM (one object counted once).
+
+        Taken before and after a phase, the difference is what the phase spent,
+        cached tokens included.
+        """
+        total = Usage()
+        seen: list[LLM] = []
+        for llm in (self._llm, self._current_scorer()):
+            if llm is not None and not any(llm is s for s in seen):
+                seen.append(llm)
+                total = total.merged(llm.usage)
+        return total
+
+    # today's names for the LLM and embedder roles
+    @property
+    def llm_loaded(self) -> bool:
+        return self.loaded(Role.LLM)
+
+    @property
+    def embedder_loaded(self) -> bool:
+        return self.loaded(Role.EMBEDDER)
+
+    def llm_id(self) -> str:
+        return self.model_id(Role.LLM)
+
+    def embedder_id(self) -> str:
+        return self.model_id(Role.EMBEDDER)
+
+    # ---------------------------------------------------------------- helpers
+
+    def _scorer_is_llm(self) -> bool:
+        name = self.spec.scorer
+        return name is None or name in {self.spec.llm, self.llm_id()}
+
+    def _current_scorer(self) -> LLM | None:
+        """The scorer loaded (or injected) for the current ``spec.scorer``, if any.
+
+        A method may name another scorer between commands: what was chosen, needed
+        and loaded for the previous name is dropped then.
+        """
+        if self._scorer_name != self.spec.scorer:
+            self._scorer = None
+            self._needs.pop(Role.SCORER, None)
+            self._backends.pop(Role.SCORER, None)
+            self._scorer_name = self.spec.scorer
+        return self._scorer
+
+    def _scorer_spec(self) -> ModelSpec:
+        """The spec the scorer loads with: its own model name, the run's device and backend."""
+        base_url = self.spec.base_url if self.spec.backend == "openai" else None
+        return dataclasses.replace(self.spec, llm=str(self.spec.scorer), base_url=base_url)

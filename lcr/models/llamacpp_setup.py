@@ -1,0 +1,88 @@
+"""llama-cpp-python set up for lcr: its logs silenced, a crashing build refused, the
+GGUF's chat template rendered as transformers renders it."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from lcr.errors import ModelError
+from lcr.models.base import Message
+
+_SILENT_LOG: Any = None
+
+
+def silence_llama_logs() -> None:
+    """Route llama.cpp's own log lines to nowhere (they would garble lcr's output)."""
+    global _SILENT_LOG
+    import llama_cpp
+
+    if _SILENT_LOG is None:
+
+        @llama_cpp.llama_log_callback
+        def _drop(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+            return None
+
+        _SILENT_LOG = _drop  # kept alive: llama.cpp holds a raw pointer to it
+    llama_cpp.llama_log_set(_SILENT_LOG, ctypes.c_void_p(0))
+
+
+AMX_REBUILD = (
+    "CMAKE_ARGS=\"-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 "
+    "-mno-amx-bf16' -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'\" "
+    "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python==0.3.36"
+)
+
+
+def refuse_amx_build() -> None:
+    """A build with llama.cpp's AMX kernels crashes the process on the AMX machines lcr
+    was measured on (a segfault in the first matrix product), so it is refused with
+    the rebuild command unless ``LCR_LLAMACPP_AMX=1`` says it works here."""
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
+    if "AMX_INT8 = 1" in info and os.environ.get("LCR_LLAMACPP_AMX") != "1":
+        raise ModelError(
+            "this llama-cpp-python build uses AMX kernels, which crash on the machines lcr "
+            f"is tested on; rebuild it without them: {AMX_REBUILD} (or set LCR_LLAMACPP_AMX=1 "
+            "if they work on this machine)"
+        )
+
+
+class ChatTemplate:
+    """The GGUF's own chat template (``tokenizer.chat_template``), rendered with Jinja.
+
+    The same template transformers renders, with the same Jinja options, so
+    both backends send a model the same tokens.
+    """
+
+    def __init__(self, source: str, bos: str, eos: str) -> None:
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+        def raise_exception(message: str) -> None:
+            raise ModelError(f"the model's chat template refused the messages: {message}")
+
+        def strftime_now(fmt: str) -> str:
+            import datetime
+
+            return datetime.datetime.now().strftime(fmt)
+
+        env.globals["raise_exception"] = raise_exception
+        env.globals["strftime_now"] = strftime_now
+        self._template = env.from_string(source)
+        self._bos = bos
+        self._eos = eos
+
+    def render(self, messages: Sequence[Message]) -> str:
+        return str(
+            self._template.render(
+                messages=[dict(m) for m in messages],
+                add_generation_prompt=True,
+                bos_token=self._bos,
+                eos_token=self._eos,
+            )
+        )

@@ -1,0 +1,1 @@
+"""Sparse retrieval scorers (BM25, TF-IDF): pure scoring over stored arrays, no model."""

@@ -1,0 +1,102 @@
+"""BM25 as lcr uses it: one tokenisation for every BM25 index (the bm25 baseline,
+LightPAL's initial retrieval) and one stored layout, so a question is tokenised
+and scored exactly as the chunks were indexed.
+
+The index is stored as the store's own arrays (``bm25_data``, ``bm25_indices``,
+``bm25_indptr``: bm25s's precomputed score matrix in CSC form) and a JSON
+vocabulary, not with ``bm25s.BM25.save``, which writes ``.npy`` files into a
+directory of its own beside the store's zarr arrays. Restoring sets the
+attributes bm25s's own ``load`` sets (``scores``, ``vocab_dict``,
+``unique_token_ids_set``, ``nonoccurrence_array``); bm25s is pinned below its
+next breaking release in pyproject.toml, and tests/test_bm25_layout.py fails if
+that layout changes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from lcr.store import MethodReader, MethodWriter
+
+
+def bm25s_module() -> Any:
+    """bm25s, with its logger (set to DEBUG by the library) kept to warnings."""
+    import logging
+
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
+
+
+def bm25_tokenize(texts: list[str], stopwords: str, stemmer: str) -> list[list[str]]:
+    """Tokens of each text: stop words dropped (``"none"`` keeps them) and Snowball stems
+    (``"none"`` for no stemming)."""
+    stemmer_obj = None
+    if stemmer != "none":
+        import Stemmer
+
+        stemmer_obj = Stemmer.Stemmer(stemmer)
+    out = bm25s_module().tokenize(
+        texts,
+        stopwords=None if stopwords == "none" else stopwords,
+        stemmer=stemmer_obj,
+        return_ids=False,
+        show_progress=False,
+    )
+    return [list(t) for t in out]
+
+
+class BM25Index:
+    """A bm25s index (Lucene BM25) over tokenised texts, saved into and loaded from a store."""
+
+    def __init__(self, retriever: Any) -> None:
+        self.retriever = retriever
+
+    @classmethod
+    def fit(cls, tokens: list[list[str]], *, k1: float = 1.5, b: float = 0.75) -> BM25Index:
+        retriever = bm25s_module().BM25(k1=k1, b=b)
+        retriever.index(tokens, show_progress=False)
+        return cls(retriever)
+
+    @property
+    def vocabulary_size(self) -> int:
+        return len(self.retriever.vocab_dict)
+
+    def save(self, out: MethodWriter, prefix: str = "bm25") -> None:
+        scores = self.retriever.scores
+        out.write_array(f"{prefix}_data", np.asarray(scores["data"]))
+        out.write_array(f"{prefix}_indices", np.asarray(scores["indices"]))
+        out.write_array(f"{prefix}_indptr", np.asarray(scores["indptr"]))
+        out.write_json(
+            f"{prefix}_vocabulary",
+            {"vocab": self.retriever.vocab_dict, "num_docs": int(scores["num_docs"])},
+        )
+
+    @classmethod
+    def load(cls, stored: MethodReader, prefix: str = "bm25") -> BM25Index:
+        """The index as :meth:`save` stored it; scores need nothing else (k1 and b were
+        applied when the score matrix was computed)."""
+        meta = stored.json(f"{prefix}_vocabulary")
+        retriever = bm25s_module().BM25()
+        retriever.scores = {
+            "data": stored.array(f"{prefix}_data"),
+            "indices": stored.array(f"{prefix}_indices"),
+            "indptr": stored.array(f"{prefix}_indptr"),
+            "num_docs": int(meta["num_docs"]),
+        }
+        retriever.vocab_dict = meta["vocab"]
+        retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
+        retriever.nonoccurrence_array = None  # only BM25L/BM25+ need it; this is Lucene BM25
+        return cls(retriever)
+
+    def scores(self, tokens: list[str], n: int) -> np.ndarray:
+        """BM25 score of each of the ``n`` indexed texts for a tokenised query (float64);
+        all zeros when no token is in the vocabulary."""
+        known = [t for t in tokens if t in self.retriever.vocab_dict]
+        if not known:
+            return np.zeros(n)
+        return np.asarray(self.retriever.get_scores(known), dtype=np.float64)
