@@ -269,12 +269,12 @@ def test_human_ask_output_with_scripted_llm(story: Path, monkeypatch: pytest.Mon
     from tests.fakes import ScriptedLLM
 
     llm = ScriptedLLM(words=5)
-    original = Models.llm
-
-    monkeypatch.setattr(Models, "llm", property(lambda self: llm))
     run(["index", str(story), "-q"])
+    # the command's models, with the scripted LLM injected as a loaded one
+    monkeypatch.setattr(
+        "lcr.cli._models", lambda spec, progress: Models.with_objects(llm=llm, spec=spec)
+    )
     code, out, err = run(["ask", str(story.with_suffix(".idx")), "Who was kind?", "-k", "2"])
-    monkeypatch.setattr(Models, "llm", original)
     assert code == 0, err
     assert out.startswith("Q: Who was kind?\nA: ")
     assert "Evidence (bm25, 2 nodes):" in out and "[1] score" in out and "chars " in out
