@@ -351,3 +351,30 @@ def test_a_file_name_with_terminal_escapes_is_printed_as_it_is_on_disk(
     assert "\x1b" not in out and "evil\\x1b[2Kname.idx: bm25 built" in out
     code, _, err = run(["retrieve", str(tmp_path / "evil\x1b[2Kname.txt"), "q"])
     assert code == 1 and "\x1b" not in err and "evil\\x1b[2Kname.txt" in err
+
+
+def test_a_question_matching_nothing_gets_no_evidence_and_no_llm_call(
+    story: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bm25 and tfidf score 0 for a chunk sharing no term with the question: not evidence,
+    so the answer step abstains without asking the LLM."""
+    from lcr.models.container import Models
+    from tests.fakes import ScriptedLLM
+
+    llm = ScriptedLLM()
+    run(["index", str(story), "-q", "-m", "bm25", "-m", "tfidf"])
+    monkeypatch.setattr(
+        "lcr.cli._models", lambda spec, progress: Models.with_objects(llm=llm, spec=spec)
+    )
+    idx = str(story.with_suffix(".idx"))
+    # (tfidf keeps stop words, so only bm25 finds nothing in a question made of them)
+    unmatched = [("bm25", "zzqx qqzz"), ("tfidf", "zzqx qqzz"), ("bm25", "the of and")]
+    for method, question in unmatched:
+        code, out, err = run(["ask", idx, question, "-m", method, "--json"])
+        assert code == 0, err
+        obj = json.loads(out)
+        assert obj["evidence"] == [] and obj["answer"] == "not found in the document"
+    assert llm.usage.calls == 0
+    code, out, _ = run(["retrieve", idx, "slipper zzqx", "-m", "bm25", "--json", "-k", "50"])
+    items = json.loads(out)["evidence"]
+    assert items and all(it["score"] > 0 for it in items) and len(items) < 50

@@ -93,11 +93,23 @@ def chunk_nodes(ctx: BuildContext[Any]) -> list[Node]:
 
 
 def ranked_evidence(
-    method: str, nodes: list[Node], scores: np.ndarray, k: int, **info: Any
+    method: str,
+    nodes: list[Node],
+    scores: np.ndarray,
+    k: int,
+    *,
+    matched_only: bool = False,
+    **info: Any,
 ) -> Evidence:
+    """The ``k`` best nodes, best first. ``matched_only``: a score of 0 means the node
+    shares no term with the question (BM25, TF-IDF), so it is not evidence at all; such
+    nodes are left out, and a question that matches nothing gets none (the answer step
+    then abstains without an LLM call)."""
     if len(scores) != len(nodes):
         raise IndexDamagedError(f"{method} index is damaged: scores and nodes disagree")
     chosen = top_indices(scores, k)
+    if matched_only:
+        chosen = chosen[scores[chosen] > 0]
     items = [item_from_node(nodes[i], float(scores[i]), rank=r + 1) for r, i in enumerate(chosen)]
     return Evidence(method=method, items=items, info=dict(info))
 
@@ -204,7 +216,8 @@ class BM25(Method[BM25Settings, TopK]):
         index = BM25Index.load(ctx.stored)
         nodes = ctx.stored.nodes()
         scores = index.scores(_bm25_tokenize([question], ctx.built)[0], len(nodes))
-        return ranked_evidence(self.name, nodes, scores, effective_k(ctx.settings, k))
+        k_eff = effective_k(ctx.settings, k)
+        return ranked_evidence(self.name, nodes, scores, k_eff, matched_only=True)
 
 
 class TfIdf(Method[ChunkSettings, TopK]):
@@ -223,7 +236,8 @@ class TfIdf(Method[ChunkSettings, TopK]):
         self, ctx: QueryContext[ChunkSettings, TopK], question: str, k: int | None
     ) -> Evidence:
         scores = _tfidf_scores(ctx, question)
-        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx.settings, k))
+        k_eff = effective_k(ctx.settings, k)
+        return ranked_evidence(self.name, ctx.stored.nodes(), scores, k_eff, matched_only=True)
 
 
 class Dense(Method[ChunkSettings, TopK]):
