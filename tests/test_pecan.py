@@ -41,7 +41,7 @@ from lcr.methods.pecan.prompts import segment_line as line
 from lcr.models.attention import NodeKVCache, generate_with_attention, span_mean_matrix
 from lcr.models.base import Models, ModelSpec
 from lcr.store import DocumentInput, Index
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import FIXTURES, REPO
 from tests.fakes import ScriptedLLM
 
 EXCERPT_CHARS = 1500
@@ -58,7 +58,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def _excerpt() -> str:
-    return (SHARED_DATA / "stories" / "cinderella.txt").read_text(encoding="utf-8")[:EXCERPT_CHARS]
+    return (FIXTURES / "cinderella.txt").read_text(encoding="utf-8")[:EXCERPT_CHARS]
 
 
 def _index(path: Path, text: str) -> Index:
