@@ -282,6 +282,7 @@ def test_human_ask_output_with_scripted_llm(story: Path, monkeypatch: pytest.Mon
     assert "usage: 1 LLM call(s)" in out
 
 
+@pytest.mark.slow
 def test_retrieve_says_once_when_the_mixpr_router_loads_the_llm(story: Path) -> None:
     """mode=auto routes with the real SmolLM2-135M: stderr says so once, not per question."""
     code, _, err = run(["index", str(story), "-m", "mixpr", "-q"])
