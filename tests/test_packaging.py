@@ -1,4 +1,4 @@
-"""pyproject.toml: one version, pinned dev tools, and the default LLM kept out of a plain install."""
+"""pyproject.toml: one version, pinned dev tools, the default LLM out of a plain install."""
 
 from __future__ import annotations
 
