@@ -39,6 +39,7 @@ def _doc(name: str, text: str) -> DocumentInput:
 
 
 def _cut(text: str, chars: int) -> str:
+    text = text.strip()
     cut = text.rfind("\n\n", 0, chars)
     return text[: cut if cut > 0 else chars].strip()
 
