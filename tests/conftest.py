@@ -1,4 +1,21 @@
-"""Shared fixtures: real data from ../shared/data, real small models loaded once."""
+"""Shared fixtures: small real texts from tests/data, the full data sets when present,
+real small models loaded once.
+
+Two kinds of real data:
+
+- ``tests/data/``: a few KB cut from each evaluation set (see its README.md for the
+  source and licence of each file). Every test that needs real text but not a whole
+  data set reads these, so a clone on its own passes.
+- the full data sets, at ``$LCR_SHARED_DATA`` (default ``../shared/data`` beside the
+  checkout). A test that needs them asks for the ``shared_data`` fixture (or uses
+  ``needs_shared_data``) and is skipped, with a reason naming LCR_SHARED_DATA, when
+  they are absent.
+
+Speed tiers: every test that loads a real model or starts a server is marked
+``slow``, so ``pytest -m "not slow"`` is the quick tier. Tests that ask for one of
+the real-model fixtures below (``REAL_MODEL_FIXTURES``) are marked here
+automatically; tests that load a model some other way carry ``@pytest.mark.slow``.
+"""
 
 from __future__ import annotations
 
@@ -10,18 +27,38 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("LCR_SHARED_DATA", REPO.parent / "shared" / "data"))
+FIXTURES = REPO / "tests" / "data"
+_ENV_DATA = os.environ.get("LCR_SHARED_DATA")
+SHARED_DATA = Path(_ENV_DATA) if _ENV_DATA else REPO.parent / "shared" / "data"
+HAVE_SHARED_DATA = SHARED_DATA.is_dir()
+NO_SHARED_DATA = (
+    f"needs the full data sets: none at {SHARED_DATA}; "
+    "set LCR_SHARED_DATA to the folder that holds them"
+)
+needs_shared_data = pytest.mark.skipif(not HAVE_SHARED_DATA, reason=NO_SHARED_DATA)
+
+# Fixtures that load a real model or start a server: a test using one is slow.
+REAL_MODEL_FIXTURES = frozenset({"embedder", "smollm", "llm", "lcpp", "server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if REAL_MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    assert SHARED_DATA.is_dir(), f"real test data expected at {SHARED_DATA}"
+    """The full data sets; the test is skipped when they are not there."""
+    if not HAVE_SHARED_DATA:
+        pytest.skip(NO_SHARED_DATA)
     return SHARED_DATA
 
 
 @pytest.fixture(scope="session")
-def cinderella(shared_data: Path) -> Path:
-    return shared_data / "stories" / "cinderella.txt"
+def cinderella() -> Path:
+    """The opening 7 KB of the public-domain fairy tale (tests/data/cinderella.txt)."""
+    return FIXTURES / "cinderella.txt"
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ from lcr.eval import convert, dataset, generate
 from lcr.eval.cli import eval_group
 from lcr.eval.dataset import Document, GoldEvidence, Question
 from lcr.text.tokens import count_tokens
+from tests.conftest import FIXTURES
 
 # ------------------------------------------------------------------ format
 
@@ -182,6 +183,60 @@ def test_parse_length() -> None:
 
 
 # ------------------------------------------------------------------ converters (real files)
+# The small excerpts in tests/data run everywhere; the whole sets (shared_data) when present.
+
+
+def test_squality_excerpt() -> None:
+    qs = convert.prepare("squality", FIXTURES / "squality.jsonl")
+    assert [q.question for q in qs] == [
+        "What is the plot of the story?",
+        "Describe the setting of the story.",
+    ]
+    assert {q.documents[0].title for q in qs} == {"Jinx Ship To The Rescue"}
+    assert all(len(q.answers) == 4 and all(a.strip() for a in q.answers) for q in qs)
+    assert len(convert.prepare("squality", FIXTURES / "squality.jsonl", limit=1)) == 1
+
+
+def test_qmsum_excerpt_gold_spans_are_the_turns() -> None:
+    path = FIXTURES / "qmsum.jsonl"
+    qs = convert.prepare("qmsum", path)
+    turns = json.loads(path.read_text(encoding="utf-8"))["meeting_transcripts"]
+    assert len(qs) == 2 and all(q.evidence for q in qs)
+    for q, (start, end) in zip(qs, [(5, 27), (5, 14)], strict=True):
+        ev = q.evidence[0]
+        text = q.documents[0].text[ev.start : ev.end]
+        assert text.startswith(f"{turns[start]['speaker']}: {turns[start]['content']}")
+        assert text.endswith(turns[end]["content"])
+        assert text.count("\n") == end - start
+
+
+def test_babilong_excerpt_hides_the_facts_in_order(tmp_path: Path) -> None:
+    src, filler = FIXTURES / "babi-qa2.txt", FIXTURES / "cinderella.txt"
+    samples = convert.babi_samples(src)
+    qs = convert.prepare("babilong", src, filler=filler, length=1024, seed=1, limit=3)
+    assert len(samples) == 15 and len(qs) == 3
+    for q in qs:
+        s = samples[[x["line"] for x in samples].index(q.meta["babi_line"])]
+        assert q.question == s["question"] and q.answers == [s["answer"]]
+        text = q.documents[0].text
+        assert 800 <= count_tokens(text) <= 1024
+        facts = dict(s["facts"])
+        found = sorted(text[e.start : e.end] for e in q.evidence)
+        assert found == sorted(facts[i] for i in s["support"]) and len(found) == 2
+        at = 0  # every fact of the story, in order (a fact may occur twice)
+        for _, fact in s["facts"]:
+            at = text.index(fact, at) + len(fact)
+
+
+def test_prepare_cli_on_the_excerpt(tmp_path: Path) -> None:
+    out = tmp_path / "sq.jsonl"
+    args = ["prepare", "squality", str(FIXTURES / "squality.jsonl"), "-o", str(out)]
+    res = CliRunner().invoke(eval_group, args)
+    assert res.exit_code == 0, res.output
+    assert len(dataset.load(out)) == 2
+    assert out.read_text(encoding="utf-8").count('"text"') == 1  # written once, then referenced
+    with pytest.raises(InputError):
+        convert.prepare("qmsum", FIXTURES / "squality.jsonl")
 
 
 def test_squality(shared_data: Path) -> None:

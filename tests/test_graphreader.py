@@ -41,11 +41,11 @@ from lcr.methods.graphreader.method import final_answer
 from lcr.models.base import Generation, Message
 from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
-from tests.conftest import SHARED_DATA
+from tests.conftest import FIXTURES
 from tests.fakes import ScriptedLLM
 
 DATA = Path(__file__).parent / "data" / "graphreader"
-CINDERELLA = SHARED_DATA / "stories" / "cinderella.txt"
+CINDERELLA = FIXTURES / "cinderella.txt"
 
 
 # ------------------------------------------------------------ extraction parser

@@ -33,7 +33,7 @@ from lcr.methods.lightpal.scoring import SCORER_NEEDS
 from lcr.models.base import ContinuationScore
 from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
-from tests.conftest import SHARED_DATA
+from tests.conftest import FIXTURES, SHARED_DATA, needs_shared_data
 from tests.fakes import ScriptedLLM
 
 FAST = ["lightpal.scorer=llm"]
@@ -44,14 +44,32 @@ def _doc(name: str, text: str) -> DocumentInput:
     return DocumentInput(name, text, hashlib.sha256(raw).hexdigest(), len(raw))
 
 
+def _cut(text: str, chars: int) -> str:
+    text = text.strip()
+    cut = text.rfind("\n\n", 0, chars)
+    return text[: cut if cut > 0 else chars].strip()
+
+
 def _stories(n: int, chars: int) -> list[tuple[str, str]]:
-    """The first ``chars`` characters (cut at a paragraph) of ``n`` SQuALITY stories."""
+    """The first ``chars`` characters (cut at a paragraph) of up to 3 real texts from
+    tests/data: a SQuALITY story, Cinderella, a QMSum meeting."""
+    squality = json.loads((FIXTURES / "squality.jsonl").read_text(encoding="utf-8"))
+    meeting = json.loads((FIXTURES / "qmsum.jsonl").read_text(encoding="utf-8"))
+    texts = [
+        squality["document"],
+        (FIXTURES / "cinderella.txt").read_text(encoding="utf-8"),
+        "\n".join(f"{t['speaker']}: {t['content']}" for t in meeting["meeting_transcripts"]),
+    ]
+    assert n <= len(texts)
+    return [(f"story{i}.txt", _cut(text, chars)) for i, text in enumerate(texts[:n])]
+
+
+def _squality_stories(n: int, chars: int) -> list[tuple[str, str]]:
+    """The first ``chars`` characters of ``n`` SQuALITY stories (the full data set)."""
     out = []
     with (SHARED_DATA / "squality" / "dev.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
-            text = json.loads(line)["document"].strip()
-            cut = text.rfind("\n\n", 0, chars)
-            out.append((f"story{len(out)}.txt", text[: cut if cut > 0 else chars].strip()))
+            out.append((f"story{len(out)}.txt", _cut(json.loads(line)["document"], chars)))
             if len(out) == n:
                 break
     return out
@@ -300,6 +318,7 @@ def test_missing_scorer_is_one_clear_error(
 # -------------------------------------------------------------- real models
 
 
+@needs_shared_data
 def test_true_predecessor_makes_a_passage_likelier(smollm: Any) -> None:
     """On real text, ContextScore(d_i, d_i+1) beats ContextScore(unrelated, d_i+1).
 
@@ -308,8 +327,8 @@ def test_true_predecessor_makes_a_passage_likelier(smollm: Any) -> None:
     weighs more in its mean log-probability than the context does; the README
     says so.)
     """
-    story = _stories(1, 6000)[0][1]
-    other = _stories(3, 6000)[2][1]
+    story = _squality_stories(1, 6000)[0][1]
+    other = _squality_stories(3, 6000)[2][1]
     ours = cut_passages([(0, 0, story)], "chars", 500)
     theirs = cut_passages([(0, 0, other)], "chars", 500)
     for i in range(1, 7):

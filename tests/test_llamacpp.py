@@ -176,6 +176,7 @@ def test_generate_batch_reports_each_result_as_it_finishes(lcpp: LlamaCppLLM) ->
     assert agree >= 4, [(b.text, s.text) for b, s in zip(batch, singles, strict=True)]
 
 
+@pytest.mark.slow
 def test_prompt_over_the_window_is_a_clear_error() -> None:
     small = LlamaCppLLM.load(smol_path(), model_id=SMOL, context_window=256)
     with pytest.raises(ModelError, match="does not fit the context window"):
@@ -201,6 +202,7 @@ def test_auto_picks_llamacpp_for_a_gguf_preset_and_transformers_otherwise(
         loading.load_llm(ModelSpec(llm=str(folder)), NULL_PROGRESS, backend="llamacpp")
 
 
+@pytest.mark.slow
 def test_models_load_llamacpp_under_auto() -> None:
     models = Models(spec=ModelSpec(llm=SMOL, device="cpu"))
     assert models.require(frozenset({Capability.GENERATE}), "answering") == "llamacpp"
@@ -234,6 +236,7 @@ def test_thread_governor_follows_other_work() -> None:
     assert gov.check() == 2 and gov.changes == 2  # it stopped
 
 
+@pytest.mark.slow
 def test_thread_change_mid_run_keeps_the_scores() -> None:
     """Changing llama.cpp's thread count between calls changes speed, not results
     (to float rounding: the work is split differently)."""

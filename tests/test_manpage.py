@@ -1,18 +1,20 @@
-"""man/lcr.1 stays in step with the CLI: every command, option and method is documented.
+"""man/lcr.1 is generated from the CLI (lcr/manpage.py) and committed; it must not drift.
 
-The click command tree is the truth; a new option or subcommand without a line in
-the man page fails here.
+The click command tree and ``lcr methods --settings --json`` are the truth: a new
+option, command, method or setting changes the generated page, and the committed
+page then fails here until it is regenerated with ``python -m lcr.manpage -o man/lcr.1``.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
-import click
 import pytest
+from click.testing import CliRunner
 
+from lcr import manpage
 from lcr.cli import cli
 from lcr.methods import method_names
 
@@ -20,140 +22,102 @@ ROOT = Path(__file__).resolve().parent.parent
 MAN_PAGE = ROOT / "man" / "lcr.1"
 
 
-def _man_text() -> str:
-    """The page with roff's escaped hyphens (``\\-``) and inline font switches undone."""
-    text = MAN_PAGE.read_text(encoding="utf-8")
-    return re.sub(r"\\f[BIRP]", "", text.replace("\\-", "-"))
+@pytest.fixture(scope="module")
+def page() -> str:
+    return manpage.render()
 
 
-def _walk(
-    command: click.Command, path: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], click.Command]]:
-    """Every command below ``command`` (hidden ones too), with its path of names."""
-    yield path, command
-    if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            yield from _walk(sub, (*path, name))
-
-
-def _long_options(command: click.Command) -> list[str]:
-    return sorted(
-        {
-            opt
-            for param in command.params
-            for opt in (*param.opts, *param.secondary_opts)
-            if opt.startswith("--") and opt != "--help"
-        }
-    )
-
-
-def _mentions(text: str, word: str) -> bool:
-    """``word`` as a whole token, so ``--out`` is not satisfied by ``--output``."""
-    return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", text) is not None
-
-
-def _section_name(path: tuple[str, ...]) -> str:
-    # The hidden default ``eval run`` is documented as ``lcr eval [run] DATA.jsonl``.
-    return "eval [run]" if path == ("eval", "run") else " ".join(path)
-
-
-def _command_section(text: str, path: tuple[str, ...]) -> str | None:
-    """The body of the ``.SS "lcr <path> ..."`` subsection documenting ``path``."""
-    name = re.escape(_section_name(path))
-    match = re.search(
-        rf'^\.SS "lcr {name}(?: [^"\n]*)?"\n(.*?)(?=^\.S[SH] )', text, re.MULTILINE | re.DOTALL
-    )
-    return match.group(1) if match else None
+def _plain(text: str) -> str:
+    """The page with roff's escapes (``\\-``, ``\\e``, font switches) undone."""
+    return re.sub(r"\\f[BIRP]", "", text.replace("\\-", "-").replace("\\e", "\\"))
 
 
 def _section(text: str, title: str) -> str:
-    match = re.search(rf'^\.SH "?{title}"?\n(.*?)(?=^\.SH )', text, re.MULTILINE | re.DOTALL)
-    assert match, f"man/lcr.1 has no {title} section"
+    match = re.search(rf'^\.SH "?{title}"?\n(.*?)(?=^\.SH |\Z)', text, re.MULTILINE | re.DOTALL)
+    assert match, f"no {title} section"
     return match.group(1)
 
 
-COMMANDS = list(_walk(cli))
-SUBCOMMANDS = [(p, c) for p, c in COMMANDS if p and p != ("eval",)]
+def test_committed_page_is_the_generated_one(page: str) -> None:
+    committed = MAN_PAGE.read_text(encoding="utf-8")
+    assert committed == page, (
+        "man/lcr.1 is out of date with the CLI; regenerate it with: "
+        "python -m lcr.manpage -o man/lcr.1"
+    )
 
 
-def test_tree_is_walked() -> None:
-    paths = {" ".join(p) for p, _ in COMMANDS}
-    for expected in ("index", "ask", "retrieve", "info", "methods", "models", "models install"):
-        assert expected in paths
-    if "eval" in cli.commands:
-        assert {"eval run", "eval prepare", "eval generate"} <= paths
+def test_check_mode_reports_drift(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stale = tmp_path / "lcr.1"
+    stale.write_text(MAN_PAGE.read_text(encoding="utf-8").replace("lcr index", "lcr indx", 1))
+    assert manpage.main(["--check", str(stale)]) == 1
+    assert "python -m lcr.manpage -o man/lcr.1" in capsys.readouterr().out
+    fresh = tmp_path / "fresh.1"
+    assert manpage.main(["-o", str(fresh)]) == 0
+    assert manpage.main(["--check", str(fresh)]) == 0
 
 
-@pytest.mark.parametrize("path", [p for p, _ in COMMANDS if p], ids=" ".join)
-def test_every_command_documented(path: tuple[str, ...]) -> None:
-    text = _man_text()
-    assert _mentions(text, path[-1]), f"man/lcr.1 never names command {' '.join(path)!r}"
-    if path != ("eval",):  # the eval group's section is its default command's
-        assert _command_section(text, path) is not None, f"no .SS section for lcr {path}"
+def test_every_command_has_a_section_with_its_options(page: str) -> None:
+    text = _plain(page)
+    commands = manpage.documented_commands()
+    names = {" ".join(p) for p, _ in commands}
+    assert {"index", "ask", "retrieve", "info", "methods", "models install"} <= names
+    assert {"eval run", "eval prepare", "eval generate"} <= names
+    for path, command in commands:
+        head = f'.SS "{manpage.usage(path, command)}"'
+        assert head in text, head
+        body = text.split(head, 1)[1].split("\n.SS ", 1)[0]
+        for param in command.params:
+            for opt in param.opts:
+                if opt.startswith("-") and opt != "--help" and not getattr(param, "hidden", False):
+                    assert re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", body), (
+                        f"lcr {' '.join(path)}: {opt} missing from its section"
+                    )
 
 
-@pytest.mark.parametrize(
-    "path_option",
-    [(p, o) for p, c in COMMANDS for o in _long_options(c)],
-    ids=lambda v: " ".join((*v[0], v[1])),
-)
-def test_every_long_option_documented(path_option: tuple[tuple[str, ...], str]) -> None:
-    path, option = path_option
-    text = _man_text()
-    assert _mentions(text, option), f"man/lcr.1 never mentions {option} of lcr {' '.join(path)}"
-
-
-def test_every_option_in_its_commands_section() -> None:
-    """A shared option name must be documented under each command that takes it."""
-    text = _man_text()
-    options_section = _section(text, "OPTIONS")
-    missing = [f"lcr {o}" for o in _long_options(cli) if not _mentions(options_section, o)]
-    for path, command in SUBCOMMANDS:
-        body = _command_section(text, path)
-        assert body is not None, f"no .SS section for lcr {' '.join(path)}"
-        if path == ("ask",):  # ask lists its one extra option and points at retrieve's
-            body += _command_section(text, ("retrieve",)) or ""
-        missing += [
-            f"lcr {' '.join(path)} {o}" for o in _long_options(command) if not _mentions(body, o)
-        ]
-    assert not missing, f"options missing from their command's section: {missing}"
-
-
-def test_every_method_documented() -> None:
-    methods = _section(_man_text(), "METHODS")
+def test_methods_each_have_a_tagged_paragraph_pointing_to_docs(page: str) -> None:
+    methods = _section(page, "METHODS")
     for name in method_names():
-        assert re.search(rf"^\.B {re.escape(name)}$", methods, re.MULTILINE), (
-            f"method {name!r} is registered but not described under METHODS in man/lcr.1"
-        )
+        # a .TP before every tag: without it roff runs the name into the text before
+        assert re.search(rf"^\.TP\n\\fB{re.escape(name)}\\fR\n", methods, re.MULTILINE), name
+    for doc in set(re.findall(r"docs/[\w/.-]+\.md", _plain(page))):
+        assert (ROOT / doc).is_file(), f"man/lcr.1 points to {doc}, which does not exist"
 
 
-def test_environment_matches_code() -> None:
-    """The LCR_* variables listed are exactly those the code reads."""
-    env = _section(_man_text(), "ENVIRONMENT")
-    documented = set(re.findall(r"^\.B (LCR_[A-Z_]+)$", env, re.MULTILINE))
-    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "lcr").rglob("*.py"))
+def test_settings_follow_the_json_of_lcr_methods(page: str) -> None:
+    """Every setting of ``lcr methods --settings --json`` is on the page with its default."""
+    res = CliRunner().invoke(cli, ["methods", "--settings", "--json"])
+    assert res.exit_code == 0
+    rows = [json.loads(line) for line in res.output.splitlines()]
+    settings = _plain(_section(page, "SETTINGS"))
+    for row in rows:
+        for phase in ("build_settings", "query_settings"):
+            for key, s in row[phase].items():
+                assert f"{row['name']}.{key}={s['default']}\n" in settings, (row["name"], key)
+    assert "answer.not_found=abstain\n" in settings
+
+
+def test_environment_is_exactly_what_the_code_reads(page: str) -> None:
+    env = _section(page, "ENVIRONMENT")
+    documented = set(re.findall(r"^\\fB(LCR_[A-Z_]+)\\fR$", env, re.MULTILINE))
+    source = "\n".join(
+        p.read_text(encoding="utf-8")
+        for p in (ROOT / "lcr").rglob("*.py")
+        if p.name != "manpage.py"
+    )
     assert documented == set(re.findall(r"\bLCR_[A-Z_]+", source))
 
 
-def test_page_structure() -> None:
-    text = MAN_PAGE.read_text(encoding="utf-8")
-    assert re.search(r"^\.TH LCR 1 ", text, re.MULTILINE)
-    for title in (
-        "NAME",
-        "SYNOPSIS",
-        "DESCRIPTION",
-        "OPTIONS",
-        "COMMANDS",
-        "ENVIRONMENT",
-        "FILES",
-        '"EXIT STATUS"',
-        "EXAMPLES",
-        '"SEE ALSO"',
-    ):
-        assert re.search(rf"^\.SH {title}$", text, re.MULTILINE), title
-    exit_status = _section(text, "EXIT STATUS")
-    for code in ("0", "1", "2"):
-        assert re.search(rf"^\.B {code}$", exit_status, re.MULTILINE), code
-    assert text.count("\n.EX\n") == text.count("\n.EE\n") > 0
-    # A text line starting with ' or an unknown request would be eaten by roff.
-    assert not re.search(r"^'", text, re.MULTILINE)
+def test_page_structure(page: str) -> None:
+    assert re.search(r'^\.TH LCR 1 "" "lcr \d', page, re.MULTILINE)
+    for title in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "COMMANDS", "METHODS",
+                  "SETTINGS", "ENVIRONMENT", "FILES", '"EXIT STATUS"', "EXAMPLES",
+                  '"SEE ALSO"'):  # fmt: skip
+        assert re.search(rf"^\.SH {title}$", page, re.MULTILINE), title
+    exit_status = _section(page, "EXIT STATUS")
+    for code in ("0", "1", "2", "130"):
+        assert re.search(rf"^\\fB{code}\\fR$", exit_status, re.MULTILINE), code
+    # a text line starting with ' or . would be read by roff as a request
+    requests = r"\.(?:\\\"|(?:TH|SH|SS|TP|PP|nf|fi|RS|RE|nh|ad)\b)"
+    for line in page.splitlines():
+        assert not line.startswith("'"), line
+        assert not line.startswith(".") or re.match(requests, line), line

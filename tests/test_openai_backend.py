@@ -211,10 +211,10 @@ def test_wrong_path_is_one_clear_line(server: str) -> None:
 
 
 def test_raptor_index_and_ask_through_the_server(
-    server: str, tmp_path: Path, shared_data: Path, capsys: pytest.CaptureFixture[str]
+    server: str, tmp_path: Path, cinderella: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """End to end through the CLI: RAPTOR's summaries built concurrently by the server."""
-    text = (shared_data / "stories" / "cinderella.txt").read_text(encoding="utf-8")
+    text = cinderella.read_text(encoding="utf-8")
     story = tmp_path / "story.txt"
     story.write_text(text[:6000], encoding="utf-8")
     common = ["--backend", "openai", "--base-url", server, "--llm", SMOL, "-q"]

@@ -52,7 +52,7 @@ from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.models.transformers_llm import NodeKVCache, span_mean_matrix
 from lcr.store import DocumentInput, Index
-from tests.conftest import REPO, SHARED_DATA
+from tests.conftest import FIXTURES, REPO
 from tests.fakes import ScriptedLLM
 
 EXCERPT_CHARS = 1500
@@ -69,7 +69,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def _excerpt() -> str:
-    return (SHARED_DATA / "stories" / "cinderella.txt").read_text(encoding="utf-8")[:EXCERPT_CHARS]
+    return (FIXTURES / "cinderella.txt").read_text(encoding="utf-8")[:EXCERPT_CHARS]
 
 
 def _index(path: Path, text: str) -> Index:

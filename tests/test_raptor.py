@@ -40,9 +40,10 @@ from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index, Node
 from lcr.text.tokens import count_tokens
 from tests import fakes
-from tests.conftest import SHARED_DATA
+from tests.conftest import FIXTURES
+from tests.realdata import real_texts
 
-CINDERELLA = SHARED_DATA / "stories" / "cinderella.txt"
+CINDERELLA = FIXTURES / "cinderella.txt"
 
 
 # ------------------------------------------------------------------ fakes
@@ -120,7 +121,18 @@ def _models(llm: ScriptedLLM | None = None) -> Models:
     return Models.with_objects(llm=llm or ScriptedLLM(), embedder=HashEmbedder())
 
 
-def _build(tmp: Path, llm: ScriptedLLM, sets: Sequence[str] = (), text: Path = CINDERELLA) -> Index:
+def _book(tmp: Path) -> Path:
+    """Three real openings (tests/data) as one ~18 KB book: enough text for a tree with
+    a few summaries per layer."""
+    path = tmp / "book.txt"
+    path.write_text("\n\n".join(real_texts().values()), encoding="utf-8")
+    return path
+
+
+def _build(
+    tmp: Path, llm: ScriptedLLM, sets: Sequence[str] = (), text: Path | None = None
+) -> Index:
+    text = text if text is not None else _book(tmp)
     index, _ = pipeline.index_files(
         [text], tmp / "book.idx", ["raptor"], _models(llm), list(sets), force=True
     )

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from lcr.errors import InputError, LcrError
 from lcr.text import Document, count_tokens, decode_bytes, load_document, normalise_newlines
-from tests.conftest import SHARED_DATA as DATA
+from tests.conftest import FIXTURES
 from tests.realdata import real_texts
 
 
@@ -158,8 +158,8 @@ def test_stdin_empty_refused() -> None:
 
 
 def test_real_story_loads() -> None:
-    doc, warnings = _load(DATA / "stories" / "cinderella.txt")
-    raw = (DATA / "stories" / "cinderella.txt").read_bytes()
+    doc, warnings = _load(FIXTURES / "cinderella.txt")
+    raw = (FIXTURES / "cinderella.txt").read_bytes()
     assert warnings == []
     assert doc.text == raw.decode("utf-8").replace("\r\n", "\n")
     assert doc.text.startswith("The wife of a rich man fell sick")

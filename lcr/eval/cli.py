@@ -221,14 +221,21 @@ def prepare_command(
     length: str,
     quiet: bool,
 ) -> None:
-    """Convert a real set's files (see ../shared/data/README.md) to the eval format.
+    """Convert a real data set, as its authors publish it, to the eval format.
 
     \b
-    squality SOURCE=dev.jsonl        story questions, 4 reference answers each
-    qmsum    SOURCE=val.jsonl        meeting queries; gold evidence = relevant_text_span
-    odsum    SOURCE=odsum/ folder    all dev stories one corpus; document-level gold
-    babilong SOURCE=qaN_*_test.txt   bAbI qa1-qa5 facts hidden in --filler at --length;
-                                     supporting facts are the gold evidence
+    squality SOURCE=dev.jsonl        SQuALITY (nyu-mll/SQuALITY, data/v1-3/txt/):
+                                     story questions, 4 reference answers each
+    qmsum    SOURCE=val.jsonl        QMSum (Yale-LILY/QMSum, data/ALL/jsonl/): meeting
+                                     queries; gold evidence = relevant_text_span
+    odsum    SOURCE=folder           ODSum Story (yale-nlp/ODSum, data/Story/raw/:
+                                     story_docs_dev.jsonl, story_queries.jsonl): all dev
+                                     stories one corpus; document-level gold
+    babilong SOURCE=qaN_*_test.txt   bAbI v1.2 (tasks_1-20_v1-2/en) qa1-qa5: facts hidden
+                                     in --filler at --length; supporting facts are gold
+
+    Licences (the authors'): SQuALITY stories Project Gutenberg licence, its
+    questions and answers CC BY 4.0; QMSum MIT; ODSum MIT; bAbI CC BY 3.0.
     """
     from lcr.eval import convert, dataset
     from lcr.eval.generate import parse_length
