@@ -11,12 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from importlib.metadata import PackageNotFoundError, version
-
-try:  # the version is declared once, in pyproject.toml
-    __version__ = version("lcr")
-except PackageNotFoundError:  # run from a source tree that was never installed
-    __version__ = "0+unknown"
+from lcr._version import __version__
 
 _API = {
     "index": "lcr.api",

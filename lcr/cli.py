@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from lcr import __version__
+from lcr._version import __version__
 from lcr.cli_models import model_options, pop_model_spec
 from lcr.config import SettingRenamed
 from lcr.errors import IndexDamagedError, LcrError, UsageError, from_os_error

@@ -31,7 +31,7 @@ from typing import Any
 
 import click
 
-from lcr import __version__
+from lcr._version import __version__
 
 DESCRIPTION = """\
 lcr answers questions about long documents (books, papers, meeting transcripts,

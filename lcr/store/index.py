@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from lcr import __version__
+from lcr._version import __version__
 from lcr.atomic import fsync_dir
 from lcr.errors import (
     FileAccessError,
