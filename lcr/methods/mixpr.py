@@ -281,11 +281,12 @@ class MixPR(Method):
         timings["pagerank_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        ctx.out.write_csr("tfidf", emb)
-        ctx.out.write_csr("graph", graph)
-        ctx.out.write_array("col_sums", column_sums(graph))
-        ctx.out.write_array("pagerank", pr.scores.astype(np.float64))
-        ctx.out.write_nodes(nodes)
+        # memory-mapped at query time; the graph's values as the walk multiplies them
+        ctx.out.write_csr("tfidf", emb, mapped=True)
+        ctx.out.write_csr("graph", graph, mapped=True, dtype=np.float64)
+        ctx.out.write_array("col_sums", column_sums(graph), mapped=True)
+        ctx.out.write_array("pagerank", pr.scores.astype(np.float64), mapped=True)
+        ctx.out.write_nodes(nodes, offsets=True)  # a question reads only its top k
         timings["write_s"] = time.perf_counter() - t0
 
         ctx.out.stats.update(
@@ -304,13 +305,12 @@ class MixPR(Method):
         )
 
     # --------------------------------------------------------------- retrieve
-    def _route(
-        self, ctx: QueryContext, question: str, nodes: list[Node], usage: Usage
-    ) -> tuple[str, float | None]:
+    def _route(self, ctx: QueryContext, question: str, usage: Usage) -> tuple[str, float | None]:
         mode = str(ctx.settings.get("mode", "local"))
         if mode != "auto":
             return mode, None
         edge = int(ctx.settings.get("router_chunks", 2))
+        nodes = ctx.stored.nodes()
         query = router_query(question, [n.text for n in nodes], edge)
         llm = ctx.models.llm
         before = (llm.usage.prompt_tokens, llm.usage.completion_tokens, llm.usage.calls)
@@ -329,9 +329,8 @@ class MixPR(Method):
         s = ctx.settings
         top_k = int(k if k is not None else s["top_k"])
         usage = Usage()
-        nodes = ctx.stored.nodes()
-        mode, p_global = self._route(ctx, question, nodes, usage)
-        n = len(nodes)
+        mode, p_global = self._route(ctx, question, usage)
+        n = ctx.stored.node_count()
         info: dict[str, Any] = {"mode": mode}
         if p_global is not None:
             info["router_p_global"] = round(p_global, 4)
@@ -369,6 +368,7 @@ class MixPR(Method):
         share = float(s["sim_share"]) if mode == "local" else 0.0
         chosen = combine_ranking(np.asarray(walk, dtype=np.float64), sims, top_k, share)
         rank = {int(i): r + 1 for r, i in enumerate(chosen)}
+        nodes = dict(zip(rank, ctx.stored.nodes_at(rank), strict=True))
         items = [
             item_from_node(nodes[i], float(walk[i]), rank=rank[i], similarity=float(sims[i]))
             for i in sorted(rank, key=lambda j: (nodes[j].spans[0][0] if nodes[j].spans else 0, j))
