@@ -238,6 +238,7 @@ class MixPR(Method):
         timings["chunk_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
+        ctx.out.mapped = True  # every array memory-mapped at query time (no zarr to load)
         if nodes:
             model, emb = TfidfModel.fit([n.text for n in nodes])
             model.save(ctx.out)

@@ -150,6 +150,8 @@ class MethodWriter:
         self.dir = directory
         self.counts: dict[str, int] = {}
         self.stats: dict[str, Any] = {}
+        # every array of this build as a memory-mappable .npy (read without zarr)
+        self.mapped = False
 
     def write_nodes(
         self, nodes: Iterable[Node], name: str = "nodes", *, offsets: bool = False
@@ -163,9 +165,10 @@ class MethodWriter:
         self.counts[name] = n
         return n
 
-    def write_array(self, name: str, array: np.ndarray, *, mapped: bool = False) -> None:
-        """``mapped``: an uncompressed ``.npy`` a reader memory-maps, instead of zarr."""
-        if mapped:
+    def write_array(self, name: str, array: np.ndarray, *, mapped: bool | None = None) -> None:
+        """``mapped``: an uncompressed ``.npy`` a reader memory-maps, instead of zarr
+        (None: the writer's :attr:`mapped`)."""
+        if self.mapped if mapped is None else mapped:
             write_mapped_array(self.dir / f"{name}.npy", array)
         else:
             write_array(self.dir / f"{name}.zarr", array)
