@@ -83,7 +83,8 @@ def write_mapped_csr(
     """A CSR matrix as a folder of three ``.npy`` files plus its shape; ``dtype``
     converts the values (float64 lets a product use the mapped values as they are)."""
     csr = sp.csr_array(matrix)
-    csr.sort_indices()
+    if not csr.has_sorted_indices:
+        csr = csr.sorted_indices()  # a copy: the caller's arrays stay as they are
     path.mkdir(parents=True, exist_ok=False)
     data = csr.data if dtype is None else csr.data.astype(dtype)
     write_mapped_array(path / "data.npy", data)
