@@ -221,7 +221,7 @@ def in_process(path: Path) -> None:
 
 
 def kernels(tokens: int, kind: str, product: bool) -> None:
-    """The graph step alone on one text: the prefix-bounded kernel and, with
+    """The graph step alone on one text: the split kernel and, with
     ``--product``, the full-product kernel it replaced, checked edge for edge."""
     import numpy as np
 
@@ -238,7 +238,7 @@ def kernels(tokens: int, kind: str, product: bool) -> None:
     g, st = similarity_graph(emb, 0.27)
     dt = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
-    print(f"prefix kernel: {dt:.2f}s nnz={g.nnz:,} ({g.nnz / emb.shape[0]:.1f} a chunk) {st} "
+    print(f"split kernel: {dt:.2f}s nnz={g.nnz:,} ({g.nnz / emb.shape[0]:.1f} a chunk) {st} "
           f"peak RSS {rss:.2f} GB load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
     if product:
         t0 = time.perf_counter()
