@@ -142,7 +142,9 @@ class PrintProgress:
 
 def run_lcr(args: list[str], code: Path) -> tuple[float, float, str]:
     """``python -m lcr ARGS`` from ``code`` (a source tree): wall seconds, peak RSS (GB)
-    of that process alone (its own rusage, by wait4), and its stdout."""
+    of that process alone (its own rusage, by wait4), and its stdout. Its CPU seconds
+    (user + system, all threads) are printed too: on a loaded machine they move less
+    than the wall time."""
     env = {**os.environ, "PYTHONPATH": str(code)}
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
@@ -155,6 +157,7 @@ def run_lcr(args: list[str], code: Path) -> tuple[float, float, str]:
         err.seek(0)
         if proc.returncode:
             raise SystemExit(f"lcr {' '.join(args)} failed:\n{err.read()}")
+        print(f"  lcr {args[0]}: CPU {usage.ru_utime + usage.ru_stime:.2f}s", flush=True)
         return wall, usage.ru_maxrss / 1e6, out.read()
 
 
