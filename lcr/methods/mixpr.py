@@ -222,7 +222,7 @@ class MixPR(Method):
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext) -> None:
-        from lcr.graph import column_sums, pagerank, similarity_graph, transition_matrix
+        from lcr.graph import column_sums, graph_pagerank, similarity_graph
         from lcr.models.tfidf import TfidfModel
         from lcr.text.chunking import sentence_word_chunks
 
@@ -273,12 +273,11 @@ class MixPR(Method):
             )
 
         t0 = time.perf_counter()
-        transition, dangling = transition_matrix(graph)
-        pr = pagerank(
-            transition, dangling, alpha=0.0, max_iter=BUILD_MAX_ITER,
-            tol=BUILD_TOL / max(len(nodes), 1),
+        graph = sp.csr_array(graph, dtype=np.float64)  # as stored and walked: one copy
+        pr = graph_pagerank(
+            graph, alpha=0.0, max_iter=BUILD_MAX_ITER, tol=BUILD_TOL / max(len(nodes), 1),
+            workers=_threads(),
         )  # fmt: skip
-        del transition
         timings["pagerank_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()

@@ -86,7 +86,7 @@ def write_mapped_csr(
     if not csr.has_sorted_indices:
         csr = csr.sorted_indices()  # a copy: the caller's arrays stay as they are
     path.mkdir(parents=True, exist_ok=False)
-    data = csr.data if dtype is None else csr.data.astype(dtype)
+    data = csr.data if dtype is None else csr.data.astype(dtype, copy=False)
     write_mapped_array(path / "data.npy", data)
     write_mapped_array(path / "indices.npy", csr.indices)
     write_mapped_array(path / "indptr.npy", csr.indptr)
