@@ -460,6 +460,9 @@ def similarity_graph(
             # prune again only once the held entries have grown well past the kept ones
             prune_at = max(_PRUNE_EVERY, 2 * held)
 
+    # the kernels are done: their copies of the rows go before the graph is assembled
+    common_terms = split.common.shape[1] if split is not None else 0
+    split = None
     capped = 0
     if cap > 0:
         capped = int((degree > cap).sum())
@@ -487,10 +490,10 @@ def similarity_graph(
         )
     products = int(row_work.sum() - n)
     stats = GraphStats(n, int(graph.nnz), products // 2, len(ranges), capped, cap, auto_cap)
-    if split is not None:
+    if verified:
         stats.bounded_work = int(work.sum() - n) // 2
         stats.verified = sum(verified)
-        stats.common_terms = split.common.shape[1]
+        stats.common_terms = common_terms
     return graph, stats
 
 
