@@ -10,6 +10,7 @@ import scipy.sparse as sp
 from lcr.graph import (
     GraphOperator,
     QueryGraph,
+    graph_pagerank,
     pagerank,
     power_iteration,
     similarity_graph,
@@ -197,8 +198,8 @@ def assert_same_edges(ours: sp.csr_array, ref: sp.csr_array) -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_prefix_kernel_gives_the_product_kernels_edges(workers: int) -> None:
-    """The default (prefix-bounded) kernel against the full-product kernel it replaced,
+def test_split_kernel_gives_the_product_kernels_edges(workers: int) -> None:
+    """The default (split) kernel against the full-product kernel it replaced,
     on random rows, a small real text and a medium one (~3,000 chunks, many blocks)."""
     pytest.importorskip("numba")
     for emb, block_work in (
@@ -212,7 +213,7 @@ def test_prefix_kernel_gives_the_product_kernels_edges(workers: int) -> None:
         assert_same_edges(ours, ref)
 
 
-def test_prefix_kernel_skips_most_products_and_verifies_few() -> None:
+def test_split_kernel_skips_most_products_and_verifies_few() -> None:
     """On real text the bound leaves most common-word products undone: the kernel's
     work is a fraction of the full product's, and few pairs need their prefix summed."""
     pytest.importorskip("numba")
@@ -224,7 +225,7 @@ def test_prefix_kernel_skips_most_products_and_verifies_few() -> None:
 
 
 @pytest.mark.parametrize("threshold", [0.05, 0.27, 0.9])
-def test_prefix_kernel_edges_at_any_threshold_and_when_buffers_fill(
+def test_split_kernel_edges_at_any_threshold_and_when_buffers_fill(
     threshold: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Low thresholds (most pairs kept, buffers of four rows' width refilled many times)
@@ -361,3 +362,16 @@ def test_pruning_as_blocks_arrive_gives_the_one_shot_cap(
     # the compiled and the NumPy cut agree (ties go to the lower column in both)
     other, _ = similarity_graph(emb, 0.1, block_work=300, backend="scipy", **args)
     assert (other != often).nnz == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_graph_pagerank_equals_pagerank_of_the_transition_matrix(workers: int) -> None:
+    """The build's PageRank without a column-normalised copy gives the same scores."""
+    w = random_weights(300, seed=3)
+    graph = sp.csr_array(w + w.T)
+    transition, dangling = transition_matrix(graph)
+    for alpha in (0.0, 0.6):
+        ref = pagerank(transition, dangling, alpha=alpha, max_iter=18, tol=1e-9)
+        ours = graph_pagerank(graph, alpha=alpha, max_iter=18, tol=1e-9, workers=workers)
+        assert ours.iterations == ref.iterations > 3
+        np.testing.assert_allclose(ours.scores, ref.scores, rtol=1e-12, atol=1e-15)
