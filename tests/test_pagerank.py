@@ -215,7 +215,7 @@ def test_split_kernel_gives_the_product_kernels_edges(workers: int) -> None:
 
 def test_split_kernel_skips_most_products_and_verifies_few() -> None:
     """On real text the bound leaves most common-word products undone: the kernel's
-    work is a fraction of the full product's, and few pairs need their prefix summed."""
+    work is a fraction of the full product's, and few pairs need their common part summed."""
     pytest.importorskip("numba")
     emb = prose_tfidf_rows(400_000)
     graph, stats = similarity_graph(emb, 0.27)
