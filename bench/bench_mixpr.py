@@ -1,10 +1,14 @@
-"""MixPR benchmarks: index/retrieve speed at 1M/10M tokens, and the question-linking study.
+"""MixPR benchmarks: index/retrieve speed at 1M-10M tokens, the graph kernels, linking.
 
-    .venv/bin/python bench/bench_mixpr.py speed --tokens 1000000
+    .venv/bin/python bench/bench_mixpr.py speed --tokens 1000000 --text real
+    .venv/bin/python bench/bench_mixpr.py speed --tokens 10000000 --text synth
+    .venv/bin/python bench/bench_mixpr.py kernels --tokens 1000000 --text real --product
     .venv/bin/python bench/bench_mixpr.py linking
 
-Text: SQuALITY stories + QMSum transcripts from ../shared/data, repeated to size.
-Measure only here; tests never assert timings.
+Text: distinct real prose from ../shared/data (``real``, about 1M tokens), prose
+generated with its statistics beyond that (``synth``, bench/synth_text.py), or
+the old corpus repeated to size (``repeated``). Measure only here; tests never
+assert timings.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import hashlib
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -37,13 +42,34 @@ def unique_parts() -> list[str]:
     for line in (DATA / "qmsum" / "val.jsonl").open():
         m = json.loads(line)
         parts.append("\n".join(f"{t['speaker']}: {t['content']}" for t in m["meeting_transcripts"]))
+    parts.extend(_odsum_summaries())
+    return parts
+
+
+def _odsum_summaries() -> list[str]:
     seen: set[str] = set()
+    out: list[str] = []
     for line in (DATA / "odsum" / "story_queries.jsonl").open():
         for q in json.loads(line):
             for r in q["responses"]:
                 if r["response_text"] not in seen:
                     seen.add(r["response_text"])
-                    parts.append(r["response_text"])
+                    out.append(r["response_text"])
+    return out
+
+
+def prose_parts() -> list[str]:
+    """Distinct real prose, ~1.05M tokens, the kinds of text the issue measured: the
+    SQuALITY stories, the distinct ODSum summaries (essays on those stories) and the
+    HotpotQA corpora (Wikipedia paragraphs). The meeting transcripts are left out:
+    their thousands of "Yeah." / "Okay." turns make cliques that grow with the square
+    of the text, which is not what prose does."""
+    parts = [json.loads(x)["document"] for x in (DATA / "squality" / "dev.jsonl").open()]
+    parts.extend(_odsum_summaries())
+    for line in (DATA / "hotpotqa" / "dev.jsonl").open():
+        for d in json.loads(line).get("documents", []):
+            if d.get("text"):
+                parts.append(d["text"])
     return parts
 
 
@@ -53,6 +79,25 @@ def corpus(tokens: int) -> str:
     per = count_tokens(base) / len(base)
     need = int(tokens / per) + 1
     return ((base + "\n\n") * (need // len(base) + 1))[:need]
+
+
+def text_for(kind: str, tokens: int) -> str:
+    """``real``: distinct real prose (refused beyond what the data holds); ``synth``:
+    generated prose fitted to it (bench/synth_text.py); ``repeated``: the old corpus."""
+    if kind == "repeated":
+        return corpus(tokens)
+    base = "\n\n".join(prose_parts())
+    if kind == "real":
+        per = count_tokens(base) / len(base)
+        need = int(tokens / per) + 1
+        if need > len(base):
+            raise SystemExit(f"the shared data holds {count_tokens(base):,} tokens of prose")
+        return base[:need]
+    from synth_text import fit, generate
+
+    text = generate(fit(base), tokens)
+    per = count_tokens(text[:2_000_000]) / min(len(text), 2_000_000)
+    return text[: int(tokens / per) + 1]
 
 
 def make(tmp: Path, text: str) -> Index:
@@ -95,44 +140,117 @@ class PrintProgress:
             self.total = total if total is not None else self.total
 
 
-def speed(tokens: int, with_bm25: bool, sets: list[str]) -> None:
-    text = corpus(tokens)
-    print(f"tokens={count_tokens(text)} chars={len(text)}", flush=True)
-    with tempfile.TemporaryDirectory() as d:
-        idx = make(Path(d), text)
+def run_lcr(args: list[str], code: Path) -> tuple[float, float, str]:
+    """``python -m lcr ARGS`` from ``code`` (a source tree): wall seconds, peak RSS (GB)
+    of that process alone (its own rusage, by wait4), and its stdout. Its CPU seconds
+    (user + system, all threads) are printed too: on a loaded machine they move less
+    than the wall time."""
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        pipeline.build(idx, ["mixpr"], Models.with_objects(), sets, progress=PrintProgress())
-        t_mixpr = time.perf_counter() - t0
-        print(f"mixpr index {t_mixpr:.2f}s stats={idx.methods['mixpr']['stats']}", flush=True)
-        print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6:.2f} GB")
-        if with_bm25:
-            t0 = time.perf_counter()
-            pipeline.build(idx, ["bm25"], Models.with_objects(), ["bm25.chunk_tokens=40"])
-            t_bm25 = time.perf_counter() - t0
-            print(f"bm25 index {t_bm25:.2f}s ratio mixpr/bm25 = {t_mixpr / t_bm25:.2f}")
-        # A fresh Index, as `lcr ask INDEX -` opens it: the first question pays for
-        # loading the graph and TF-IDF; later ones reuse the reader's memoised state.
-        idx = Index.open(idx.path)
-        qs = ["What did the team decide about the remote control design?",
-              "Why did the captain leave the ship?",
-              "What did Magnan tell Retief about the exchange students?",
-              "Who spoke about the budget and what was the conclusion?"]  # fmt: skip
-        models = Models.with_objects()
-        for mode in ("local", "global"):
-            times = []
-            for rnd in range(4):
-                for q in qs:
-                    r = pipeline.retrieve(idx, "mixpr", q, models, [f"mixpr.mode={mode}"])
-                    times.append(r.timings["retrieve_s"])
-                    if rnd == 0 and q == qs[0]:
-                        print(f"{mode} first question {times[0]:.3f}s info={r.evidence.info}")
-            steady = sorted(times[1:])
-            print(
-                f"{mode} steady: median {steady[len(steady) // 2]:.3f}s min {steady[0]:.3f}s "
-                f"max {steady[-1]:.3f}s over {len(steady)} questions; "
-                f"load {os.getloadavg()[0]:.1f}",
-                flush=True,
-            )
+        proc = subprocess.Popen([sys.executable, "-m", "lcr", *args], stdout=out, stderr=err,
+                                env=env, cwd=code)  # fmt: skip
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode:
+            raise SystemExit(f"lcr {' '.join(args)} failed:\n{err.read()}")
+        print(f"  lcr {args[0]}: CPU {usage.ru_utime + usage.ru_stime:.2f}s", flush=True)
+        return wall, usage.ru_maxrss / 1e6, out.read()
+
+
+QUESTIONS = [
+    "What did the captain decide to do about the ship?",
+    "Why did Retief refuse the offer of the exchange students?",
+    "Which river flows through the city where the composer was born?",
+    "What happens to the narrator at the end of the story?",
+]
+
+
+def speed(tokens: int, kind: str, code: Path, sets: list[str], out_dir: Path | None) -> None:
+    """The whole `lcr index` / `lcr retrieve` processes, as a user runs them, one at a
+    time: bm25 then mixpr on the same text, back to back, then three questions."""
+    text = text_for(kind, tokens)
+    print(f"text={kind} tokens={count_tokens(text):,} chars={len(text):,}", flush=True)
+    with tempfile.TemporaryDirectory(dir=out_dir) as d:
+        src = Path(d) / "text.txt"
+        src.write_text(text, encoding="utf-8")
+        del text
+        set_args = [a for s in sets for a in ("--set", s)]
+        runs = [("bm25", ["bm25.chunk_tokens=40"]), ("mixpr", [])]
+        walls: dict[str, float] = {}
+        for method, extra in runs:
+            idx = Path(d) / f"{method}.idx"
+            wall, rss, _ = run_lcr(
+                ["index", str(src), "-o", str(idx), "--method", method, "-q", *set_args,
+                 *[a for s in extra for a in ("--set", s)]],
+                code,
+            )  # fmt: skip
+            walls[method] = wall
+            manifest = json.loads((idx / "manifest.json").read_text())
+            stats = manifest["methods"][method]["stats"]
+            disk = sum(f.stat().st_size for f in idx.rglob("*") if f.is_file())
+            print(f"{method} index {wall:.2f}s (process), peak RSS {rss:.2f} GB, "
+                  f"disk {disk / 1e6:.0f} MB, stats={stats}", flush=True)  # fmt: skip
+        print(f"ratio mixpr/bm25 = {walls['mixpr'] / walls['bm25']:.2f}", flush=True)
+        idx = Path(d) / "mixpr.idx"
+        for q in QUESTIONS[:3]:
+            wall, rss, _ = run_lcr(["retrieve", str(idx), q, "-m", "mixpr", "--json", "-q"], code)
+            print(f"retrieve process {wall:.2f}s (peak RSS {rss:.2f} GB)", flush=True)
+        in_process(idx)
+
+
+def in_process(path: Path) -> None:
+    """One `Index` opened as `lcr ask INDEX -` does: the first question loads, later reuse."""
+    idx = Index.open(path)
+    models = Models.with_objects()
+    for mode in ("local", "global"):
+        times = []
+        for rnd in range(3):
+            for q in QUESTIONS:
+                r = pipeline.retrieve(idx, "mixpr", q, models, [f"mixpr.mode={mode}"])
+                times.append(r.timings["retrieve_s"])
+                if rnd == 0 and q == QUESTIONS[0]:
+                    print(f"{mode} first question {times[0]:.3f}s info={r.evidence.info}")
+        steady = sorted(times[1:])
+        print(
+            f"{mode} later questions: median {steady[len(steady) // 2]:.3f}s "
+            f"min {steady[0]:.3f}s max {steady[-1]:.3f}s over {len(steady)}; "
+            f"load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+
+
+def kernels(tokens: int, kind: str, product: bool) -> None:
+    """The graph step alone on one text: the split kernel and, with
+    ``--product``, the full-product kernel it replaced, checked edge for edge."""
+    import numpy as np
+
+    from lcr.graph import similarity_graph
+    from lcr.scoring.tfidf import TfidfModel
+    from lcr.text.chunking import sentence_word_chunks
+
+    text = text_for(kind, tokens)
+    chunks = [c.text for c in sentence_word_chunks(text, max_words=32)]
+    _, emb = TfidfModel.fit(chunks)
+    print(f"text={kind} tokens={count_tokens(text):,} chunks={len(chunks):,}", flush=True)
+    del text, chunks
+    t0 = time.perf_counter()
+    g, st = similarity_graph(emb, 0.27)
+    dt = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+    print(f"split kernel: {dt:.2f}s nnz={g.nnz:,} ({g.nnz / emb.shape[0]:.1f} a chunk) {st} "
+          f"peak RSS {rss:.2f} GB load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    if product:
+        t0 = time.perf_counter()
+        ref, st = similarity_graph(emb, 0.27, backend="product")
+        dt = time.perf_counter() - t0
+        print(f"product kernel: {dt:.2f}s nnz={ref.nnz:,} {st} load {os.getloadavg()[0]:.1f}")
+        same = np.array_equal(g.indptr, ref.indptr) and np.array_equal(g.indices, ref.indices)
+        diff = float(np.abs(g.data - ref.data).max()) if same and g.nnz else float("nan")
+        print(f"same edges: {same}; largest value difference {diff:.2e}")
 
 
 def recall(idx: Index, method: str, q: str, gold: list[str], sets: list[str]) -> float:
@@ -197,9 +315,22 @@ def linking() -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["speed", "linking"])
+    ap.add_argument("what", choices=["speed", "kernels", "linking"])
     ap.add_argument("--tokens", type=int, default=1_000_000)
-    ap.add_argument("--bm25", action="store_true")
+    ap.add_argument("--text", choices=["real", "synth", "repeated"], default="real")
+    ap.add_argument(
+        "--code",
+        type=Path,
+        default=Path(__file__).resolve().parents[1],
+        help="source tree whose lcr the processes run (e.g. an older version)",
+    )
+    ap.add_argument("--tmp", type=Path, default=None, help="where the text and indexes go")
+    ap.add_argument("--product", action="store_true")
     ap.add_argument("--set", action="append", default=[], help="e.g. mixpr.max_degree=50")
     args = ap.parse_args()
-    speed(args.tokens, args.bm25, args.set) if args.what == "speed" else linking()
+    if args.what == "speed":
+        speed(args.tokens, args.text, args.code, args.set, args.tmp)
+    elif args.what == "kernels":
+        kernels(args.tokens, args.text, args.product)
+    else:
+        linking()

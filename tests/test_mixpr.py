@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import shutil
 import string
 import warnings
 from collections.abc import Sequence
@@ -426,7 +427,7 @@ def test_the_old_name_max_words_still_sets_chunk_words(tmp_path: Path, cinderell
     with pytest.warns(SettingRenamed, match=r"mixpr\.max_words is now mixpr\.chunk_words"):
         idx = make_index(tmp_path, text, ["mixpr"], ["mixpr.max_words=16"])
     entry = idx.methods["mixpr"]
-    assert entry["settings"]["chunk_words"] == 16 and "max_words" not in entry["settings"]
+    assert entry.settings["chunk_words"] == 16 and "max_words" not in entry.settings
     assert max(len(n.text.split()) for n in idx.reader("mixpr").nodes()) <= 16
     question = "Who lost a glass slipper?"
     models = Models.with_objects()
@@ -444,7 +445,7 @@ def test_the_old_name_max_words_still_sets_chunk_words(tmp_path: Path, cinderell
             warnings.simplefilter("ignore", SettingRenamed)
             reports = pipeline.build(old, ["mixpr"], models, sets)
         assert [r.built for r in reports] == [False], sets
-    assert Index.open(idx.path).methods["mixpr"]["settings"]["max_words"] == 16
+    assert Index.open(idx.path).methods["mixpr"].settings["max_words"] == 16
     again = pipeline.retrieve(Index.open(idx.path), "mixpr", question, models).evidence
     assert [it.to_json() for it in again.items] == [it.to_json() for it in before.items]
     # a different value is a different build
@@ -465,3 +466,97 @@ def test_retrieval_links_the_question_by_the_threshold_the_graph_was_built_with(
     assert linked["0.27"] == 0 < linked["0.05"]  # the paper's 0.27 leaves this question alone
     built = MixPRBuild.from_stored(idx.reader("mixpr").settings)
     assert built == MixPRBuild(threshold=0.05)
+
+
+def zarr_layout_copy(idx: Index, dest: Path) -> Index:
+    """A copy of ``idx`` whose mixpr build is stored as before the mapped layout: zarr
+    arrays (the graph's values float32, as they were written), no node offsets."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from lcr.store.arrays import write_array, write_csr
+    from lcr.store.index import _dir_digests, _dir_files
+
+    shutil.copytree(idx.path, dest)
+    manifest = json.loads((dest / "manifest.json").read_text())
+    entry = manifest["methods"]["mixpr"]
+    mdir = dest / entry["dir"]
+    for folder in sorted(mdir.glob("*.csr")):
+        m = sp.csr_array(
+            tuple(np.load(folder / f"{a}.npy") for a in ("data", "indices", "indptr")),
+            shape=tuple(json.loads((folder / "shape.json").read_text())["shape"]),
+        )
+        shutil.rmtree(folder)
+        write_csr(mdir / f"{folder.stem}.zarr", sp.csr_array(m, dtype=np.float32))
+    for f in sorted(mdir.glob("*.npy")):
+        if not f.name.endswith(".offsets.npy"):
+            write_array(mdir / f"{f.stem}.zarr", np.load(f))
+        f.unlink()
+    entry["files"], entry["sha256"] = _dir_files(mdir), _dir_digests(mdir)
+    (dest / "manifest.json").write_text(json.dumps(manifest))
+    return Index.open(dest)
+
+
+def mapped(array: object) -> bool:
+    """Whether ``array`` is (a view of) a memory map rather than memory of its own."""
+    import mmap
+
+    import numpy as np
+
+    while array is not None:
+        if isinstance(array, (np.memmap, mmap.mmap)):
+            return True
+        array = getattr(array, "base", None)
+    return False
+
+
+def test_the_memory_mapped_graph_gives_the_zarr_layouts_evidence(
+    chains_index: tuple, tmp_path: Path
+) -> None:
+    """A build maps its arrays from disk; an index in the earlier zarr layout still opens
+    and answers, with the same evidence (spans, scores, ranks) for every mode."""
+    import numpy as np
+
+    idx, _, question, _ = chains_index
+    stored = Index.open(idx.path).reader("mixpr")
+    graph = stored.csr("graph")
+    assert mapped(graph.data) and mapped(graph.indices) and mapped(stored.array("col_sums"))
+    assert graph.data.dtype == np.float64 and not graph.data.flags.writeable
+    old = zarr_layout_copy(idx, tmp_path / "old.idx")
+    old_dir = old.path / old.methods["mixpr"].dir
+    assert (old_dir / "graph.zarr").is_dir() and not list(old_dir.glob("*.npy"))
+    assert old.reader("mixpr").csr("graph").data.dtype == np.float32
+    for sets in (["mixpr.mode=local"], ["mixpr.mode=global"], ["mixpr.link=all"]):
+        new_ev = pipeline.retrieve(
+            Index.open(idx.path), "mixpr", question, Models.with_objects(), sets
+        )
+        old_ev = pipeline.retrieve(
+            Index.open(old.path), "mixpr", question, Models.with_objects(), sets
+        )
+        assert len(new_ev.evidence.items) == 100
+        assert [it.to_json() for it in new_ev.evidence.items] == [
+            it.to_json() for it in old_ev.evidence.items
+        ]
+
+
+def test_a_question_reads_only_its_nodes_and_damaged_offsets_are_an_error(
+    chains_index: tuple, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    from lcr.errors import IndexDamagedError
+
+    idx, *_ = chains_index
+    stored = Index.open(idx.path).reader("mixpr")
+    picks = [0, 17, stored.node_count() - 1, 5]
+    assert stored.node_count() == stored.stats["chunks"]
+    assert "nodes" not in stored._nodes  # node_count read the manifest, not the records
+    assert stored.nodes_at(picks) == [stored.nodes()[p] for p in picks]
+    copy = tmp_path / "copy.idx"
+    shutil.copytree(idx.path, copy)
+    mdir = copy / idx.methods["mixpr"].dir
+    offsets = np.load(mdir / "nodes.offsets.npy")
+    offsets[-1] += 1
+    np.save(mdir / "nodes.offsets.npy", offsets)  # same size: only the reader notices
+    with pytest.raises(IndexDamagedError, match=r"nodes\.offsets\.npy"):
+        Index.open(copy).reader("mixpr").nodes_at([1])

@@ -10,11 +10,13 @@ import scipy.sparse as sp
 from lcr.graph import (
     GraphOperator,
     QueryGraph,
+    graph_pagerank,
     pagerank,
     power_iteration,
     similarity_graph,
     transition_matrix,
 )
+from tests.conftest import needs_shared_data
 
 
 def random_weights(n: int, seed: int, density: float = 0.15) -> np.ndarray:
@@ -136,7 +138,7 @@ def test_compiled_kernels_give_scipys_graph_to_the_last_bit(
     monkeypatch.setattr(similarity, "_DENSE_SCAN_RATIO", ratio)
     for emb in (real_tfidf_rows(), unit_rows(7, n=300, v=60)):
         ref, ref_stats = similarity_graph(emb, 0.27, backend="scipy", block_work=20_000)
-        ours, stats = similarity_graph(emb, 0.27, backend="numba", block_work=20_000, workers=2)
+        ours, stats = similarity_graph(emb, 0.27, backend="product", block_work=20_000, workers=2)
         assert stats.blocks == ref_stats.blocks > 2
         assert ours.nnz == ref.nnz > emb.shape[0]
         assert np.array_equal(ours.indptr, ref.indptr)
@@ -169,9 +171,83 @@ def test_compiled_kernel_empties_its_buffers_and_goes_on(monkeypatch: pytest.Mon
     monkeypatch.setattr(similarity, "_BUFFER_ENTRIES", 1)  # buffers of 4 rows' width
     emb = unit_rows(8, n=400, v=6)  # few terms: most pairs survive a low threshold
     ref, _ = similarity_graph(emb, 0.05, backend="scipy", block_work=10**9)
-    ours, stats = similarity_graph(emb, 0.05, backend="numba", block_work=10**9)
+    ours, stats = similarity_graph(emb, 0.05, backend="product", block_work=10**9)
     assert stats.blocks == 1 and len(calls) >= 4
     assert ref.nnz > 10_000 and (ours != ref).nnz == 0
+
+
+def prose_tfidf_rows(chars: int) -> sp.csr_array:
+    """TF-IDF rows of 32-word chunks of the shared data's stories and summaries."""
+    import json
+
+    from lcr.scoring.tfidf import TfidfModel
+    from lcr.text.chunking import sentence_word_chunks
+    from tests.conftest import SHARED_DATA as SHARED
+
+    parts = [json.loads(x)["document"] for x in (SHARED / "squality" / "dev.jsonl").open()]
+    text = "\n\n".join(parts)[:chars]
+    _, emb = TfidfModel.fit([c.text for c in sentence_word_chunks(text, max_words=32)])
+    return sp.csr_array(emb)
+
+
+def assert_same_edges(ours: sp.csr_array, ref: sp.csr_array) -> None:
+    """The same edge set (indices exactly), values within float32 rounding."""
+    assert ours.shape == ref.shape and ours.nnz == ref.nnz
+    assert np.array_equal(ours.indptr, ref.indptr)
+    assert np.array_equal(ours.indices, ref.indices)
+    np.testing.assert_allclose(ours.data, ref.data, rtol=0, atol=1e-6)
+
+
+def assert_split_equals_product(emb: sp.csr_array, block_work: int, workers: int) -> None:
+    ref, _ = similarity_graph(emb, 0.27, backend="product")
+    ours, stats = similarity_graph(emb, 0.27, workers=workers, block_work=block_work)
+    assert stats.blocks > 2 and ref.nnz > 2 * emb.shape[0]
+    assert_same_edges(ours, ref)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_split_kernel_gives_the_product_kernels_edges(workers: int) -> None:
+    """The default (split) kernel against the full-product kernel it replaced,
+    on random rows and a small real text."""
+    pytest.importorskip("numba")
+    assert_split_equals_product(unit_rows(7, n=300, v=60), 2_000, workers)
+    assert_split_equals_product(real_tfidf_rows(), 20_000, workers)
+
+
+@needs_shared_data
+@pytest.mark.parametrize("workers", [1, 2])
+def test_split_kernel_gives_the_product_kernels_edges_on_a_medium_text(workers: int) -> None:
+    """The same on ~3,000 chunks of real prose (many blocks)."""
+    pytest.importorskip("numba")
+    assert_split_equals_product(prose_tfidf_rows(400_000), 200_000, workers)
+
+
+@needs_shared_data
+def test_split_kernel_skips_most_products_and_verifies_few() -> None:
+    """On real text the bound leaves most common-word products undone: the kernel's
+    work is a fraction of the full product's, and few pairs need their common part summed."""
+    pytest.importorskip("numba")
+    emb = prose_tfidf_rows(400_000)
+    graph, stats = similarity_graph(emb, 0.27)
+    assert 0 < stats.bounded_work < stats.products / 3
+    assert 0 < stats.verified < stats.products / 100
+    assert graph.nnz == stats.nnz
+
+
+@pytest.mark.parametrize("threshold", [0.05, 0.27, 0.9])
+def test_split_kernel_edges_at_any_threshold_and_when_buffers_fill(
+    threshold: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Low thresholds (most pairs kept, buffers of four rows' width refilled many times)
+    and high ones (nearly only duplicates) give scipy's edges."""
+    pytest.importorskip("numba")
+    import lcr.graph.similarity as similarity
+
+    monkeypatch.setattr(similarity, "_BUFFER_ENTRIES", 1)
+    for emb in (unit_rows(8, n=400, v=6), unit_rows(11, n=300, v=80), real_tfidf_rows()):
+        ref, _ = similarity_graph(emb, threshold, backend="scipy")
+        ours, _ = similarity_graph(emb, threshold, block_work=500)
+        assert_same_edges(ours, ref)
 
 
 def test_similarity_graph_reports_blocks_and_stores_int32_indices() -> None:
@@ -272,7 +348,8 @@ def test_max_edges_caps_the_degree_only_when_the_exact_graph_would_not_fit(backe
     assert (capped != asked).nnz == 0  # the same graph as asking for the cap at the start
 
 
-@pytest.mark.parametrize("backend", ["numba", "scipy"])
+# "product": the compiled full product, bitwise scipy's, so the two cuts can be compared
+@pytest.mark.parametrize("backend", ["product", "scipy"])
 @pytest.mark.parametrize("budget", ["max_degree", "max_edges"])
 def test_pruning_as_blocks_arrive_gives_the_one_shot_cap(
     budget: str, backend: str, monkeypatch: pytest.MonkeyPatch
@@ -284,7 +361,7 @@ def test_pruning_as_blocks_arrive_gives_the_one_shot_cap(
     emb = unit_rows(10, n=300, v=12)  # few terms: many equal similarities (ties)
     args = {"max_degree": 4} if budget == "max_degree" else {"max_edges": 4000}
     monkeypatch.setattr(similarity, "_PRUNE_EVERY", 10**12)
-    if backend == "numba":
+    if backend == "product":
         pytest.importorskip("numba")
     once, once_stats = similarity_graph(emb, 0.1, block_work=300, backend=backend, **args)
     monkeypatch.setattr(similarity, "_PRUNE_EVERY", 50)
@@ -295,3 +372,16 @@ def test_pruning_as_blocks_arrive_gives_the_one_shot_cap(
     # the compiled and the NumPy cut agree (ties go to the lower column in both)
     other, _ = similarity_graph(emb, 0.1, block_work=300, backend="scipy", **args)
     assert (other != often).nnz == 0
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_graph_pagerank_equals_pagerank_of_the_transition_matrix(workers: int) -> None:
+    """The build's PageRank without a column-normalised copy gives the same scores."""
+    w = random_weights(300, seed=3)
+    graph = sp.csr_array(w + w.T)
+    transition, dangling = transition_matrix(graph)
+    for alpha in (0.0, 0.6):
+        ref = pagerank(transition, dangling, alpha=alpha, max_iter=18, tol=1e-9)
+        ours = graph_pagerank(graph, alpha=alpha, max_iter=18, tol=1e-9, workers=workers)
+        assert ours.iterations == ref.iterations > 3
+        np.testing.assert_allclose(ours.scores, ref.scores, rtol=1e-12, atol=1e-15)

@@ -1,12 +1,12 @@
 """Compiled kernels for the thresholded similarity product (numba).
 
-scipy's sparse product writes every product entry before anything can be
-thresholded, and it passes over the operands twice (once to size the result).
-At a million tokens nine entries in ten fall under the threshold, so most of
-that work is memory traffic. These kernels run the same row-by-row (Gustavson)
-product, summing in the same order as scipy, but test each finished row against
-the threshold at once and write only the survivors: the same entries, about
-four times faster.
+``upper_pairs_split`` is the default: it leaves most common-word products
+undone by a norm bound (see its docstring and ``similarity.py``). The
+full-product kernels below it (``upper_pairs_dense``, ``upper_pairs_sparse``)
+run the same row-by-row (Gustavson) product as scipy, summing in scipy's order,
+but test each finished row against the threshold at once and write only the
+survivors; they are kept as the bitwise reference the tests compare the split
+kernel against (``backend="product"``).
 
 Imported lazily: ``similarity.py`` falls back to scipy when numba is missing.
 """
@@ -177,3 +177,123 @@ def top_per_row(
             k += 1
         floor[r] = out_v[k - 1]
     return out_r, out_c, out_v, floor
+
+
+@numba.njit(nogil=True, cache=True)
+def upper_pairs_split(
+    r_ptr: Any, r_idx: Any, r_val: Any,
+    c_ptr: Any, c_idx: Any, c_val: Any, c_norm: Any,
+    bt_ptr: Any, bt_rows: Any, bt_vals: Any, high: Any, n_common: int,
+    a: int, b: int, j0: int, threshold: float, slack: float, scan_ratio: int,
+    out_i: Any, out_j: Any, out_v: Any,
+) -> tuple[int, int, int]:  # fmt: skip
+    """The entries of :func:`upper_pairs_sparse`, without multiplying most common-word pairs.
+
+    Each row is cut into its rare-word part ``r`` and its common-word part ``c``
+    (the few most frequent terms, renumbered ``0..K-1``), so a cosine is
+    ``r_i.r_j + c_i.c_j`` and, by Cauchy-Schwarz, ``c_i.c_j <= |c_i| |c_j|``
+    (``c_norm``). A pair whose norm product reaches the threshold (rows made
+    mostly of common words) is summed in full: ``high`` lists the block's rows
+    by ``|c|``, largest first, so those pairs are a prefix of it. Any other pair
+    can only reach the threshold through a shared rare word, so it is found by
+    the rare-word product (``bt``: the block's rare parts, by term), and its
+    common part is summed only when ``r_i.r_j + |c_i| |c_j|`` can still reach
+    the threshold. ``slack`` covers float rounding in both tests. A row that
+    meets many block rows scans the accumulator instead of tracking its hits
+    (as :func:`upper_pairs_dense` does). Returns ``(written, next_j, verified)``:
+    ``verified`` counts the common parts summed after the bound.
+    """
+    n = len(r_ptr) - 1
+    w = b - a
+    cap = len(out_i)
+    acc = np.zeros(w, np.float32)
+    hit = np.zeros(w, np.bool_)
+    touched = np.empty(w, np.int32)
+    cand = np.empty(w, np.int32)
+    cn = np.empty(w, np.float32)
+    for il in range(w):
+        cn[il] = c_norm[a + il]
+    dense = np.zeros(n_common, np.float32)  # row j's common part, by term
+    k = 0
+    verified = 0
+    for j in range(j0, n):
+        if k + w > cap:
+            return k, j, verified
+        lo, hi = r_ptr[j], r_ptr[j + 1]
+        probes = 0
+        for q in range(lo, hi):
+            probes += bt_ptr[r_idx[q] + 1] - bt_ptr[r_idx[q]]
+        for q in range(c_ptr[j], c_ptr[j + 1]):
+            dense[c_idx[q]] = c_val[q]
+        upto = min(j - a, w)
+        cnj = c_norm[j]
+        scan = probes * scan_ratio > upto
+        m = 0
+        for q in range(lo, hi):
+            t = r_idx[q]
+            x = r_val[q]
+            if scan:
+                for r in range(bt_ptr[t], bt_ptr[t + 1]):
+                    acc[bt_rows[r]] += x * bt_vals[r]
+            else:
+                for r in range(bt_ptr[t], bt_ptr[t + 1]):
+                    il = bt_rows[r]
+                    acc[il] += x * bt_vals[r]
+                    if not hit[il]:
+                        hit[il] = True
+                        touched[m] = il
+                        m += 1
+        # pairs whose common words alone may reach the threshold: summed in full
+        for u in range(len(high)):
+            il = high[u]
+            if cn[il] * cnj + slack < threshold:
+                break
+            if il >= upto:
+                continue
+            i = a + il
+            v = acc[il]
+            for q in range(c_ptr[i], c_ptr[i + 1]):
+                v += c_val[q] * dense[c_idx[q]]
+            if v >= threshold:
+                out_i[k] = i
+                out_j[k] = j
+                out_v[k] = v
+                k += 1
+        # the others: met by a rare word; the common part only where the bound allows
+        count = 0
+        if scan:
+            for il in range(upto):
+                v = acc[il]
+                cand[count] = il
+                count += (v > 0.0) & (v + cn[il] * cnj + slack >= threshold)
+        else:
+            for u in range(m):
+                il = touched[u]
+                hit[il] = False
+                v = acc[il]
+                if il < upto and v + cn[il] * cnj + slack >= threshold:
+                    cand[count] = il
+                    count += 1
+        for u in range(count):
+            il = cand[u]
+            if cn[il] * cnj + slack >= threshold:
+                continue  # done above
+            i = a + il
+            v = acc[il]
+            if c_ptr[i + 1] > c_ptr[i] and cnj > 0.0:
+                verified += 1
+                for q in range(c_ptr[i], c_ptr[i + 1]):
+                    v += c_val[q] * dense[c_idx[q]]
+            if v >= threshold:
+                out_i[k] = i
+                out_j[k] = j
+                out_v[k] = v
+                k += 1
+        if scan:
+            acc[:] = 0.0
+        else:
+            for u in range(m):
+                acc[touched[u]] = 0.0
+        for q in range(c_ptr[j], c_ptr[j + 1]):
+            dense[c_idx[q]] = 0.0
+    return k, n, verified

@@ -2,15 +2,24 @@
 
 MixPR's graph is ``E^T E`` with every entry below a threshold removed (appendix
 A.2 of the paper). The unthresholded product of a million-token text has about
-a billion entries, so it is never formed: rows are taken in blocks sized by
-their work (the number of multiply-adds they cause), each block's product is
-thresholded as soon as it exists, and only the surviving entries are kept.
-Because the matrix is symmetric, each block only computes entries ``(i, j)``
-with ``j > i`` and the result is mirrored, which halves the work. Blocks run on
-a thread pool. Each block's product is a compiled kernel (``_kernels.py``,
-numba) that thresholds every row as it finishes, so the unthresholded block is
-never written either; without numba, scipy's product computes the same entries,
-about four times slower.
+a billion entries, so it is never formed: rows are taken in blocks, each
+block's entries are thresholded as soon as they exist, and only the surviving
+entries are kept. Because the matrix is symmetric, each block only computes
+entries ``(i, j)`` with ``j > i`` and the result is mirrored. Blocks run on a
+thread pool.
+
+The default kernel (``upper_pairs_split`` in ``_kernels.py``, numba) does not
+multiply most pairs at all. Nearly all of the full product's multiply-adds
+come from the few most frequent words, and their share grows with the text;
+a pair's common-word part is bounded by the product of the two rows'
+common-word norms (Cauchy-Schwarz), so only pairs that share a rarer word, or
+whose norms allow it, are summed (an exact similarity join with a norm
+filter, in the spirit of All-Pairs). How many words count as common is chosen
+per text from the work each choice leaves. The graph is the same as the full
+product's: same edges, values within float rounding (the sums run in another
+order). The full-product kernels (``backend="product"``, bitwise scipy's) stay
+as the reference the tests compare against; without numba, scipy's product
+computes the same graph.
 
 When a text is so large or repetitive that even the thresholded graph would
 not fit in memory, ``max_edges`` switches the build to a per-row degree cap.
@@ -34,6 +43,10 @@ __all__ = ["GraphStats", "column_sums", "similarity_graph"]
 # Multiply-adds per block: bounds the transient memory of one block's product
 # (about 12 bytes per product entry before thresholding).
 DEFAULT_BLOCK_WORK = 20_000_000
+# Rows per block of the prefix kernel at most: its accumulators stay in a core's cache.
+_MAX_BLOCK_ROWS = 16384
+# Float margin of the bounded kernel's tests, far above float32 rounding of a cosine.
+_SLACK = 1e-5
 # Directed entries held before the per-row top-``max_degree`` pruning runs.
 _PRUNE_EVERY = 40_000_000
 
@@ -49,6 +62,9 @@ class GraphStats:
     capped_rows: int  # rows that had more than ``max_degree`` neighbours
     max_degree: int = 0  # the cap applied (0: the exact graph)
     auto_capped: bool = False  # the cap came from ``max_edges``, not from the caller
+    bounded_work: int = 0  # the bounded kernel's multiply-adds (0: the full product ran)
+    verified: int = 0  # pairs whose common part had to be summed after the bound
+    common_terms: int = 0  # the split kernel's common words (the most frequent terms)
 
 
 def _row_view(matrix: sp.csr_array, start: int) -> sp.csr_array:
@@ -63,8 +79,20 @@ def _row_view(matrix: sp.csr_array, start: int) -> sp.csr_array:
     return view
 
 
-def _blocks(work: np.ndarray, budget: int) -> list[tuple[int, int]]:
-    """Consecutive row ranges whose summed ``work`` stays near ``budget``."""
+def _row_work(emb: sp.csr_array, df: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """Multiply-adds each row causes against all rows (its postings' lengths), plus one;
+    ``mask``: count only these entries."""
+    n = emb.shape[0]
+    if not emb.nnz:
+        return np.ones(n, np.int64)
+    per_entry = df[emb.indices] if mask is None else np.where(mask, df[emb.indices], 0)
+    work = np.add.reduceat(per_entry, np.minimum(emb.indptr[:-1], emb.nnz - 1))
+    return np.where(np.diff(emb.indptr) > 0, work, 0).astype(np.int64) + 1
+
+
+def _blocks(work: np.ndarray, budget: int, max_rows: int = 0) -> list[tuple[int, int]]:
+    """Consecutive row ranges whose summed ``work`` stays near ``budget``, each at most
+    ``max_rows`` long (0: no limit)."""
     cum = np.cumsum(work, dtype=np.int64)
     bounds = [0]
     n = len(work)
@@ -72,6 +100,8 @@ def _blocks(work: np.ndarray, budget: int) -> list[tuple[int, int]]:
         start = bounds[-1]
         base = cum[start - 1] if start else 0
         end = int(np.searchsorted(cum, base + budget, side="right"))
+        if max_rows > 0:
+            end = min(end, start + max_rows)
         bounds.append(max(end, start + 1))
     bounds[-1] = min(bounds[-1], n)
     return list(itertools.pairwise(bounds))
@@ -150,6 +180,109 @@ def _compiled_block(
     return run
 
 
+@dataclass
+class _Split:
+    """Every row cut into its rare-word and common-word parts (see ``upper_pairs_split``)."""
+
+    rare: sp.csr_array  # the rare-word entries, original term ids
+    common: sp.csr_array  # the common-word entries, term ids 0..K-1
+    norm: np.ndarray  # |common part| of each row (float32)
+
+
+# Common-word counts tried, and what one common-only pair costs against one rare product.
+_COMMON_CHOICES = (0, 8, 16, 32, 64, 128, 256)
+_SCAN_RATIO = 1  # scan the accumulator only when a row probes more entries than it holds
+_PAIR_COST = 8  # measured at 1M tokens: K=32 beat 16 and 64 by CPU time, as this predicts
+
+
+def _choose_common(emb: sp.csr_array, df: np.ndarray, order: np.ndarray, threshold: float) -> int:
+    """The number K of most frequent terms to treat as common words, by the work each K
+    leaves: the rare-word products (sum of df^2 over the other terms) plus the pairs
+    whose common-part norms multiply to the threshold (summed in full)."""
+    n = emb.shape[0]
+    rank = np.empty(len(df), np.int64)
+    rank[order] = np.arange(len(df))
+    entry_rank = rank[emb.indices]
+    row_of = np.repeat(np.arange(n), np.diff(emb.indptr))
+    sq = emb.data.astype(np.float64) ** 2
+    # upper-triangle rare-word products from rank K on (half the sum of df^2)
+    rare_left = np.cumsum((df[order].astype(np.float64) ** 2)[::-1])[::-1] / 2
+    best, best_cost = 0, float(rare_left[0]) if len(rare_left) else 0.0
+    for k in _COMMON_CHOICES[1:]:
+        if k >= len(df):
+            break
+        c = entry_rank < k
+        norm = np.sqrt(np.bincount(row_of[c], weights=sq[c], minlength=n))
+        srt = np.sort(norm)
+        need = np.where(norm > 0, threshold / np.maximum(norm, 1e-12), np.inf)
+        pairs = float((n - np.searchsorted(srt, need, side="left")).sum()) / 2
+        cost = float(rare_left[k]) + _PAIR_COST * pairs
+        if cost < best_cost:
+            best, best_cost = k, cost
+    return best
+
+
+def _split(emb: sp.csr_array, df: np.ndarray, threshold: float, common: int | None) -> _Split:
+    """Cut rows at the ``common`` most frequent terms (None: chosen by the work left)."""
+    n = emb.shape[0]
+    order = np.argsort(-df, kind="stable")
+    k = _choose_common(emb, df, order, threshold) if common is None else int(common)
+    k = min(k, int(np.count_nonzero(df)))
+    common_ids = np.full(emb.shape[1], -1, np.int32)
+    common_ids[order[:k]] = np.arange(k, dtype=np.int32)
+    remapped = common_ids[emb.indices]
+    is_common = remapped >= 0
+    row_of = np.repeat(np.arange(n), np.diff(emb.indptr))
+
+    def part(mask: np.ndarray, ids: np.ndarray, width: int) -> sp.csr_array:
+        ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(np.bincount(row_of[mask], minlength=n), out=ptr[1:])
+        m = sp.csr_array((emb.data[mask], ids[mask], ptr), shape=(n, width), copy=False)
+        m.has_sorted_indices = True  # rare ids stay sorted; kernels read common ids in any order
+        return m
+
+    rare = part(~is_common, emb.indices, emb.shape[1])
+    com = part(is_common, remapped, k)
+    sq = np.bincount(row_of[is_common], weights=emb.data[is_common].astype(np.float64) ** 2,
+                     minlength=n)  # fmt: skip
+    return _Split(rare, com, np.sqrt(sq).astype(np.float32))
+
+
+def _split_block(
+    kernels: Any, split: _Split, start: int, end: int, threshold: float, verified: list[int]
+) -> Callable[[], Entries]:
+    """The same entries as :func:`_compiled_block`, by the split kernel."""
+    bt = sp.csr_array(split.rare[start:end].T)
+    bt.sort_indices()
+    norm = split.norm[start:end]
+    # rows whose common part may reach the threshold with some row's (norms are <= 1)
+    cands = np.flatnonzero(norm * np.float32(1.001) + np.float32(_SLACK) >= threshold)
+    high = cands[np.argsort(-norm[cands], kind="stable")].astype(np.int32)
+    width = end - start
+    capacity = max(_BUFFER_ENTRIES, 4 * width)
+    thr = np.float32(threshold)
+    r, c = split.rare, split.common
+
+    def run() -> Entries:
+        out_i = np.empty(capacity, np.int32)
+        out_j = np.empty(capacity, np.int32)
+        out_v = np.empty(capacity, np.float32)
+        parts: list[Entries] = []
+        j = start + 1
+        n = r.shape[0]
+        while j < n:
+            k, j, checked = kernels.upper_pairs_split(
+                r.indptr, r.indices, r.data, c.indptr, c.indices, c.data, split.norm,
+                bt.indptr, bt.indices, bt.data, high, c.shape[1],
+                start, end, j, thr, np.float32(_SLACK), _SCAN_RATIO, out_i, out_j, out_v,
+            )  # fmt: skip
+            verified.append(checked)  # list.append is atomic: safe from worker threads
+            parts.append((out_i[:k].copy(), out_j[:k].copy(), out_v[:k].copy()))
+        return parts[0] if len(parts) == 1 else _joined(parts)
+
+    return run
+
+
 def _top_per_row(
     rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, m: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -217,6 +350,7 @@ def similarity_graph(
     workers: int = 2,
     block_work: int = DEFAULT_BLOCK_WORK,
     backend: str = "auto",
+    common_terms: int | None = None,
     on_block: Callable[[int], None] | None = None,
 ) -> tuple[sp.csr_array, GraphStats]:
     """The symmetric matrix of cosine similarities ``>= threshold`` between rows.
@@ -231,8 +365,11 @@ def similarity_graph(
     stays under that many stored entries; once the build sees it will not, it
     switches to the largest ``max_degree`` that fits, which gives the same graph
     as asking for that cap from the start (``GraphStats.max_degree`` says which).
-    ``backend``: "auto" (compiled kernels when numba is installed), "numba" or
-    "scipy"; all give the same graph.
+    ``backend``: "auto" (the split kernel when numba is installed, else scipy),
+    "numba" (the split kernel), "product" (the compiled full product, bitwise
+    scipy's; the reference for tests) or "scipy"; all give the same edges.
+    ``common_terms``: how many of the most frequent terms the split kernel
+    treats as common words (None: chosen from the text).
     Returns float32 CSR with sorted indices, and what the build saw.
     ``on_block(total)`` is called after each block (for a progress bar).
     """
@@ -247,22 +384,37 @@ def similarity_graph(
         raise ValueError(f"{n} rows: more than the int32 node ids can hold")
     df = np.bincount(emb.indices, minlength=emb.shape[1]).astype(np.int64)
     # multiply-adds row i causes against all rows (an upper bound of its upper-triangle work)
-    row_work = np.add.reduceat(df[emb.indices], emb.indptr[:-1]) if emb.nnz else np.zeros(n)
-    row_work = np.where(np.diff(emb.indptr) > 0, row_work, 0).astype(np.int64) + 1
-    ranges = _blocks(row_work, max(int(block_work), 1)) if n else []
+    row_work = _row_work(emb, df)
 
     kernels = None
-    if backend in ("auto", "numba"):
+    if backend in ("auto", "numba", "product"):
         kernels = _compiled_kernels()
-        if kernels is None and backend == "numba":
-            raise ValueError("backend 'numba' needs numba installed")
+        if kernels is None and backend != "auto":
+            raise ValueError(f"backend {backend!r} needs numba installed")
     elif backend != "scipy":
-        raise ValueError(f"unknown backend {backend!r} (auto, numba, scipy)")
+        raise ValueError(f"unknown backend {backend!r} (auto, numba, product, scipy)")
+    split = None
+    block_rows = 0
+    budget = max(int(block_work), 1)
+    if kernels is not None and backend != "product":
+        split = _split(emb, df, threshold, common_terms)
+        # the kernel's work: the rare-word products of each block row
+        work = _row_work(split.rare, df)
+        # rows one block indexes: its accumulators stay in cache, both cores get blocks
+        block_rows = _MAX_BLOCK_ROWS
+        if block_work == DEFAULT_BLOCK_WORK:  # each block scans every later row: fewer, larger
+            budget = max(budget, int(work.sum()) // (4 * max(workers, 1)))
+    else:
+        work = row_work
+    ranges = _blocks(work, budget, block_rows) if n else []
+    verified: list[int] = []
 
     def prepared() -> Iterator[Callable[[], Entries]]:
         for a, b in ranges:
             if kernels is None:
                 yield _scipy_block(emb, a, b, threshold)
+            elif split is not None:
+                yield _split_block(kernels, split, a, b, threshold, verified)
             else:
                 dense = (n - a) * (b - a) <= _DENSE_SCAN_RATIO * int(row_work[a:b].sum())
                 yield _compiled_block(kernels, emb, a, b, threshold, dense)
@@ -308,6 +460,9 @@ def similarity_graph(
             # prune again only once the held entries have grown well past the kept ones
             prune_at = max(_PRUNE_EVERY, 2 * held)
 
+    # the kernels are done: their copies of the rows go before the graph is assembled
+    common_terms = split.common.shape[1] if split is not None else 0
+    split = None
     capped = 0
     if cap > 0:
         capped = int((degree > cap).sum())
@@ -335,6 +490,10 @@ def similarity_graph(
         )
     products = int(row_work.sum() - n)
     stats = GraphStats(n, int(graph.nnz), products // 2, len(ranges), capped, cap, auto_cap)
+    if verified:
+        stats.bounded_work = int(work.sum() - n) // 2
+        stats.verified = sum(verified)
+        stats.common_terms = common_terms
     return graph, stats
 
 

@@ -241,7 +241,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[MixPRBuild]) -> None:
-        from lcr.graph import column_sums, pagerank, similarity_graph, transition_matrix
+        from lcr.graph import column_sums, graph_pagerank, similarity_graph
         from lcr.scoring.tfidf import TfidfModel
         from lcr.text.chunking import sentence_word_chunks
 
@@ -256,6 +256,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         timings["chunk_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
+        ctx.out.mapped = True  # every array memory-mapped at query time (no zarr to load)
         if nodes:
             model, emb = TfidfModel.fit([n.text for n in nodes])
             model.save(ctx.out)
@@ -263,6 +264,10 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         else:
             emb, vocab = sp.csr_array((0, 0), dtype=np.float32), 0
         timings["tfidf_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        n_nodes = ctx.out.write_nodes(nodes, offsets=True)  # a question reads only its top k
+        del nodes  # the records (~0.4 GB at 10M tokens) are not needed past this point
+        write_s = time.perf_counter() - t0
 
         t0 = time.perf_counter()
         graph_task = ctx.progress.task("similarity graph", total=None)
@@ -290,28 +295,30 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
             )
 
         t0 = time.perf_counter()
-        transition, dangling = transition_matrix(graph)
-        pr = pagerank(
-            transition, dangling, alpha=0.0, max_iter=BUILD_MAX_ITER,
-            tol=BUILD_TOL / max(len(nodes), 1),
+        # float64, as stored and walked; the float32 values go as soon as they are copied
+        graph = sp.csr_array(
+            (graph.data.astype(np.float64), graph.indices, graph.indptr), shape=graph.shape
+        )
+        pr = graph_pagerank(
+            graph, alpha=0.0, max_iter=BUILD_MAX_ITER, tol=BUILD_TOL / max(n_nodes, 1),
+            workers=_threads(),
         )  # fmt: skip
-        del transition
         timings["pagerank_s"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        ctx.out.write_csr("tfidf", emb)
-        ctx.out.write_csr("graph", graph)
-        ctx.out.write_array("col_sums", column_sums(graph))
-        ctx.out.write_array("pagerank", pr.scores.astype(np.float64))
-        ctx.out.write_nodes(nodes)
-        timings["write_s"] = time.perf_counter() - t0
+        # memory-mapped at query time; the graph's values as the walk multiplies them
+        ctx.out.write_csr("tfidf", emb, mapped=True)
+        ctx.out.write_csr("graph", graph, mapped=True, dtype=np.float64)
+        ctx.out.write_array("col_sums", column_sums(graph), mapped=True)
+        ctx.out.write_array("pagerank", pr.scores.astype(np.float64), mapped=True)
+        timings["write_s"] = write_s + time.perf_counter() - t0
 
         ctx.out.stats.update(
             {
-                "chunks": len(nodes),
+                "chunks": n_nodes,
                 "vocabulary": vocab,
                 "nnz": int(graph.nnz),
-                "mean_degree": round(graph.nnz / max(len(nodes), 1), 1),
+                "mean_degree": round(graph.nnz / max(n_nodes, 1), 1),
                 "degree_cap": gstats.max_degree,
                 "degree_cap_auto": gstats.auto_capped,
                 "capped_rows": gstats.capped_rows,
@@ -322,10 +329,11 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         )
 
     # --------------------------------------------------------------- retrieve
-    def _route(self, ctx: QueryCtx, question: str, nodes: list[Node]) -> tuple[str, float | None]:
+    def _route(self, ctx: QueryCtx, question: str) -> tuple[str, float | None]:
         mode = ctx.settings.mode
         if mode != "auto":
             return mode, None
+        nodes = ctx.stored.nodes()  # the router reads the context's first and last chunks
         query = router_query(question, [n.text for n in nodes], ctx.settings.router_chunks)
         llm = ctx.models.llm
         p_global = float(llm.choice_probability(router_messages(query), yes="y", no="n"))
@@ -336,9 +344,8 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
 
         s = ctx.settings
         top_k = k if k is not None else s.top_k
-        nodes = ctx.stored.nodes()
-        mode, p_global = self._route(ctx, question, nodes)
-        n = len(nodes)
+        mode, p_global = self._route(ctx, question)
+        n = ctx.stored.node_count()
         info: dict[str, Any] = {"mode": mode}
         if p_global is not None:
             info["router_p_global"] = round(p_global, 4)
@@ -372,6 +379,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         share = s.sim_share if mode == "local" else 0.0
         chosen = combine_ranking(np.asarray(walk, dtype=np.float64), sims, top_k, share)
         rank = {int(i): r + 1 for r, i in enumerate(chosen)}
+        nodes = dict(zip(rank, ctx.stored.nodes_at(rank), strict=True))
         items = [
             item_from_node(nodes[i], float(walk[i]), rank=rank[i], similarity=float(sims[i]))
             for i in sorted(rank, key=lambda j: (nodes[j].spans[0][0] if nodes[j].spans else 0, j))

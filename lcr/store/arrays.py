@@ -1,4 +1,13 @@
-"""Dense arrays and CSR sparse matrices as zarr v3 arrays: no pickle, nothing executes."""
+"""Dense arrays and CSR sparse matrices on disk: no pickle, nothing executes.
+
+Two layouts. zarr v3 arrays (``name.zarr``): compressed, read whole. Mapped
+arrays (``name.npy``, and ``name.csr/`` holding ``data.npy``, ``indices.npy``,
+``indptr.npy`` and ``shape.json``): uncompressed ``.npy`` files opened as
+read-only memory maps, so a process that asks one question over a large graph
+pays for the pages it touches instead of decoding every entry first. Which
+layout a reader finds decides how it reads, so indexes written before the
+mapped layout existed still open.
+"""
 
 from __future__ import annotations
 
@@ -49,3 +58,63 @@ def read_csr(path: Path) -> sp.csr_array:
     if len(indptr) != shape[0] + 1 or len(data) != len(indices):
         raise IndexDamagedError(f"damaged sparse matrix {path} (inconsistent lengths)")
     return sp.csr_array((data, indices, indptr), shape=shape)
+
+
+def write_mapped_array(path: Path, array: np.ndarray) -> None:
+    """An ``.npy`` file (a header, then the raw array), readable as a memory map."""
+    with path.open("wb") as fh:
+        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+
+
+def read_mapped_array(path: Path) -> np.ndarray:
+    """A read-only memory map of an ``.npy`` file (no pickle); numbers only."""
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except Exception as exc:  # a truncated or foreign file: numpy raises several types
+        raise IndexDamagedError(f"damaged array {path} ({exc.__class__.__name__})") from None
+    if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biuf":
+        raise IndexDamagedError(f"damaged array {path} (not a numeric array)")
+    return arr
+
+
+def write_mapped_csr(
+    path: Path, matrix: sp.spmatrix | sp.sparray, dtype: type | None = None
+) -> None:
+    """A CSR matrix as a folder of three ``.npy`` files plus its shape; ``dtype``
+    converts the values (float64 lets a product use the mapped values as they are)."""
+    csr = sp.csr_array(matrix)
+    if not csr.has_sorted_indices:
+        csr = csr.sorted_indices()  # a copy: the caller's arrays stay as they are
+    path.mkdir(parents=True, exist_ok=False)
+    data = csr.data if dtype is None else csr.data.astype(dtype, copy=False)
+    write_mapped_array(path / "data.npy", data)
+    write_mapped_array(path / "indices.npy", csr.indices)
+    write_mapped_array(path / "indptr.npy", csr.indptr)
+    (path / "shape.json").write_text(json.dumps({"shape": list(csr.shape)}))
+
+
+def read_mapped_csr(path: Path) -> sp.csr_array:
+    """The matrix of :func:`write_mapped_csr` over read-only memory maps (nothing copied)."""
+    shape = _shape(path)
+    data = read_mapped_array(path / "data.npy")
+    indices = read_mapped_array(path / "indices.npy")
+    indptr = read_mapped_array(path / "indptr.npy")
+    if (
+        data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1
+        or len(indptr) != shape[0] + 1 or len(data) != len(indices)
+        or (len(indptr) and (int(indptr[0]) != 0 or int(indptr[-1]) != len(data)))
+    ):  # fmt: skip
+        raise IndexDamagedError(f"damaged sparse matrix {path} (inconsistent lengths)")
+    m = sp.csr_array((data, indices, indptr), shape=shape, copy=False)
+    m.has_sorted_indices = True  # written sorted; never sorted in place (read-only maps)
+    return m
+
+
+def _shape(path: Path) -> tuple[int, int]:
+    try:
+        rows, cols = json.loads((path / "shape.json").read_text())["shape"]
+        return int(rows), int(cols)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise IndexDamagedError(
+            f"damaged sparse matrix {path} ({exc.__class__.__name__})"
+        ) from None

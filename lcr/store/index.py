@@ -47,10 +47,19 @@ from lcr.errors import (
     SchemaMismatchError,
     SourceMismatchError,
 )
-from lcr.store.arrays import read_array, read_csr, write_array, write_csr
+from lcr.store.arrays import (
+    read_array,
+    read_csr,
+    read_mapped_array,
+    read_mapped_csr,
+    write_array,
+    write_csr,
+    write_mapped_array,
+    write_mapped_csr,
+)
 from lcr.store.cache import LLMCache
 from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
-from lcr.store.nodes import Node, parse_nodes, write_nodes
+from lcr.store.nodes import Node, parse_node, parse_nodes, write_nodes
 
 DOC_SEPARATOR = "\n\n"
 
@@ -139,17 +148,38 @@ class MethodWriter:
         self.dir = directory
         self.counts: dict[str, int] = {}
         self.stats: dict[str, Any] = {}
+        # every array of this build as a memory-mappable .npy (read without zarr)
+        self.mapped = False
 
-    def write_nodes(self, nodes: Iterable[Node], name: str = "nodes") -> int:
-        n = write_nodes(self.dir / f"{name}.jsonl", nodes)
+    def write_nodes(
+        self, nodes: Iterable[Node], name: str = "nodes", *, offsets: bool = False
+    ) -> int:
+        """``offsets``: also store where each record starts (``name.offsets.npy``), so a
+        reader can take a few nodes (:meth:`MethodReader.nodes_at`) without parsing all."""
+        where: list[int] | None = [] if offsets else None
+        n = write_nodes(self.dir / f"{name}.jsonl", nodes, where)
+        if where is not None:
+            write_mapped_array(self.dir / f"{name}.offsets.npy", np.asarray(where, np.int64))
         self.counts[name] = n
         return n
 
-    def write_array(self, name: str, array: np.ndarray) -> None:
-        write_array(self.dir / f"{name}.zarr", array)
+    def write_array(self, name: str, array: np.ndarray, *, mapped: bool | None = None) -> None:
+        """``mapped``: an uncompressed ``.npy`` a reader memory-maps, instead of zarr
+        (None: the writer's :attr:`mapped`)."""
+        if self.mapped if mapped is None else mapped:
+            write_mapped_array(self.dir / f"{name}.npy", array)
+        else:
+            write_array(self.dir / f"{name}.zarr", array)
 
-    def write_csr(self, name: str, matrix: sp.spmatrix | sp.sparray) -> None:
-        write_csr(self.dir / f"{name}.zarr", matrix)
+    def write_csr(
+        self, name: str, matrix: sp.spmatrix | sp.sparray, *, mapped: bool = False,
+        dtype: type | None = None,
+    ) -> None:  # fmt: skip
+        """``mapped``: ``.npy`` arrays a reader memory-maps (values as ``dtype``), not zarr."""
+        if mapped:
+            write_mapped_csr(self.dir / f"{name}.csr", matrix, dtype)
+        else:
+            write_csr(self.dir / f"{name}.zarr", matrix)
 
     def write_json(self, name: str, obj: Any) -> None:
         (self.dir / f"{name}.json").write_text(
@@ -185,6 +215,40 @@ class MethodReader:
             self._nodes[name] = parse_nodes(self._checked_bytes(rel), self.dir / rel)
         return self._nodes[name]
 
+    def node_count(self, name: str = "nodes") -> int:
+        """How many node records the build wrote (from the manifest: nothing is read)."""
+        count = self.entry.counts.get(name)
+        return int(count) if isinstance(count, int) else len(self.nodes(name))
+
+    def nodes_at(self, positions: Iterable[int], name: str = "nodes") -> list[Node]:
+        """The records at ``positions`` (0-based), reading only their lines when the build
+        stored their offsets; otherwise (builds before offsets) from :meth:`nodes`.
+
+        The lines read alone are not checked against the file's checksum (that would
+        read the whole file, which is what this avoids); their sizes were checked when
+        the index opened, and a damaged record is still a clear error."""
+        wanted = [int(p) for p in positions]
+        if name in self._nodes or not (self.dir / f"{name}.offsets.npy").exists():
+            nodes = self.nodes(name)
+            return [nodes[p] for p in wanted]
+        offsets = self.array(f"{name}.offsets")
+        n = len(offsets) - 1
+        path = self._file(f"{name}.jsonl")
+        if n < 0 or int(offsets[-1]) != path.stat().st_size:
+            raise IndexDamagedError(
+                f"{self.index.path} is damaged: {self.name}/{name}.offsets.npy does not match "
+                f"{name}.jsonl; {_rebuild_hint(self.index.path, self.name, self.index.documents)}"
+            )
+        out: list[Node] = []
+        with path.open("rb") as fh:
+            for p in wanted:
+                if not 0 <= p < n:
+                    raise IndexError(f"node {p} of {n}")
+                start, end = int(offsets[p]), int(offsets[p + 1])
+                fh.seek(start)
+                out.append(parse_node(fh.read(end - start), f"{path}:{p + 1}"))
+        return out
+
     def _checked_bytes(self, rel: str) -> bytes:
         data = self._file(rel).read_bytes()
         expected = self.entry.sha256.get(rel)
@@ -199,7 +263,10 @@ class MethodReader:
         """Read once per reader: a batch of questions pays for the I/O once."""
         key = f"array:{name}"
         if key not in self._loaded:
-            arr = read_array(self._file(f"{name}.zarr"))
+            if (self.dir / f"{name}.npy").exists():
+                arr = read_mapped_array(self.dir / f"{name}.npy")  # read-only already
+            else:  # zarr: every build before the mapped layout, and methods that keep it
+                arr = read_array(self._file(f"{name}.zarr"))
             arr.flags.writeable = False  # shared between questions: never modified in place
             self._loaded[key] = arr
         return self._loaded[key]
@@ -207,7 +274,10 @@ class MethodReader:
     def csr(self, name: str) -> sp.csr_array:
         key = f"csr:{name}"
         if key not in self._loaded:
-            m = read_csr(self._file(f"{name}.zarr"))
+            if (self.dir / f"{name}.csr").is_dir():
+                m = read_mapped_csr(self.dir / f"{name}.csr")
+            else:
+                m = read_csr(self._file(f"{name}.zarr"))
             for part in (m.data, m.indices, m.indptr):
                 part.flags.writeable = False
             self._loaded[key] = m

@@ -54,14 +54,32 @@ class Node:
         )
 
 
-def write_nodes(path: Path, nodes: Iterable[Node]) -> int:
+def write_nodes(path: Path, nodes: Iterable[Node], offsets: list[int] | None = None) -> int:
+    """One JSON line per node; ``offsets`` (when given) receives each line's byte
+    offset, then the file's length, so a reader can seek to any node."""
     count = 0
-    with path.open("w", encoding="utf-8") as fh:
+    pos = 0
+    with path.open("wb") as fh:
         for node in nodes:
-            fh.write(json.dumps(node.to_json(), ensure_ascii=False))
-            fh.write("\n")
+            line = (json.dumps(node.to_json(), ensure_ascii=False) + "\n").encode("utf-8")
+            if offsets is not None:
+                offsets.append(pos)
+            fh.write(line)
+            pos += len(line)
             count += 1
+    if offsets is not None:
+        offsets.append(pos)
     return count
+
+
+def parse_node(line: bytes, where: str) -> Node:
+    """One node record; a damaged one is an :class:`IndexDamagedError` naming ``where``."""
+    try:
+        return Node.from_json(json.loads(line.decode("utf-8", errors="replace")))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise IndexDamagedError(
+            f"damaged node record at {where} ({exc.__class__.__name__})"
+        ) from None
 
 
 def iter_nodes(path: Path) -> Iterator[Node]:
