@@ -463,7 +463,7 @@ def test_retrieval_links_the_question_by_the_threshold_the_graph_was_built_with(
         idx = make_index(tmp_path / threshold, text, ["mixpr"], [f"mixpr.threshold={threshold}"])
         ev = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), sets).evidence
         linked[threshold] = ev.info["linked"]
-    assert linked["0.27"] == 0 < linked["0.05"]  # the paper's 0.27 leaves this question alone
+    assert linked["0.27"] < linked["0.05"]  # the lower build threshold links more chunks
     built = MixPRBuild.from_stored(idx.reader("mixpr").settings)
     assert built == MixPRBuild(threshold=0.05)
 

@@ -439,7 +439,7 @@ def test_the_old_name_summary_max_tokens_still_works(tmp_path: Path) -> None:
     with pytest.warns(SettingRenamed, match=r"raptor\.summary_max_tokens is now"):
         index = _build(tmp_path, llm, sets)
     assert set(llm.max_new_tokens_seen) == {6}
-    recorded = index.methods["raptor"]["settings"]
+    recorded = index.methods["raptor"].settings
     assert recorded["summary_max_new_tokens"] == 6 and "summary_max_tokens" not in recorded
 
     manifest_path = index.path / "manifest.json"  # as an index built before the rename
