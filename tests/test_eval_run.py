@@ -272,3 +272,25 @@ def test_retrieval_only_loads_no_llm_for_mixpr_and_says_so_when_auto_does(
     assert len(notes) == 1 and notes[0].startswith("mixpr retrieval loads the LLM")
     mixpr = [r for r in outcome.records if r["method"] == "mixpr"]
     assert all(r["usage"]["calls"] == 1 for r in mixpr)
+
+
+def test_gold_reads_only_the_gold_evidence(niah_set: Path, tmp_path: Path) -> None:
+    """``-m gold``: the answer step reads each question's gold evidence and nothing else,
+    beside a retriever in the same run; a rerun finds it done."""
+    llm = ScriptedLLM(words=400)  # echoes the prompt: what the answer step read
+    opts = runner.RunOptions(methods=["gold", "bm25"], limit=2, out=tmp_path / "g.jsonl")
+    outcome = runner.run(niah_set, Models.with_objects(llm=llm), opts)
+    assert outcome.new == 4
+    gold = [r for r in outcome.records if r["method"] == "gold"]
+    bm25 = [r for r in outcome.records if r["method"] == "bm25"]
+    assert len(gold) == len(bm25) == 2
+    for g, b in zip(gold, bm25, strict=True):
+        assert g["metrics"]["recall"] == 1.0 and g["metrics"]["answer_found"] == 1.0
+        assert g["metrics"]["evidence_tokens"] < b["metrics"]["evidence_tokens"]
+        assert all(ev["id"].startswith("gold") for ev in g["evidence"])
+        assert g["answer"] and g["usage"]["calls"] == 1
+    again = runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), opts)
+    assert again.new == 0
+    only = runner.RunOptions(methods=["gold"], retrieval_only=True, out=tmp_path / "r.jsonl")
+    with pytest.raises(UsageError, match="-m gold"):
+        runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), only)

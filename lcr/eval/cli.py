@@ -74,7 +74,8 @@ def _note(message: str, quiet: bool) -> None:
     "-m",
     "methods",
     multiple=True,
-    help="Method to evaluate (repeat for several; 'all' for every method).",
+    help="Method to evaluate (repeat for several; 'all' for every method; 'gold' answers "
+    "from each question's gold evidence alone, the ceiling to measure against).",
 )
 @click.option(
     "-k", "k", type=int, default=None, help="Evidence items per question (method default)."

@@ -21,11 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from lcr import config, pipeline
-from lcr.answer import ANSWER_TARGET, ORIGINAL, AnswerSettings
-from lcr.config import Settings
+from lcr.answer import (
+    ANSWER_TARGET,
+    ORIGINAL,
+    AnswerSettings,
+    resolve_answer_settings,
+    shared_answer,
+)
+from lcr.config import NoSettings, Settings
 from lcr.errors import InputError, LcrError, UsageError
 from lcr.eval import dataset, metrics
 from lcr.eval.dataset import Question
+from lcr.evidence import Evidence, EvidenceItem
 from lcr.methods import get_method
 from lcr.methods.base import Method
 from lcr.models.container import Models
@@ -50,11 +57,17 @@ class RunOptions:
     note: Callable[[str], None] | None = None
 
 
+GOLD = "gold"
+"""``-m gold``: the answer step reads only each question's gold evidence, the ceiling
+every retriever's evidence is measured against (datasets that carry ``evidence``)."""
+
+
 @dataclass
 class MethodPlan:
-    """One method as this run uses it, and the digest that identifies its results."""
+    """One method as this run uses it, and the digest that identifies its results;
+    ``method`` is None for the gold-evidence reading (:data:`GOLD`)."""
 
-    method: Method[Any, Any]
+    method: Method[Any, Any] | None
     build: Settings
     query: Settings
     models: dict[str, str]
@@ -63,7 +76,7 @@ class MethodPlan:
 
     @property
     def name(self) -> str:
-        return self.method.name
+        return self.method.name if self.method is not None else GOLD
 
 
 def default_out(data: Path) -> Path:
@@ -110,6 +123,11 @@ def plan_methods(names: Sequence[str], models: Models, opts: RunOptions) -> list
     if opts.k is not None and opts.k < 1:
         raise UsageError("-k must be at least 1")
     plans = []
+    if GOLD in names:
+        plans.append(gold_plan(models, opts, query_sets))
+        names = [n for n in names if n != GOLD]
+        if not names:
+            return plans
     for name in pipeline.expand_methods(names):
         method = get_method(name)
         build = pipeline.build_settings(method, build_sets)
@@ -136,6 +154,23 @@ def plan_methods(names: Sequence[str], models: Models, opts: RunOptions) -> list
             what["answer"] = answer.choices()
         plans.append(MethodPlan(method, build, query, rec, _digest(what), answer))
     return plans
+
+
+def gold_plan(models: Models, opts: RunOptions, query_sets: Sequence[str]) -> MethodPlan:
+    """The gold-evidence reading as a plan: nothing to build, the shared answer step."""
+    if opts.retrieval_only:
+        raise UsageError(
+            "-m gold reads the gold evidence: it needs the answer step, not --retrieval-only"
+        )
+    answer = resolve_answer_settings(query_sets, opts.max_new_tokens)
+    rec = {"llm": models.llm_id()}
+    what = {
+        "method": GOLD,
+        "models": rec,
+        "max_new_tokens": opts.max_new_tokens,
+        "answer": answer.choices(),
+    }
+    return MethodPlan(None, NoSettings(), NoSettings(), rec, _digest(what), answer)
 
 
 def stable_keys(settings: Settings) -> dict[str, Any]:
@@ -196,7 +231,7 @@ def build_costs(
             continue
         for plan in plans:
             entry = built.get(plan.name)
-            if entry is None:
+            if entry is None or plan.method is None:
                 continue
             stored = plan.method.build_settings.from_stored(entry.settings)
             if stored.to_json() != plan.build.to_json():
@@ -365,9 +400,8 @@ def run(
                 if not group_plans:
                     continue
                 index = open_index(group[0], index_dir)
-                pipeline.build(
-                    index, [p.name for p in group_plans], models, build_sets, progress=progress
-                )
+                built = [p.name for p in group_plans if p.method is not None]
+                pipeline.build(index, built, models, build_sets, progress=progress)
                 for q in group:
                     gold, gold_docs = source_spans(q, index)
                     for plan in group_plans:
@@ -385,6 +419,51 @@ def run(
         backfill_answer_found(rec, by_id[rec["id"]])
     builds = build_costs(questions, plans, index_dir)
     return RunOutcome(questions, plans, records, builds, new, skipped, out)
+
+
+def gold_result(
+    q: Question,
+    plan: MethodPlan,
+    index: Index,
+    models: Models,
+    gold: list[tuple[int, int] | None],
+    gold_docs: list[int],
+) -> tuple[Result, float]:
+    """The shared answer step over the question's gold evidence alone (spans located in
+    the source; a document given as gold is read whole), and its wall time."""
+    source = index.source
+    docs = index.documents
+    items = [
+        EvidenceItem(f"gold{i}", index.doc_at(s), 0, 1.0, source[s:e], [(s, e)])
+        for i, (s, e) in enumerate(sp for sp in gold if sp is not None)
+    ]
+    items += [
+        EvidenceItem(f"gold-doc{d}", d, 0, 1.0, source[docs[d].start : docs[d].end],
+                     [(docs[d].start, docs[d].end)])
+        for d in gold_docs
+    ]  # fmt: skip
+    if not items:
+        raise InputError(f"-m gold needs gold evidence; question {q.id} has none")
+    llm = models.llm
+    before = models.usage_snapshot()
+    started = time.perf_counter()
+    out = shared_answer(
+        q.question, items, llm, plan.answer, source=source, names=[d.name for d in docs]
+    )
+    wall = time.perf_counter() - started
+    evidence = Evidence(GOLD, out.used, info={"dropped": out.dropped} if out.dropped else {})
+    evidence.items = evidence.in_rank_order()
+    result = Result(
+        question=q.question,
+        method=GOLD,
+        evidence=evidence,
+        answer=out.text,
+        usage=models.usage_snapshot().minus(before),
+        timings={"answer_s": wall},
+        models={"llm": llm.model_id, "backend": str(getattr(llm, "backend", "unknown"))},
+        answer_settings={**plan.answer.to_json(), "step": "shared"},
+    )
+    return result, wall
 
 
 def _warm(plan: MethodPlan, models: Models, opts: RunOptions, query_sets: Sequence[str]) -> None:
@@ -409,6 +488,9 @@ def run_one(
     gold_docs: list[int],
     query_sets: Sequence[str] = (),
 ) -> dict[str, Any]:
+    if plan.method is None:
+        result, wall = gold_result(q, plan, index, models, gold, gold_docs)
+        return _record(q, plan, opts, result, score(q, result, gold, gold_docs, None, wall))
     _warm(plan, models, opts, query_sets)
     started = time.perf_counter()
     if opts.retrieval_only:
