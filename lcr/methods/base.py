@@ -150,18 +150,24 @@ class Method(ABC, Generic[B, Q]):
     # `lcr methods --settings` ("" when they all apply as they are)
     answer_note: ClassVar[str] = ""
 
+    # What each phase needs whatever the settings: a method declares these, or
+    # overrides the matching ``*_needs`` method where a setting changes what is needed.
+    needs_to_build: ClassVar[Needs] = NOTHING
+    needs_to_retrieve: ClassVar[Needs] = NOTHING
+    needs_to_answer: ClassVar[Needs] = ANSWER_WITH_LLM  # beyond retrieval's needs
+
     # ------------------------------------------------------------ what it needs
     def build_needs(self, settings: B) -> Needs:
-        """What building needs with these settings (default: nothing)."""
-        return NOTHING
+        """What building needs with these settings."""
+        return self.needs_to_build
 
     def retrieve_needs(self, settings: Q) -> Needs:
-        """What retrieval (not the answer) needs with these settings (default: nothing)."""
-        return NOTHING
+        """What retrieval (not the answer) needs with these settings."""
+        return self.needs_to_retrieve
 
     def answer_needs(self, settings: Q) -> Needs:
-        """What the answer step needs beyond retrieval (default: an LLM that generates)."""
-        return ANSWER_WITH_LLM
+        """What the answer step needs beyond retrieval."""
+        return self.needs_to_answer
 
     def needs_text(self) -> str:
         """The "needs" line of ``lcr methods``, for the default settings."""

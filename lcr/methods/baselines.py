@@ -246,12 +246,7 @@ class Dense(Method[ChunkSettings, TopK]):
     paper = ""
     build_settings = ChunkSettings
     query_settings = TopK
-
-    def build_needs(self, settings: ChunkSettings) -> Needs:
-        return EMBEDDER
-
-    def retrieve_needs(self, settings: TopK) -> Needs:
-        return EMBEDDER
+    needs_to_build = needs_to_retrieve = EMBEDDER
 
     def build(self, ctx: BuildContext[ChunkSettings]) -> None:
         nodes = chunk_nodes(ctx)
@@ -271,12 +266,7 @@ class Hybrid(Method[ChunkSettings, HybridQuery]):
     paper = "Alonso & Millidge 2024 (MixPR), RAG baselines"
     build_settings = ChunkSettings
     query_settings = HybridQuery
-
-    def build_needs(self, settings: ChunkSettings) -> Needs:
-        return EMBEDDER
-
-    def retrieve_needs(self, settings: HybridQuery) -> Needs:
-        return EMBEDDER
+    needs_to_build = needs_to_retrieve = EMBEDDER
 
     def build(self, ctx: BuildContext[ChunkSettings]) -> None:
         nodes = chunk_nodes(ctx)

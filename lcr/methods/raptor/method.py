@@ -146,12 +146,8 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
     built_by_default = False
     build_settings = RaptorBuild
     query_settings = RaptorQuery
-
-    def build_needs(self, settings: RaptorBuild) -> Needs:
-        return SUMMARISE
-
-    def retrieve_needs(self, settings: RaptorQuery) -> Needs:
-        return EMBEDDER
+    needs_to_build = SUMMARISE
+    needs_to_retrieve = EMBEDDER
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[RaptorBuild]) -> None:
