@@ -351,3 +351,12 @@ def test_a_file_name_with_terminal_escapes_is_printed_as_it_is_on_disk(
     assert "\x1b" not in out and "evil\\x1b[2Kname.idx: bm25 built" in out
     code, _, err = run(["retrieve", str(tmp_path / "evil\x1b[2Kname.txt"), "q"])
     assert code == 1 and "\x1b" not in err and "evil\\x1b[2Kname.txt" in err
+
+
+@pytest.mark.parametrize("url", ["notaurl", "http://", "localhost:8000/v1", "ftp://host/v1"])
+def test_a_malformed_base_url_is_a_usage_error_naming_the_option(story: Path, url: str) -> None:
+    """Issue #31: `--base-url notaurl` was an "internal error", `http://` was retried 5 times."""
+    code, out, err = run(["ask", str(story), "who?", "-m", "bm25", "-q", "--base-url", url])
+    assert code == 2 and out == ""
+    assert err.startswith(f"lcr: --base-url {url!r} is not a server URL"), err
+    assert len(err.splitlines()) == 1 and "internal error" not in err and "tries" not in err
