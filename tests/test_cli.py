@@ -360,3 +360,23 @@ def test_a_malformed_base_url_is_a_usage_error_naming_the_option(story: Path, ur
     assert code == 2 and out == ""
     assert err.startswith(f"lcr: --base-url {url!r} is not a server URL"), err
     assert len(err.splitlines()) == 1 and "internal error" not in err and "tries" not in err
+
+
+@pytest.mark.parametrize("backend", ["auto", "llamacpp", "transformers"])
+def test_an_unknown_scorer_says_no_such_model_and_lists_presets(
+    story: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: it got the hint 'use --backend transformers' (llama.cpp), or failed after
+    minutes of embedding (transformers); now one line before any work."""
+    if backend == "llamacpp":
+        pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ["index", str(story), "-m", "lightpal", "--set", "lightpal.scorer=nonexistent-model"]
+    code, _out, err = run([*args, "--backend", backend])
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith(
+        "lcr: lightpal's scorer: no scorer model or preset named 'nonexistent-model'"
+    )
+    assert "presets: qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, smollm2-135m" in err
+    assert "--backend transformers" not in err and "embedding" not in err
+    assert not story.with_suffix(".idx").exists()  # refused before any work

@@ -72,6 +72,30 @@ def resolve(name: str, kind: Kind) -> Source:
     return Source("hub", name, name)
 
 
+def check_available(name: str, kind: Kind, role: str = "") -> None:
+    """Refuse, before any work, a name that is no preset, no file or folder, and a hub id
+    neither in the local cache nor fetchable (the hub is not reachable)."""
+    source = resolve(name, kind)
+    if source.kind != "hub" or _hub_cached(name) or hub_reachable():
+        return
+    raise ModelError(
+        f"no {role or kind} model or preset named {name!r}: not a preset, a local folder "
+        f"or .gguf file, nor a hub model in the local cache (the hub cannot be reached); "
+        f"presets: {', '.join(preset_names(kind))}"
+    )
+
+
+def _hub_cached(name: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return False
+    try:
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # a name the hub library refuses is not in its cache
+        return False
+
+
 def _looks_like_path(name: str) -> bool:
     return (
         name.startswith((".", "/", "~"))
@@ -220,6 +244,7 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
         )
     source = gguf_source(spec.llm)
     if source is None:
+        check_available(spec.llm, "llm")
         raise ModelError(
             f"the llama.cpp backend loads GGUF models (a preset or a .gguf file), not "
             f"{spec.llm}; use --backend transformers"
