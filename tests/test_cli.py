@@ -380,3 +380,40 @@ def test_an_unknown_scorer_says_no_such_model_and_lists_presets(
     assert "presets: qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, smollm2-135m" in err
     assert "--backend transformers" not in err and "embedding" not in err
     assert not story.with_suffix(".idx").exists()  # refused before any work
+
+
+def test_graphreader_build_line_and_info_give_one_node_count(
+    tmp_path: Path, embedder: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: the build line said 'graphreader: 1 nodes' (the chunks) where `lcr info`
+    said 23 nodes (the graph's); now one count, the same in both."""
+    import re
+
+    from lcr.models.container import Models
+    from tests.fakes import ScriptedLLM
+
+    doc = tmp_path / "keeper.txt"
+    doc.write_text(
+        "The keeper lit the lamp at dusk. Mara rowed the supply boat from Port Ellis. "
+        "The storm broke the north window on Thursday. Jonah mended the window with tin.\n"
+    )
+    llm = ScriptedLLM(words=200)  # echoes the chunk: the sentence fallback builds the graph
+    monkeypatch.setattr(
+        "lcr.cli._models",
+        lambda spec, progress: Models.with_objects(llm=llm, embedder=embedder, spec=spec),
+    )
+    code, out, err = run(["index", str(doc), "-m", "graphreader", "-q"])
+    assert code == 0, err
+    built = re.search(r"graphreader built in \S+ \((.*)\)", out)
+    assert built is not None, out
+    counts = dict(reversed(part.split(" ")) for part in built.group(1).split(", "))
+    code, info, err = run(["info", str(doc.with_suffix(".idx"))])
+    assert code == 0, err
+    method_line = next(line for line in info.splitlines() if "graphreader:" in line)
+    stats_line = next(line for line in info.splitlines() if line.strip().startswith("stats"))
+    nodes = counts["nodes"]
+    assert int(nodes) > 1 and int(counts["chunks"]) == 1
+    listed = re.search(r"graphreader: (.*?);", method_line)
+    assert listed is not None
+    assert dict(reversed(part.split(" ")) for part in listed.group(1).split(", ")) == counts
+    assert f" nodes={nodes}," in stats_line and f"chunks={counts['chunks']}," in stats_line
