@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -417,3 +418,38 @@ def test_graphreader_build_line_and_info_give_one_node_count(
     assert listed is not None
     assert dict(reversed(part.split(" ")) for part in listed.group(1).split(", ")) == counts
     assert f" nodes={nodes}," in stats_line and f"chunks={counts['chunks']}," in stats_line
+
+
+def test_transformers_threads_follow_the_load_and_long_generation_shows_tokens(
+    story: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: the transformers backend kept torch's 2 threads beside a job on the other
+    core (46.9 s against 7.2 s on 1 thread), and a long generation said nothing until it
+    returned. With a busy core it runs on 1 thread; its log shows tokens and tokens/s."""
+    import re
+
+    import lcr.progress
+
+    monkeypatch.delenv("LCR_THREADS", raising=False)
+    monkeypatch.setattr(lcr.progress, "LINE_SECONDS", 0.0)  # every log line, not one a minute
+    monkeypatch.setattr(lcr.progress, "METER_AFTER_S", 0.0)
+    run(["index", str(story), "-q", "-m", "bm25"])
+    args = ["ask", str(story.with_suffix(".idx")), "Who helped Cinderella?", "-m", "bm25"]
+    args += ["--llm", "smollm2-135m", "--backend", "transformers", "--max-new-tokens", "16"]
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        code, _out, err = run(args)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert code == 0, err
+    assert "lcr: loaded smollm2-135m (cpu, 1 threads)" in err, err
+    steps = re.findall(r"generating with smollm2-135m \(([\d.]+) tokens/s\): (\d+)/(\d+)", err)
+    assert steps and all(float(rate) > 0 for rate, _, _ in steps), err
+    assert [int(done) for _, done, _ in steps] == sorted(int(done) for _, done, _ in steps)
+    assert int(steps[-1][1]) <= 16
+
+    monkeypatch.setenv("LCR_THREADS", "2")  # a fixed count wins over the load
+    code, _out, err = run(args)
+    assert code == 0 and "lcr: loaded smollm2-135m (cpu, 2 threads)" in err, err

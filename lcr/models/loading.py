@@ -204,7 +204,7 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
         return OpenAILLM.connect(spec)
     if backend != "transformers":
         raise ModelError(f"unknown LLM backend {backend!r}")
-    from lcr.models.transformers_core import check_quantize, resolve_device
+    from lcr.models.transformers_core import TransformersCore, check_quantize, resolve_device
 
     device = resolve_device(spec.device)
     check_quantize(spec.quantize, device)
@@ -221,7 +221,12 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
     else:
         with hub_offline():
             llm = _guarded_llm(source, device, spec.quantize, context_window=spec.context_window)
-    _finish(task, f"loaded {source.model_id} ({device})")
+    threads = ""
+    if isinstance(llm, TransformersCore):
+        llm.progress = progress
+        llm.follow_load_on_cpu()
+        threads = f", {llm.threads} threads" if llm.threads else ""
+    _finish(task, f"loaded {source.model_id} ({device}{threads})")
     return llm
 
 
