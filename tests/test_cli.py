@@ -455,6 +455,25 @@ def test_transformers_threads_follow_the_load_and_long_generation_shows_tokens(
     assert code == 0 and "lcr: loaded smollm2-135m (cpu, 2 threads)" in err, err
 
 
+def test_llamacpp_long_generation_shows_tokens_and_rate(
+    story: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: the same progress within a call on the llama.cpp backend."""
+    pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
+    import lcr.progress
+
+    monkeypatch.setattr(lcr.progress, "LINE_SECONDS", 0.0)
+    monkeypatch.setattr(lcr.progress, "METER_AFTER_S", 0.0)
+    monkeypatch.setenv("LCR_THREADS", "1")
+    run(["index", str(story), "-q", "-m", "bm25"])
+    args = ["ask", str(story.with_suffix(".idx")), "Who helped Cinderella?", "-m", "bm25"]
+    args += ["--llm", "smollm2-135m", "--backend", "llamacpp", "--max-new-tokens", "12"]
+    code, _out, err = run(args)
+    assert code == 0, err
+    assert "lcr: loaded smollm2-135m (llama.cpp, cpu, 1 threads)" in err, err
+    assert "generating with smollm2-135m (" in err and " tokens/s): " in err, err
+
+
 def test_models_shows_ram_per_backend_and_every_copy_on_disk_and_remove_frees_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -268,6 +268,7 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
         llm = LlamaCppLLM.load(path, model_id=source.model_id, context_window=window, device=device)
     except MemoryError:
         raise ModelError(f"not enough memory to load {source.model_id}") from None
+    llm.progress = progress
     _finish(task, f"loaded {source.model_id} (llama.cpp, {device}, {llm.threads} threads)")
     return llm
 
