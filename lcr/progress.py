@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 
 ProgressMode = Literal["bars", "lines", "off"]
 LINE_SECONDS = 60.0  # a log line per task at most this often, and none for shorter work
+METER_AFTER_S = 2.0  # a generation call shows its tokens once it has run this long
 
 
 class Task(Protocol):
@@ -111,6 +112,10 @@ class _RichTask:
         self._progress = progress
         self._id = task_id
 
+    def remove(self) -> None:
+        """Take the bar away (a generation's bar once its call returns)."""
+        self._progress.remove_task(self._id)  # type: ignore[attr-defined]
+
     def advance(self, n: float = 1) -> None:
         self._progress.advance(self._id, n)  # type: ignore[attr-defined]
 
@@ -190,6 +195,63 @@ class _LineTask:
         self._state = "ended" if finished else "spoke"
 
 
+class TokenMeter:
+    """Tokens one generation call has produced, with tokens/s, as a task of its own.
+
+    A batch task advances only when a call returns, so a long generation showed
+    nothing for minutes (a PECAN build: 8 minutes, then "1/1, done"). A backend
+    calls :meth:`step` per decoding step; the task appears only once the call has
+    run ``after_s`` seconds (short calls stay silent), and in a log it says a line
+    at most once a minute like every task.
+    """
+
+    def __init__(
+        self,
+        progress: Progress,
+        label: str,
+        total: int,
+        *,
+        after_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._progress = progress
+        self._label = label
+        self._total = total
+        self._after = METER_AFTER_S if after_s is None else after_s
+        self._clock = clock
+        self._start = clock()
+        self._done = 0
+        self._shown = 0
+        self._first = (self._start, 0)
+        self._task: Task | None = None
+
+    def step(self, tokens: int = 1) -> None:
+        now = self._clock()
+        if self._done == 0:
+            self._first = (now, tokens)  # the prompt is read by now: the rate starts here
+        self._done += tokens
+        if self._task is None:
+            if now - self._start < self._after or self._progress is NULL_PROGRESS:
+                return
+            self._task = self._progress.task(self._label, total=self._total)
+        self._task.advance(self._done - self._shown)
+        self._shown = self._done
+        since, first = self._first
+        if now > since and self._done > first:
+            rate = (self._done - first) / (now - since)
+            self._task.update(description=f"{self._label} ({rate:.1f} tokens/s)")
+
+    def finish(self) -> None:
+        """The call returned: a last line in a log where the task spoke, the bar removed."""
+        if self._task is None:
+            return
+        self._task.update(total=self._done)
+        remove = getattr(self._task, "remove", None)
+        if remove is not None:
+            remove()
+        self._task = None
+
+
 def _clock_text(seconds: float) -> str:
     whole = round(seconds)
     hours, rest = divmod(whole, 3600)
@@ -216,7 +278,9 @@ def progress_for(mode: ProgressMode) -> Iterator[Progress]:
         yield NULL_PROGRESS
         return
     if mode == "lines":
-        yield LineProgress(lambda line: print(f"lcr: {line}", file=sys.stderr, flush=True))
+        yield LineProgress(
+            lambda line: print(f"lcr: {line}", file=sys.stderr, flush=True), every=LINE_SECONDS
+        )
         return
     with RichProgress() as rp:
         yield rp

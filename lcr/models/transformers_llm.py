@@ -413,6 +413,7 @@ class NodeKVCache:
                 )
                 logits = out.logits[0, -1]
                 for _ in range(budget):
+                    self.llm._follow_load()
                     tok = int(torch.argmax(logits))
                     completion += 1
                     if tok in self.llm.end_ids:

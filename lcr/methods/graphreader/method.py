@@ -257,6 +257,15 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
         ctx.out.write_csr("adjacency", graph.adjacency)
         ctx.out.write_array("key_embeddings", node_emb.astype(np.float32))
         degrees = np.diff(graph.adjacency.indptr) if graph.n_nodes else np.zeros(0)
+        # one "nodes" everywhere: the graph's nodes (key elements), as in the paper and the
+        # stats; the build line said "1 nodes" (the chunks file) where `lcr info` said 23
+        ctx.out.counts.clear()
+        ctx.out.counts.update(
+            chunks=len(chunks),
+            nodes=graph.n_nodes,
+            facts=len(graph.facts),
+            edges=int(graph.adjacency.nnz // 2),
+        )
         ctx.out.stats.update(
             {
                 "chunks": len(chunks),

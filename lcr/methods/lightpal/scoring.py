@@ -32,10 +32,10 @@ def check_scorer(name: str) -> None:
     """Fail before any work when the scorer model is not there, saying how to get it."""
     if name == USE_LLM:
         return
-    from lcr.models.loading import resolve
+    from lcr.models.loading import check_available
 
     try:
-        resolve(name, "llm")
+        check_available(name, "llm", "scorer")
     except ModelError as exc:
         raise ModelError(
             f"lightpal's scorer: {exc}; or score with a smaller model: "
