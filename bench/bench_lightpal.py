@@ -33,6 +33,16 @@ its initial retriever, and the two restart sets against each other):
     .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum.idx --limit 125 \
         --set lightpal.scorer=smollm2-135m --set lightpal.candidates=10 \
         --set lightpal.continuation_tokens=32 --set lightpal.max_tokens=256
+
+``--unscored`` (with ``--odsum``) builds with k' = k (``lightpal.candidates`` =
+``lightpal.edges``): every candidate becomes an edge whatever its score, and the
+walk weighs edges uniformly, so the walk, and every figure of the run, is exactly
+that of a build scored by any LLM; the scorer is skipped (edge scores stored as
+0, ``pairs_scored`` 0). For measuring the query-time walk (the restart sets) on a
+CPU that cannot afford the scoring:
+
+    .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum-k5.idx --unscored \
+        --set lightpal.candidates=5 --set lightpal.edges=5
 """
 
 from __future__ import annotations
@@ -175,6 +185,8 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
     from lcr.models.container import Models
     from lcr.store import DocumentInput, Index
 
+    if args.unscored:
+        _skip_scorer(args.set)
     questions = odsum(DATA.parent)
     docs = questions[0].documents
     path = Path(args.odsum)
@@ -247,6 +259,27 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _skip_scorer(sets: list[str]) -> None:
+    """--unscored: no scorer model, every pair scored 0 (k' = k keeps every candidate)."""
+    import lcr.methods.lightpal.method as lightpal_method
+    from lcr.methods.lightpal.scoring import PairScorer
+
+    values = dict(s.split("=", 1) for s in sets)
+    if values.get("lightpal.candidates") != values.get("lightpal.edges"):
+        raise SystemExit("--unscored needs lightpal.candidates = lightpal.edges (k' = k)")
+
+    class NoScorer:
+        model_id = "unscored"
+        backend = "none"
+
+    def score_all(self: Any, texts: Any, conts: Any, candidates: Any, task_of: Any) -> Any:
+        return [np.zeros(len(c)) for c in candidates]
+
+    lightpal_method.check_scorer = lambda name: None  # type: ignore[assignment]
+    lightpal_method.load_scorer = lambda models, name: NoScorer()  # type: ignore[assignment]
+    PairScorer.score_all = score_all  # type: ignore[method-assign]
+
+
 RESTARTS = ("d_init", "ranking")  # lightpal.restart: the two readings of section 5.1
 
 
@@ -292,6 +325,7 @@ def main() -> None:
         "--query-set", action="append", default=[], help="lightpal query setting (--odsum runs)"
     )
     ap.add_argument("--limit", type=int, default=125)
+    ap.add_argument("--unscored", action="store_true", help="k' = k: skip the scorer (see above)")
     args = ap.parse_args()
     if args.threads:
         import torch
