@@ -249,8 +249,8 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
             float(np.mean([per_doc[doc_of[q.evidence[0].doc or ""]] for q in chosen])), 2
         ),
         "build": {
-            "settings": entry["settings"],
-            "stats": {k: v for k, v in entry["stats"].items() if k != "seconds"},
+            "settings": entry.settings,
+            "stats": {k: v for k, v in entry.stats.items() if k != "seconds"},
             "build_s_this_run": round(build_s, 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         },
