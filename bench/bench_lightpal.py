@@ -25,12 +25,24 @@ k' = 100 and at the faster setting. ``--walk`` times the context-passage step
 as passages), builds lightpal with ``--set`` settings, then for ``--limit``
 queries reports Precision@k and Recall@k (k = 5, 10, 20) of the gold story's
 passages for the initial ranking alone (bm25, dense: the same passages with
-``initial_share=1``) and with LightPAL's context passages, with 95% normal
-intervals over queries:
+``initial_share=1``) and with LightPAL's context passages under both restart
+sets (``lightpal.restart=d_init`` and ``ranking``, same graph), with 95% normal
+intervals over queries and paired bootstrap tests (each LightPAL run against
+its initial retriever, and the two restart sets against each other):
 
     .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum.idx --limit 125 \
         --set lightpal.scorer=smollm2-135m --set lightpal.candidates=10 \
         --set lightpal.continuation_tokens=32 --set lightpal.max_tokens=256
+
+``--unscored`` (with ``--odsum``) builds with k' = k (``lightpal.candidates`` =
+``lightpal.edges``): every candidate becomes an edge whatever its score, and the
+walk weighs edges uniformly, so the walk, and every figure of the run, is exactly
+that of a build scored by any LLM; the scorer is skipped (edge scores stored as
+0, ``pairs_scored`` 0). For measuring the query-time walk (the restart sets) on a
+CPU that cannot afford the scoring:
+
+    .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum-k5.idx --unscored \
+        --set lightpal.candidates=5 --set lightpal.edges=5
 """
 
 from __future__ import annotations
@@ -173,6 +185,8 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
     from lcr.models.container import Models
     from lcr.store import DocumentInput, Index
 
+    if args.unscored:
+        _skip_scorer(args.set)
     questions = odsum(DATA.parent)
     docs = questions[0].documents
     path = Path(args.odsum)
@@ -195,12 +209,15 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
     nodes = index.reader("lightpal").nodes()
     per_doc = np.bincount([n.doc for n in nodes], minlength=len(docs))
     doc_of = {d.id: i for i, d in enumerate(docs)}
-    runs = {
-        "bm25": ["lightpal.initial=bm25", "lightpal.initial_share=1"],
-        "dense": ["lightpal.initial=dense", "lightpal.initial_share=1"],
-        "lightpal on bm25": ["lightpal.initial=bm25", *args.query_set],
-        "lightpal on dense": ["lightpal.initial=dense", *args.query_set],
-    }
+    runs: dict[str, list[str]] = {}
+    for base in ("bm25", "dense"):
+        runs[base] = [f"lightpal.initial={base}", "lightpal.initial_share=1"]
+        for restart in RESTARTS:
+            runs[f"lightpal on {base}, restart={restart}"] = [
+                f"lightpal.initial={base}",
+                f"lightpal.restart={restart}",
+                *args.query_set,
+            ]
     ks = (5, 10, 20)
     table: dict[str, dict[str, list[float]]] = {r: {} for r in runs}
     chosen = questions[: args.limit]
@@ -221,7 +238,9 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
             for m, v in metrics.items()
         }
         for run, metrics in table.items()
+        if metrics
     }
+    paired = paired_tests(table)
     return {
         "query_settings": args.query_set,
         "queries": len(chosen),
@@ -230,13 +249,64 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
             float(np.mean([per_doc[doc_of[q.evidence[0].doc or ""]] for q in chosen])), 2
         ),
         "build": {
-            "settings": entry["settings"],
-            "stats": {k: v for k, v in entry["stats"].items() if k != "seconds"},
+            "settings": entry.settings,
+            "stats": {k: v for k, v in entry.stats.items() if k != "seconds"},
             "build_s_this_run": round(build_s, 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         },
         "metrics_mean_and_95pct_halfwidth": summary,
+        "paired_bootstrap_diff_low_high_p": paired,
     }
+
+
+def _skip_scorer(sets: list[str]) -> None:
+    """--unscored: no scorer model, every pair scored 0 (k' = k keeps every candidate)."""
+    import lcr.methods.lightpal.method as lightpal_method
+    from lcr.methods.lightpal.scoring import PairScorer
+
+    values = dict(s.split("=", 1) for s in sets)
+    if values.get("lightpal.candidates") != values.get("lightpal.edges"):
+        raise SystemExit("--unscored needs lightpal.candidates = lightpal.edges (k' = k)")
+
+    class NoScorer:
+        model_id = "unscored"
+        backend = "none"
+
+    def score_all(self: Any, texts: Any, conts: Any, candidates: Any, task_of: Any) -> Any:
+        return [np.zeros(len(c)) for c in candidates]
+
+    lightpal_method.check_scorer = lambda name: None  # type: ignore[assignment]
+    lightpal_method.load_scorer = lambda models, name: NoScorer()  # type: ignore[assignment]
+    PairScorer.score_all = score_all  # type: ignore[method-assign]
+
+
+RESTARTS = ("d_init", "ranking")  # lightpal.restart: the two readings of section 5.1
+
+
+def paired_tests(table: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, list[float]]]:
+    """Per metric, the paired bootstrap of each LightPAL run against its initial retriever
+    and of the two restart readings against each other (same queries, lcr.eval.stats)."""
+    from lcr.eval.stats import paired_bootstrap
+
+    pairs: list[tuple[str, str]] = []
+    for base in ("bm25", "dense"):
+        d_init, ranking = (f"lightpal on {base}, restart={r}" for r in RESTARTS)
+        pairs += [(d_init, base), (ranking, base), (d_init, ranking)]
+    out: dict[str, dict[str, list[float]]] = {}
+    for a, b in pairs:
+        if not table[a]:
+            continue
+        out[f"{a} - {b}"] = {
+            m: [
+                round(t.diff, 4),
+                round(t.low, 4),
+                round(t.high, 4),
+                round(t.p_value, 4),
+            ]
+            for m in table[a]
+            for t in [paired_bootstrap(table[a][m], table[b][m])]
+        }
+    return out
 
 
 def main() -> None:
@@ -255,6 +325,7 @@ def main() -> None:
         "--query-set", action="append", default=[], help="lightpal query setting (--odsum runs)"
     )
     ap.add_argument("--limit", type=int, default=125)
+    ap.add_argument("--unscored", action="store_true", help="k' = k: skip the scorer (see above)")
     args = ap.parse_args()
     if args.threads:
         import torch

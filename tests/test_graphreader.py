@@ -21,6 +21,7 @@ from lcr.config import SettingRenamed
 from lcr.errors import LLMCallError
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.agent import (
+    NOTEBOOK_MAX_CHARS,
     STAGE_FUNCTIONS,
     Agent,
     AgentSettings,
@@ -857,3 +858,153 @@ def test_old_max_new_tokens_name_sets_the_agent_cap_with_a_warning(
             ["graphreader.max_new_tokens=40", "graphreader.initial_nodes=1"],
         )
     assert len(llm.max_new_tokens) >= 3 and set(llm.max_new_tokens) == {40}
+
+
+# ------------------------------------------------------ prompts against the paper
+FIGURES = json.loads(
+    (Path(__file__).parent / "data" / "papers" / "graphreader_figures.json").read_text("utf-8")
+)["figures"]
+
+
+def _norm(text: str) -> str:
+    """Whitespace and the PDF's typographic quotes normalised; nothing else."""
+    text = text.replace("\u2019", "'").replace("\u2018", "'")
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("figure", range(6, 13))
+def test_prompts_are_the_papers_figures_but_for_the_listed_differences(figure: int) -> None:
+    """Undo every difference listed in prompts.PAPER_DIFFERENCES: what is left is the
+    figure's text. A difference not listed, or listed but absent, fails."""
+    ours = _norm(prompts.instruction(figure))
+    for diff in prompts.PAPER_DIFFERENCES:
+        if figure not in diff.figures:
+            continue
+        assert diff.reason
+        if diff.parameter:  # at the defaults these are the paper's words
+            assert _norm(diff.paper) in ours
+            continue
+        assert ours.count(_norm(diff.lcr)) == 1, (figure, diff.lcr)
+        ours = _norm(ours.replace(_norm(diff.lcr), _norm(diff.paper)))
+    assert ours == _norm(FIGURES[str(figure)]["text"])
+
+
+def test_prompt_parameters_and_the_messages_the_agent_sends() -> None:
+    assert "do not exceed 512 tokens" in prompts.instruction(6, max_tokens=512)
+    assert "at least 12 starting nodes" in prompts.instruction(8, at_least=12)
+    # the messages carry the instruction: system message, then the task in the user turn
+    cases = {
+        8: prompts.node_selection_messages("Q?", "P.", ["a", "b"], at_least=10),
+        9: prompts.atomic_facts_messages("Q?", "P.", [], "", "a", [("c0", ["f."])]),
+        10: prompts.chunk_messages("Q?", "P.", [], "", "c0", "text"),
+        11: prompts.neighbor_messages("Q?", "P.", [], "", "a", ["b"]),
+        12: prompts.answer_messages("Q?", ["note"]),
+    }
+    for figure, messages in cases.items():
+        whole = messages[0]["content"] + "\n" + messages[1]["content"]
+        assert prompts.DATA_NOTE in messages[0]["content"]
+        for line in prompts.instruction(figure).split("\n"):
+            assert line in whole, (figure, line)
+    assert prompts.extraction_messages("x", 1024)[0]["content"] == prompts.instruction(6)
+    assert prompts.plan_messages("Q?")[0]["content"] == prompts.instruction(7)
+    # Figures 8 and 9 keep their own wording of the graph description
+    assert "information contained within" in cases[8][0]["content"]
+    assert "Chunks of the original text" in cases[9][0]["content"]
+    assert "Segments of the original text" in cases[10][0]["content"]
+
+
+# ------------------------------------------------------ agent caps and counts
+def test_notebook_keeps_its_last_2000_characters() -> None:
+    long_note = "START" + "x" * 1500 + "MIDDLE" + "y" * 1500 + "END"
+    llm = StageLLM(
+        {
+            "selection": ["Node: Danko Jones, Score: 100"],
+            "atomic_facts": [f"*Updated Notebook*: {long_note}\n*Chosen Action*: read_chunk(c0)"],
+            "chunk": ["*Updated Notebook*: short\n*Chosen Action*: termination()"],
+        }
+    )
+    agent = _agent(llm, _graph(), initial_nodes=1)
+    result = agent.run("Which album?")
+    noted = [s["notebook"] for s in result.trace if s.get("stage") == "atomic_facts"]
+    assert len(noted[0]) == NOTEBOOK_MAX_CHARS == 2000
+    assert noted[0].endswith("END") and noted[0] == long_note[-2000:]
+    # the next call's prompt carries the capped notebook, not the reply's
+    chunk_prompt = llm.prompts[llm.stages.index("chunk")][-1]["content"]
+    assert long_note[-2000:] in chunk_prompt and "START" not in chunk_prompt
+    assert result.notebooks == ["short"]
+
+
+@pytest.mark.parametrize(("n", "asked"), [(2, 10), (5, 10), (12, 12)])
+def test_selection_asks_at_least_max_10_n_and_fills_n_paths(n: int, asked: int) -> None:
+    """Figure 8's 'at least 10', the text's N initial nodes: the model answers one node,
+    the embedding ranking fills the other N - 1 (never a node the model named twice)."""
+    chain = [[ExtractedFact(f"n{i} meets n{i + 1}.", (f"n{i}", f"n{i + 1}"))] for i in range(15)]
+    table = key_table(chain)
+    graph = build_graph(
+        [f"chunk {i}" for i in range(15)], [0] * 15, chain, table, list(range(len(table.normals)))
+    )
+    llm = StageLLM({"selection": ["Node: n3, Score: 80\nNode: n3, Score: 20"]})
+    result = _agent(llm, graph, initial_nodes=n, max_calls=1).run("Where?")
+    selection = llm.prompts[llm.stages.index("selection")][-1]["content"]
+    assert f"Please select at least {asked} starting nodes" in selection
+    assert len(result.initial_nodes) == n
+    assert result.initial_nodes[0] == graph.find("n3")
+    assert result.initial_nodes[1:] == [i for i in range(graph.n_nodes) if i != 3][: n - 1]
+    assert result.counters["initial_nodes_filled"] == n - 1
+    assert len(result.notebooks) == n
+
+
+def test_neighbours_listed_are_capped_in_node_order() -> None:
+    hub = [[ExtractedFact(f"hub knows m{i}.", ("hub", f"m{i:02d}"))] for i in range(60)]
+    table = key_table(hub)
+    graph = build_graph(
+        [f"chunk {i}" for i in range(60)], [0] * 60, hub, table, list(range(len(table.normals)))
+    )
+    hub_id = graph.find("hub")
+    assert hub_id is not None and len(graph.neighbors(hub_id)) == 60
+    llm = StageLLM(
+        {
+            "selection": ["Node: hub, Score: 100"],
+            "atomic_facts": ["Chosen Action: stop_and_read_neighbor()"],
+            "neighbors": ["Chosen Action: termination()"],
+        }
+    )
+    _agent(llm, graph, initial_nodes=1, max_neighbors=50).run("Who?")
+    listed = llm.prompts[llm.stages.index("neighbors")][-1]["content"]
+    listed = listed.split("Neighbor nodes:\n", 1)[1].split()
+    expected = [graph.keys[j] for j in graph.neighbors(hub_id)][:50]
+    assert listed == expected and len(listed) == 50
+    assert expected == [f"m{i:02d}" for i in range(50)]  # node order = first appearance
+
+
+def test_a_node_with_more_facts_than_the_window_is_cut_and_the_query_goes_on() -> None:
+    """A protagonist's facts: the atomic-facts prompt is cut to the model's window (4096
+    here), in chunk order; the trace says how many facts and which chunks were cut."""
+    many = [
+        [ExtractedFact(f"Ella did thing number {i} in the long story today.", ("Ella", f"t{i}"))]
+        for i in range(600)
+    ]
+    table = key_table(many)
+    graph = build_graph(
+        [f"chunk {i}" for i in range(600)], [0] * 600, many, table, list(range(len(table.normals)))
+    )
+    llm = StageLLM(
+        {
+            "selection": ["Node: Ella, Score: 100"],
+            "atomic_facts": ["*Updated Notebook*: busy.\n*Chosen Action*: read_chunk(c599)"],
+            "neighbors": ["Chosen Action: termination()"],
+        }
+    )
+    result = _agent(llm, graph, initial_nodes=1).run("What did Ella do?")
+    prompt = llm.prompts[llm.stages.index("atomic_facts")]
+    used = sum(llm.count_tokens(m["content"]) for m in prompt)
+    assert used <= llm.context_window - 384 - 64  # the reply's room is kept
+    step = next(s for s in result.trace if s.get("stage") == "atomic_facts")
+    assert step["facts_cut"] > 0 and step["facts_shown"] + step["facts_cut"] == 600
+    assert step["chunks_cut"][-1] == "c599" and "c0" not in step["chunks_cut"]
+    assert "thing number 0 " in prompt[-1]["content"]
+    assert "thing number 599 " not in prompt[-1]["content"]
+    assert result.counters["facts_cut"] == step["facts_cut"]
+    # a chunk that was cut cannot be read: it was not offered
+    assert result.chunks_read == [] and result.counters["unknown_chunk_ids"] == 1
+    assert len(result.facts_seen) == step["facts_shown"]

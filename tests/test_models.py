@@ -201,18 +201,31 @@ def test_batched_continuation_scores_equal_one_at_a_time(
     assert any(len(b) > 1 for b in batches)
 
 
-def test_a_cut_context_is_encoded_once_for_all_its_pairs(llm: TransformersLLM) -> None:
+def test_each_cut_pair_keeps_its_own_context_tail(llm: TransformersLLM) -> None:
+    """Every pair is scored on the text split_token_budget gives it (as on llama.cpp), not
+    on the shortest tail of its batch; pairs with the same tail share one prefix cache."""
     context = " ".join(["The old lighthouse keeper climbed the stairs every night."] * 20)
-    conts = [" He lit the lamp.", " The sea was calm and grey that morning, and gulls cried."]
+    conts = [
+        " He lit the lamp.",
+        " She lit the lamp.",
+        " The sea was calm and grey that morning, and gulls cried over the harbour wall.",
+    ]
+    lengths = [len(llm.encode(c)) for c in conts]
+    assert lengths[0] == lengths[1] < lengths[2]  # two tails: one shared, one alone
     before = llm.usage.copy()
     scores = llm.continuation_logprobs(context, conts, max_tokens=64)
     spent = llm.usage.minus(before)
-    lengths = [len(llm.encode(c)) for c in conts]
-    shared = 64 - max(lengths)  # the shortest tail either pair keeps
+    tails = [64 - n for n in lengths]
     assert [s.tokens for s in scores] == lengths
-    assert spent.prompt_tokens - spent.cached_tokens == shared + sum(n - 1 for n in lengths)
-    tail = llm.tokenizer.decode(llm.encode(context)[-shared:])
-    assert scores[0].logprob == pytest.approx(llm.continuation_logprob(tail, conts[0]), abs=0.05)
+    encoded = tails[0] + tails[2] + sum(n - 1 for n in lengths)
+    assert spent.prompt_tokens - spent.cached_tokens == encoded
+    ctx_ids = llm.encode(context)
+    for cont, tail, score in zip(conts, tails, scores, strict=True):
+        alone = llm.continuation_logprob(llm.tokenizer.decode(ctx_ids[-tail:]), cont)
+        assert score.logprob == pytest.approx(alone, abs=0.05)
+    # the long pair's tail is 17+ tokens shorter than the short pairs': scored alone with
+    # the short pairs' tail, its score differs, so the test tells the two cuts apart
+    assert tails[0] - tails[2] >= 10
 
 
 def test_continuation_logprobs_cut_each_pair_to_the_budget(llm: TransformersLLM) -> None:

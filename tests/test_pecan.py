@@ -39,7 +39,9 @@ from lcr.methods.pecan.graph import (
 )
 from lcr.methods.pecan.prompts import (
     BUILD_HEAD,
+    BUILD_TAIL,
     SEARCH_HEAD,
+    SEARCH_MID,
     SECOND_TURN,
     SECOND_TURNS,
     search_prompt,
@@ -87,12 +89,41 @@ def built(tmp_path_factory: pytest.TempPathFactory, smollm: Any, embedder: Any) 
 
 
 # ------------------------------------------------------------------ pure rules
+# Tables A1 and A2 as /work/shared/papers/pecan.txt extracts them, the examples' text
+# replaced by their slots (the extraction runs the three "* summary point" lines together)
+TABLE_A1 = (
+    "Summary the following information. Each segment is separated by a new line symbol. "
+    "{segments} Split your summary into different summary points according to the semantic "
+    "information in these information points. It is not necessary to generate each summary "
+    "point for each information point. Gather and organize information into summary points. "
+    "In each summary point, try to avoid using pronouns like he/she/they and instead use full "
+    "names. Generate in the format of: * summary point* summary point* summary point..... Do "
+    "not provide any explanation and start the summary directly."
+)
+TABLE_A2_FIRST = (
+    'Can this question be answered by the following information? Response "Yes" or "No" in '
+    "one word. Do not provide any explanation. Question: {question} Information: {nodes}"
+)
+TABLE_A2_SECOND = (
+    "Given the above information and question, answer the question as concisely as you can."
+)
+
+
+def _bare(text: str) -> str:
+    """No whitespace at all: the PDF extraction loses the line breaks between bullets."""
+    return "".join(text.split())
+
+
 def test_prompts_are_the_papers() -> None:
-    assert BUILD_HEAD.startswith("Summary the following information. Each segment is separated")
-    assert SEARCH_HEAD.startswith("Can this question be answered by the following information?")
-    assert SECOND_TURN == (
-        "Given the above information and question, answer the question as concisely as you can."
-    )
+    """Every piece of Tables A1 and A2, compared whole (not only their openings)."""
+    ours = BUILD_HEAD + "{segments}" + BUILD_TAIL
+    assert _bare(ours) == _bare(TABLE_A1)
+    first = SEARCH_HEAD + "{question}" + SEARCH_MID + "{nodes}"
+    assert _bare(first) == _bare(TABLE_A2_FIRST)
+    assert SECOND_TURN == TABLE_A2_SECOND
+    # the line breaks the extraction lost are the format Table A1 shows, one point a line
+    assert "* summary point\n* summary point\n* summary point\n.....\n" in BUILD_TAIL
+    assert SEARCH_HEAD.endswith("\n\nQuestion:\n") and SEARCH_MID == "\n\nInformation:\n"
 
 
 def test_second_turn_is_the_papers_or_restates_the_question(smollm: Any) -> None:
@@ -345,7 +376,7 @@ def test_ask_answers_through_the_hook_from_the_search_cache(
     # retrieval alone, resolved with the same reply length (the search keeps room for
     # it in the window): the same search, its cache kept for the hook, no answer yet
     query = pipeline.resolve_query("pecan", question, max_new_tokens=12)
-    got = pipeline.retrieve_query(built, query, models)
+    got = pipeline.retrieve_query(built, query, models, keep_state=True)
     assert isinstance(got.evidence.state, AnswerState)
     assert got.answer is None and "generated" not in got.evidence.info["encoded_tokens"]
     assert got.evidence.info["encoded_tokens"]["answer"] == 0
@@ -549,3 +580,160 @@ def test_sdpa_with_weights_equals_eager_attention(new: int, mask: str) -> None:
     assert weights.shape == (1, heads, new, keys)
     assert float((weights - want).abs().max()) < 1e-6
     assert float((out - (want @ vr).transpose(1, 2)).abs().max()) < 1e-5
+
+
+# ------------------------------------------------------- the search, step by step
+def test_r_z_and_cosine_choose_each_node_of_a_real_search(
+    built: Index, smollm: Any, embedder: Any
+) -> None:
+    """Replays a real search: each node's r is its attention to the question times its
+    position (the question is 1, appendix C), and each node after the top level is the
+    unvisited one with the best z + cos, z = E^T r over the nodes visited before it."""
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    q = "What did the stepsisters do?"
+    res = pipeline.retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=7)
+    items = res.evidence.items
+    assert len(items) == 7
+    reader = built.reader("pecan")
+    nodes = reader.nodes()
+    index = {n.id: i for i, n in enumerate(nodes)}
+    edges = reader.csr("edges")
+    emb = reader.array("embeddings").astype(np.float32)
+    cos = (emb @ np.asarray(embedder.encode([q])[0], dtype=np.float32)).astype(np.float64)
+    prompt = search_prompt(smollm, q, "question")
+    cache = smollm.node_cache(prompt.prefix, prompt.question)
+    r = np.zeros(len(nodes))
+    visited: set[int] = set()
+    chosen_by_score = 0
+    for position, item in enumerate(items, 2):
+        i = index[item.id]
+        if item.extra["z"] is not None:  # chosen by the search, not a top-level start
+            z = edges.T @ r
+            total = z + cos
+            total[sorted(visited)] = -np.inf
+            assert i == int(np.argmax(total))
+            assert item.extra["z"] == pytest.approx(z[i], abs=1e-9)
+            assert item.score == pytest.approx(z[i] + cos[i], abs=1e-5)
+            chosen_by_score += 1
+        raw = cache.append(smollm.encode(line(nodes[i].text)))
+        assert item.extra["r"] == pytest.approx(raw * position, rel=1e-4)
+        r[i] = raw * position
+        visited.add(i)
+    assert chosen_by_score >= 2  # the test reaches past the top-level nodes
+    # the weighting matters here: later nodes' raw attention is not their r
+    assert any(abs(it.extra["r"] / p - it.extra["r"]) > 0 for p, it in enumerate(items, 2))
+
+
+def test_the_answer_turn_follows_the_models_own_check(
+    built: Index, smollm: Any, embedder: Any
+) -> None:
+    """With no check during the search (progress control off), the answer turn does
+    not put a "Yes" in the model's mouth: the check runs once and its word is used."""
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    q = "What did the stepsisters do?"
+    sets = ["pecan.progress_control=false", "pecan.fixed_nodes=2"]
+    for threshold, word in (("0", "Yes"), ("1", "No")):
+        r = pipeline.ask(
+            built,
+            "pecan",
+            q,
+            models,
+            [*sets, f"pecan.yes_threshold={threshold}"],
+            max_new_tokens=4,
+        )
+        enc, first = r.evidence.info["encoded_tokens"], r.evidence.info["first_turn"]
+        assert r.evidence.info["checks"] == []
+        assert enc["final_check"] > 0 and 0.0 <= first["p_yes"] <= 1.0
+        assert first["reply"] == word and first["checked_before_answer"]
+    # with progress control the last check's word is used and no extra check runs
+    r = pipeline.ask(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=2, max_new_tokens=4)
+    first = r.evidence.info["first_turn"]
+    assert "final_check" not in r.evidence.info["encoded_tokens"]
+    assert first == {"reply": "No", "checked_before_answer": False}
+
+
+# ------------------------------------------------------------------ levels rule
+class _Words:
+    """count_tokens by words: enough for the level rules, which only add tokens up."""
+
+    model_id = "words"
+    context_window = 100_000
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def _levels(monkeypatch: pytest.MonkeyPatch, leaves: list[str], reply: Any, **kw: Any) -> Any:
+    from types import SimpleNamespace
+
+    from lcr.methods.pecan import build as pecan_build
+    from lcr.progress import NULL_PROGRESS
+    from lcr.store import Node
+
+    params = PecanBuild(**kw)
+    monkeypatch.setattr(pecan_build, "effective_s", lambda llm, p: p.s)
+    monkeypatch.setattr(
+        pecan_build,
+        "leaf_nodes",
+        lambda ctx, llm, n: [
+            Node(f"c{i}", 0, t, [(i, i + 1)], 0, meta={"tokens": len(t.split()) + 1})
+            for i, t in enumerate(leaves)
+        ],
+    )
+    monkeypatch.setattr(
+        pecan_build, "_batch_points", lambda ctx, llm, texts, p, c, level: reply(texts)
+    )
+    ctx = SimpleNamespace(
+        settings=params, progress=NULL_PROGRESS, out=SimpleNamespace(stats={}), warn=print
+    )
+    return pecan_build.build_graph(ctx, _Words(), pecan_build.BuildCounters())  # type: ignore[arg-type]
+
+
+def _halve(texts: list[str]) -> tuple[list[str], list[list[float]]]:
+    """Two points per batch, each half as long as the batch: every level shrinks."""
+    words = " ".join(texts).split()
+    cut = max(1, len(words) // 4)
+    points = [" ".join(words[:cut]), " ".join(words[cut : 2 * cut])]
+    return points, [[1.0 / len(texts)] * len(texts) for _ in points]
+
+
+def test_levels_stop_at_one_batch_and_never_grow(monkeypatch: pytest.MonkeyPatch) -> None:
+    leaves = [" ".join(f"w{i}x{j}" for j in range(9)) for i in range(16)]  # 16 x 10 tokens
+    g = _levels(monkeypatch, leaves, _halve, s=40)
+    assert g.levels[0] == 16 and g.levels[-1] == 2
+    assert g.stop.endswith("summarises a single batch")
+    assert all(a >= b for a, b in zip(g.levels, g.levels[1:], strict=False))
+    # a model restating its input (points as long as the batch) stops the levels at once
+
+    def restate(t: list[str]) -> tuple[list[str], list[list[float]]]:
+        return list(t), [[1.0 / len(t)] * len(t)] * len(t)
+
+    same = _levels(monkeypatch, leaves, restate, s=40)
+    assert same.stop == "level 1 is no shorter than the level below" and len(same.levels) == 2
+    # top=fit: a level that fits one batch is the top, no summary above it
+    fit = _levels(monkeypatch, leaves[:3], _halve, s=40, top="fit")
+    assert fit.levels == [3] and "fits one batch" in fit.stop
+
+
+def test_tree_ablation_gives_each_node_one_parent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Table 2's "w/o IP-based Graph": one summary node per batch, many-to-one."""
+    leaves = [" ".join(f"w{i}x{j}" for j in range(9)) for i in range(16)]
+
+    def weighted(texts: list[str]) -> tuple[list[str], list[list[float]]]:
+        points, _ = _halve(texts)
+        n = len(texts)
+        return points, [[1.0] + [0.0] * (n - 1), [0.0] * (n - 1) + [1.0]] if n > 1 else [[1.0]] * 2
+
+    points = _levels(monkeypatch, leaves, weighted, s=40)
+    tree = _levels(monkeypatch, leaves, weighted, s=40, graph="tree")
+    parents: dict[int, list[int]] = {}
+    for hi, lo, _w in tree.edges:
+        parents.setdefault(lo, []).append(hi)
+    assert all(len(p) == 1 for p in parents.values())
+    assert len(parents) == len(tree.nodes) - tree.levels[-1]  # all but the top have one
+    assert tree.levels[1] == 4 and points.levels[1] == 8  # one node per batch, not two
+    first = [e for e in tree.edges if e[0] == tree.levels[0]]
+    assert sum(w for _, _, w in first) == pytest.approx(1.0)
+    assert [w for _, _, w in first] == pytest.approx([0.5, 0.0, 0.0, 0.5])  # the mean
+    assert tree.levels[-1] == 1
+    assert PecanBuild.from_stored({}).graph == "points"  # older indexes: the IP graph

@@ -372,31 +372,27 @@ class TransformersCore:
         *,
         max_tokens: int | None = None,
     ) -> list[ContinuationScore]:
-        """Each continuation scored after ``context``, whose KV cache is computed once.
+        """Each continuation scored after ``context``, whose KV cache is computed once per tail.
 
-        With ``max_tokens`` every pair is cut by :func:`split_token_budget`, and the
-        context to the shortest tail any pair keeps, so one prefix cache serves
-        all (a pair may see a few context tokens fewer than it alone would). Continuations are
-        scored in batches from that cache: the prefix's keys and values repeated
-        along the batch, the continuations right-padded (a padded position comes
-        after every real one, so causal attention alone keeps it out of the
-        scores), instead of one copied cache and one forward pass each.
+        With ``max_tokens`` every pair is cut by :func:`split_token_budget`, as the
+        llama.cpp backend cuts it, so a pair scores the same text on both backends;
+        pairs keeping the same context tail share one prefix cache (all of them
+        when the continuations are short, as with ``lightpal.continuation_tokens``).
+        Continuations are scored in batches from that cache: the prefix's keys and
+        values repeated along the batch, the continuations right-padded (a padded
+        position comes after every real one, so causal attention alone keeps it
+        out of the scores), instead of one copied cache and one forward pass each.
         """
         ctx_ids = self.encode(context) or [self._start_token()]
         budget = min(max_tokens or self.context_window, self.context_window)
         scores: list[ContinuationScore] = [ContinuationScore(0.0, 0)] * len(continuations)
-        members: list[tuple[int, list[int]]] = []
-        shared = len(ctx_ids)
+        groups: dict[int, list[tuple[int, list[int]]]] = {}
         for i, text in enumerate(continuations):
             cont = self.encode(text)
             if not cont:
                 continue
             n_ctx, n_cont = split_token_budget(len(ctx_ids), len(cont), budget)
-            shared = min(shared, max(n_ctx, 1))
-            members.append((i, cont[:n_cont]))
-        # one context tail for all: the shortest any pair needs, so the context is
-        # encoded once even when pairs of different lengths cut it differently
-        groups = {shared: members} if members else {}
+            groups.setdefault(max(n_ctx, 1), []).append((i, cont[:n_cont]))
         for n_ctx, members in groups.items():
             prefix = self.prefix_cache(ctx_ids[-n_ctx:])
             reused = n_ctx * (len(members) - 1)  # read again from the cache, not encoded

@@ -37,6 +37,7 @@ from lcr.models.base import LLM, Message
 
 NOTEBOOK_MAX_CHARS = 2000  # a notebook longer than this keeps its end
 REPLY_EXCERPT_CHARS = 300
+PROMPT_MARGIN_TOKENS = 64  # the chat template's tokens around the messages
 
 STAGE_FUNCTIONS: dict[str, tuple[str, ...]] = {
     "atomic_facts": ("read_chunk", "stop_and_read_neighbor"),
@@ -269,7 +270,10 @@ class Agent:
         shown = ranked[: self.s.candidates]
         reply = self._generate(
             prompts.node_selection_messages(
-                question, plan, [self.graph.keys[i] for i in shown], at_least=n
+                question,
+                plan,
+                [self.graph.keys[i] for i in shown],
+                at_least=max(prompts.FIGURE_8_AT_LEAST, n),
             )
         )
         scored: dict[int, float] = {}
@@ -351,13 +355,36 @@ class Agent:
             return Call(FALLBACK[stage], fallback=True)
         return call
 
+    def _fit_facts(
+        self,
+        groups: list[tuple[int, list[str]]],
+        build: Callable[[list[tuple[int, list[str]]]], list[Message]],
+    ) -> tuple[list[tuple[int, list[str]]], int]:
+        """The node's facts that fit the model's window (a protagonist's run to thousands),
+        in document order, and how many were cut: the largest prefix whose prompt fits."""
+        budget = self.llm.context_window - self.s.max_new_tokens - PROMPT_MARGIN_TOKENS
+        flat = [(c, f) for c, facts in groups for f in facts]
+
+        def regroup(m: int) -> list[tuple[int, list[str]]]:
+            out: dict[int, list[str]] = {}
+            for c, f in flat[:m]:
+                out.setdefault(c, []).append(f)
+            return list(out.items())
+
+        def fits(m: int) -> bool:
+            return sum(self.llm.count_tokens(x["content"]) for x in build(regroup(m))) <= budget
+
+        if fits(len(flat)):
+            return groups, 0
+        low, high = 0, len(flat)  # fits(low) is assumed, fits(high) is not
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if fits(mid) else (low, mid)
+        return regroup(max(low, 1)), len(flat) - max(low, 1)
+
     def _step_atomic_facts(self, path: int, q: str, plan: str | None, st: PathState) -> None:
-        groups = self.graph.facts_by_chunk(st.node)
-        for f in self.graph.node_facts[st.node]:
-            if f not in self.facts_seen:
-                self.facts_seen.append(f)
-        reply = self._generate(
-            prompts.atomic_facts_messages(
+        def build(groups: list[tuple[int, list[str]]]) -> list[Message]:
+            return prompts.atomic_facts_messages(
                 q,
                 plan,
                 st.actions,
@@ -365,7 +392,25 @@ class Agent:
                 self.graph.keys[st.node],
                 [(Graph.chunk_label(c), facts) for c, facts in groups],
             )
-        )
+
+        all_groups = self.graph.facts_by_chunk(st.node)
+        groups, cut = self._fit_facts(all_groups, build)
+        ids = sorted(self.graph.node_facts[st.node], key=lambda f: self.graph.facts[f].chunk)
+        for f in ids[: len(ids) - cut]:  # facts_by_chunk's order: the ones shown
+            if f not in self.facts_seen:
+                self.facts_seen.append(f)
+        facts_cut: dict[str, Any] = {}
+        if cut:
+            self.counters["facts_cut"] += cut
+            shown_chunks = {c for c, _ in groups}
+            facts_cut = {
+                "facts_cut": cut,
+                "facts_shown": sum(len(f) for _, f in groups),
+                "chunks_cut": [
+                    Graph.chunk_label(c) for c, _ in all_groups if c not in shown_chunks
+                ],
+            }
+        reply = self._generate(build(groups))
         call = self._decide(reply, "atomic_facts", st)
         note = ""
         if call.name == "read_chunk":
@@ -396,6 +441,7 @@ class Agent:
             reply,
             queue=[Graph.chunk_label(c) for c in st.queue],
             note=note,
+            **facts_cut,
         )
 
     def _step_chunk(self, path: int, q: str, plan: str | None, st: PathState) -> None:

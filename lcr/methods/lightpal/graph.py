@@ -3,17 +3,20 @@
 Pure functions over arrays; the method (``method``) does the I/O.
 
 - :func:`dense_candidates`: each passage's ``k'`` most similar other passages by
-  cosine of their embeddings (the paper's bge-large step, section 5.1).
+  cosine of their embeddings (section 5.1; the paper embeds with bge-large-en-v1.5,
+  lcr with the index's embedder, MiniLM by default).
 - :func:`top_edges`: keep the ``k`` best-scored candidates as directed edges.
 - :func:`context_passages`: personalised PageRank on the graph with uniform
-  edge weights, restarting uniformly on the top initial passages, then the
-  best-ranked passages not already chosen (section 4, 5.1).
+  edge weights, restarting uniformly on D_init (or on the initial ranking's
+  top passages: :data:`RESTART_SETS`), then the best-ranked passages not
+  already chosen (section 4, 5.1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,6 +26,12 @@ from lcr.graph.pagerank import PageRankResult, pagerank, transition_matrix
 # networkx's defaults, which the paper's PPR uses (no iteration cap is mentioned)
 PPR_MAX_ITER = 100
 PPR_TOL = 1e-6
+
+# Section 5.1: the walk jumps "uniformly to the top-20 of initial passages D_init".
+# d_init: D_init itself (at most 20 of it), what the sentence names; ranking: the
+# initial retriever's top 20, which reach past D_init (the top 60% of K).
+RestartSet = Literal["d_init", "ranking"]
+RESTART_SETS: tuple[RestartSet, ...] = ("d_init", "ranking")
 
 
 def dense_candidates(embeddings: np.ndarray, k: int, block: int = 1024) -> list[np.ndarray]:
@@ -111,20 +120,26 @@ def context_passages(
     initial_share: float,
     restart_top: int,
     alpha: float,
+    restart_set: RestartSet = "d_init",
 ) -> ContextFill:
     """D_init = the top ``initial_share`` of ``k`` from ``ranking``; the rest by PPR.
 
-    The walk restarts uniformly on the first ``restart_top`` passages of the
-    initial ranking with probability ``1 - alpha`` (``alpha`` is networkx's
-    damping, the paper's 0.2). Context passages are the best PPR scores outside
-    D_init; should the walk reach fewer than needed, the initial ranking fills
-    the rest, so ``k`` passages come back whenever there are that many.
+    The walk restarts uniformly with probability ``1 - alpha`` (``alpha`` =
+    0.2, the paper's) on the first ``restart_top`` passages of D_init
+    (``restart_set="d_init"``) or of the initial ranking (``"ranking"``): the
+    latter puts most of the walk's mass on ranks ``len(D_init)+1`` to
+    ``restart_top``, which then become the context passages. Context passages
+    are the best PPR scores outside D_init; should the walk reach fewer than
+    needed, the initial ranking fills the rest, so ``k`` passages come back
+    whenever there are that many.
     """
     ranking = [int(i) for i in ranking]
     k = min(k, walk.n)
     n_init = min(len(ranking), max(1, round(initial_share * k))) if k else 0
     initial = ranking[:n_init]
-    restart = ranking[:restart_top]
+    if restart_set not in RESTART_SETS:
+        raise ValueError(f"restart_set must be one of {RESTART_SETS}, got {restart_set!r}")
+    restart = (initial if restart_set == "d_init" else ranking)[:restart_top]
     if not restart or k == 0:
         return ContextFill(initial, [], np.zeros(walk.n), restart, 0, 0)
     personal = np.zeros(walk.n)

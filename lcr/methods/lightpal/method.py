@@ -7,8 +7,9 @@ candidate pair scored by the scorer LLM (``scoring``, resumable); the top
 with their scores. A BM25 index over the passages serves the initial step.
 
 Retrieve: the initial ranking (BM25 or dense) gives D_init, the top 60% of K;
-personalised PageRank on the graph, restarting on the ranking's top 20, gives
-the rest. No LLM call at query time.
+personalised PageRank on the graph, restarting on D_init (``lightpal.restart=
+d_init``) or on the ranking's top 20 (``ranking``), gives the rest. No LLM
+call at query time.
 """
 
 from __future__ import annotations
@@ -144,8 +145,12 @@ class LightPALQuery(Settings):
         low=0.0,
         high=1.0,
     )
+    restart: Literal["d_init", "ranking"] = setting(
+        "d_init",
+        "the walk restarts on D_init (d_init) or the initial ranking's top restart_top (ranking)",
+    )
     restart_top: int = setting(
-        20, "the walk restarts on this many top initial passages", paper=True, low=1
+        20, "the walk restarts on at most this many passages of the restart set", paper=True, low=1
     )
     prompt: Literal["paper", "shared"] = setting(
         "paper",
@@ -295,7 +300,7 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         scores = self._ranking(ctx, question, n)
         if len(scores) != n:
             raise IndexDamagedError("lightpal index is damaged: scores and passages disagree")
-        depth = max(want, s.restart_top)
+        depth = max(want, s.restart_top) if s.restart == "ranking" else want
         ranking = top_indices(scores, depth)
         initial_s = time.perf_counter() - t
         t = time.perf_counter()
@@ -306,6 +311,7 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             initial_share=s.initial_share,
             restart_top=s.restart_top,
             alpha=s.alpha,
+            restart_set=s.restart,
         )
         context_s = time.perf_counter() - t
         names = [d.name for d in ctx.documents]
@@ -335,6 +341,7 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             "initial_passages": len(fill.initial),
             "context_passages": len(fill.context),
             "restart": len(fill.restart),
+            "restart_set": s.restart,
             "ppr_iterations": fill.iterations,
             "initial_ms": round(1000 * initial_s, 2),
             "context_ms": round(1000 * context_s, 2),

@@ -10,7 +10,11 @@ repeat until a level is one batch's points (``top="summary"``, the default: the
 paper builds summary levels even over documents shorter than ``s``, or its
 queries on 2K-token MuSiQue documents could not cost less than reading them
 whole) or until a level's text fits one batch (``top="fit"``: that level is
-the top, so a document under ``s`` tokens has no summary at all).
+the top, so a document under ``s`` tokens has no summary at all), or until a
+level is no shorter, in tokens, than the level below (a guard the paper does
+not state: a small model restating its input would otherwise add levels that
+summarise nothing). ``graph="tree"`` is Table 2's "w/o IP-based Graph" ablation:
+each batch becomes one summary node (:func:`tree_node`).
 
 Each batch's points and weights go to the index's LLM cache the moment they
 exist, so a killed build resumes without generating any finished batch again.
@@ -145,6 +149,16 @@ def _batch_points(
     return texts_out, weights
 
 
+def tree_node(points: list[str], weights: list[list[float]]) -> tuple[list[str], list[list[float]]]:
+    """Table 2's "w/o IP-based Graph": the batch's reply as one summary node (many-to-one,
+    a tree, as RAPTOR), its edges the mean of its points' weights (still summing to 1).
+
+    The same Table A1 call as the IP graph, so its cached replies serve both.
+    """
+    mean = np.asarray(weights, dtype=np.float64).mean(axis=0)
+    return [" ".join(points)], [[float(x) for x in mean]]
+
+
 def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, counters: BuildCounters) -> Graph:
     params = ctx.settings
     s = effective_s(llm, params)
@@ -172,6 +186,8 @@ def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, counters: Buil
             )
             if not points:
                 counters.empty_batches += 1
+            elif params.graph == "tree":
+                points, weights = tree_node(points, weights)
             spans = merge_spans([sp for m in members for sp in graph.nodes[m].spans])
             for text, w in zip(points, weights, strict=True):
                 idx = len(graph.nodes)

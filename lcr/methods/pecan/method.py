@@ -161,5 +161,6 @@ class Pecan(Method[PecanBuild, PecanQuery]):
             raise TypeError("pecan answers only evidence its own retrieve returned")
         llm = require_attention(ctx.llm, "pecan's answer")
         encoded = evidence.info["encoded_tokens"]
-        text = answer_turn(llm, state, encoded, ctx.answer.max_new_tokens)
+        first_turn: dict[str, Any] = evidence.info.setdefault("first_turn", {})
+        text = answer_turn(llm, state, encoded, ctx.answer.max_new_tokens, first_turn)
         return AnswerResult(text, list(evidence.items), 0)

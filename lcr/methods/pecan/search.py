@@ -7,13 +7,16 @@ to the cache; r is each visited node's attention to the question's tokens
 times its position (the question is position 1). The search stops after
 ``patience`` Yes answers, when the next node would not fit the window, or when
 the graph is exhausted. The answer is the second turn, from the same cache
-(:func:`answer_turn`), after the first-turn reply the last check read.
+(:func:`answer_turn`), after the first-turn reply the last check read; when no
+check ran (progress control off, or the window full at the top level), the
+check is made once before answering, so the reply in the transcript is always
+the model's own Yes or No.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,11 +60,14 @@ class Step:
 class AnswerState:
     """What the answer turn needs from the search: the cache of the visited nodes
     (suffixes rolled back), the prompt's pieces, and the first-turn reply the last
-    check read (``Yes`` when there was no check)."""
+    check read (``None`` when no check ran: the answer turn makes one)."""
 
     cache: NodeCache
     prompt: SearchPrompt
-    last_word: str
+    last_word: str | None
+    yes_ids: frozenset[int] = frozenset()
+    no_ids: frozenset[int] = frozenset()
+    yes_threshold: float = 0.5
 
 
 @dataclass
@@ -149,7 +155,7 @@ def dynamic_search(
             full = True
             break
     yes_count = 0
-    last_word = "Yes"
+    last_word: str | None = None
     while not full:
         if params.progress_control and result.steps:
             p = cache.yes_probability(prompt.check, yes_ids, no_ids)
@@ -175,17 +181,31 @@ def dynamic_search(
             break
     result.context_tokens = len(cache)
     result.encoded = encoded
-    result.state = AnswerState(cache, prompt, last_word)
+    result.state = AnswerState(cache, prompt, last_word, yes_ids, no_ids, params.yes_threshold)
     return result
 
 
 def answer_turn(
-    llm: AttentionLLM, state: AnswerState, encoded: dict[str, int], max_new_tokens: int
+    llm: AttentionLLM,
+    state: AnswerState,
+    encoded: dict[str, int],
+    max_new_tokens: int,
+    first_turn: dict[str, Any] | None = None,
 ) -> str:
     """The second turn (Table A2) from the search's cache, at most ``max_new_tokens``
     long; ``encoded`` (the search's token counts) gains the answer's suffix and the
-    tokens generated."""
-    suffix = state.prompt.answers[state.last_word]
+    tokens generated, ``first_turn`` the first-turn reply in the transcript."""
+    word = state.last_word
+    p_yes: float | None = None
+    if word is None:  # no check ran: ask it now rather than put a "Yes" in the model's mouth
+        p_yes = state.cache.yes_probability(state.prompt.check, state.yes_ids, state.no_ids)
+        encoded["final_check"] = len(state.prompt.check)
+        word = "Yes" if p_yes > state.yes_threshold else "No"
+    if first_turn is not None:
+        first_turn.update({"reply": word, "checked_before_answer": p_yes is not None})
+        if p_yes is not None:
+            first_turn["p_yes"] = round(float(p_yes), 6)
+    suffix = state.prompt.answers[word]
     before = llm.usage.completion_tokens
     text, _ = state.cache.answer(suffix, max_new_tokens)
     encoded["answer"] = len(suffix)

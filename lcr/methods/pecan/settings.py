@@ -40,6 +40,12 @@ class PecanBuild(Settings):
         "summary: up to one batch's points (INFERRED from the paper's costs); "
         "fit: stop when a level fits",
     )
+    graph: Literal["points", "tree"] = setting(
+        "points",
+        "points: many-to-many IP graph (paper); tree: one summary per batch, Table 2's ablation",
+        paper=True,
+        legacy="points",
+    )
     max_levels: int = setting(
         10, "most levels above the chunks (a guard; the paper has none)", low=1
     )
