@@ -487,7 +487,14 @@ class Index:
         return max(len(self.documents) - 1, 0)
 
     def llm_cache(self, method: str) -> LLMCache:
-        return LLMCache(self.path / "cache" / f"{method}.jsonl")
+        """The method's cache; keys from before configurations were recorded belong to
+        the backend its existing build recorded."""
+        entry = self.methods.get(method)
+        backend = entry.stats.get("llm_backend") if entry is not None else None
+        return LLMCache(
+            self.path / "cache" / f"{method}.jsonl",
+            legacy_backend=str(backend) if backend else None,
+        )
 
     def size_bytes(self, method: str | None = None) -> int:
         if method is None:
