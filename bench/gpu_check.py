@@ -182,6 +182,7 @@ def main() -> int:
     texts, questions = passages(), QUESTIONS[: args.questions]
     runs: dict[str, dict[str, Any]] = {}
     for config in configs:
+        print(f"{config}: loading and reading out", file=sys.stderr, flush=True)
         t = time.perf_counter()
         llm = load(args.llm, config)
         loaded = time.perf_counter() - t

@@ -7,10 +7,11 @@ completes. A line cut short by a crash is ignored on the next read.
 Keys hold the LLM's configuration (backend, device, dtype, quantisation) as well
 as its model id (:meth:`LLMCache.llm_identity`), so a build resumed with another
 configuration never mixes two configurations' outputs. Keys written before
-configurations were recorded hold the model id alone; the file's first
-configured write records which configuration those belong to (the backend the
-index's build recorded, on the CPU, as every earlier lcr ran), and a run with
-that configuration keeps reading and writing them, so nothing is paid twice.
+configurations were recorded hold the model id alone; the first write after
+this change records, in ``<method>.config.json`` beside the file, which
+configuration those belong to (the backend the index's build recorded, on the
+CPU, as every earlier lcr ran), and a run with that configuration keeps reading
+and writing them, so nothing is paid twice.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lcr.atomic import atomic_write_json
 from lcr.models.base import cpu_configuration, llm_configuration
 
 
@@ -30,8 +32,9 @@ def cache_key(*parts: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-UNKEYED = "lcr:unkeyed-configuration"
-"""The entry naming the configuration whose keys hold the model id alone (None: none)."""
+UNKEYED = "unkeyed_configuration"
+"""The sidecar's field naming the configuration whose keys hold the model id alone
+(None: no such keys)."""
 _UNKNOWN = object()
 
 
@@ -46,11 +49,18 @@ class LLMCache:
         self._legacy_backend = legacy_backend
         if path.exists():
             self._load()
-        self._marker_written = UNKEYED in self._entries
-        if self._marker_written:
-            self._unkeyed: Any = self._entries.pop(UNKEYED)
-        else:  # entries from before configurations were recorded: resolved at first use
-            self._unkeyed = _UNKNOWN if self._entries else None
+        self._unkeyed: Any = _UNKNOWN if self._entries else None
+        self._marker_written = False
+        try:
+            self._unkeyed = json.loads(self.config_path.read_text(encoding="utf-8"))[UNKEYED]
+            self._marker_written = True
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # none yet: a new cache, or one from before configurations were recorded
+
+    @property
+    def config_path(self) -> Path:
+        """The sidecar ``<method>.config.json`` (the JSON lines stay one output each)."""
+        return self.path.with_name(f"{self.path.stem}.config.json")
 
     def llm_identity(self, llm: Any) -> Any:
         """What a key holds for ``llm``: its model id when its configuration is the one
@@ -58,9 +68,6 @@ class LLMCache:
         config = llm_configuration(llm)
         if self._unkeyed is _UNKNOWN:
             self._unkeyed = cpu_configuration(self._legacy_backend or config["backend"] or "")
-        if not self._marker_written:
-            self._write({"key": UNKEYED, "value": self._unkeyed})
-            self._marker_written = True
         if config == self._unkeyed:
             return llm.model_id
         return [llm.model_id, config]
@@ -88,6 +95,11 @@ class LLMCache:
         return None
 
     def put(self, key: str, value: Any) -> None:
+        if not self._marker_written and self._unkeyed is not _UNKNOWN:
+            # written before the first output, so a build that stores nothing leaves no file
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.config_path, {UNKEYED: self._unkeyed})
+            self._marker_written = True
         self._write({"key": key, "value": value})
         self._entries[key] = value
 

@@ -7,6 +7,7 @@ Layout::
       source.txt               normalised text of every document, joined by blank lines
       <method>.<build>/        nodes.jsonl, *.zarr, *.json of one completed build
       cache/<method>.jsonl     LLM outputs already paid for (resumable builds)
+      cache/<method>.config.json  which configuration its unconfigured keys belong to
       .lock                    held by writers
 
 A method is built in ``.tmp-<method>-<build>/`` and renamed to
