@@ -233,6 +233,8 @@ def index_cmd(
 
             def report(r: BuildReport, target: Path = target) -> None:
                 what = f"built in {r.seconds:.1f}s" if r.built else "up to date"
+                if r.note:
+                    what += f" ({r.note})"
                 counts = ", ".join(f"{v} {k}" for k, v in r.counts.items())
                 click.echo(f"{visible(str(target))}: {r.method} {what} ({counts})")
 
@@ -460,6 +462,8 @@ def _damage_line(index: Index, name: str, found: list[str]) -> str:
 
 
 def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) -> None:
+    from lcr.models.backends import describe_configuration
+
     m = index.manifest
     methods = index.methods
     _say(
@@ -490,8 +494,12 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
             _say("  models    " + ", ".join(f"{k}={v}" for k, v in e.models.items()))
         if e.settings:
             _say("  settings  " + ", ".join(f"{k}={v}" for k, v in e.settings.items()))
-        if e.stats:
-            _say("  stats     " + ", ".join(f"{k}={v}" for k, v in e.stats.items()))
+        config = e.stats.get("llm_configuration")
+        if isinstance(config, dict):
+            _say("  LLM ran   " + describe_configuration(config))
+        stats = {k: v for k, v in e.stats.items() if k != "llm_configuration"}
+        if stats:
+            _say("  stats     " + ", ".join(f"{k}={v}" for k, v in stats.items()))
 
 
 def _human(n: float) -> str:
@@ -668,9 +676,11 @@ def models_remove(name: str) -> None:
 
 
 def _attach_eval() -> None:
+    from lcr.doctor import doctor_cmd
     from lcr.eval.cli import eval_group
 
     cli.add_command(eval_group, "eval")
+    cli.add_command(doctor_cmd, "doctor")
 
 
 _attach_eval()

@@ -69,8 +69,9 @@ def model_options(f: Any) -> Any:
         show_default=True,
         envvar="LCR_BACKEND",
         help="LLM backend: auto picks openai with --base-url, else llamacpp when installed "
-        "(GGUF models on the CPU) and the method needs nothing it lacks, else "
-        "transformers. [env: LCR_BACKEND]",
+        "(GGUF models; every layer on the GPU where its build offloads) and the method "
+        "needs nothing it lacks, else transformers (`lcr doctor` shows the picks). "
+        "[env: LCR_BACKEND]",
     )(f)
     f = click.option(
         "--quantize",
@@ -86,7 +87,8 @@ def model_options(f: Any) -> Any:
         default="auto",
         show_default=True,
         envvar="LCR_DEVICE",
-        help="Where models run. [env: LCR_DEVICE]",
+        help="Where models run; auto: the GPU where the chosen backend can use one "
+        "(`lcr doctor`). [env: LCR_DEVICE]",
     )(f)
     f = click.option(
         "--embedder",

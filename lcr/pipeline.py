@@ -29,6 +29,11 @@ from lcr.errors import UsageError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.base import AnswerContext, BuildContext, Method, Needs, QueryContext
+from lcr.models.backends import (
+    cpu_configuration,
+    describe_configuration,
+    llm_configuration,
+)
 from lcr.models.base import Role
 from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
@@ -110,6 +115,8 @@ class BuildReport:
     built: bool  # False when an identical build was already there
     seconds: float
     counts: dict[str, int] = field(default_factory=dict)
+    # an up-to-date build made with another LLM configuration than this run's
+    note: str = ""
 
 
 def expand_methods(requested: Sequence[str]) -> list[str]:
@@ -179,7 +186,8 @@ def build(
             and _same_settings(method, existing.settings, settings)
             and _same_models(existing.models, record)
         ):
-            reports.append(BuildReport(method.name, False, 0.0, dict(existing.counts)))
+            differs = _configuration_note(existing.stats, needs, models)
+            reports.append(BuildReport(method.name, False, 0.0, dict(existing.counts), differs))
             report_to(reports[-1])
             continue
         with index.building(
@@ -208,11 +216,32 @@ def build(
                 role = Role.LLM if needs.uses_llm else Role.SCORER
                 if models.loaded(role):
                     out.stats["llm_backend"] = str(models.backend_of(role))
+                    out.stats["llm_configuration"] = models.configuration(role)
         entry = index.methods[method.name]
         # the build's own time, from the manifest: a wait for another writer is not in it
         reports.append(BuildReport(method.name, True, entry.build_seconds, dict(entry.counts)))
         report_to(reports[-1])
     return reports
+
+
+def _configuration_note(stats: dict[str, Any], needs: Needs, models: Models) -> str:
+    """Why an up-to-date build may differ from what this run would make: it was built
+    with another backend, device, dtype or quantisation (empty when the same or unknown)."""
+    if not (needs.uses_llm or needs.scorer):
+        return ""
+    recorded = stats.get("llm_configuration")
+    if not isinstance(recorded, dict):
+        backend = stats.get("llm_backend")
+        if not backend:
+            return ""
+        recorded = cpu_configuration(str(backend))  # recorded before configurations were
+    now = models.configuration(Role.LLM if needs.uses_llm else Role.SCORER)
+    if now is None or now == recorded:
+        return ""
+    return (
+        f"built with {describe_configuration(recorded)}, not this run's "
+        f"{describe_configuration(now)}; --force rebuilds it"
+    )
 
 
 def rebuild_args(method: AnyMethod, settings: Settings, record: dict[str, str]) -> list[str]:
@@ -485,6 +514,7 @@ def retrieve_query(
     if needs.uses_llm and models.llm_loaded:
         used_models["llm"] = models.llm_id()
         used_models["backend"] = str(getattr(models.llm, "backend", "unknown"))
+        used_models["llm_run"] = describe_configuration(llm_configuration(models.llm))
     return Result(
         question=query.question,
         method=method.name,
@@ -563,6 +593,7 @@ def ask_query(
     result.usage = result.usage.merged(models.usage_snapshot().minus(before))
     result.models["llm"] = llm.model_id
     result.models["backend"] = str(getattr(llm, "backend", "unknown"))
+    result.models["llm_run"] = describe_configuration(llm_configuration(llm))
     return result
 
 

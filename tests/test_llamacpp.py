@@ -9,6 +9,7 @@ error, and llama.cpp must agree with itself across every cached path.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
 
 from lcr.errors import CapabilityError, ModelError
-from lcr.models import loading
+from lcr.models import loading, machine
 from lcr.models.backends import choose_backend
 from lcr.models.base import LLM, Capability
 from lcr.models.container import Models
@@ -185,8 +186,13 @@ def test_prompt_over_the_window_is_a_clear_error() -> None:
 
 
 def test_auto_picks_llamacpp_for_a_gguf_preset_and_transformers_otherwise(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # this machine without its GPU (if any): the choice on a GPU host is in test_gpu.py
+    cpu = dataclasses.replace(
+        machine.current(), cuda_usable=False, nvidia_driver=False, llamacpp_gpu_offload=False
+    )
+    monkeypatch.setattr(machine, "current", lambda: cpu)
     gen = frozenset({Capability.GENERATE})
     assert choose_backend("auto", gen, "answering", ModelSpec(llm=SMOL)) == "llamacpp"
     attention = frozenset({Capability.ATTENTION})

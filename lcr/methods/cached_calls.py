@@ -61,7 +61,8 @@ class CachedCalls:
         return self._llm
 
     def key(self, messages: list[Message]) -> str:
-        return cache_key(self.prompt_version, self.llm.model_id, messages, self.max_new_tokens)
+        identity = self.ctx.cache.llm_identity(self.llm)
+        return cache_key(self.prompt_version, identity, messages, self.max_new_tokens)
 
     def stats(self) -> dict[str, Any]:
         return {

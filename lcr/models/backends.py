@@ -5,8 +5,9 @@ process, every capability), ``llamacpp`` (in process, quantised GGUF, fast on a
 CPU, no attention weights) or ``openai`` (any OpenAI-compatible server).
 ``auto`` picks ``openai`` when ``--base-url`` is given, else the fastest
 installed backend that has every capability the command needs and can load the
-model (llama.cpp loads GGUF presets and ``.gguf`` files on the CPU). The check
-runs before any model loads or any work starts.
+model (see :func:`auto_choice`: llama.cpp for GGUF presets and ``.gguf`` files,
+on the GPU where its build offloads; transformers for attention and 4-/8-bit).
+The check runs before any model loads or any work starts.
 
 Each backend's capabilities are declared once, on its LLM class
 (``capabilities``); the registry reads them from there, importing the class's
@@ -17,10 +18,18 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from pathlib import Path
 
 from lcr.errors import CapabilityError, LcrError
-from lcr.models.base import Capability, describe_capabilities
+from lcr.models import machine
+from lcr.models.base import (
+    Capability,
+    Configuration,
+    configuration,
+    cpu_configuration,
+    describe_capabilities,
+    describe_configuration,
+    llm_configuration,
+)
 from lcr.models.spec import ModelSpec
 
 BACKEND_CHOICES = ("auto", "transformers", "llamacpp", "openai")
@@ -103,11 +112,7 @@ def choose_backend(
     if requested == "auto" and spec is not None and spec.base_url:
         requested = "openai"
     if requested == "auto":
-        for name in AUTO_ORDER:
-            backend = BACKENDS[name]
-            if backend.installed() and needs <= backend.capabilities and _can_load(name, spec):
-                return name
-        raise CapabilityError(f"no installed LLM backend can do {purpose}")
+        return auto_choice(needs, purpose, spec).backend
     backend = get_backend(requested)
     missing = needs - backend.capabilities
     if missing:
@@ -124,14 +129,67 @@ def choose_backend(
     return requested
 
 
-def _can_load(name: str, spec: ModelSpec | None) -> bool:
-    """Whether ``auto`` may use backend ``name`` for the model and device asked for."""
-    if name != "llamacpp" or spec is None:
+@dataclass(frozen=True)
+class AutoChoice:
+    """What ``--backend auto`` picks for one need, where it runs, and why."""
+
+    backend: str
+    device: str  # cpu or cuda
+    dtype: str  # gguf (the file's own quantisation), float32, bfloat16, float16, 4bit, 8bit
+    reason: str
+
+
+def auto_choice(
+    needs: frozenset[Capability], purpose: str, spec: ModelSpec | None = None
+) -> AutoChoice:
+    """``auto``'s pick, read from :func:`lcr.models.machine.current`:
+
+    llama.cpp (every layer on the GPU where its build can offload) when it is
+    installed, has ``needs``, loads ``spec``'s model as a GGUF, and no 4-/8-bit
+    loading is asked for; transformers otherwise, and also when a GPU is usable
+    by torch but this llama.cpp build cannot offload to it.
+    """
+    m = machine.current()
+    llama = BACKENDS["llamacpp"]
+    trans = BACKENDS["transformers"]
+    device = spec.device if spec is not None else "auto"
+    why_not = ""
+    if not llama.installed():
+        why_not = "llama.cpp is not installed"
+    elif not needs <= llama.capabilities:
+        why_not = f"{purpose} needs {describe_capabilities(needs - llama.capabilities)}"
+    elif spec is not None and spec.quantize is not None:
+        why_not = f"--quantize {spec.quantize} is bitsandbytes (transformers)"
+    elif not _loads_as_gguf(spec):
+        why_not = "the model is not a GGUF preset or .gguf file"
+    elif device.startswith("cuda") and not m.llamacpp_gpu:
+        why_not = "--device cuda and this llama.cpp build has no GPU offload"
+    elif device == "auto" and m.gpu and not m.llamacpp_gpu:
+        why_not = "torch has a GPU and this llama.cpp build has no GPU offload"
+    if not why_not:
+        gpu = m.llamacpp_gpu and device != "cpu"
+        if gpu:
+            why = "a GGUF model, every layer offloaded to the GPU"
+        elif device == "cpu":
+            why = "a GGUF model, --device cpu"
+        elif not m.gpu_present:
+            why = "a GGUF model, the fastest backend on a CPU (no GPU found)"
+        else:
+            why = "a GGUF model; neither torch nor this llama.cpp build can use the GPU"
+        return AutoChoice("llamacpp", "cuda" if gpu else "cpu", "gguf", why)
+    if not trans.installed() or not needs <= trans.capabilities:
+        raise CapabilityError(f"no installed LLM backend can do {purpose}")
+    on_gpu = m.gpu and device != "cpu"
+    if spec is not None and spec.quantize is not None:
+        dtype = spec.quantize
+    else:
+        dtype = m.gpu_dtype if on_gpu else "float32"
+    return AutoChoice("transformers", "cuda" if on_gpu else "cpu", dtype, why_not)
+
+
+def _loads_as_gguf(spec: ModelSpec | None) -> bool:
+    if spec is None:
         return True
-    if spec.quantize is not None or spec.device.startswith("cuda"):
-        return False  # bitsandbytes and CUDA: the transformers path
-    if spec.device == "auto" and gpu_visible():
-        return False
     from lcr.models.loading import gguf_source
 
     try:
@@ -141,8 +199,8 @@ def _can_load(name: str, spec: ModelSpec | None) -> bool:
 
 
 def gpu_visible() -> bool:
-    """An NVIDIA driver is loaded (checked without importing torch)."""
-    return Path("/proc/driver/nvidia/version").exists()
+    """A GPU is present (the one check, in :mod:`lcr.models.machine`)."""
+    return machine.current().gpu_present
 
 
 def _check_server(spec: ModelSpec, needs: frozenset[Capability], purpose: str) -> None:
@@ -160,3 +218,27 @@ def _check_server(spec: ModelSpec, needs: frozenset[Capability], purpose: str) -
                 f"{purpose} needs choice_probability, but the server at {spec.base_url} "
                 "returns no log-probabilities; use --backend llamacpp or transformers"
             )
+
+
+# ------------------------------------------------------------ configurations
+
+__all__ = [
+    "Configuration",
+    "cpu_configuration",
+    "describe_configuration",
+    "llm_configuration",
+    "planned_configuration",
+]
+
+
+def planned_configuration(backend: str, spec: ModelSpec) -> Configuration:
+    """The configuration ``backend`` will load ``spec`` with (read before loading)."""
+    m = machine.current()
+    if backend == "llamacpp":
+        gpu = spec.device.startswith("cuda") or (spec.device == "auto" and m.llamacpp_gpu)
+        return configuration("llamacpp", "cuda" if gpu else "cpu", "gguf", None)
+    if backend == "transformers":
+        gpu = spec.device.startswith("cuda") or (spec.device == "auto" and m.gpu)
+        dtype = m.gpu_dtype if gpu else "float32"
+        return configuration("transformers", "cuda" if gpu else "cpu", dtype, spec.quantize)
+    return cpu_configuration(backend)

@@ -281,3 +281,54 @@ def require_attention(llm: LLM, purpose: str) -> AttentionLLM:
             f"it needs the transformers backend, not {backend}"
         )
     return llm
+
+
+# ------------------------------------------------------------ configurations
+
+Configuration = dict[str, str | None]
+"""What besides the model id decides an LLM's outputs: backend, device, dtype, quantize."""
+
+
+def configuration(
+    backend: str, device: str, dtype: str | None, quantize: str | None
+) -> Configuration:
+    device = "cuda" if device.startswith("cuda") else device
+    return {"backend": backend, "device": device, "dtype": dtype, "quantize": quantize}
+
+
+def cpu_configuration(backend: str) -> Configuration:
+    """How a backend ran before lcr recorded configurations: on the CPU, unquantised
+    (lcr's GPU paths had never run), llama.cpp with the GGUF as it is, transformers in fp32."""
+    if backend == "llamacpp":
+        return configuration("llamacpp", "cpu", "gguf", None)
+    if backend == "transformers":
+        return configuration("transformers", "cpu", "float32", None)
+    if backend == "openai":
+        return configuration("openai", "server", None, None)
+    return configuration(backend, "cpu", None, None)
+
+
+def llm_configuration(llm: object) -> Configuration:
+    """The configuration a loaded (or injected) LLM runs with."""
+    backend = str(getattr(llm, "backend", "unknown"))
+    if backend == "openai":
+        return cpu_configuration("openai")
+    device = str(getattr(llm, "device", "cpu"))
+    quantize = getattr(llm, "quantize", None)
+    if backend == "llamacpp":
+        dtype: str | None = "gguf"
+    else:
+        model_dtype = getattr(getattr(llm, "model", None), "dtype", None)
+        dtype = str(model_dtype).removeprefix("torch.") if model_dtype is not None else None
+    return configuration(backend, device, dtype, quantize)
+
+
+def describe_configuration(config: Configuration) -> str:
+    """``transformers/cuda/bfloat16/4bit``: what the up-to-date message and ``lcr info`` show."""
+    parts = [
+        config.get("backend"),
+        config.get("device"),
+        config.get("dtype"),
+        config.get("quantize"),
+    ]
+    return "/".join(str(p) for p in parts if p)

@@ -14,7 +14,12 @@ from dataclasses import dataclass, field
 
 from lcr.errors import CapabilityError
 from lcr.evidence import Usage
-from lcr.models.backends import choose_backend
+from lcr.models.backends import (
+    Configuration,
+    choose_backend,
+    llm_configuration,
+    planned_configuration,
+)
 from lcr.models.base import LLM, Capability, Embedder, Role, describe_capabilities
 from lcr.models.spec import ModelSpec
 from lcr.progress import NULL_PROGRESS, Progress
@@ -161,6 +166,20 @@ class Models:
         if loaded is not None:
             return str(getattr(loaded, "backend", self._backends.get(role) or self.spec.backend))
         return self._backends.get(role)
+
+    def configuration(self, role: Role) -> Configuration | None:
+        """What ``role``'s LLM runs (or will run) with: backend, device, dtype, quantisation;
+        None before a backend is chosen."""
+        if role is Role.SCORER and self._scorer_is_llm():
+            role = Role.LLM
+        loaded = self._llm if role is Role.LLM else self._current_scorer()
+        if loaded is not None:
+            return llm_configuration(loaded)
+        backend = self._backends.get(role)
+        if backend is None:
+            return None
+        spec = self.spec if role is Role.LLM else self._scorer_spec()
+        return planned_configuration(backend, spec)
 
     def usage_snapshot(self) -> Usage:
         """A copy of the summed usage of every loaded LLM (one object counted once).

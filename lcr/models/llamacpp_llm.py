@@ -43,6 +43,7 @@ from lcr.models.base import (
 from lcr.models.llamacpp_setup import ChatTemplate, refuse_amx_build, silence_llama_logs
 from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_threads, usable_cores
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
+from lcr.models.machine import llamacpp_rebuild_command
 
 DEFAULT_CONTEXT = 16384  # tokens of KV cache; the presets were trained on 32k
 DEFAULT_BATCH = 512  # tokens per llama_decode call
@@ -114,13 +115,15 @@ class LlamaCppLLM:
         from llama_cpp._internals import LlamaContext, LlamaModel
 
         silence_llama_logs()
-        refuse_amx_build()
         gpu = device.startswith("cuda")
         if gpu and not llama_cpp.llama_supports_gpu_offload():
             raise ModelError(
-                "this llama-cpp-python build has no GPU support; reinstall it with "
-                "CMAKE_ARGS=-DGGML_CUDA=on, or use --device cpu or --backend transformers"
+                "this llama-cpp-python build has no GPU support; reinstall it with: "
+                f"{llamacpp_rebuild_command(cuda=True)} (or use --device cpu or --backend "
+                "transformers)"
             )
+        if not gpu:  # AMX kernels only run when layers stay on the CPU
+            refuse_amx_build()
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = -1 if gpu else 0
         # read into memory rather than mapped: weights that llama.cpp repacks for its

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from lcr.errors import ModelError
+from lcr.models import machine
 from lcr.models.base import Message
+from lcr.models.machine import llamacpp_rebuild_command
 
 _SILENT_LOG: Any = None
 
@@ -29,13 +31,6 @@ def silence_llama_logs() -> None:
     llama_cpp.llama_log_set(_SILENT_LOG, ctypes.c_void_p(0))
 
 
-AMX_REBUILD = (
-    "CMAKE_ARGS=\"-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 "
-    "-mno-amx-bf16' -DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'\" "
-    "pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python==0.3.36"
-)
-
-
 def refuse_amx_build() -> None:
     """A build with llama.cpp's AMX kernels crashes the process on the AMX machines lcr
     was measured on (a segfault in the first matrix product), so it is refused with
@@ -44,9 +39,10 @@ def refuse_amx_build() -> None:
 
     info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
     if "AMX_INT8 = 1" in info and os.environ.get("LCR_LLAMACPP_AMX") != "1":
+        rebuild = llamacpp_rebuild_command(cuda=machine.current().gpu_present)
         raise ModelError(
             "this llama-cpp-python build uses AMX kernels, which crash on the machines lcr "
-            f"is tested on; rebuild it without them: {AMX_REBUILD} (or set LCR_LLAMACPP_AMX=1 "
+            f"is tested on; rebuild it without them: {rebuild} (or set LCR_LLAMACPP_AMX=1 "
             "if they work on this machine)"
         )
 

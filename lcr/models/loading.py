@@ -13,7 +13,7 @@ import os
 import re
 import socket
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,6 +218,10 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
         )
     elif source.kind == "hub":
         llm = _load_hub(source, "llm", device, spec.quantize)
+    elif source.kind == "gguf" and (spec.quantize is not None or device != "cpu"):
+        llm = _load_gguf_file_llm(
+            source, device, spec.quantize, progress, task, spec.context_window
+        )
     else:
         with hub_offline():
             llm = _guarded_llm(source, device, spec.quantize, context_window=spec.context_window)
@@ -254,7 +258,7 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
             f"the llama.cpp backend loads GGUF models (a preset or a .gguf file), not "
             f"{spec.llm}; use --backend transformers"
         )
-    device = "cpu" if spec.device in ("auto", "cpu") else spec.device
+    device = llamacpp_device(spec.device)
     window = spec.context_window
     if source.kind == "preset":
         assert source.preset is not None
@@ -271,6 +275,16 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
     llm.progress = progress
     _finish(task, f"loaded {source.model_id} (llama.cpp, {device}, {llm.threads} threads)")
     return llm
+
+
+def llamacpp_device(device: str) -> str:
+    """``auto`` -> ``cuda`` (every layer offloaded) where this llama.cpp build can offload
+    to a GPU that is present, else ``cpu``; ``cpu``/``cuda`` as asked."""
+    from lcr.models import machine
+
+    if device == "auto":
+        return "cuda" if machine.current().llamacpp_gpu else "cpu"
+    return device
 
 
 def _finish(task: Task, description: str) -> None:
@@ -318,40 +332,93 @@ def _load_preset_llm(
     context_window: int | None = None,
 ) -> LLM:
     """First use: join (if split) and dequantize the GGUF, save a plain copy; later: load it."""
-    source = Source("preset", preset.name, str(cache.hf_dir(preset.name)), preset=preset)
-    window = context_window or preset.context_window
-    if not cache.has_dequantized(preset.name):
-        with cache.cache_lock(preset.name, progress):
-            if not cache.has_dequantized(preset.name):  # another process may have finished
-                gguf = _ensure_gguf(preset, progress)
-                task.update(description=f"loading {preset.name} from GGUF (first use only)")
+    return _load_dequantized(
+        preset.name,
+        Source("preset", preset.name, str(cache.hf_dir(preset.name)), preset=preset),
+        lambda: _ensure_gguf(preset, progress),
+        preset.save_dtype,
+        device,
+        quantize,
+        progress,
+        task,
+        context_window or preset.context_window,
+    )
+
+
+def gguf_copy_name(path: Path) -> str:
+    """The cache name of a user's ``.gguf`` file's dequantized copy: its path, size and
+    modification time, so an edited or replaced file gets a new copy."""
+    import hashlib
+
+    st = path.stat()
+    digest = hashlib.sha256(f"{path}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
+    return f"file-{path.stem}-{digest[:12]}"
+
+
+def _load_gguf_file_llm(
+    source: Source,
+    device: str,
+    quantize: str | None,
+    progress: Progress,
+    task: Task,
+    context_window: int | None,
+) -> LLM:
+    """A user's ``.gguf`` on a GPU or with ``--quantize``: dequantized once into a bf16
+    copy that later loads read directly (transformers refuses ``gguf_file`` together with
+    ``quantization_config``, and would otherwise dequantize on every load)."""
+    assert source.gguf_file is not None
+    gguf = Path(source.location) / source.gguf_file
+    name = gguf_copy_name(gguf)
+    copy = Source("dir", source.model_id, str(cache.hf_dir(name)))
+    return _load_dequantized(
+        name, copy, lambda: gguf, "bfloat16", device, quantize, progress, task, context_window
+    )
+
+
+def _load_dequantized(
+    name: str,
+    source: Source,
+    gguf: Callable[[], Path],
+    save_dtype: str,
+    device: str,
+    quantize: str | None,
+    progress: Progress,
+    task: Task,
+    window: int | None,
+) -> LLM:
+    """Load ``source`` (a dequantized copy in the cache), making it from ``gguf()`` first."""
+    if not cache.has_dequantized(name):
+        with cache.cache_lock(name, progress):
+            if not cache.has_dequantized(name):  # another process may have finished
+                path = gguf()
+                task.update(description=f"loading {source.model_id} from GGUF (first use only)")
                 with hub_offline():
                     llm = _guarded_llm(
                         source,
                         "cpu",
                         None,
                         context_window=window,
-                        location=str(gguf.parent),
-                        gguf_file=gguf.name,
+                        location=str(path.parent),
+                        gguf_file=path.name,
                     )
-                task.update(description=f"saving a dequantized copy of {preset.name}")
-                folder = cache.hf_dir(preset.name)
-                cache.remove_stale_temps(folder.parent, preset.name)
+                task.update(description=f"saving a dequantized copy of {source.model_id}")
+                folder = cache.hf_dir(name)
+                cache.remove_stale_temps(folder.parent, name)
                 from lcr.models.transformers_llm import TransformersLLM
 
                 assert isinstance(llm, TransformersLLM)
                 try:
                     with cache.atomic_directory(folder) as tmp:
-                        llm.save_dequantized(tmp, preset.save_dtype)
+                        llm.save_dequantized(tmp, save_dtype)
                 except OSError as exc:
                     raise ModelError(
-                        f"cannot save the dequantized copy of {preset.name} in {folder}: "
+                        f"cannot save the dequantized copy of {source.model_id} in {folder}: "
                         f"{exc.strerror or exc}"
                     ) from None
                 if device == "cpu" and quantize is None:
                     return llm
                 del llm
-    task.update(description=f"loading {preset.name}")
+    task.update(description=f"loading {source.model_id}")
     with hub_offline():
         return _guarded_llm(source, device, quantize, context_window=window)
 

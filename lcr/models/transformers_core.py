@@ -45,27 +45,39 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda")
 # continuation scoring: padded tokens per batch, and positions projected to the
 # vocabulary at a time (bounds memory: 128 x 150k vocabulary x 8 bytes = 150 MB)
 _SCORE_BATCH_TOKENS = 4096
+# ... and the prefix's KV cache, repeated for every row of a batch, at most this many
+# bytes (a 7B scorer's 4096-token prefix repeated 8 times would take ~23 GB)
+_SCORE_BATCH_KV_BYTES = 2 * 2**30
 _SCORE_CHUNK = 128
 
 
 def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without one fails."""
-    import torch
+    """``auto`` -> ``cuda`` when torch can use a GPU, else ``cpu``; ``cuda`` without one fails."""
+    from lcr.models import machine
 
     dev = (device or "auto").strip().lower()
     if dev == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if machine.current().gpu else "cpu"
     if dev == "cpu":
         return "cpu"
     if dev == "cuda" or dev.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise ModelError(f"--device {device} asked for, but no CUDA GPU is available")
+        m = machine.current()
+        if not m.gpu:
+            why = (
+                f"torch {m.torch_version} is a CPU build; install a CUDA one: "
+                f"{machine.cuda_torch_command(m.torch_version)}"
+                if m.gpu_present and m.torch_cuda is None
+                else "no CUDA GPU is available (run lcr doctor)"
+            )
+            raise ModelError(f"--device {device} asked for, but {why}")
         return dev
     raise UsageError(f"unknown device {device!r}; choose one of {', '.join(DEVICE_CHOICES)}")
 
 
 def check_quantize(quantize: str | None, device: str) -> None:
     """Refuse 4-/8-bit loading where bitsandbytes cannot do it, before any loading starts."""
+    from lcr.models import machine
+
     if quantize is None:
         return
     if quantize not in QUANTIZE_CHOICES:
@@ -77,19 +89,25 @@ def check_quantize(quantize: str | None, device: str) -> None:
             f"--quantize {quantize} needs a CUDA GPU (bitsandbytes); on CPU leave it out "
             "(the model runs in fp32)"
         )
-    try:
-        import bitsandbytes  # noqa: F401
-    except ImportError:
+    m = machine.current()
+    if m.bitsandbytes_version is None:
+        raise ModelError(f"--quantize {quantize} needs bitsandbytes: pip install 'lcr[gpu]'")
+    if not m.bitsandbytes_ok:
         raise ModelError(
-            f"--quantize {quantize} needs bitsandbytes: pip install 'lcr[gpu]'"
-        ) from None
+            f"--quantize {quantize} needs bitsandbytes {machine.BITSANDBYTES_MIN} or newer "
+            f"(installed: {m.bitsandbytes_version}): {machine.BITSANDBYTES_COMMAND}"
+        )
 
 
 def compute_dtype(device: str) -> torch.dtype:
+    """fp32 on CPU; on CUDA bf16 where the GPU has it in hardware (Ampere and newer),
+    else fp16 (torch's bf16 check counts slow emulation on a T4 or V100)."""
     import torch
 
+    from lcr.models import machine
+
     if device.startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.bfloat16 if machine.current().native_bf16 else torch.float16
     return torch.float32
 
 
@@ -116,6 +134,7 @@ class TransformersCore:
     """A causal chat model run in-process with transformers; see the module docstring."""
 
     backend = "transformers"
+    quantize: str | None = None  # bitsandbytes 4bit/8bit (part of the cache keys' configuration)
 
     def __init__(
         self,
@@ -216,9 +235,9 @@ class TransformersCore:
             if model.dtype != dtype:  # a bf16 save is computed in fp32 on CPU
                 model = model.to(dtype)
             model = model.to(torch.device(device))
-        return cls(
-            model, tokenizer, model_id=model_id, device=device, context_window=context_window
-        )
+        llm = cls(model, tokenizer, model_id=model_id, device=device, context_window=context_window)
+        llm.quantize = quantize
+        return llm
 
     def save_dequantized(self, dest: Path, dtype: str = "float32") -> None:
         """Save the (GGUF-dequantized) weights and tokenizer as a plain HF folder.
@@ -398,7 +417,8 @@ class TransformersCore:
             reused = n_ctx * (len(members) - 1)  # read again from the cache, not encoded
             if reused:
                 self.usage.add(reused, 0, calls=0, cached_tokens=reused)
-            for batch in _length_batches(members, _SCORE_BATCH_TOKENS):
+            kv_rows = _SCORE_BATCH_KV_BYTES // max(1, self.kv_bytes_per_token())
+            for batch in _length_batches(members, _SCORE_BATCH_TOKENS, n_ctx, kv_rows):
                 kept = [cont for _, cont in batch]
                 for (i, cont), logprob in zip(
                     batch, self._score_after_prefix(prefix, kept), strict=True
@@ -447,6 +467,16 @@ class TransformersCore:
             out = decoder(input_ids=ids, cache=cache, use_cache=True)
         hidden: torch.Tensor = out.last_hidden_state
         return hidden
+
+    def kv_bytes_per_token(self) -> int:
+        """Bytes of KV cache one token takes (keys and values of every layer)."""
+        cfg = self.model.config
+        layers = int(getattr(cfg, "num_hidden_layers", 1) or 1)
+        heads = int(getattr(cfg, "num_attention_heads", 1) or 1)
+        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+        head_dim = getattr(cfg, "head_dim", None) or int(getattr(cfg, "hidden_size", 0)) // heads
+        itemsize = int(getattr(getattr(self.model, "dtype", None), "itemsize", 4) or 4)
+        return 2 * layers * kv_heads * int(head_dim) * itemsize
 
     def prefix_cache(self, prefix: str | Sequence[int]) -> PrefixCache:
         """Run the prefix once and keep its KV cache (plain text, no chat template)."""
@@ -625,14 +655,20 @@ def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
 
 
 def _length_batches(
-    members: list[tuple[int, list[int]]], max_tokens: int
+    members: list[tuple[int, list[int]]],
+    max_tokens: int,
+    prefix_tokens: int = 0,
+    max_kv_tokens: int | None = None,
 ) -> list[list[tuple[int, list[int]]]]:
     """Continuations grouped by similar length (little padding), each batch's padded
-    size at most ``max_tokens`` (one continuation alone may exceed it)."""
+    size at most ``max_tokens`` and, counting the prefix every row repeats, its KV
+    cache at most ``max_kv_tokens`` positions (one continuation alone may exceed both)."""
     ordered = sorted(members, key=lambda m: len(m[1]))
     batches: list[list[tuple[int, list[int]]]] = []
     for member in ordered:
-        if batches and len(member[1]) * (len(batches[-1]) + 1) <= max_tokens:
+        rows = len(batches[-1]) + 1 if batches else 1
+        fits_kv = max_kv_tokens is None or (prefix_tokens + len(member[1])) * rows <= max_kv_tokens
+        if batches and len(member[1]) * rows <= max_tokens and fits_kv:
             batches[-1].append(member)
         else:
             batches.append([member])

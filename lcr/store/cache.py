@@ -3,6 +3,15 @@
 An append-only JSON-lines file per method, ``<index>/cache/<method>.jsonl``: each
 line is ``{"key": ..., "value": ...}``, flushed and fsynced as soon as a call
 completes. A line cut short by a crash is ignored on the next read.
+
+Keys hold the LLM's configuration (backend, device, dtype, quantisation) as well
+as its model id (:meth:`LLMCache.llm_identity`), so a build resumed with another
+configuration never mixes two configurations' outputs. Keys written before
+configurations were recorded hold the model id alone; the first write after
+this change records, in ``<method>.config.json`` beside the file, which
+configuration those belong to (the backend the index's build recorded, on the
+CPU, as every earlier lcr ran), and a run with that configuration keeps reading
+and writing them, so nothing is paid twice.
 """
 
 from __future__ import annotations
@@ -13,6 +22,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lcr.atomic import atomic_write_json
+from lcr.models.base import cpu_configuration, llm_configuration
+
 
 def cache_key(*parts: Any) -> str:
     """A content hash of everything that determines an LLM output."""
@@ -20,14 +32,45 @@ def cache_key(*parts: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+UNKEYED = "unkeyed_configuration"
+"""The sidecar's field naming the configuration whose keys hold the model id alone
+(None: no such keys)."""
+_UNKNOWN = object()
+
+
 class LLMCache:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, legacy_backend: str | None = None) -> None:
+        """``legacy_backend``: the backend the index's existing build recorded, which
+        made the keys of a cache from before configurations were recorded."""
         self.path = path
         self._entries: dict[str, Any] = {}
         self.hits = 0
         self.misses = 0
+        self._legacy_backend = legacy_backend
         if path.exists():
             self._load()
+        self._unkeyed: Any = _UNKNOWN if self._entries else None
+        self._marker_written = False
+        try:
+            self._unkeyed = json.loads(self.config_path.read_text(encoding="utf-8"))[UNKEYED]
+            self._marker_written = True
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # none yet: a new cache, or one from before configurations were recorded
+
+    @property
+    def config_path(self) -> Path:
+        """The sidecar ``<method>.config.json`` (the JSON lines stay one output each)."""
+        return self.path.with_name(f"{self.path.stem}.config.json")
+
+    def llm_identity(self, llm: Any) -> Any:
+        """What a key holds for ``llm``: its model id when its configuration is the one
+        this file's unconfigured keys belong to, else the id and the configuration."""
+        config = llm_configuration(llm)
+        if self._unkeyed is _UNKNOWN:
+            self._unkeyed = cpu_configuration(self._legacy_backend or config["backend"] or "")
+        if config == self._unkeyed:
+            return llm.model_id
+        return [llm.model_id, config]
 
     def _load(self) -> None:
         with self.path.open(encoding="utf-8", errors="replace") as fh:
@@ -52,8 +95,17 @@ class LLMCache:
         return None
 
     def put(self, key: str, value: Any) -> None:
+        if not self._marker_written and self._unkeyed is not _UNKNOWN:
+            # written before the first output, so a build that stores nothing leaves no file
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.config_path, {UNKEYED: self._unkeyed})
+            self._marker_written = True
+        self._write({"key": key, "value": value})
+        self._entries[key] = value
+
+    def _write(self, entry: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"key": key, "value": value}, ensure_ascii=False) + "\n"
+        line = json.dumps(entry, ensure_ascii=False) + "\n"
         with self.path.open("a", encoding="utf-8") as fh:
             # A previous crash may have left a torn line without a newline.
             if fh.tell() > 0 and not self._ends_with_newline():
@@ -61,7 +113,6 @@ class LLMCache:
             fh.write(line)
             fh.flush()
             os.fsync(fh.fileno())
-        self._entries[key] = value
 
     def _ends_with_newline(self) -> bool:
         with self.path.open("rb") as fh:
@@ -77,6 +128,12 @@ class MemoryCache(LLMCache):
         self._entries = {}
         self.hits = 0
         self.misses = 0
+        self._legacy_backend = None
+        self._unkeyed = None
+        self._marker_written = True
 
     def put(self, key: str, value: Any) -> None:
         self._entries[key] = value
+
+    def _write(self, entry: dict[str, Any]) -> None:
+        pass

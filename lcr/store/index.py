@@ -7,6 +7,7 @@ Layout::
       source.txt               normalised text of every document, joined by blank lines
       <method>.<build>/        nodes.jsonl, *.zarr, *.json of one completed build
       cache/<method>.jsonl     LLM outputs already paid for (resumable builds)
+      cache/<method>.config.json  which configuration its unconfigured keys belong to
       .lock                    held by writers
 
 A method is built in ``.tmp-<method>-<build>/`` and renamed to
@@ -557,7 +558,14 @@ class Index:
         return max(len(self.documents) - 1, 0)
 
     def llm_cache(self, method: str) -> LLMCache:
-        return LLMCache(self.path / "cache" / f"{method}.jsonl")
+        """The method's cache; keys from before configurations were recorded belong to
+        the backend its existing build recorded."""
+        entry = self.methods.get(method)
+        backend = entry.stats.get("llm_backend") if entry is not None else None
+        return LLMCache(
+            self.path / "cache" / f"{method}.jsonl",
+            legacy_backend=str(backend) if backend else None,
+        )
 
     def size_bytes(self, method: str | None = None) -> int:
         if method is None:

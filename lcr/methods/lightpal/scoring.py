@@ -91,7 +91,7 @@ class PairScorer:
     def _key(self, prefix: str, continuations: Sequence[str]) -> str:
         return cache_key(
             SCORE_VERSION,
-            self.llm.model_id,
+            self.cache.llm_identity(self.llm),
             self.max_tokens,
             self.continuation_tokens,
             prefix,

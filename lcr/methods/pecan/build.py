@@ -106,7 +106,9 @@ def _batch_points(
 ) -> tuple[list[str], list[list[float]]]:
     """One batch's points and their weights over the batch's nodes, through the cache."""
     prompt = build_prompt(llm, texts)
-    key = cache_key(PROMPT_VERSION, llm.model_id, prompt.ids, params.points_max_new_tokens)
+    key = cache_key(
+        PROMPT_VERSION, ctx.cache.llm_identity(llm), prompt.ids, params.points_max_new_tokens
+    )
     hit = ctx.cache.get(key)
     if isinstance(hit, dict) and isinstance(hit.get("points"), list):
         counters.cached += 1
