@@ -42,8 +42,8 @@ from lcr.models.base import (
 )
 from lcr.models.llamacpp_setup import ChatTemplate, refuse_amx_build, silence_llama_logs
 from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_threads, usable_cores
-from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 from lcr.models.machine import llamacpp_rebuild_command
+from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 
 DEFAULT_CONTEXT = 16384  # tokens of KV cache; the presets were trained on 32k
 DEFAULT_BATCH = 512  # tokens per llama_decode call
