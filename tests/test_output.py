@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lcr.cli import main, printable
+from lcr.cli import main
+from lcr.cli_output import printable
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.store import Index
 
