@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +60,7 @@ EXCERPT_CHARS = 1500
 BUILD_SETS = ["pecan.chunk_tokens=100", "pecan.s=256", "pecan.points_max_new_tokens=24"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread() -> Iterator[None]:
-    """One torch thread: two threads on a busy 2-core machine spin against each other."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _excerpt() -> str:
