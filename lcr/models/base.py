@@ -102,6 +102,24 @@ def split_token_budget(
     return half, budget - half
 
 
+def pairs_by_context_tail(
+    context_len: int, continuations: Sequence[Sequence[int]], budget: int
+) -> dict[int, list[tuple[int, list[int]]]]:
+    """Each scored pair cut to ``budget`` (:func:`split_token_budget`), grouped by how
+    many of the context's last tokens it keeps: ``{kept: [(index, continuation), ...]}``.
+
+    Every backend scores exactly this text per pair, and a group shares one encoding
+    of its context tail. Empty continuations are left out (they score 0).
+    """
+    groups: dict[int, list[tuple[int, list[int]]]] = {}
+    for i, cont in enumerate(continuations):
+        if not cont:
+            continue
+        n_ctx, n_cont = split_token_budget(context_len, len(cont), budget)
+        groups.setdefault(max(n_ctx, 1), []).append((i, list(cont[:n_cont])))
+    return groups
+
+
 @runtime_checkable
 class LLM(Protocol):
     """A chat model. Every call adds its tokens to ``usage``.

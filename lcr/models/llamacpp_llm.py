@@ -38,7 +38,7 @@ from lcr.models.base import (
     ContinuationScore,
     Generation,
     Message,
-    split_token_budget,
+    pairs_by_context_tail,
 )
 from lcr.models.llamacpp_setup import ChatTemplate, refuse_amx_build, silence_llama_logs
 from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_threads, usable_cores
@@ -326,13 +326,8 @@ class LlamaCppLLM:
         ctx_ids = self.encode(context) or [self._start_token()]
         budget = min(max_tokens or self._n_ctx, self._n_ctx)
         scores: list[ContinuationScore] = [ContinuationScore(0.0, 0)] * len(continuations)
-        by_context: dict[int, list[tuple[int, list[int]]]] = {}
-        for i, text in enumerate(continuations):
-            cont = self.encode(text)
-            if not cont:
-                continue
-            n_ctx, n_cont = split_token_budget(len(ctx_ids), len(cont), budget)
-            by_context.setdefault(max(n_ctx, 1), []).append((i, cont[:n_cont]))
+        encoded = [self.encode(text) for text in continuations]
+        by_context = pairs_by_context_tail(len(ctx_ids), encoded, budget)
         for n_ctx, items in by_context.items():
             got = self._score_group(ctx_ids[-n_ctx:], [c for _, c in items])
             for (i, _), score in zip(items, got, strict=True):

@@ -25,7 +25,7 @@ from lcr.models.base import (
     ContinuationScore,
     Generation,
     Message,
-    split_token_budget,
+    pairs_by_context_tail,
 )
 from lcr.models.llamacpp_threads import (
     ThreadGovernor,
@@ -405,13 +405,8 @@ class TransformersCore:
         ctx_ids = self.encode(context) or [self._start_token()]
         budget = min(max_tokens or self.context_window, self.context_window)
         scores: list[ContinuationScore] = [ContinuationScore(0.0, 0)] * len(continuations)
-        groups: dict[int, list[tuple[int, list[int]]]] = {}
-        for i, text in enumerate(continuations):
-            cont = self.encode(text)
-            if not cont:
-                continue
-            n_ctx, n_cont = split_token_budget(len(ctx_ids), len(cont), budget)
-            groups.setdefault(max(n_ctx, 1), []).append((i, cont[:n_cont]))
+        encoded = [self.encode(text) for text in continuations]
+        groups = pairs_by_context_tail(len(ctx_ids), encoded, budget)
         for n_ctx, members in groups.items():
             prefix = self.prefix_cache(ctx_ids[-n_ctx:])
             reused = n_ctx * (len(members) - 1)  # read again from the cache, not encoded

@@ -30,7 +30,6 @@ from lcr.config import Settings, setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.methods.base import (
-    ANSWER_WITH_LLM,
     GENERATE,
     AnswerContext,
     BuildContext,
@@ -145,17 +144,11 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
     build_settings = GraphReaderBuild
     query_settings = GraphReaderQuery
 
-    def build_needs(self, settings: GraphReaderBuild) -> Needs:
-        """One extraction per chunk (LLM), key elements merged by embedding similarity."""
-        return BUILD_NEEDS
-
-    def retrieve_needs(self, settings: GraphReaderQuery) -> Needs:
-        """The agent (LLM) and the pre-selection of candidate nodes (embedder)."""
-        return RETRIEVE_NEEDS
-
-    def answer_needs(self, settings: GraphReaderQuery) -> Needs:
-        """Figure 12 over the notebooks, or the shared step: the LLM either way."""
-        return ANSWER_WITH_LLM
+    # one extraction per chunk (LLM), key elements merged by embedding similarity; the
+    # agent (LLM) and its pre-selection of candidate nodes (embedder); Figure 12 over
+    # the notebooks, or the shared step: the LLM either way (the default answer needs)
+    needs_to_build = BUILD_NEEDS
+    needs_to_retrieve = RETRIEVE_NEEDS
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[GraphReaderBuild]) -> None:

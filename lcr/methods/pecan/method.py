@@ -61,14 +61,8 @@ class Pecan(Method[PecanBuild, PecanQuery]):
     build_settings = PecanBuild
     query_settings = PecanQuery
 
-    def build_needs(self, settings: PecanBuild) -> Needs:
-        return LLM_AND_EMBEDDER
-
-    def retrieve_needs(self, settings: PecanQuery) -> Needs:
-        return LLM_AND_EMBEDDER
-
-    def answer_needs(self, settings: PecanQuery) -> Needs:
-        return LLM_AND_EMBEDDER  # the second turn, from the search's own model and cache
+    # the answer is the second turn, from the search's own model and KV cache
+    needs_to_build = needs_to_retrieve = needs_to_answer = LLM_AND_EMBEDDER
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[PecanBuild]) -> None:
