@@ -262,7 +262,9 @@ def test_a_gguf_file_with_quantize_goes_through_a_dequantized_copy(
         calls.append(dict(kwargs, location=location))
         # transformers refuses gguf_file together with quantization_config
         assert not (kwargs.get("gguf_file") and kwargs.get("quantize"))
-        return object.__new__(TransformersLLM)
+        llm = object.__new__(TransformersLLM)
+        llm.device, llm.threads = "cuda", None  # a GPU model: no CPU thread governing
+        return llm
 
     def save(self: Any, dest: Path, dtype: str = "float32") -> None:
         (dest / "config.json").write_text("{}")
