@@ -211,7 +211,7 @@ def test_split_kernel_gives_the_product_kernels_edges(workers: int) -> None:
     on random rows and a small real text."""
     pytest.importorskip("numba")
     assert_split_equals_product(unit_rows(7, n=300, v=60), 2_000, workers)
-    assert_split_equals_product(real_tfidf_rows(), 20_000, workers)
+    assert_split_equals_product(real_tfidf_rows(), 3_000, workers)
 
 
 @needs_shared_data
