@@ -102,6 +102,15 @@ def split_token_budget(
     return half, budget - half
 
 
+def answer_first_tokens(encode: Callable[[str], Sequence[int]], word: str) -> frozenset[int]:
+    """The first token of ``word`` and of `` word``: both spellings count as that answer
+    when a backend reads Yes/No from the first token's logits."""
+    ids = {toks[0] for v in (word, " " + word.lstrip()) if (toks := encode(v))}
+    if not ids:
+        raise ValueError(f"the answer {word!r} has no tokens")
+    return frozenset(ids)
+
+
 def pairs_by_context_tail(
     context_len: int, continuations: Sequence[Sequence[int]], budget: int
 ) -> dict[int, list[tuple[int, list[int]]]]:

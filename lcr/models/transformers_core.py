@@ -25,6 +25,7 @@ from lcr.models.base import (
     ContinuationScore,
     Generation,
     Message,
+    answer_first_tokens,
     pairs_by_context_tail,
 )
 from lcr.models.llamacpp_threads import (
@@ -510,10 +511,10 @@ class TransformersCore:
     def first_token_ids(self, word: str) -> frozenset[int]:
         """First token of ``word`` and of `` word``: both spellings count as that answer."""
         if word not in self._first_tokens:
-            ids = {toks[0] for v in (word, " " + word.lstrip()) if (toks := self.encode(v))}
-            if not ids:
-                raise ModelError(f"the answer {word!r} has no tokens")
-            self._first_tokens[word] = frozenset(ids)
+            try:
+                self._first_tokens[word] = answer_first_tokens(self.encode, word)
+            except ValueError as exc:
+                raise ModelError(str(exc)) from None
         return self._first_tokens[word]
 
     def _fit(self, ids: list[int], reserve: int = 0) -> list[int]:
