@@ -149,8 +149,10 @@ def test_scorer_role_gets_the_device_and_quantisation_checks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake(monkeypatch, A100)
-    other = "qwen2.5-coder-0.5b"  # any name but the LLM's: the scorer is its own role
-    models = Models(spec=ModelSpec(llm=SMOL, scorer=other))
+    # an installed preset that is not the LLM's name: the scorer is its own role (the LLM,
+    # never loaded here, need not be installed)
+    other = SMOL
+    models = Models(spec=ModelSpec(llm="qwen2.5-coder-1.5b", scorer=other))
     assert models.require_role(Role.SCORER, GEN, "lightpal scoring") == "llamacpp"
     recorded: list[tuple[ModelSpec, str]] = []
 
