@@ -25,12 +25,11 @@ import copy
 import json
 import math
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lcr import pipeline
-from lcr.answer import ANSWER_TARGET, NOT_FOUND
+from lcr.answer import NOT_FOUND
 from lcr.eval import runner, summary
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.models.container import Models
@@ -52,42 +51,40 @@ VARIANTS: list[tuple[str, list[str], int | None]] = [
     ("not_found=abstain", ["answer.not_found=abstain"], None),
     ("max_new_tokens=32", [], 32),
     ("all together", ALL_SETS, 32),
+    ("evidence=quoted", ["answer.evidence=quoted"], None),
 ]
-ACCURACY = (("em", "EM"), ("f1", "F1"), ("match_all", "match"))
+ACCURACY = (("em", "EM"), ("f1", "F1"), ("rouge_l", "ROUGE-L"), ("match_all", "match"))
 
 
 class RetrievalMemo:
-    """``pipeline.retrieve`` once per (index, method, question, settings, k); later calls
-    get a copy (``ask`` changes the result it is given)."""
+    """``pipeline.retrieve_query`` once per (index, method, question, settings, k);
+    later calls get a copy (``ask`` changes the result it is given). Evidence that
+    keeps state for its method's own answer (PECAN's KV cache) is never reused."""
 
     def __init__(self) -> None:
         self.memo: dict[str, Result] = {}
-        self.real = pipeline.retrieve
+        self.real = pipeline.retrieve_query
         self.hits = 0
 
-    def __call__(
-        self,
-        index: Any,
-        method_name: str,
-        question: str,
-        models: Models,
-        sets: Sequence[str] = (),
-        **kw: Any,
-    ) -> Result:
-        method_sets = sorted(s for s in sets if not s.startswith(ANSWER_TARGET + "."))
-        key = json.dumps([str(index.path), method_name, question, method_sets, kw.get("k")])
-        if key not in self.memo:
-            self.memo[key] = self.real(index, method_name, question, models, sets, **kw)
-        else:
+    def __call__(self, index: Any, query: pipeline.Query, models: Models, **kw: Any) -> Result:
+        key = json.dumps(
+            [str(index.path), query.method.name, query.question, query.settings.to_json(), query.k],
+            default=str,
+        )
+        if key in self.memo:
             self.hits += 1
-        return copy.deepcopy(self.memo[key])
+            return copy.deepcopy(self.memo[key])
+        result = self.real(index, query, models, **kw)
+        if result.evidence.state is None:
+            self.memo[key] = copy.deepcopy(result)
+        return result
 
 
 def run_variants(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     spec = ModelSpec(llm=args.llm, device=args.device, backend=args.backend)
     models = Models(spec=spec)
     memo = RetrievalMemo()
-    pipeline.retrieve = memo  # ask() looks it up at call time
+    pipeline.retrieve_query = memo  # ask_query looks it up at call time
     out: dict[str, list[dict[str, Any]]] = {}
     try:
         for name, sets, tokens in VARIANTS:
@@ -109,7 +106,7 @@ def run_variants(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
             )
             out[name] = outcome.records
     finally:
-        pipeline.retrieve = memo.real
+        pipeline.retrieve_query = memo.real
     print(f"retrievals reused: {memo.hits}", file=sys.stderr)
     return out
 
@@ -139,7 +136,10 @@ def abstained(records: list[dict[str, Any]], found: float) -> dict[str, float] |
 
 
 def tables(results: dict[str, list[dict[str, Any]]], method: str) -> str:
-    lines = ["| variant | n | EM | F1 | match | answer found |", "|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| variant | n | EM | F1 | ROUGE-L | match | answer found |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     sums = {name: summary.summarize(recs, [method]) for name, recs in results.items()}
     for name, s in sums.items():
         row = s["methods"].get(method, {})
@@ -195,8 +195,23 @@ def main() -> None:
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--set", action="append", default=[], help="method settings for all")
     ap.add_argument("--only", action="append", default=[], help="run only these variants")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=SET[,SET...]",
+        help="an extra variant: a name and its answer.* settings, e.g. "
+        "'sel=answer.select=sentences,answer.budget=300' (repeat; runs with --only too)",
+    )
     ap.add_argument("--json", action="store_true", help="also write OUT_DIR/summary.json")
     args = ap.parse_args()
+    for text in args.variant:
+        name, sep, sets = text.partition("=")
+        if not sep or not name or not sets:
+            ap.error(f"--variant {text!r}: expected NAME=SET[,SET...]")
+        VARIANTS.append((name, sets.split(","), None))
+        if args.only:
+            args.only.append(name)
     unknown = set(args.only) - {name for name, _, _ in VARIANTS}
     if unknown:
         ap.error(f"unknown variant(s) {sorted(unknown)}; known: {[v[0] for v in VARIANTS]}")

@@ -19,10 +19,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from lcr.config import Setting, Settings, SettingValue, parse_sets, setting, split_assignment
 from lcr.errors import SettingError
 from lcr.evidence import EvidenceItem, Usage, merge_spans
 from lcr.models.base import LLM, Message
+from lcr.selection import (
+    Selection,
+    SentenceScorer,
+    Unit,
+    bridge_question,
+    choose,
+    selected_items,
+    split_units,
+)
 
 NOT_FOUND = "not found in the document"
 """The fixed reply of ``answer.not_found=abstain`` when the evidence lacks the answer."""
@@ -67,6 +78,30 @@ class AnswerSettings(Settings):
         "quoted: the excerpts are fenced and marked as data to read, never instructions",
         legacy="plain",
     )
+    select: Literal["off", "bm25", "embedder", "fused", "llm"] = setting(
+        "off",
+        "keep only the evidence's best sentences, scored by bm25, the embedder, both, or the LLM",
+        legacy="off",
+    )
+    budget: int = setting(
+        300, "answer.select: tokens of evidence kept (sentence leads included)", low=16, legacy=300
+    )
+    bridge: bool = setting(
+        True,
+        "answer.select: rescore after the best sentence with it added to the question",
+        legacy=True,
+    )
+    lead: bool = setting(
+        True,
+        "answer.select: read a kept sentence with its paragraph's first sentence",
+        legacy=True,
+    )
+    pool: int = setting(
+        0,
+        "answer.select: evidence items retrieved to select from; 0: the method's k (-k wins)",
+        low=0,
+        legacy=0,
+    )
     max_new_tokens: int = 256
 
     def choices(self) -> dict[str, str]:
@@ -86,7 +121,9 @@ class AnswerSettings(Settings):
 ANSWER_SETTINGS: tuple[Setting, ...] = AnswerSettings.declared()
 ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
 
-ORIGINAL = AnswerSettings("document", "chunks", "plain", "guess", "plain", 256)
+ORIGINAL = AnswerSettings(
+    "document", "chunks", "plain", "guess", "plain", "off", 300, True, True, 0, 256
+)
 """The answer step as it was before ``answer.*`` settings (never change it when a default
 changes): results made with it carry no answer key in ``lcr eval``'s run digest, so
 results files from before stay valid."""
@@ -264,6 +301,39 @@ def prepare_evidence(
     return ordered(chosen, settings.order)
 
 
+def select_evidence(
+    question: str,
+    items: Sequence[EvidenceItem],
+    settings: AnswerSettings,
+    source: str,
+    scorer: SentenceScorer,
+    count_tokens: Callable[[str], int],
+) -> tuple[list[EvidenceItem], Selection]:
+    """``answer.select``: the best sentences of ``items`` (in rank order) up to
+    ``answer.budget`` tokens, as sub-spans of their items (:mod:`lcr.selection`), by
+    the rank of the item each came from; and what the selection weighed and kept."""
+    units = split_units(items, source)
+    if not units:
+        return [], Selection([], 0, 0)
+    texts = [u.text for u in units]
+
+    def rescore(first: Unit) -> np.ndarray:
+        return scorer(bridge_question(question, first.text), texts)
+
+    picked = choose(
+        units,
+        scorer(question, texts),
+        settings.budget,
+        count_tokens,
+        with_lead=settings.lead,
+        rescore=rescore if settings.bridge else None,
+    )
+    ranks = {it.id: r for r, it in enumerate(items)}
+    kept = selected_items(picked, items, source)
+    kept.sort(key=lambda it: ranks.get(str(it.extra.get("selected_from", it.id)), 0))
+    return kept, picked
+
+
 # A reply that says the excerpts lack the answer, in the words smollm2-135m uses when
 # told to reply NOT_FOUND (tests/test_answer_settings.py holds its real replies). Each
 # names what is missing (the answer, the excerpts, "I"), so an answer that merely
@@ -370,6 +440,7 @@ class AnswerResult:
     used: list[EvidenceItem]
     dropped: int
     usage: Usage = field(default_factory=Usage)
+    info: dict[str, Any] = field(default_factory=dict)  # what the step did, for the record
 
 
 def answer(
@@ -405,14 +476,23 @@ def shared_answer(
     source: str,
     names: Sequence[str],
     context_tokens: int | None = None,
+    scorer: SentenceScorer | None = None,
 ) -> AnswerResult:
-    """The shared answer step with ``settings``: merge and order the evidence, answer
-    it (or, abstaining on no evidence at all, reply :data:`NOT_FOUND` with no LLM call),
-    and normalise a not-found reply. ``source`` is the index's text and ``names`` its
-    documents' names (for merged passages)."""
+    """The shared answer step with ``settings``: select sentences (``answer.select``,
+    scored by ``scorer``), merge and order the evidence, answer it (or, abstaining on
+    no evidence at all, reply :data:`NOT_FOUND` with no LLM call), and normalise a
+    not-found reply. ``source`` is the index's text and ``names`` its documents' names
+    (for merged passages)."""
+    info: dict[str, int] = {}
+    if settings.select != "off":
+        if scorer is None:
+            raise ValueError(f"answer.select={settings.select} needs a sentence scorer")
+        found = len(items)
+        items, picked = select_evidence(question, items, settings, source, scorer, llm.count_tokens)
+        info = {"selected": len(picked.units), "sentences": picked.candidates, "from": found}
     prepared = prepare_evidence(items, settings, source, names)
     if not prepared and settings.not_found == "abstain":
-        return AnswerResult(NOT_FOUND, [], 0)
+        return AnswerResult(NOT_FOUND, [], 0, info=info)
     out = answer(
         question,
         prepared,
@@ -423,4 +503,5 @@ def shared_answer(
         abstain_on_nothing=settings.not_found == "abstain",
     )
     out.text = normalise_reply(out.text, settings)
+    out.info.update(info)
     return out

@@ -38,6 +38,7 @@ from lcr.models.base import Role
 from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.progress import NULL_PROGRESS, Progress
+from lcr.selection import sentence_scorer
 from lcr.store import DocumentInput, Index
 
 
@@ -558,6 +559,9 @@ def ask_query(
         query.needs | method.answer_needs(query.settings),
         f"answering with {method.name}",
     )
+    selecting = query.answer.select != "off" and method.uses_shared_answer(query.settings)
+    if selecting and query.k is None and query.answer.pool > 0:
+        query = dataclasses.replace(query, k=query.answer.pool)  # a deeper pool to select from
     result = retrieve_query(index, query, models, progress=progress, note=note, keep_state=True)
     started = time.perf_counter()
     llm = models.llm
@@ -575,6 +579,9 @@ def ask_query(
             query.answer,
             source=index.source,
             names=[d.name for d in index.documents],
+            scorer=sentence_scorer(query.answer.select, lambda: models.embedder, lambda: llm)
+            if query.answer.select != "off"
+            else None,
         )
     if out.dropped and note is not None:
         note(_dropped_warning(len(result.evidence.items), out, llm.context_window))
@@ -586,7 +593,11 @@ def ask_query(
     result.evidence = Evidence(
         method=result.evidence.method,
         items=out.used,
-        info={**result.evidence.info, **({"dropped": out.dropped} if out.dropped else {})},
+        info={
+            **result.evidence.info,
+            **out.info,
+            **({"dropped": out.dropped} if out.dropped else {}),
+        },
         usage=result.evidence.usage,
     )
     result.evidence.items = result.evidence.in_rank_order()  # read as set, shown by rank

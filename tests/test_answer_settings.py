@@ -212,7 +212,7 @@ def test_resolution_order_and_bad_values() -> None:
         resolve_answer_settings(["answer.order=sideways"])
     with pytest.raises(
         SettingError,
-        match=r"unknown setting answer.colour; valid: evidence, instruction, not_found, order",
+        match=r"unknown setting answer.colour; valid: bridge, budget, evidence, instruction, ",
     ):
         resolve_answer_settings(["answer.colour=red"])
     with pytest.raises(SettingError, match="--max-new-tokens"):
@@ -258,6 +258,11 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "instruction",
         "not_found",
         "evidence",
+        "select",
+        "budget",
+        "bridge",
+        "lead",
+        "pool",
     }
     assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
     res = CliRunner().invoke(cli, ["methods", "--settings"], prog_name="lcr")
@@ -271,6 +276,11 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.instruction",
         "answer.not_found",
         "answer.evidence",
+        "answer.select",
+        "answer.budget",
+        "answer.bridge",
+        "answer.lead",
+        "answer.pool",
         "--max-new-tokens",
     ]
 
@@ -315,6 +325,11 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "instruction": "plain",
         "not_found": "abstain",
         "evidence": "plain",
+        "select": "off",
+        "budget": 300,
+        "bridge": True,
+        "lead": True,
+        "pool": 0,
         "max_new_tokens": 12,
         "step": "shared",
     }

@@ -162,7 +162,8 @@ def gold_plan(models: Models, opts: RunOptions, query_sets: Sequence[str]) -> Me
         raise UsageError(
             "-m gold reads the gold evidence: it needs the answer step, not --retrieval-only"
         )
-    answer = resolve_answer_settings(query_sets, opts.max_new_tokens)
+    # the ceiling reads every gold sentence: nothing to select from
+    answer = resolve_answer_settings(query_sets, opts.max_new_tokens).replace(select="off")
     rec = {"llm": models.llm_id()}
     what = {
         "method": GOLD,

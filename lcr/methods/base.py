@@ -188,6 +188,11 @@ class Method(ABC, Generic[B, Q]):
     def retrieve(self, ctx: QueryContext[B, Q], question: str, k: int | None) -> Evidence:
         """Evidence for ``question``; ``k`` (``-k``) overrides the method's default count."""
 
+    def uses_shared_answer(self, settings: Q) -> bool:
+        """Whether the shared answer step answers (so ``answer.select`` applies); a
+        method with its own answer step says False."""
+        return True
+
     def answer(
         self, ctx: AnswerContext[Q], question: str, evidence: Evidence
     ) -> AnswerResult | None:

@@ -14,6 +14,8 @@ that layout changes.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -100,3 +102,26 @@ class BM25Index:
         if not known:
             return np.zeros(n)
         return np.asarray(self.retriever.get_scores(known), dtype=np.float64)
+
+
+def bm25_scores(
+    query: Sequence[str], docs: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75
+) -> np.ndarray:
+    """Lucene BM25 of one tokenised query against a small tokenised collection, the
+    statistics (document frequencies, mean length) taken from that collection alone:
+    for ranking a handful of sentences, where building an index would cost more."""
+    n = len(docs)
+    out = np.zeros(n, dtype=np.float64)
+    if n == 0 or not query:
+        return out
+    lengths = np.array([len(d) for d in docs], dtype=np.float64)
+    mean_len = float(lengths.mean()) or 1.0
+    counts = [Counter(d) for d in docs]
+    for term in set(query):
+        tf = np.array([c.get(term, 0) for c in counts], dtype=np.float64)
+        df = float(np.count_nonzero(tf))
+        if df == 0:
+            continue
+        idf = np.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        out += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths / mean_len))
+    return out

@@ -395,6 +395,9 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
         return Evidence(method=self.name, items=items, info=info, state=list(result.notebooks))
 
     # ----------------------------------------------------------------- answer
+    def uses_shared_answer(self, settings: GraphReaderQuery) -> bool:
+        return False  # its notebooks (the shared step only when there is none)
+
     def answer(
         self, ctx: AnswerContext[GraphReaderQuery], question: str, evidence: Evidence
     ) -> AnswerResult | None:

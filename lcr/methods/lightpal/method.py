@@ -200,6 +200,9 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
     def retrieve_needs(self, settings: LightPALQuery) -> Needs:
         return Needs(embedder=True) if settings.initial == "dense" else NOTHING
 
+    def uses_shared_answer(self, settings: LightPALQuery) -> bool:
+        return settings.prompt != "paper"
+
     def answer(
         self, ctx: AnswerContext[LightPALQuery], question: str, evidence: Evidence
     ) -> AnswerResult | None:

@@ -146,6 +146,9 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         return Evidence(method=self.name, items=items, info=info, state=result.state)
 
     # ----------------------------------------------------------------- answer
+    def uses_shared_answer(self, settings: PecanQuery) -> bool:
+        return False  # the paper's second turn, from the search's KV cache
+
     def answer(
         self, ctx: AnswerContext[PecanQuery], question: str, evidence: Evidence
     ) -> AnswerResult:
