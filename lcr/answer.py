@@ -31,8 +31,10 @@ from lcr.selection import (
     Unit,
     bridge_question,
     choose,
+    leaf_span,
     selected_items,
     split_units,
+    touching,
 )
 
 NOT_FOUND = "not found in the document"
@@ -186,14 +188,6 @@ def build_messages(question: str, items: list[EvidenceItem]) -> list[Message]:
     return shared_prompt(ORIGINAL)(question, items)
 
 
-def _leaf_span(item: EvidenceItem, source: str) -> tuple[int, int] | None:
-    """The item's one span when its text is exactly that slice of the source (a chunk)."""
-    if len(item.spans) != 1:
-        return None
-    s, e = item.spans[0]
-    return (s, e) if 0 <= s < e <= len(source) and source[s:e] == item.text else None
-
-
 def merge_passages(
     items: Sequence[EvidenceItem], source: str, names: Sequence[str]
 ) -> list[EvidenceItem]:
@@ -212,7 +206,7 @@ def merge_passages(
     alone: list[EvidenceItem] = []
     leaves = []
     for it in items:
-        span = _leaf_span(it, source)
+        span = leaf_span(it, source)
         if span is None:
             alone.append(
                 EvidenceItem(
@@ -232,7 +226,7 @@ def merge_passages(
         last = runs[-1] if runs else None
         if last is not None and last[0][1].doc == it.doc:
             end = max(e for (_, e), _ in last)
-            if span[0] <= end or not source[end : span[0]].strip():
+            if touching(source, end, span[0]):
                 last.append((span, it))
                 continue
         runs.append([(span, it)])

@@ -39,7 +39,8 @@ class Unit:
     lead: Unit | None = None  # the first sentence of its paragraph, when it is not that
 
 
-def _leaf_span(item: EvidenceItem, source: str) -> Span | None:
+def leaf_span(item: EvidenceItem, source: str) -> Span | None:
+    """The item's one span when its text is exactly that slice of the source (a chunk)."""
     if len(item.spans) != 1:
         return None
     s, e = item.spans[0]
@@ -63,7 +64,7 @@ def split_units(items: Sequence[EvidenceItem], source: str) -> list[Unit]:
     units: list[Unit] = []
     seen: set[Span] = set()
     for i, item in enumerate(items):
-        leaf = _leaf_span(item, source)
+        leaf = leaf_span(item, source)
         if leaf is None:
             units.append(Unit(i, tuple(item.spans), item.text))
             continue
@@ -181,7 +182,7 @@ def selected_items(
     whole: list[EvidenceItem] = []
     for unit in selection.units:
         item = items[unit.item]
-        if len(unit.spans) != 1 or _leaf_span(item, source) is None:
+        if len(unit.spans) != 1 or leaf_span(item, source) is None:
             whole.append(item)
             continue
         key = (item.doc, _paragraph_start(source, unit.spans[0][0]))
@@ -191,7 +192,7 @@ def selected_items(
         pieces: list[list[int]] = []
         for unit in sorted(units, key=lambda u: u.spans[0]):
             s, e = unit.spans[0]
-            if pieces and _touching(source, pieces[-1][1], s):
+            if pieces and touching(source, pieces[-1][1], s):
                 pieces[-1][1] = max(pieces[-1][1], e)
             else:
                 pieces.append([s, e])
@@ -214,9 +215,9 @@ def selected_items(
     return out
 
 
-def _touching(source: str, end: int, start: int) -> bool:
-    """Whether text starting at ``start`` follows text ending at ``end`` with only
-    blanks between them (one piece)."""
+def touching(source: str, end: int, start: int) -> bool:
+    """Whether text starting at ``start`` overlaps or follows text ending at ``end``
+    with only blanks between them (one piece, one passage)."""
     return start <= end or not source[end:start].strip()
 
 
