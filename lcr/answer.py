@@ -104,6 +104,12 @@ class AnswerSettings(Settings):
         low=0,
         legacy=0,
     )
+    reread: bool = setting(
+        False,
+        "answer.select: when the reply to the selected sentences is 'not found', answer "
+        "again from the method's own evidence (one more LLM call)",
+        legacy=False,
+    )
     max_new_tokens: int = 256
 
     def choices(self) -> dict[str, str]:
@@ -124,7 +130,7 @@ ANSWER_SETTINGS: tuple[Setting, ...] = AnswerSettings.declared()
 ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
 
 ORIGINAL = AnswerSettings(
-    "document", "chunks", "plain", "guess", "plain", "off", 300, True, True, 0, 256
+    "document", "chunks", "plain", "guess", "plain", "off", 300, True, True, 0, False, 256
 )
 """The answer step as it was before ``answer.*`` settings (never change it when a default
 changes): results made with it carry no answer key in ``lcr eval``'s run digest, so
@@ -471,13 +477,20 @@ def shared_answer(
     names: Sequence[str],
     context_tokens: int | None = None,
     scorer: SentenceScorer | None = None,
+    unselected: Callable[[], Sequence[EvidenceItem]] | None = None,
 ) -> AnswerResult:
     """The shared answer step with ``settings``: select sentences (``answer.select``,
     scored by ``scorer``), merge and order the evidence, answer it (or, abstaining on
     no evidence at all, reply :data:`NOT_FOUND` with no LLM call), and normalise a
     not-found reply. ``source`` is the index's text and ``names`` its documents' names
-    (for merged passages)."""
+    (for merged passages).
+
+    ``answer.reread``: a reply to selected sentences that says the answer is not there
+    is asked again, without selection, of ``unselected()`` (the method's own evidence;
+    by default the same items): sentences out of their paragraphs make a small model
+    doubt, and the second reading keeps the answers selection would lose to that."""
     info: dict[str, int] = {}
+    whole = items
     if settings.select != "off":
         if scorer is None:
             raise ValueError(f"answer.select={settings.select} needs a sentence scorer")
@@ -496,6 +509,19 @@ def shared_answer(
         prompt=shared_prompt(settings),
         abstain_on_nothing=settings.not_found == "abstain",
     )
+    if settings.select != "off" and settings.reread and says_not_found(out.text):
+        again = shared_answer(
+            question,
+            unselected() if unselected is not None else whole,
+            llm,
+            settings.replace(select="off"),
+            source=source,
+            names=names,
+            context_tokens=context_tokens,
+        )
+        again.usage = out.usage.merged(again.usage)
+        again.info.update(info, reread=1)
+        return again
     out.text = normalise_reply(out.text, settings)
     out.info.update(info)
     return out

@@ -26,7 +26,7 @@ from lcr.answer import (
 )
 from lcr.config import Settings
 from lcr.errors import UsageError
-from lcr.evidence import Evidence, Usage
+from lcr.evidence import Evidence, EvidenceItem, Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.base import AnswerContext, BuildContext, Method, Needs, QueryContext
 from lcr.models.backends import (
@@ -560,9 +560,16 @@ def ask_query(
         f"answering with {method.name}",
     )
     selecting = query.answer.select != "off" and method.uses_shared_answer(query.settings)
+    own = query  # the method's own evidence, without the deeper pool (answer.reread)
     if selecting and query.k is None and query.answer.pool > 0:
         query = dataclasses.replace(query, k=query.answer.pool)  # a deeper pool to select from
     result = retrieve_query(index, query, models, progress=progress, note=note, keep_state=True)
+
+    def unselected() -> list[EvidenceItem]:
+        if own is query:
+            return list(result.evidence.items)
+        return retrieve_query(index, own, models).evidence.items
+
     started = time.perf_counter()
     llm = models.llm
     loaded = time.perf_counter()
@@ -582,6 +589,7 @@ def ask_query(
             scorer=sentence_scorer(query.answer.select, lambda: models.embedder, lambda: llm)
             if query.answer.select != "off"
             else None,
+            unselected=unselected,
         )
     if out.dropped and note is not None:
         note(_dropped_warning(len(result.evidence.items), out, llm.context_window))

@@ -206,6 +206,61 @@ def test_shared_step_reads_only_the_selection(story: Index) -> None:
         shared_answer(QUESTION, items, llm, settings, source=story.source, names=["x"])
 
 
+class DoubtingLLM(ScriptedLLM):
+    """Says the answer is missing the first time it is asked, answers (with its
+    prompt's words) after: the control flow of ``answer.reread``."""
+
+    def generate(self, messages: Sequence[Message], **kw: Any) -> Any:
+        gen = super().generate(messages, **kw)
+        if len(self.prompts) == 1:
+            return type(gen)("The excerpts do not contain the answer.", gen.prompt_tokens, 8)
+        return gen
+
+
+@pytest.mark.parametrize("not_found", ["abstain", "guess"])
+def test_reread_asks_again_from_the_unselected_evidence(story: Index, not_found: str) -> None:
+    items = _items(story, k=10)
+    own = items[:4]  # the method's own evidence, shallower than the pool selected from
+    sets = ["answer.select=bm25", "answer.budget=40", f"answer.not_found={not_found}"]
+    once = DoubtingLLM()
+    settings = resolve_answer_settings(sets)
+    first = shared_answer(
+        QUESTION, items, once, settings, source=story.source, names=["x"], scorer=bm25_scorer()
+    )
+    assert len(once.prompts) == 1 and "reread" not in first.info
+    twice = DoubtingLLM()
+    out = shared_answer(
+        QUESTION,
+        items,
+        twice,
+        settings.replace(reread=True),
+        source=story.source,
+        names=["x"],
+        scorer=bm25_scorer(),
+        unselected=lambda: own,
+    )
+    assert len(twice.prompts) == 2 and out.info["reread"] == 1
+    assert out.info["from"] == 10 and out.info["selected"] >= 1
+    # the second reading read the method's own items, whole
+    assert {it.id for it in out.used} == {it.id for it in own}
+    assert all(PIECE_GAP not in it.text for it in out.used)
+    assert out.text != first.text and "do not contain" not in out.text
+    assert out.usage.calls == 2 == twice.usage.calls
+    # a reply that answers is never asked again
+    sure = ScriptedLLM()
+    shared_answer(
+        QUESTION,
+        items,
+        sure,
+        settings.replace(reread=True),
+        source=story.source,
+        names=["x"],
+        scorer=bm25_scorer(),
+        unselected=lambda: own,
+    )
+    assert len(sure.prompts) == 1
+
+
 def test_own_answer_steps_do_not_select() -> None:
     assert not get_method("pecan").uses_shared_answer(get_method("pecan").query_settings())
     lightpal = get_method("lightpal")
@@ -222,6 +277,7 @@ def test_own_answer_steps_do_not_select() -> None:
         ("answer.budget=4", "answer.budget"),
         ("answer.pool=-1", "answer.pool"),
         ("answer.bridge=perhaps", "answer.bridge"),
+        ("answer.reread=often", "answer.reread"),
     ],
 )
 def test_bad_selection_settings_exit_2(story: Index, setting: str, message: str) -> None:
@@ -328,7 +384,8 @@ def test_run_keys_name_the_selection(tmp_path: Path) -> None:
             ["answer.select=bm25"],
             ["answer.select=bm25", "answer.budget=450"],
             ["answer.select=bm25", "answer.bridge=false"],
+            ["answer.select=bm25", "answer.reread=true"],
             ["answer.select=llm"],
         )
     }
-    assert len(keys) == 4 and default not in keys
+    assert len(keys) == 5 and default not in keys
