@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_mixpr.py speed --tokens 1000000 --text real
     .venv/bin/python bench/bench_mixpr.py speed --tokens 10000000 --text synth
     .venv/bin/python bench/bench_mixpr.py kernels --tokens 1000000 --text real --product
+    .venv/bin/python bench/bench_mixpr.py edges --tokens 10000000 --text synth --sample 3000
     .venv/bin/python bench/bench_mixpr.py linking
 
 Text: distinct real prose from ../shared/data (``real``, about 1M tokens), prose
@@ -253,6 +254,73 @@ def kernels(tokens: int, kind: str, product: bool) -> None:
         print(f"same edges: {same}; largest value difference {diff:.2e}")
 
 
+def edges(tokens: int, kind: str, sample: int, seed: int = 0) -> None:
+    """Graph entries a chunk, estimated without building the graph: the text is chunked
+    and TF-IDF'd as `lcr index --method mixpr` does at default settings, then a random
+    sample of chunks is multiplied against every chunk (a sparse product) and their
+    neighbours at cosine >= the threshold are counted, self excluded.
+
+    "Entries a chunk" is what ``lcr index`` reports as ``mean_degree`` (nnz over chunks):
+    the symmetric graph stores each edge twice and each self-loop once, so it is the mean
+    neighbour count plus the share of chunks with a self-loop (every non-empty chunk).
+    The interval is the sample mean's 95% normal interval (finite-population corrected).
+    """
+    import numpy as np
+    import scipy.sparse as sp
+
+    from lcr.methods.mixpr import MixPRBuild
+    from lcr.scoring.tfidf import TfidfModel
+    from lcr.text.chunking import sentence_word_chunks
+
+    settings = MixPRBuild()  # the defaults `lcr index --method mixpr` builds with
+    t0 = time.perf_counter()
+    text = text_for(kind, tokens)
+    text_s = time.perf_counter() - t0
+    n_tokens = count_tokens(text)
+    t0 = time.perf_counter()
+    chunks = [c.text for c in sentence_word_chunks(text, max_words=settings.chunk_words)]
+    del text
+    _, emb = TfidfModel.fit(chunks)
+    del chunks
+    prep_s = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    n = emb.shape[0]
+    thr = np.float32(settings.threshold)
+    # self-loops: a chunk's similarity with itself (1 unless the row is empty)
+    self_sim = np.asarray(emb.multiply(emb).sum(axis=1)).ravel().astype(np.float32)
+    loops = int(np.count_nonzero(self_sim >= thr)) if settings.self_loops else 0
+    rows = np.sort(np.random.default_rng(seed).choice(n, size=min(sample, n), replace=False))
+    columns = sp.csr_array(emb.T)  # term -> chunks, so each product row is one chunk's cosines
+    counts = np.zeros(len(rows), np.int64)
+    batch = max(1, 20_000_000 // max(n, 1))  # bounds the product's entries held at once
+    for a in range(0, len(rows), batch):
+        part = rows[a : a + batch]
+        prod = sp.csr_array(emb[part] @ columns)
+        owner = np.repeat(np.arange(len(part)), np.diff(prod.indptr))
+        hit = (prod.data >= thr) & (prod.indices != part[owner])
+        counts[a : a + len(part)] = np.bincount(owner[hit], minlength=len(part))
+    sample_s = time.perf_counter() - t0
+
+    s = len(rows)
+    mean = float(counts.mean())
+    fpc = (1 - s / n) if n > 1 else 0.0
+    half = 1.96 * float(counts.std(ddof=1)) * (fpc / s) ** 0.5 if s > 1 else float("nan")
+    per_chunk = mean + loops / n
+    lines = [
+        f"text={kind} tokens={n_tokens:,} chunks={n:,} sample={s:,} "
+        f"threshold={settings.threshold} chunk_words={settings.chunk_words}",
+        f"neighbours a chunk (self excluded): {mean:.2f} +- {half:.2f} (95%); "
+        f"median {np.median(counts):.0f}, max {counts.max()}",
+        f"graph entries a chunk (nnz / chunks, as mean_degree): {per_chunk:.2f} "
+        f"[{per_chunk - half:.2f}, {per_chunk + half:.2f}]; entries ~{n * mean + loops:,.0f} "
+        f"(undirected edges ~{n * mean / 2:,.0f}, self-loops {loops:,})",
+        f"seconds: text {text_s:.1f}, chunk + TF-IDF {prep_s:.1f}, sample {sample_s:.1f}; "
+        f"load {os.getloadavg()[0]:.1f}",
+    ]
+    print("\n".join(lines), flush=True)
+
+
 def recall(idx: Index, method: str, q: str, gold: list[str], sets: list[str]) -> float:
     r = pipeline.retrieve(idx, method, q, Models.with_objects(), sets, k=100)
     texts = [it.text for it in r.evidence.items]
@@ -315,7 +383,7 @@ def linking() -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["speed", "kernels", "linking"])
+    ap.add_argument("what", choices=["speed", "kernels", "edges", "linking"])
     ap.add_argument("--tokens", type=int, default=1_000_000)
     ap.add_argument("--text", choices=["real", "synth", "repeated"], default="real")
     ap.add_argument(
@@ -327,10 +395,14 @@ if __name__ == "__main__":
     ap.add_argument("--tmp", type=Path, default=None, help="where the text and indexes go")
     ap.add_argument("--product", action="store_true")
     ap.add_argument("--set", action="append", default=[], help="e.g. mixpr.max_degree=50")
+    ap.add_argument("--sample", type=int, default=3000, help="edges: chunks sampled")
+    ap.add_argument("--seed", type=int, default=0, help="edges: which chunks are sampled")
     args = ap.parse_args()
     if args.what == "speed":
         speed(args.tokens, args.text, args.code, args.set, args.tmp)
     elif args.what == "kernels":
         kernels(args.tokens, args.text, args.product)
+    elif args.what == "edges":
+        edges(args.tokens, args.text, args.sample, args.seed)
     else:
         linking()

@@ -8,6 +8,7 @@ its facts in books. Gold evidence: every line of the asked chain.
 from __future__ import annotations
 
 import json
+import os
 import random
 import string
 from dataclasses import dataclass
@@ -15,7 +16,10 @@ from pathlib import Path
 
 from lcr.text.chunking import split_sentences
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+# the full data sets, as the tests find them: $LCR_SHARED_DATA, else ../shared/data
+DATA = Path(
+    os.environ.get("LCR_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 
 @dataclass
