@@ -34,6 +34,13 @@ its initial retriever, and the two restart sets against each other):
         --set lightpal.scorer=smollm2-135m --set lightpal.candidates=10 \
         --set lightpal.continuation_tokens=32 --set lightpal.max_tokens=256
 
+``--per-query FILE`` writes every query's figures; ``--against FILE`` (another
+graph's, e.g. k' = 10 against k' = 100) adds paired tests of each LightPAL row
+against the same row on that graph:
+
+    .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum10f.idx ... --per-query k10.json
+    .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum100f.idx ... --against k10.json
+
 ``--unscored`` (with ``--odsum``) builds with k' = k (``lightpal.candidates`` =
 ``lightpal.edges``): every candidate becomes an edge whatever its score, and the
 walk weighs edges uniformly, so the walk, and every figure of the run, is exactly
@@ -241,6 +248,21 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
         if metrics
     }
     paired = paired_tests(table)
+    # what the graph links: edges inside a story, and how many go to a few hubs
+    edges = index.reader("lightpal").csr("edges").tocoo()
+    story = np.array([n.doc for n in nodes])
+    in_degree = np.sort(np.bincount(edges.col, minlength=len(nodes)))[::-1]
+    graph = {
+        "edges": int(edges.nnz),
+        "same_story_share": round(float((story[edges.row] == story[edges.col]).mean()), 3),
+        "top10_in_degree_share": round(float(in_degree[:10].sum() / max(edges.nnz, 1)), 3),
+        "max_in_degree": int(in_degree[0]) if len(in_degree) else 0,
+        "passages_without_in_edges": int((in_degree == 0).sum()),
+    }
+    if args.per_query:
+        Path(args.per_query).write_text(json.dumps(table))
+    if args.against:
+        paired.update(against(table, json.loads(Path(args.against).read_text())))
     return {
         "query_settings": args.query_set,
         "queries": len(chosen),
@@ -254,6 +276,7 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
             "build_s_this_run": round(build_s, 1),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         },
+        "graph": graph,
         "metrics_mean_and_95pct_halfwidth": summary,
         "paired_bootstrap_diff_low_high_p": paired,
     }
@@ -309,6 +332,25 @@ def paired_tests(table: dict[str, dict[str, list[float]]]) -> dict[str, dict[str
     return out
 
 
+def against(
+    table: dict[str, dict[str, list[float]]], other: dict[str, dict[str, list[float]]]
+) -> dict[str, dict[str, list[float]]]:
+    """Each LightPAL row of this run against the same row of another graph's run
+    (``--per-query`` of it: the same queries in the same order), paired per query."""
+    from lcr.eval.stats import paired_bootstrap
+
+    out: dict[str, dict[str, list[float]]] = {}
+    for run, metrics in table.items():
+        if not run.startswith("lightpal") or run not in other:
+            continue
+        tests = {m: paired_bootstrap(v, other[run][m]) for m, v in metrics.items()}
+        out[f"{run}: this graph - the other"] = {
+            m: [round(t.diff, 4), round(t.low, 4), round(t.high, 4), round(t.p_value, 4)]
+            for m, t in tests.items()
+        }
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scorer", default="smollm2-135m")
@@ -326,6 +368,10 @@ def main() -> None:
     )
     ap.add_argument("--limit", type=int, default=125)
     ap.add_argument("--unscored", action="store_true", help="k' = k: skip the scorer (see above)")
+    ap.add_argument("--per-query", metavar="JSON", help="write every query's P@k and R@k here")
+    ap.add_argument(
+        "--against", metavar="JSON", help="paired tests against another graph's --per-query"
+    )
     args = ap.parse_args()
     if args.threads:
         import torch
