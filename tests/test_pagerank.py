@@ -385,3 +385,23 @@ def test_graph_pagerank_equals_pagerank_of_the_transition_matrix(workers: int) -
         ours = graph_pagerank(graph, alpha=alpha, max_iter=18, tol=1e-9, workers=workers)
         assert ours.iterations == ref.iterations > 3
         np.testing.assert_allclose(ours.scores, ref.scores, rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+@pytest.mark.parametrize("cap", [3, 200])
+def test_power_iteration_is_bitwise_the_step_it_writes_out(alpha: float, cap: int) -> None:
+    """The in-place loop must give exactly the scores of the formula written out."""
+    w = random_weights(40, 11)
+    transition, dangling = transition_matrix(sp.csr_array(w))
+    n = len(w)
+    p = np.zeros(n)
+    p[5] = 1.0
+    x = np.full(n, 1.0 / n)
+    steps = 0
+    for steps in range(1, cap + 1):  # noqa: B007 - the step count is compared below
+        last = x
+        x = (1 - alpha) * (transition @ last + last[dangling].sum() * p) + alpha * p
+        if np.abs(x - last).sum() < n * 1e-10:
+            break
+    ours = pagerank(transition, dangling, alpha=alpha, personalization=p, max_iter=cap, tol=1e-10)
+    assert ours.iterations == steps and np.array_equal(ours.scores, x)

@@ -79,10 +79,20 @@ def power_iteration(
     dw = p if dangling_weights is None else _distribution(dangling_weights, n, "dangling")
     x = _distribution(start, n, "start")
     damping = 1.0 - alpha
+    restart = alpha * p
+    change = np.empty(n)
     for it in range(1, max_iter + 1):
         last = x
-        x = damping * (matvec(last) + last[dangling].sum() * dw) + alpha * p
-        if np.abs(x - last).sum() < n * tol:
+        # damping * (A x + dangling mass * dw) + alpha * p, in place: the same
+        # operations in the same order as written out, without the temporaries
+        x = matvec(last)
+        if x is last or x.dtype != np.float64:  # never write into the caller's array
+            x = np.array(x, dtype=np.float64)
+        x += last[dangling].sum() * dw
+        x *= damping
+        x += restart
+        np.subtract(x, last, out=change)
+        if np.abs(change, out=change).sum() < n * tol:
             return PageRankResult(x, it, True)
     return PageRankResult(x, max_iter, False)
 
