@@ -263,6 +263,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "bridge",
         "lead",
         "pool",
+        "reread",
     }
     assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
     res = CliRunner().invoke(cli, ["methods", "--settings"], prog_name="lcr")
@@ -281,6 +282,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.bridge",
         "answer.lead",
         "answer.pool",
+        "answer.reread",
         "--max-new-tokens",
     ]
 
@@ -330,6 +332,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "bridge": True,
         "lead": True,
         "pool": 0,
+        "reread": False,
         "max_new_tokens": 12,
         "step": "shared",
     }
