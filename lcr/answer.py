@@ -486,9 +486,10 @@ def shared_answer(
     (for merged passages).
 
     ``answer.reread``: a reply to selected sentences that says the answer is not there
-    is asked again, without selection, of ``unselected()`` (the method's own evidence;
-    by default the same items): sentences out of their paragraphs make a small model
-    doubt, and the second reading keeps the answers selection would lose to that."""
+    (or evidence of which no sentence was selected) is asked again, without selection,
+    of ``unselected()`` (the method's own evidence; by default the same items):
+    sentences out of their paragraphs make a small model doubt, and the second
+    reading keeps the answers selection would lose to that."""
     info: dict[str, int] = {}
     whole = items
     if settings.select != "off":
@@ -497,7 +498,25 @@ def shared_answer(
         found = len(items)
         items, picked = select_evidence(question, items, settings, source, scorer, llm.count_tokens)
         info = {"selected": len(picked.units), "sentences": picked.candidates, "from": found}
+    rereading = settings.select != "off" and settings.reread
+
+    def reread(first: Usage) -> AnswerResult:
+        again = shared_answer(
+            question,
+            unselected() if unselected is not None else whole,
+            llm,
+            settings.replace(select="off"),
+            source=source,
+            names=names,
+            context_tokens=context_tokens,
+        )
+        again.usage = first.merged(again.usage)
+        again.info.update(info, reread=1)
+        return again
+
     prepared = prepare_evidence(items, settings, source, names)
+    if not prepared and rereading and whole:
+        return reread(Usage())  # evidence, but no sentence of it selected: read it all
     if not prepared and settings.not_found == "abstain":
         return AnswerResult(NOT_FOUND, [], 0, info=info)
     out = answer(
@@ -509,19 +528,8 @@ def shared_answer(
         prompt=shared_prompt(settings),
         abstain_on_nothing=settings.not_found == "abstain",
     )
-    if settings.select != "off" and settings.reread and says_not_found(out.text):
-        again = shared_answer(
-            question,
-            unselected() if unselected is not None else whole,
-            llm,
-            settings.replace(select="off"),
-            source=source,
-            names=names,
-            context_tokens=context_tokens,
-        )
-        again.usage = out.usage.merged(again.usage)
-        again.info.update(info, reread=1)
-        return again
+    if rereading and says_not_found(out.text):
+        return reread(out.usage)
     out.text = normalise_reply(out.text, settings)
     out.info.update(info)
     return out

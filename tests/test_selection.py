@@ -13,7 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from lcr import pipeline
-from lcr.answer import ORIGINAL, resolve_answer_settings, select_evidence, shared_answer
+from lcr.answer import (
+    NOT_FOUND,
+    ORIGINAL,
+    resolve_answer_settings,
+    select_evidence,
+    shared_answer,
+)
 from lcr.cli import cli
 from lcr.eval import runner
 from lcr.evidence import EvidenceItem
@@ -259,6 +265,28 @@ def test_reread_asks_again_from_the_unselected_evidence(story: Index, not_found:
         unselected=lambda: own,
     )
     assert len(sure.prompts) == 1
+
+
+def test_reread_reads_the_evidence_when_no_sentence_was_selected(story: Index) -> None:
+    """A question sharing no word with the evidence selects nothing: abstaining costs no
+    call, and with answer.reread the whole evidence is read once instead."""
+    items = _items(story, k=4)
+    question = "Zyzzyva quux?"
+    settings = resolve_answer_settings(["answer.select=bm25"])
+    silent = ForbiddenLLM()
+    out = shared_answer(
+        question, items, silent, settings, source=story.source, names=["x"],
+        scorer=bm25_scorer(),
+    )  # fmt: skip
+    assert out.text == NOT_FOUND and out.info["selected"] == 0 and not out.used
+    llm = ScriptedLLM()
+    out = shared_answer(
+        question, items, llm, settings.replace(reread=True), source=story.source,
+        names=["x"], scorer=bm25_scorer(),
+    )  # fmt: skip
+    assert len(llm.prompts) == 1 and out.info["reread"] == 1
+    assert out.info["selected"] == 0 and out.info["from"] == 4 and out.info["sentences"] > 4
+    assert {it.id for it in out.used} == {it.id for it in items}
 
 
 def test_own_answer_steps_do_not_select() -> None:
