@@ -565,9 +565,7 @@ def ask_query(
         query = dataclasses.replace(query, k=query.answer.pool)  # a deeper pool to select from
     result = retrieve_query(index, query, models, progress=progress, note=note, keep_state=True)
 
-    def unselected() -> list[EvidenceItem]:
-        if own is query:
-            return list(result.evidence.items)
+    def unselected() -> list[EvidenceItem]:  # only asked for when the pool was deeper
         return retrieve_query(index, own, models).evidence.items
 
     started = time.perf_counter()
@@ -589,7 +587,7 @@ def ask_query(
             scorer=sentence_scorer(query.answer.select, lambda: models.embedder, lambda: llm)
             if query.answer.select != "off"
             else None,
-            unselected=unselected,
+            unselected=None if own is query else unselected,
         )
     if out.dropped and note is not None:
         note(_dropped_warning(len(result.evidence.items), out, llm.context_window))

@@ -234,17 +234,21 @@ def test_reread_asks_again_from_the_unselected_evidence(story: Index, not_found:
         QUESTION, items, once, settings, source=story.source, names=["x"], scorer=bm25_scorer()
     )
     assert len(once.prompts) == 1 and "reread" not in first.info
+
+    def reread(llm: ScriptedLLM) -> Any:
+        return shared_answer(
+            QUESTION,
+            items,
+            llm,
+            settings.replace(reread=True),
+            source=story.source,
+            names=["x"],
+            scorer=bm25_scorer(),
+            unselected=lambda: own,
+        )
+
     twice = DoubtingLLM()
-    out = shared_answer(
-        QUESTION,
-        items,
-        twice,
-        settings.replace(reread=True),
-        source=story.source,
-        names=["x"],
-        scorer=bm25_scorer(),
-        unselected=lambda: own,
-    )
+    out = reread(twice)
     assert len(twice.prompts) == 2 and out.info["reread"] == 1
     assert out.info["from"] == 10 and out.info["selected"] >= 1
     # the second reading read the method's own items, whole
@@ -254,16 +258,7 @@ def test_reread_asks_again_from_the_unselected_evidence(story: Index, not_found:
     assert out.usage.calls == 2 == twice.usage.calls
     # a reply that answers is never asked again
     sure = ScriptedLLM()
-    shared_answer(
-        QUESTION,
-        items,
-        sure,
-        settings.replace(reread=True),
-        source=story.source,
-        names=["x"],
-        scorer=bm25_scorer(),
-        unselected=lambda: own,
-    )
+    reread(sure)
     assert len(sure.prompts) == 1
 
 
@@ -417,3 +412,16 @@ def test_run_keys_name_the_selection(tmp_path: Path) -> None:
         )
     }
     assert len(keys) == 5 and default not in keys
+
+
+def test_reread_after_a_deeper_pool_reads_the_methods_own_k(story: Index) -> None:
+    """answer.pool selects from 12 items; the second reading is the method's own
+    evidence (bm25's default k = 10), not the pool: what ``lcr ask`` would read
+    without selection."""
+    plain = pipeline.retrieve(story, "bm25", QUESTION, Models.with_objects())
+    llm = DoubtingLLM()
+    sets = ["answer.select=bm25", "answer.pool=12", "answer.reread=true"]
+    res = pipeline.ask(story, "bm25", QUESTION, Models.with_objects(llm=llm), sets)
+    assert len(llm.prompts) == 2 and res.evidence.info["reread"] == 1
+    assert res.evidence.info["from"] == 12 > len(plain.evidence.items) == 10
+    assert {it.id for it in res.evidence.items} == {it.id for it in plain.evidence.items}
