@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_mixpr.py speed --tokens 1000000 --text real
     .venv/bin/python bench/bench_mixpr.py speed --tokens 10000000 --text synth
+    .venv/bin/python bench/bench_mixpr.py query --index KEPT.idx   # later questions, in process
     .venv/bin/python bench/bench_mixpr.py kernels --tokens 1000000 --text real --product
     .venv/bin/python bench/bench_mixpr.py edges --tokens 10000000 --text synth --sample 3000
     .venv/bin/python bench/bench_mixpr.py linking
@@ -146,7 +147,10 @@ def run_lcr(args: list[str], code: Path) -> tuple[float, float, str]:
     of that process alone (its own rusage, by wait4), and its stdout. Its CPU seconds
     (user + system, all threads) are printed too: on a loaded machine they move less
     than the wall time."""
-    env = {**os.environ, "PYTHONPATH": str(code)}
+    # a user's installed lcr has its bytecode cached; a session that sets
+    # PYTHONDONTWRITEBYTECODE would compile lcr's sources in every process (~0.1 s)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = str(code)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-m", "lcr", *args], stdout=out, stderr=err,
@@ -222,6 +226,49 @@ def in_process(path: Path) -> None:
             f"load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+
+
+def query(path: Path, rounds: int = 3) -> None:
+    """Later local questions on a kept index, in process, beside one bare product of
+    its graph on the same threads: the host's speed moves between runs, the ratio
+    less. Run with ``PYTHONPATH=<tree>`` to time another version; equal digests mean
+    the same evidence, item for item."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from lcr.graph import GraphOperator
+
+    idx = Index.open(path)
+    models = Models.with_objects()
+    sets = ["mixpr.mode=local"]
+    pipeline.retrieve(idx, "mixpr", QUESTIONS[0], models, sets)  # loads the index
+    times, ids = [], []
+    for _ in range(rounds):
+        for q in QUESTIONS:
+            r = pipeline.retrieve(idx, "mixpr", q, models, sets)
+            times.append(r.timings["retrieve_s"])
+            ids.append([it.id for it in r.evidence.items])
+    (graph_dir,) = path.glob("mixpr.*/graph.csr")
+    arrays = {k: np.load(graph_dir / f"{k}.npy", mmap_mode="r") for k in ("data", "indices")}
+    indptr = np.load(graph_dir / "indptr.npy")
+    n = len(indptr) - 1
+    graph = sp.csr_array((arrays["data"], arrays["indices"], indptr), shape=(n, n), copy=False)
+    op = GraphOperator(graph, workers=min(2, os.cpu_count() or 1))
+    y = np.random.default_rng(0).random(n)
+    op(y)
+    products = []
+    for _ in range(11):
+        t0 = time.perf_counter()
+        op(y)
+        products.append(time.perf_counter() - t0)
+    q_med, p_med = float(np.median(times)), float(np.median(products))
+    digest = hashlib.sha256(repr(ids).encode()).hexdigest()[:12]
+    print(
+        f"local question median {q_med:.3f}s min {min(times):.3f}s over {len(times)}; "
+        f"one product {p_med * 1e3:.1f} ms; question/product {q_med / p_med:.1f}; "
+        f"evidence {digest}; load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
 
 
 def kernels(tokens: int, kind: str, product: bool) -> None:
@@ -383,7 +430,8 @@ def linking() -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["speed", "kernels", "edges", "linking"])
+    ap.add_argument("what", choices=["speed", "query", "kernels", "edges", "linking"])
+    ap.add_argument("--index", type=Path, help="query: a kept mixpr index")
     ap.add_argument("--tokens", type=int, default=1_000_000)
     ap.add_argument("--text", choices=["real", "synth", "repeated"], default="real")
     ap.add_argument(
@@ -400,6 +448,10 @@ if __name__ == "__main__":
     args = ap.parse_args()
     if args.what == "speed":
         speed(args.tokens, args.text, args.code, args.set, args.tmp)
+    elif args.what == "query":
+        if args.index is None:
+            ap.error("query needs --index PATH (an index built with --method mixpr)")
+        query(args.index)
     elif args.what == "kernels":
         kernels(args.tokens, args.text, args.product)
     elif args.what == "edges":

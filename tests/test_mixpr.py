@@ -271,6 +271,17 @@ def test_combine_ranking_equals_a_full_sort() -> None:
         sims = np.round(rng.random(n) * (rng.random(n) < 0.5), 1)
         k, share = int(rng.integers(1, 80)), float(rng.choice([0.0, 0.3, 0.5, 1.0]))
         assert combine_ranking(walk, sims, k, share).tolist() == full(walk, sims, k, share)
+    # at corpus size the candidates come from a sample's bound: still the same choice
+    for decimals in (2, 5):
+        n = 100_000
+        walk = np.round(rng.random(n), decimals)
+        sims = np.round(rng.random(n) * (rng.random(n) < 0.2), 2)
+        for k, share in ((100, 0.5), (100, 0.0), (10, 1.0)):
+            n_direct = round(share * k)
+            direct = top_indices(sims, n_direct).tolist() if n_direct else []
+            order = np.lexsort((np.arange(n), -sims, -walk))
+            rest = [int(i) for i in order if i not in set(direct)][: k - len(direct)]
+            assert combine_ranking(walk, sims, k, share).tolist() == direct + rest
 
 
 def test_a_batch_of_questions_reuses_the_prepared_graph(chains_index: tuple) -> None:

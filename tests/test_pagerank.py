@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ import scipy.sparse as sp
 from lcr.graph import (
     GraphOperator,
     QueryGraph,
+    StoredGraph,
     graph_pagerank,
     pagerank,
     power_iteration,
@@ -259,9 +262,20 @@ def test_similarity_graph_reports_blocks_and_stores_int32_indices() -> None:
     assert graph.has_sorted_indices
 
 
+@pytest.mark.parametrize("kernel", ["scipy's own", "public @"])
 @pytest.mark.parametrize("workers", [1, 3])
-def test_graph_operator_is_bitwise_scipys_float64_product(workers: int) -> None:
-    """Split over threads or not, each row sums in scipy's order: equal to the last bit."""
+def test_graph_operator_is_bitwise_scipys_float64_product(
+    workers: int, kernel: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Split over threads or not, each row sums in scipy's order: equal to the last bit,
+    through scipy's private kernel or, should a release move it, the public product."""
+    # the module (lcr.graph's ``pagerank`` attribute is the function of that name)
+    pagerank_module = importlib.import_module("lcr.graph.pagerank")
+
+    if kernel == "public @":
+        monkeypatch.setattr(pagerank_module, "_CSR_MATVEC", None)
+    else:
+        assert pagerank_module._CSR_MATVEC is not None
     m = sp.random(1500, 1500, density=0.5, random_state=5, format="csr", dtype=np.float32)
     graph = sp.csr_array(m + m.T)  # > 1M entries, so the rows are split across workers
     assert graph.nnz > 1_000_000
@@ -285,8 +299,70 @@ def test_query_graph_with_a_shared_operator_equals_a_fresh_one() -> None:
         links = np.where(rng.random(80) < 0.1, rng.random(80), 0.0)
         fresh = QueryGraph(graph, sums, links, 1.0, workers=2).personalised(0.6, tol=1e-10)
         reused = QueryGraph(shared, sums, links, 1.0).personalised(0.6, tol=1e-10)
+        ready = StoredGraph(shared, sums)
+        stored = QueryGraph(ready, None, links, 1.0).personalised(0.6, tol=1e-10)
+        assert fresh.iterations == stored.iterations
+        assert np.array_equal(fresh.scores, stored.scores)
         assert fresh.iterations == reused.iterations
         assert np.array_equal(fresh.scores, reused.scores)
+
+
+def test_query_graph_patches_only_the_linked_columns_bitwise() -> None:
+    """The per-question column scale (stored sums, patched where the question links)
+    equals dividing every column's full sum afresh, to the last bit; an isolated
+    chunk stays dangling unless the question links to it."""
+    emb = unit_rows(4, n=90)
+    graph, _ = similarity_graph(emb, 0.5, self_loops=False)
+    sums = np.asarray(graph.sum(axis=0), dtype=np.float64).ravel()
+    isolated = np.flatnonzero(sums == 0)
+    assert len(isolated) >= 2
+    rng = np.random.default_rng(2)
+    links = np.where(rng.random(90) < 0.2, rng.random(90), 0.0)
+    links[isolated[0]], links[isolated[1]] = 0.3, 0.0
+    full = np.append(sums + links, links.sum() + 1.0)
+    with np.errstate(divide="ignore"):
+        ref_inv = np.where(full > 0, 1.0 / full, 0.0)
+    stored = StoredGraph(graph, sums)
+    for qg in (QueryGraph(graph, sums, links, 1.0), QueryGraph(stored, None, links, 1.0)):
+        assert np.array_equal(qg.dangling, full <= 0)
+        assert qg.dangling[isolated[1]] and not qg.dangling[isolated[0]]
+        assert np.array_equal(qg._inv, ref_inv)
+    a = QueryGraph(graph, sums, links, 1.0).personalised(0.6, tol=1e-12)
+    b = QueryGraph(stored, None, links, 1.0).personalised(0.6, tol=1e-12)
+    assert a.iterations == b.iterations and np.array_equal(a.scores, b.scores)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_fused_walk_is_bitwise_power_iteration_of_matvec(workers: int) -> None:
+    """QueryGraph.personalised finishes each step on the worker threads; it must be
+    power_iteration of its own matvec to the last bit, with dangling chunks, a
+    dangling question, and rows split across threads (over a million entries)."""
+    m = sp.random(1500, 1500, density=0.5, random_state=8, format="csr", dtype=np.float32)
+    big = sp.csr_array(m + m.T)
+    small, _ = similarity_graph(unit_rows(4, n=90), 0.5, self_loops=False)  # isolated chunks
+    rng = np.random.default_rng(6)
+    for graph in (big, small):
+        n = graph.shape[0]
+        sums = np.asarray(graph.sum(axis=0), dtype=np.float64).ravel()
+        stored = StoredGraph(graph, sums, workers=workers)
+        assert len(stored.operator._parts) == (workers if graph is big else 1)
+        for links, self_weight in (
+            (np.where(rng.random(n) < 0.05, rng.random(n), 0.0), 1.0),
+            (np.zeros(n), 0.0),  # the question itself dangles
+        ):
+            qg = QueryGraph(stored, None, links, self_weight)
+            p = np.zeros(n + 1)
+            p[n] = 1.0
+            for alpha, cap, tol in ((0.6, 18, 1e-9), (0.0, 5, 1e-12), (1.0, 18, 1e-9)):
+                ref = power_iteration(
+                    qg.matvec, qg.dangling, alpha=alpha, personalization=p,
+                    max_iter=cap, tol=tol,
+                )  # fmt: skip
+                ours = qg.personalised(alpha, max_iter=cap, tol=tol)
+                assert (ours.iterations, ours.converged) == (ref.iterations, ref.converged)
+                assert np.array_equal(ours.scores, ref.scores)
+        assert stored.dangling.any() == (graph is small)
+        stored.close()
 
 
 def test_max_degree_keeps_each_rows_strongest_edges() -> None:

@@ -15,10 +15,12 @@ matrix-vector products and nothing else.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +29,7 @@ __all__ = [
     "GraphOperator",
     "PageRankResult",
     "QueryGraph",
+    "StoredGraph",
     "graph_pagerank",
     "pagerank",
     "power_iteration",
@@ -79,7 +82,9 @@ def power_iteration(
     dw = p if dangling_weights is None else _distribution(dangling_weights, n, "dangling")
     x = _distribution(start, n, "start")
     damping = 1.0 - alpha
-    restart = alpha * p
+    restart = _Addend(alpha * p)
+    spread = _Addend(dw)
+    dangling_at = np.flatnonzero(dangling)
     change = np.empty(n)
     for it in range(1, max_iter + 1):
         last = x
@@ -88,13 +93,35 @@ def power_iteration(
         x = matvec(last)
         if x is last or x.dtype != np.float64:  # never write into the caller's array
             x = np.array(x, dtype=np.float64)
-        x += last[dangling].sum() * dw
+        if len(dangling_at):  # no dangling node: the written-out step adds 0.0 * dw
+            spread.add_to(x, last[dangling_at].sum())
         x *= damping
-        x += restart
+        restart.add_to(x)
         np.subtract(x, last, out=change)
         if np.abs(change, out=change).sum() < n * tol:
             return PageRankResult(x, it, True)
     return PageRankResult(x, max_iter, False)
+
+
+class _Addend:
+    """``x += scale * v`` for a vector ``v`` that is often one-hot (the question node).
+
+    Where ``v`` is zero the full update adds an exact 0.0 (scores are never
+    negative), so touching only ``v``'s non-zeros gives the same bits, without
+    two passes over a million-entry vector per step.
+    """
+
+    def __init__(self, v: np.ndarray) -> None:
+        at = np.flatnonzero(v)
+        self._at = at if 8 * len(at) < len(v) else None
+        self._v = v if self._at is None else v[at]
+
+    def add_to(self, x: np.ndarray, scale: float | None = None) -> None:
+        part = self._v if scale is None else scale * self._v
+        if self._at is None:
+            x += part
+        else:
+            x[self._at] += part
 
 
 def transition_matrix(graph: sp.csr_array | sp.csr_matrix) -> tuple[sp.csr_array, np.ndarray]:
@@ -183,21 +210,74 @@ class GraphOperator:
         self._parts = _row_parts(data, indices, indptr, g.shape, workers)
         self._pool: ThreadPoolExecutor | None = None
 
-    def __call__(self, y: np.ndarray) -> np.ndarray:
+    def __call__(
+        self,
+        y: np.ndarray,
+        out: np.ndarray | None = None,
+        then: Callable[[int, int], None] | None = None,
+    ) -> np.ndarray:
+        """``graph @ y``, written into ``out`` (float64, one entry per row) when given.
+
+        ``then(a, b)`` runs on the thread that made rows ``a:b``, as soon as it
+        has: per-row work on a slice still in that core's cache, in parallel.
+        """
+        y = np.ascontiguousarray(y, dtype=np.float64)
+        if out is None:
+            out = np.empty(self.shape[0])
+        target = out
+
+        def run(rows: _Rows) -> None:
+            a, b = rows.start, rows.start + len(rows.indptr) - 1
+            _product_into(rows, y, target[a:b])
+            if then is not None:
+                then(a, b)
+
         if len(self._parts) == 1:
-            return np.asarray(self._parts[0][1] @ y)
+            run(self._parts[0])
+            return out
         if self._pool is None:
             self._pool = ThreadPoolExecutor(len(self._parts))
-        out = np.empty(self.shape[0])
-        pieces = list(self._pool.map(lambda part: part[1] @ y, self._parts))
-        for (a, _), piece in zip(self._parts, pieces, strict=True):
-            out[a : a + len(piece)] = piece
+        list(self._pool.map(run, self._parts))
         return out
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+def _inverse(sums: np.ndarray) -> np.ndarray:
+    """``1 / sums`` where positive, 0 elsewhere (a dangling column moves no mass)."""
+    return np.divide(1.0, sums, out=np.zeros_like(sums), where=sums > 0)
+
+
+class StoredGraph:
+    """A stored symmetric chunk graph made ready for many questions, once per index.
+
+    Holds the product operator, the column sums and what every walk derives
+    from them (their inverses, the dangling columns), so that a question costs
+    its walk's products and little else.
+    """
+
+    def __init__(
+        self,
+        graph: sp.csr_array | sp.csr_matrix | GraphOperator,
+        col_sums: np.ndarray,
+        workers: int = 1,
+    ) -> None:
+        self.owned = not isinstance(graph, GraphOperator)
+        self.operator = GraphOperator(graph, workers) if self.owned else graph
+        self.n = self.operator.shape[0]
+        self.sums = np.asarray(col_sums, dtype=np.float64)
+        if self.sums.shape != (self.n,):
+            raise ValueError(f"col_sums must hold {self.n} sums, got shape {self.sums.shape}")
+        self.inverse = _inverse(self.sums)
+        self.dangling = self.sums <= 0
+
+    def close(self) -> None:
+        """Stop the thread pool of an operator this graph made itself (a shared one stays)."""
+        if self.owned:
+            self.operator.close()
 
 
 class QueryGraph:
@@ -207,37 +287,50 @@ class QueryGraph:
     (as in the paper, where the question is one more chunk of the same graph),
     and to itself with ``self_weight``. Columns are normalised on the fly:
     ``A x = S (x / colsum)``, so the stored matrix is never rewritten. Pass a
-    :class:`GraphOperator` (kept across questions) instead of the matrix to
-    skip its per-question preparation.
+    :class:`StoredGraph` (kept across questions) instead of the matrix and its
+    column sums to skip the per-question preparation.
     """
 
     def __init__(
         self,
-        graph: sp.csr_array | GraphOperator,
-        col_sums: np.ndarray,
+        graph: sp.csr_array | GraphOperator | StoredGraph,
+        col_sums: np.ndarray | None,
         links: np.ndarray,
         self_weight: float = 0.0,
         workers: int = 1,
     ) -> None:
-        self._owned = not isinstance(graph, GraphOperator)
-        self.operator = GraphOperator(graph, workers) if self._owned else graph
-        self.n = self.operator.shape[0]
+        self._owned = not isinstance(graph, StoredGraph)
+        if isinstance(graph, StoredGraph):
+            self.stored = graph
+        elif col_sums is None:
+            raise ValueError("col_sums are needed unless the graph is a StoredGraph")
+        else:
+            self.stored = StoredGraph(graph, col_sums, workers)
+        self.operator = self.stored.operator
+        self.n = self.stored.n
         self.links = np.asarray(links, dtype=np.float64)
         self.self_weight = float(self_weight)
-        sums = np.empty(self.n + 1)
-        sums[: self.n] = col_sums + self.links
-        sums[self.n] = self.links.sum() + self.self_weight
-        self.dangling = sums <= 0
-        self._inv = np.divide(1.0, sums, out=np.zeros_like(sums), where=~self.dangling)
         # the question's edges are few: keep them as an index list
         self._linked = np.flatnonzero(self.links)
         self._link_w = self.links[self._linked]
+        # column sums with the question's edges added: only the linked columns
+        # change (a chunk's sum + 0.0 is itself), so start from the stored ones
+        linked_sums = self.stored.sums[self._linked] + self._link_w
+        q_sum = self.links.sum() + self.self_weight
+        self.dangling = np.empty(self.n + 1, dtype=bool)
+        self.dangling[: self.n] = self.stored.dangling
+        self.dangling[self._linked] = linked_sums <= 0
+        self.dangling[self.n] = q_sum <= 0
+        self._inv = np.empty(self.n + 1)
+        self._inv[: self.n] = self.stored.inverse
+        self._inv[self._linked] = _inverse(linked_sums)
+        self._inv[self.n] = _inverse(np.array([q_sum]))[0]
 
     def matvec(self, x: np.ndarray) -> np.ndarray:
         y = x * self._inv
-        yc, yq = y[: self.n], y[self.n]
         out = np.empty(self.n + 1)
-        out[: self.n] = self.operator(yc)
+        self.operator(y[: self.n], out=out[: self.n])
+        yc, yq = y[: self.n], y[self.n]
         out[self._linked] += self._link_w * yq
         # over the linked chunks only: a full-length ``links @ yc`` goes to BLAS,
         # whose threads fight the walk's own on a busy machine (measured: 0.24 s
@@ -248,21 +341,123 @@ class QueryGraph:
     def personalised(
         self, alpha: float, *, max_iter: int = PAPER_MAX_ITER, tol: float = NETWORKX_TOL
     ) -> PageRankResult:
-        """PPR restarting at the question node (the paper's one-hot personalisation)."""
-        p = np.zeros(self.n + 1)
-        p[self.n] = 1.0
+        """PPR restarting at the question node (the paper's one-hot personalisation).
+
+        Bitwise :func:`power_iteration` of :meth:`matvec` with that restart, step
+        for step. With the restart and the dangling mass both landing on the
+        question node alone, a chunk's step is its product, its question edge,
+        the damping, and its change; each worker thread finishes its own rows
+        (and the next step's ``x / column sums``) while they are in its cache,
+        instead of six serial passes over a million-entry vector a step.
+        """
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must lie in [0, 1], got {alpha}")
+        n, size = self.n, self.n + 1
+        damping = 1.0 - alpha
+        dangling_at = np.flatnonzero(self.dangling)
+        x = np.full(size, 1.0 / size)  # power_iteration's uniform start
+        y = x * self._inv
+        change = np.empty(size)
+
         try:
-            return power_iteration(
-                self.matvec, self.dangling, alpha=alpha, personalization=p,
-                max_iter=max_iter, tol=tol,
-            )  # fmt: skip
+            for it in range(1, max_iter + 1):
+                last, x, y_next = x, np.empty(size), np.empty(size)
+                yq = y[n]
+                finish = functools.partial(
+                    self._finish_rows, x=x, last=last, change=change, y_next=y_next,
+                    yq=yq, damping=damping,
+                )  # fmt: skip
+                self.operator(y[:n], out=x[:n], then=finish)
+                # the question node, in the order power_iteration applies its terms
+                xq = float(np.dot(self._link_w, y[self._linked])) + self.self_weight * yq
+                if len(dangling_at):
+                    xq += float(last[dangling_at].sum())
+                xq *= damping
+                xq += alpha
+                x[n] = xq
+                change[n] = abs(xq - last[n])
+                y_next[n] = xq * self._inv[n]
+                if change.sum() < size * tol:
+                    return PageRankResult(x, it, True)
+                y = y_next
+            return PageRankResult(x, max_iter, False)
         finally:
             self.close()
+
+    def _finish_rows(
+        self,
+        a: int,
+        b: int,
+        *,
+        x: np.ndarray,
+        last: np.ndarray,
+        change: np.ndarray,
+        y_next: np.ndarray,
+        yq: float,
+        damping: float,
+    ) -> None:
+        """Chunk rows ``a:b`` of one step after their product: the question's edges
+        into them, the damping, their change, and the next step's ``x / sums``."""
+        lo, hi = np.searchsorted(self._linked, [a, b])
+        if hi > lo:  # before the damping, as matvec adds them
+            x[self._linked[lo:hi]] += self._link_w[lo:hi] * yq
+        rows = x[a:b]
+        rows *= damping
+        np.subtract(rows, last[a:b], out=change[a:b])
+        np.abs(change[a:b], out=change[a:b])
+        np.multiply(rows, self._inv[a:b], out=y_next[a:b])
 
     def close(self) -> None:
         """Stop the thread pool of an operator this graph made itself (a shared one stays)."""
         if self._owned:
-            self.operator.close()
+            self.stored.close()
+
+
+def _scipy_matvec() -> Callable[..., None] | None:
+    """scipy's own CSR kernel, which accumulates into a given output array.
+
+    ``matrix @ y`` runs the same kernel but into a fresh array that then has to
+    be copied into place; at 10M tokens those copies were a tenth of a
+    question's time. The kernel is private to scipy, so fall back when it moves.
+    """
+    try:
+        from scipy.sparse import _sparsetools
+    except ImportError:  # pragma: no cover - depends on the scipy release
+        return None
+    kernel = getattr(_sparsetools, "csr_matvec", None)
+    return kernel if callable(kernel) else None
+
+
+_CSR_MATVEC = _scipy_matvec()
+
+
+class _Rows(NamedTuple):
+    """A slice of a CSR matrix's rows as raw arrays (views of the stored ones).
+
+    Not a scipy matrix: scipy copies index and value arrays that are views of
+    less than half their base (its ``prune``), which at 10M tokens copied half
+    the graph each time an index was opened.
+    """
+
+    start: int  # the first row's number in the whole matrix
+    indptr: np.ndarray  # from 0
+    indices: np.ndarray
+    data: np.ndarray
+    n_cols: int
+
+
+def _product_into(rows: _Rows, y: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = rows @ y`` for float64 values and ``y``, bitwise scipy's product."""
+    n_rows = len(rows.indptr) - 1
+    if _CSR_MATVEC is not None and out.flags.c_contiguous:
+        out.fill(0.0)  # the kernel adds each row's sum to what is there, as scipy's zeros
+        try:
+            _CSR_MATVEC(n_rows, rows.n_cols, rows.indptr, rows.indices, rows.data, y, out)
+            return
+        except (TypeError, ValueError):  # pragma: no cover - a scipy that changed its kernel
+            pass
+    matrix = sp.csr_array((rows.data, rows.indices, rows.indptr), shape=(n_rows, rows.n_cols))
+    out[:] = matrix @ y
 
 
 def _row_parts(
@@ -271,7 +466,7 @@ def _row_parts(
     indptr: np.ndarray,
     shape: tuple[int, int],
     workers: int,
-) -> list[tuple[int, sp.csr_array]]:
+) -> list[_Rows]:
     """Split rows into ``workers`` slices of about equal nnz (views, no copies)."""
     n = shape[0]
     nnz = len(data)
@@ -280,12 +475,11 @@ def _row_parts(
     else:
         targets = np.linspace(0, nnz, workers + 1)[1:-1]
         cuts = [0, *np.searchsorted(indptr, targets).tolist(), n]
-    parts: list[tuple[int, sp.csr_array]] = []
+    parts: list[_Rows] = []
     for a, b in itertools.pairwise(cuts):
         if b <= a:
             continue
         pa, pb = int(indptr[a]), int(indptr[b])
         ptr = indptr[a : b + 1] - indptr[a]
-        view = sp.csr_array((data[pa:pb], indices[pa:pb], ptr), shape=(b - a, shape[1]), copy=False)
-        parts.append((a, view))
+        parts.append(_Rows(a, ptr, indices[pa:pb], data[pa:pb], shape[1]))
     return parts

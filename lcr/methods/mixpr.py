@@ -40,6 +40,7 @@ from lcr.methods.base import (
     Needs,
     QueryContext,
     item_from_node,
+    top_candidates,
     top_indices,
 )
 from lcr.models.base import Capability
@@ -125,13 +126,11 @@ def combine_ranking(walk: np.ndarray, sims: np.ndarray, k: int, sim_share: float
         taken[direct] = True
     rest = k - len(chosen)
     if rest > 0:
-        candidates = np.flatnonzero(~taken)
-        if len(candidates) > rest:
-            # only chunks scoring at least the rest-th best walk score can make it
-            # (ties at that score included), so sorting them alone gives the same order
-            scores = walk[candidates]
-            kth = np.partition(scores, len(scores) - rest)[len(scores) - rest]
-            candidates = candidates[scores >= kth]
+        # only chunks scoring at least the rest-th best walk score among those not
+        # taken can make it (ties at that score included), and all of them are among
+        # the top (rest + taken) of every chunk: sorting those alone gives the same order
+        candidates = top_candidates(walk, rest + len(chosen))
+        candidates = candidates[~taken[candidates]]
         order = np.lexsort((candidates, -sims[candidates], -walk[candidates]))
         chosen.extend(candidates[order[:rest]].tolist())
     return np.asarray(chosen, dtype=np.int64)
@@ -362,10 +361,10 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
             walk = ctx.stored.array("pagerank")
             info.update(iterations=ctx.stored.stats.get("pagerank_iterations"), linked=0)
         else:
-            operator, col_sums = self._graph(ctx, n)
+            stored = self._graph(ctx, n)
             links = question_links(sims, s.link, ctx.built.threshold, s.link_m, s.link_ratio)
             self_weight = 1.0 if ctx.built.self_loops else 0.0
-            qg = QueryGraph(operator, col_sums, links, self_weight)
+            qg = QueryGraph(stored, None, links, self_weight)
             result = qg.personalised(alpha, max_iter=max_iter, tol=tol / (n + 1))
             walk = result.scores[:n]
             info.update(
@@ -387,19 +386,18 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         return Evidence(self.name, items, info=info)
 
     @staticmethod
-    def _graph(ctx: QueryCtx, n: int) -> tuple[Any, np.ndarray]:
-        """The stored graph as a ready operator and its column sums, made once per reader."""
-        from lcr.graph import GraphOperator
+    def _graph(ctx: QueryCtx, n: int) -> Any:
+        """The stored graph made ready for questions, once per reader."""
+        from lcr.graph import StoredGraph
 
-        def make() -> tuple[GraphOperator, np.ndarray]:
+        def make() -> StoredGraph:
             graph = ctx.stored.csr("graph")
             col_sums = ctx.stored.array("col_sums")
             if graph.shape != (n, n) or len(col_sums) != n:
                 raise IndexDamagedError("mixpr index is damaged: graph and nodes disagree")
-            return GraphOperator(graph, workers=_threads()), col_sums
+            return StoredGraph(graph, col_sums, workers=_threads())
 
-        result: tuple[Any, np.ndarray] = ctx.stored.memoised("mixpr:graph", make)
-        return result
+        return ctx.stored.memoised("mixpr:graph", make)
 
     @staticmethod
     def _question_sims(ctx: QueryCtx, question: str, n: int) -> np.ndarray:
