@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from lcr.config import Settings, SettingValue, setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
-from lcr.graph.pagerank import PAPER_MAX_ITER
+from lcr.graph.pagerank import PAPER_MAX_ITER, StoredGraph
 from lcr.methods.base import (
     NOTHING,
     BuildContext,
@@ -386,9 +386,8 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         return Evidence(self.name, items, info=info)
 
     @staticmethod
-    def _graph(ctx: QueryCtx, n: int) -> Any:
+    def _graph(ctx: QueryCtx, n: int) -> StoredGraph:
         """The stored graph made ready for questions, once per reader."""
-        from lcr.graph import StoredGraph
 
         def make() -> StoredGraph:
             graph = ctx.stored.csr("graph")
@@ -397,7 +396,8 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
                 raise IndexDamagedError("mixpr index is damaged: graph and nodes disagree")
             return StoredGraph(graph, col_sums, workers=_threads())
 
-        return ctx.stored.memoised("mixpr:graph", make)
+        stored: StoredGraph = ctx.stored.memoised("mixpr:graph", make)
+        return stored
 
     @staticmethod
     def _question_sims(ctx: QueryCtx, question: str, n: int) -> np.ndarray:
