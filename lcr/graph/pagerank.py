@@ -82,9 +82,7 @@ def power_iteration(
     dw = p if dangling_weights is None else _distribution(dangling_weights, n, "dangling")
     x = _distribution(start, n, "start")
     damping = 1.0 - alpha
-    restart = _Addend(alpha * p)
-    spread = _Addend(dw)
-    dangling_at = np.flatnonzero(dangling)
+    restart = alpha * p
     change = np.empty(n)
     for it in range(1, max_iter + 1):
         last = x
@@ -93,35 +91,13 @@ def power_iteration(
         x = matvec(last)
         if x is last or x.dtype != np.float64:  # never write into the caller's array
             x = np.array(x, dtype=np.float64)
-        if len(dangling_at):  # no dangling node: the written-out step adds 0.0 * dw
-            spread.add_to(x, last[dangling_at].sum())
+        x += last[dangling].sum() * dw
         x *= damping
-        restart.add_to(x)
+        x += restart
         np.subtract(x, last, out=change)
         if np.abs(change, out=change).sum() < n * tol:
             return PageRankResult(x, it, True)
     return PageRankResult(x, max_iter, False)
-
-
-class _Addend:
-    """``x += scale * v`` for a vector ``v`` that is often one-hot (the question node).
-
-    Where ``v`` is zero the full update adds an exact 0.0 (scores are never
-    negative), so touching only ``v``'s non-zeros gives the same bits, without
-    two passes over a million-entry vector per step.
-    """
-
-    def __init__(self, v: np.ndarray) -> None:
-        at = np.flatnonzero(v)
-        self._at = at if 8 * len(at) < len(v) else None
-        self._v = v if self._at is None else v[at]
-
-    def add_to(self, x: np.ndarray, scale: float | None = None) -> None:
-        part = self._v if scale is None else scale * self._v
-        if self._at is None:
-            x += part
-        else:
-            x[self._at] += part
 
 
 def transition_matrix(graph: sp.csr_array | sp.csr_matrix) -> tuple[sp.csr_array, np.ndarray]:
