@@ -206,7 +206,9 @@ def llm_parameters(llm_id: str | None, llm: Any = None) -> float | None:
 
 
 def query_flops(parameters: float | None, prompt_tokens: int, completion_tokens: int) -> float:
-    """PECAN's cost measure: 2 x parameters x tokens processed (prompt + generated)."""
+    """lcr's approximation of compute: 2 x parameters x tokens processed (prompt +
+    generated). PECAN compares methods by cost but gives no formula (its Appendix F
+    discusses attention's quadratic cost); this one ignores attention."""
     if parameters is None:
         return 0.0
     return 2.0 * parameters * (prompt_tokens + completion_tokens)

@@ -1,9 +1,9 @@
 """Plain retrieval baselines to compare the published methods against.
 
 All share the same leaves (sentence-respecting token windows) so that their
-differences come from scoring alone: ``bm25`` (bm25s), ``tfidf`` (cosine, the
+differences come from scoring alone: ``bm25`` (bm25s), ``tfidf`` (cosine, after the
 MixPR paper's RAG-Sparse), ``dense`` (the embedder), ``hybrid`` (0.15 sparse +
-0.85 dense, as in the MixPR paper) and ``full`` (the whole text, cut to the
+0.85 dense, the MixPR paper's RAG-Hybrid weights) and ``full`` (the whole text, cut to the
 model's window by the answer step).
 """
 
@@ -222,7 +222,7 @@ class BM25(Method[BM25Settings, TopK]):
 
 class TfIdf(Method[ChunkSettings, TopK]):
     name = "tfidf"
-    summary = "TF-IDF cosine similarity over chunks (the MixPR paper's RAG-Sparse)"
+    summary = "TF-IDF cosine similarity over chunks (after the MixPR paper's RAG-Sparse)"
     paper = ""
     build_settings = ChunkSettings
     query_settings = TopK
@@ -262,7 +262,7 @@ class Dense(Method[ChunkSettings, TopK]):
 
 class Hybrid(Method[ChunkSettings, HybridQuery]):
     name = "hybrid"
-    summary = "0.15 x TF-IDF cosine + 0.85 x dense cosine (the MixPR paper's RAG-Hybrid)"
+    summary = "0.15 x TF-IDF cosine + 0.85 x dense cosine (after the MixPR paper's RAG-Hybrid)"
     paper = "Alonso & Millidge 2024 (MixPR), RAG baselines"
     build_settings = ChunkSettings
     query_settings = HybridQuery

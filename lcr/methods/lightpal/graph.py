@@ -23,7 +23,8 @@ import scipy.sparse as sp
 
 from lcr.graph.pagerank import PageRankResult, pagerank, transition_matrix
 
-# networkx's defaults, which the paper's PPR uses (no iteration cap is mentioned)
+# networkx's defaults: lcr's choice, since the paper names neither a library nor an
+# iteration cap for its PPR
 PPR_MAX_ITER = 100
 PPR_TOL = 1e-6
 

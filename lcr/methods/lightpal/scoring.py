@@ -3,9 +3,11 @@
 Each passage is one call to :meth:`lcr.models.base.LLM.continuation_logprobs`:
 d_i is encoded once and all its candidates are scored from it, batched; the
 score is the mean log-probability per token of d_j (the pair cut to
-``max_tokens`` together, the paper's 1,024). A passage's scores go into the
-index's LLM cache as soon as they exist, so a killed build resumes without
-scoring any pair twice.
+``max_tokens`` together, the paper's 1,024). The mean is lcr's reading: the
+paper's section 4 writes ContextScore as P_LM(d_j | d_i), with no length
+normalisation; the mean keeps long candidates from losing to short ones. A
+passage's scores go into the index's LLM cache as soon as they exist, so a
+killed build resumes without scoring any pair twice.
 """
 
 from __future__ import annotations

@@ -32,7 +32,9 @@ def collapsed_tree(
 
     As in the paper's Algorithm 2, selection stops at the first node that does
     not fit (it does not skip ahead to smaller ones), so the context is a prefix
-    of the ranking. ``max_nodes`` (``-k``) optionally caps the count too.
+    of the ranking. A node fits while the total stays at or under the budget;
+    Algorithm 2 writes a strict ``<`` (docs/methods/raptor.md says so).
+    ``max_nodes`` (``-k``) optionally caps the count too.
     """
     chosen: list[int] = []
     used = 0
