@@ -451,6 +451,7 @@ def test_graphreader_build_line_and_info_give_one_node_count(
     assert f" nodes={nodes}," in stats_line and f"chunks={counts['chunks']}," in stats_line
 
 
+@pytest.mark.slow  # loads smollm2 on transformers: not the quick tier
 def test_transformers_threads_follow_the_load_and_long_generation_shows_tokens(
     story: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
