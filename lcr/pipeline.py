@@ -488,6 +488,7 @@ def retrieve_query(
     method's own answer step needs (``evidence.state``) for :func:`ask_query`."""
     method = query.method
     reader = index.reader(method.name)
+    _ = index.layouts  # a damaged layout.json fails here, before any retrieval is paid for
     needs = query.needs
     require(models, needs, f"{method.name} retrieval")
     _align_models(reader.entry.models, models, note, needs.embedder)

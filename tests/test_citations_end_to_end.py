@@ -19,6 +19,7 @@ import lcr
 from lcr import pipeline
 from lcr.citation import Citer
 from lcr.cli import main
+from lcr.errors import IndexDamagedError
 from lcr.eval import runner
 from lcr.eval.cli import eval_group
 from lcr.evidence import merge_spans
@@ -26,7 +27,7 @@ from lcr.models.container import Models
 from lcr.store import Index
 from lcr.text.layout import DocumentLayout, Heading, Page, write_layout
 from tests.conftest import FIXTURES
-from tests.fakes import ScriptedLLM
+from tests.fakes import ForbiddenLLM, ScriptedLLM
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -254,6 +255,11 @@ def test_a_damaged_layout_is_one_line(
         f"lcr: {idx} is damaged: layout.json does not list one layout per source; "
         f"rebuild it with: lcr index SOURCE -o {idx} --force"
     ]
+    # found before anything is paid for: MixPR's router (mode=auto) never asks the LLM
+    forbidden = Models.with_objects(llm=ForbiddenLLM())
+    pipeline.build(Index.open(idx), ["mixpr"], forbidden)
+    with pytest.raises(IndexDamagedError, match=r"layout\.json"):
+        lcr.retrieve(idx, "the jade", method="mixpr", mode="auto", models=forbidden)
 
 
 def test_an_index_without_layout_json_cites_without_pages(
