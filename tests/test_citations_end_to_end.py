@@ -23,6 +23,7 @@ from lcr.errors import IndexDamagedError
 from lcr.eval import runner
 from lcr.eval.cli import eval_group
 from lcr.evidence import merge_spans
+from lcr.methods.base import item_from_node
 from lcr.models.container import Models
 from lcr.store import Index
 from lcr.text.layout import DocumentLayout, Heading, Page, write_layout
@@ -319,16 +320,22 @@ def test_raptor_summaries_cite_the_pages_of_their_leaves(tmp_path: Path) -> None
     nodes = {n.id: n for n in index.reader("raptor").nodes()}
     result = lcr.retrieve(index, "the cedar and the grove", method="raptor", k=40,
                           models=_models(SummaryLLM()))  # fmt: skip
-    summaries = [it for it in result.evidence.items if it.level > 0]
-    assert summaries
+    retrieved = [it for it in result.evidence.items if it.level > 0]
+    assert retrieved
+    # every summary of the tree, retrieved or not, cites as an evidence item would
+    everyone = [item_from_node(n, 0.0) for n in nodes.values() if n.level > 0]
+    pipeline.cite(index, everyone)
     citer = Citer(index.documents, index.layouts)
-    for item in summaries:
+    widths = []
+    for item in retrieved + everyone:
         leaves = _leaves(nodes, item.id)
         leaf_spans = [sp for leaf in leaves for sp in leaf.spans]
         assert item.spans == merge_spans(leaf_spans, index.source)
         cited = {p for c in item.citations if c.pages for p in range(c.pages.first,
                                                                      c.pages.last + 1)}  # fmt: skip
-        assert cited == _pages_of(citer, leaf_spans) and len(cited) > 1
+        assert cited == _pages_of(citer, leaf_spans)
+        widths.append(len(cited))
+    assert max(widths) > 1  # summaries over leaves of several pages cite them all
 
 
 def _leaves(nodes: dict[str, Any], node_id: str) -> list[Any]:
