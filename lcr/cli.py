@@ -18,10 +18,10 @@ import click
 
 from lcr._version import __version__
 from lcr.cli_models import model_options, models_group, pop_model_spec
+from lcr.cli_output import WIDTH, evidence_heading, visible
 from lcr.cli_output import err as _err
 from lcr.cli_output import human as _human
 from lcr.cli_output import say as _say
-from lcr.cli_output import visible
 from lcr.config import SettingRenamed
 from lcr.errors import IndexDamagedError, LcrError, UsageError, from_os_error
 
@@ -331,19 +331,14 @@ def _print_result(result: Result, index: Index, *, answer: bool, trace: bool = F
     if answer:
         _say(f"Q: {result.question}")
         _say(f"A: {result.answer}\n")
-    docs = index.documents
     _say(f"Evidence ({result.method}, {len(result.evidence.items)} nodes):")
     for position, it in enumerate(result.evidence.items, 1):  # rank order, as in --json
         rank = it.extra.get("rank", position)
-        spans = ", ".join(f"{s}-{e}" for s, e in it.spans[:3])
-        if len(it.spans) > 3:
-            spans += f" (+{len(it.spans) - 3} more)"
-        name = docs[it.doc].name if 0 <= it.doc < len(docs) else str(it.doc)
-        level = f"  level {it.level}" if it.level else ""
-        _say(f"[{rank}] score {it.score:.4g}  {name}  chars {spans}{level}")
+        for line in evidence_heading(int(rank), it):
+            _say(line)
         excerpt = " ".join(it.text.split())
         excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."
-        _say(textwrap.fill(excerpt, width=88, initial_indent="    ", subsequent_indent="    "))
+        _say(textwrap.fill(excerpt, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
     info = {k: v for k, v in result.evidence.info.items() if k not in _LONG_INFO}
     if info:
         _say("info: " + ", ".join(f"{k}={v}" for k, v in info.items()))

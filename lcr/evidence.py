@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lcr.citation import Citation
+
 
 @dataclass
 class Usage:
@@ -57,6 +59,9 @@ class EvidenceItem:
 
     ``spans`` are ``(start, end)`` character offsets into the index's source.txt;
     a summary node points at its leaves' spans, so every answer traces back.
+    ``document`` (the name of document ``doc``) and ``citations`` (one per span and
+    document: offsets within the document, pages, section) are what a person reads;
+    the pipeline fills them in once an item is final (:func:`lcr.pipeline.cite`).
     """
 
     id: str
@@ -66,6 +71,8 @@ class EvidenceItem:
     text: str
     spans: list[tuple[int, int]]
     extra: dict[str, Any] = field(default_factory=dict)
+    document: str | None = None
+    citations: list[Citation] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -77,6 +84,9 @@ class EvidenceItem:
             "spans": [[int(s), int(e)] for s, e in self.spans],
         }
         out.update(self.extra)
+        if self.document is not None:
+            out["document"] = self.document
+            out["citations"] = [c.to_json() for c in self.citations]
         return out
 
 

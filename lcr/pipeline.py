@@ -24,6 +24,7 @@ from lcr.answer import (
     resolve_answer_settings,
     shared_answer,
 )
+from lcr.citation import Citer
 from lcr.config import Settings
 from lcr.errors import UsageError
 from lcr.evidence import Evidence, EvidenceItem, Usage
@@ -487,6 +488,7 @@ def retrieve_query(
     method's own answer step needs (``evidence.state``) for :func:`ask_query`."""
     method = query.method
     reader = index.reader(method.name)
+    _ = index.layouts  # a damaged layout.json fails here, before any retrieval is paid for
     needs = query.needs
     require(models, needs, f"{method.name} retrieval")
     _align_models(reader.entry.models, models, note, needs.embedder)
@@ -511,6 +513,7 @@ def retrieve_query(
     elapsed = time.perf_counter() - started
     evidence.usage = models.usage_snapshot().minus(before)  # measured here, for every method
     evidence.items = evidence.in_rank_order()  # one order for every method and output
+    cite(index, evidence.items)
     used_models = dict(reader.entry.models)
     if needs.uses_llm and models.llm_loaded:
         used_models["llm"] = models.llm_id()
@@ -524,6 +527,20 @@ def retrieve_query(
         timings={"retrieve_s": elapsed},
         models=used_models,
     )
+
+
+def cite(index: Index, items: Sequence[EvidenceItem]) -> None:
+    """Give each final evidence item its document's name and its spans' citations
+    (file, offsets within it, pages, section): done where items are finished, so every
+    output (plain, ``--json``, ``lcr eval``, the API) cites the same way."""
+    documents = index.documents
+    citer = Citer(documents, index.layouts)
+    for item in items:
+        item.citations = citer.cite_spans(item.spans)
+        if 0 <= item.doc < len(documents):
+            item.document = documents[item.doc].name
+        else:  # not a document of this index: name what the spans point at instead
+            item.document = item.citations[0].document if item.citations else str(item.doc)
 
 
 def ask(
@@ -607,6 +624,7 @@ def ask_query(
         usage=result.evidence.usage,
     )
     result.evidence.items = result.evidence.in_rank_order()  # read as set, shown by rank
+    cite(index, result.evidence.items)  # the answer step made new items (passages, cuts)
     result.usage = result.usage.merged(models.usage_snapshot().minus(before))
     result.models["llm"] = llm.model_id
     result.models["backend"] = str(getattr(llm, "backend", "unknown"))

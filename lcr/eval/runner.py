@@ -320,6 +320,8 @@ def _record(
                 "score": round(float(it.score), 6),
                 "spans": [[int(s), int(e)] for s, e in it.spans],
                 "text": it.text,  # what the answer step read: the metrics can be redone
+                "document": it.document,
+                "citations": [c.to_json() for c in it.citations],
             }
             for it in result.evidence.items
         ],
@@ -454,6 +456,7 @@ def gold_result(
     wall = time.perf_counter() - started
     evidence = Evidence(GOLD, out.used, info={"dropped": out.dropped} if out.dropped else {})
     evidence.items = evidence.in_rank_order()
+    pipeline.cite(index, evidence.items)
     result = Result(
         question=q.question,
         method=GOLD,

@@ -61,6 +61,7 @@ from lcr.store.arrays import (
 from lcr.store.cache import LLMCache
 from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
 from lcr.store.nodes import Node, parse_node, parse_nodes, write_nodes
+from lcr.text.layout import DocumentLayout, LayoutError, read_layout
 
 DOC_SEPARATOR = "\n\n"
 
@@ -312,6 +313,7 @@ class Index:
     path: Path
     manifest: Manifest
     _source: str | None = field(default=None, repr=False)
+    _layouts: tuple[DocumentLayout, ...] | None = field(default=None, repr=False)
     _readers: dict[str, MethodReader] = field(default_factory=dict, repr=False)
     # methods whose files are missing or the wrong size: method -> the message
     damaged: dict[str, str] = field(default_factory=dict)
@@ -523,6 +525,22 @@ class Index:
     @property
     def documents(self) -> list[SourceDoc]:
         return list(self.manifest.sources)
+
+    @property
+    def layouts(self) -> tuple[DocumentLayout, ...]:
+        """Each document's pages and headings (``layout.json``), in :attr:`documents`'
+        order, read once; empty layouts for an index without the file (plain text, or
+        built before it existed). A damaged file is the index's damage, in one line."""
+        if self._layouts is None:
+            try:
+                layouts = read_layout(self.path, len(self.manifest.sources))
+            except LayoutError as exc:
+                raise IndexDamagedError(
+                    f"{self.path} is damaged: {exc}; rebuild it with: "
+                    f"lcr index SOURCE -o {self.path} --force"
+                ) from None
+            self._layouts = tuple(layouts)
+        return self._layouts
 
     def source_digests(self) -> list[str]:
         return [d.sha256 for d in self.manifest.sources]
