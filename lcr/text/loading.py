@@ -1,25 +1,36 @@
-"""Reading one input document: bytes in, normalised text out, or a clear refusal.
+"""Reading one input document: bytes in, normalised text and layout out, or a clear refusal.
 
 Every span an index stores points into the normalised text, so normalisation
-(newlines, BOM) happens exactly once, here. The hash and size are of the raw
-bytes, so ``lcr index`` can tell whether a file changed since it was indexed.
+(newlines, BOM) and extraction (PDF, HTML, EPUB, DOCX: ``lcr.text.formats``)
+happen exactly once, here. The hash and size are of the raw bytes, so
+``lcr index`` can tell whether a file changed since it was indexed. A regular
+file is read where it lies (a PDF page by page); stdin and FIFOs are read in
+pieces, the first checked before more is read, up to ``MAX_STREAM_BYTES``.
 """
 
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import hashlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lcr.errors import InputError
+from lcr.text.layout import DocumentLayout
+
+if TYPE_CHECKING:
+    from lcr.text.formats import ExtractOptions
 
 __all__ = ["Document", "decode_bytes", "load_document", "normalise_newlines"]
 
 _SNIFF_BYTES = 8192
+_PIECE_BYTES = 1 << 16
+# stdin and FIFOs have no size to check first: past this, save the stream to a file
+MAX_STREAM_BYTES = 256 << 20
 # Share of C0 control bytes (other than tab, newlines, form feed, vertical tab
 # and ESC) in the first 8 KB above which a file is taken to be binary.
 _CONTROL_SHARE = 0.05
@@ -37,8 +48,8 @@ _UNICODE_BOMS: tuple[tuple[bytes, str], ...] = (
 
 # Well-known binary formats, named so the refusal can say what to do instead.
 _MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"%PDF-", "a PDF file; convert it to text first (e.g. with pdftotext)"),
-    (b"PK\x03\x04", "a zip archive (or docx/epub/odt); extract its text first"),
+    (b"%PDF-", "a PDF file (index it without --format text)"),
+    (b"PK\x03\x04", "a zip archive (an EPUB or DOCX is read without --format text)"),
     (b"\x89PNG", "a PNG image"),
     (b"\xff\xd8\xff", "a JPEG image"),
     (b"GIF8", "a GIF image"),
@@ -52,13 +63,19 @@ _CP1252_ONLY = bytes(range(0x80, 0xA0))
 
 @dataclass(frozen=True)
 class Document:
-    """One input document: its normalised text and a fingerprint of the raw file."""
+    """One input document: its normalised text, its layout (pages, headings), what
+    extracted them, and a fingerprint of the raw file."""
 
     name: str
     text: str
     sha256: str
     size: int
     encoding: str
+    format: str = "text"
+    layout: DocumentLayout = field(default_factory=DocumentLayout)
+    extractor: str = "lcr"
+    extractor_version: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 def normalise_newlines(text: str) -> str:
@@ -73,50 +90,109 @@ def load_document(
     *,
     stdin: BinaryIO | None = None,
     warn: Callable[[str], None] | None = None,
+    options: ExtractOptions | None = None,
+    name: str | None = None,
 ) -> Document:
-    """Read a text file (or stdin for ``"-"``) into a :class:`Document`.
+    """Read a document (or stdin for ``"-"``) into a :class:`Document`.
 
     Raises :class:`~lcr.errors.InputError` with a one-line message when the
-    input is missing, a directory, unreadable, binary, empty or blank.
-    ``warn`` receives a one-line note when the text is not UTF-8 and another
-    encoding had to be guessed.
+    input is missing, a directory, unreadable, binary, empty, blank, or a
+    document its format's reader refuses (encrypted, scanned, damaged, a zip
+    bomb). ``warn`` receives one-line notes (a guessed encoding, pages without
+    text). ``name`` is what the index calls it (default: the file's name).
     """
+    from lcr.text.formats import ExtractOptions, extract
+
+    opts = options if options is not None else ExtractOptions(warn=warn)
+    if opts.warn is None and warn is not None:
+        opts = dataclasses.replace(opts, warn=warn)
     if str(path) == "-":
-        name = "stdin"
+        label = name or "stdin"
         stream = stdin if stdin is not None else sys.stdin.buffer
-        try:
-            raw = stream.read()
-        except OSError as exc:
-            raise InputError(f"cannot read stdin: {exc.strerror or exc}") from exc
+        raw = _read_stream(stream, "stdin", label)
+        source: Path | bytes = raw
+        digest, size, head = hashlib.sha256(raw).hexdigest(), len(raw), raw[:_SNIFF_BYTES]
     else:
         p = Path(path)
-        name = p.name or str(p)
-        raw = _read_file(p)
-    text, encoding = decode_bytes(raw, name=name, warn=warn)
+        label = name or p.name or str(p)
+        source, digest, size, head = _open_file(p, label)
+    if not size:
+        raise InputError(f"{label} is empty")
+    got = extract(source, head, label, opts)
     return Document(
-        name=name,
-        text=text,
-        sha256=hashlib.sha256(raw).hexdigest(),
-        size=len(raw),
-        encoding=encoding,
+        name=label,
+        text=got.text,
+        sha256=digest,
+        size=size,
+        encoding=got.encoding,
+        format=got.format,
+        layout=got.layout,
+        extractor=got.extractor,
+        extractor_version=got.extractor_version,
+        options=got.options,
     )
 
 
-def _read_file(p: Path) -> bytes:
+def _open_file(p: Path, label: str) -> tuple[Path | bytes, str, int, bytes]:
+    """A regular file stays on disk (hashed in pieces); a FIFO is read as a stream."""
     try:
         if not p.exists():
             raise InputError(f"no such file: {p}")
         if p.is_dir():
-            raise InputError(f"{p} is a directory; give a text file")
-        if not (p.is_file() or p.is_fifo()):
+            raise InputError(f"{p} is a directory; give a file (or a folder with -o)")
+        if p.is_fifo():
+            with p.open("rb") as fh:
+                raw = _read_stream(fh, str(p), label)
+            return raw, hashlib.sha256(raw).hexdigest(), len(raw), raw[:_SNIFF_BYTES]
+        if not p.is_file():
             raise InputError(f"{p} is not a regular file (a device or socket?)")
-        return p.read_bytes()
+        digest = hashlib.sha256()
+        size = 0
+        head = b""
+        with p.open("rb") as fh:
+            while piece := fh.read(1 << 20):
+                if not head:
+                    head = piece[:_SNIFF_BYTES]
+                digest.update(piece)
+                size += len(piece)
+        return p, digest.hexdigest(), size, head
     except InputError:
         raise
     except PermissionError as exc:
         raise InputError(f"cannot read {p}: permission denied") from exc
     except OSError as exc:
         raise InputError(f"cannot read {p}: {exc.strerror or exc}") from exc
+
+
+def _read_stream(stream: BinaryIO, what: str, label: str) -> bytes:
+    """A stream in pieces: the first checked (a binary stream is refused before the
+    rest is read), the whole bounded by ``MAX_STREAM_BYTES``."""
+    pieces: list[bytes] = []
+    total = 0
+    try:
+        while piece := stream.read(_PIECE_BYTES):
+            if not pieces:
+                refuse_unreadable_start(piece, label)
+            pieces.append(piece)
+            total += len(piece)
+            if total > MAX_STREAM_BYTES:
+                raise InputError(
+                    f"{what} is larger than {MAX_STREAM_BYTES >> 20} MiB; "
+                    "save it to a file and index the file"
+                )
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror or exc}") from exc
+    return b"".join(pieces)
+
+
+def refuse_unreadable_start(head: bytes, name: str) -> None:
+    """Refuse a stream whose first bytes are neither a document format lcr reads
+    (PDF, zip) nor text."""
+    if b"%PDF-" in head[:1024] or head.startswith(b"PK\x03\x04"):
+        return
+    if any(head.startswith(bom) for bom, _ in _UNICODE_BOMS):
+        return
+    _refuse_binary(head, name)
 
 
 def decode_bytes(
