@@ -98,7 +98,7 @@ def _walk(top: str, globs: Sequence[str], excludes: Sequence[str]) -> list[Input
             if globs and not _matches(rel, globs):
                 continue
             found.append(InputFile(os.path.join(here, f), root, found=True))
-    return found
+    return sorted(found, key=lambda f: os.path.relpath(f.path, top).split(os.sep))
 
 
 def _raise(exc: OSError) -> None:
