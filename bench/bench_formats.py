@@ -63,9 +63,8 @@ def bench_index() -> None:
     """Each manual through `lcr index -m bm25` (extraction + bm25) and extraction alone."""
     from lcr.text.loading import load_document
 
-    print(
-        "| file | format | pages | chars | extract s | pages/s | MB/s in | index s | peak RSS | index size |"
-    )
+    columns = "file format pages chars extract_s pages/s MB/s_in index_s peak_RSS index_size"
+    print("| " + " | ".join(c.replace("_", " ") for c in columns.split()) + " |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for fmt, files in DOCS.items():
         for f in files:
@@ -79,10 +78,8 @@ def bench_index() -> None:
             pages = len(doc.layout.pages)
             with tempfile.TemporaryDirectory() as tmp:
                 out = Path(tmp) / "x.idx"
-                secs, rss, _ = _run_measured(
-                    [sys.executable, "-m", "lcr", "index", str(path), "-o", str(out)]
-                    + ["-m", "bm25", "-q"]
-                )
+                lcr = [sys.executable, "-m", "lcr", "index", str(path), "-o", str(out)]
+                secs, rss, _ = _run_measured([*lcr, "-m", "bm25", "-q"])
                 size = _size(out)
             rate = f"{pages / extract:,.0f}" if pages else "-"
             mbs = path.stat().st_size / 1e6 / extract
