@@ -105,19 +105,38 @@ def _xhtml(body: str) -> str:
     )
 
 
-def write_epub(path: Path, *, extra: dict[str, bytes] | None = None) -> Path:
-    """An EPUB 3 of two chapters, with a navigation document as its table of contents;
-    the spine lists chapter two's id before the nav, which is not in the spine."""
+NCX = (
+    '<?xml version="1.0" encoding="utf-8"?>'
+    '<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" version="2005-1"><navMap>'
+    '<navPoint id="p1"><navLabel><text>Chapter One</text></navLabel>'
+    '<content src="text/ch1.xhtml"/>'
+    '<navPoint id="p2"><navLabel><text>The Storm</text></navLabel>'
+    '<content src="text/ch1.xhtml#s2"/></navPoint></navPoint>'
+    '<navPoint id="p3"><navLabel><text>Chapter Two</text></navLabel>'
+    '<content src="text/ch2.xhtml"/></navPoint></navMap></ncx>'
+)
+
+
+def write_epub(path: Path, *, toc: str = "nav", extra: dict[str, bytes] | None = None) -> Path:
+    """An EPUB of two chapters whose table of contents is an EPUB 3 navigation document
+    (``toc="nav"``, not in the spine), an EPUB 2 NCX (``"ncx"``), or missing (``""``)."""
+    nav_item = (
+        '<item id="nav" href="text/nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>'
+        if toc == "nav"
+        else '<item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>'
+        if toc == "ncx"
+        else ""
+    )
+    spine = '<spine toc="ncx">' if toc == "ncx" else "<spine>"
     opf = (
         '<?xml version="1.0" encoding="utf-8"?>'
         '<package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="id">'
         '<metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>Log</dc:title>'
         '<dc:identifier id="id">x</dc:identifier><dc:language>en</dc:language></metadata>'
-        '<manifest><item id="nav" href="text/nav.xhtml" media-type="application/xhtml+xml" '
-        'properties="nav"/>'
+        f"<manifest>{nav_item}"
         '<item id="c1" href="text/ch1.xhtml" media-type="application/xhtml+xml"/>'
         '<item id="c2" href="text/ch2.xhtml" media-type="application/xhtml+xml"/></manifest>'
-        '<spine><itemref idref="c1"/><itemref idref="c2"/></spine></package>'
+        f'{spine}<itemref idref="c1"/><itemref idref="c2"/></spine></package>'
     )
     container = (
         '<?xml version="1.0"?><container version="1.0" '
@@ -129,7 +148,10 @@ def write_epub(path: Path, *, extra: dict[str, bytes] | None = None) -> Path:
         zf.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
         zf.writestr("META-INF/container.xml", container)
         zf.writestr("OEBPS/content.opf", opf)
-        zf.writestr("OEBPS/text/nav.xhtml", _xhtml(NAV))
+        if toc == "nav":
+            zf.writestr("OEBPS/text/nav.xhtml", _xhtml(NAV))
+        elif toc == "ncx":
+            zf.writestr("OEBPS/toc.ncx", NCX)
         for name, body in CHAPTERS.items():
             zf.writestr(f"OEBPS/{name}", _xhtml(body), compress_type=zipfile.ZIP_DEFLATED)
         for name, data in (extra or {}).items():

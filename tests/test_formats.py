@@ -155,8 +155,10 @@ def test_docx_paragraphs_table_and_heading_styles(tmp_path: Path) -> None:
     assert "Puffin" in doc.text[birds:weather] and "Fog" in doc.text[weather:]
 
 
-def test_epub_spine_and_table_of_contents(tmp_path: Path) -> None:
-    doc, _ = _load(write_epub(tmp_path / "log.epub"))
+@pytest.mark.parametrize("toc", ["nav", "ncx", ""])
+def test_epub_spine_and_table_of_contents(tmp_path: Path, toc: str) -> None:
+    """EPUB 3's nav, EPUB 2's NCX, or without either the chapters' own h1/h2."""
+    doc, _ = _load(write_epub(tmp_path / "log.epub", toc=toc))
     assert doc.format == "epub"
     assert [(h.level, h.title) for h in doc.layout.headings] == [
         (1, "Chapter One"),
@@ -174,6 +176,19 @@ def test_epub_zip_bombs_are_refused_before_decompressing(tmp_path: Path) -> None
     assert "zip bomb" in _refusal(bomb)
     many = write_epub(tmp_path / "many.epub", extra={f"x/{i}": b"" for i in range(10_001)})
     assert "zip entries" in _refusal(many)
+
+
+def test_docx_zip_bomb_is_refused(tmp_path: Path) -> None:
+    good = write_docx(tmp_path / "good.docx")
+    bomb = tmp_path / "bomb.docx"
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bomb, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, src.read(info), compress_type=zipfile.ZIP_DEFLATED)
+        dst.writestr("word/media/huge.bin", bytes(30 << 20), compress_type=zipfile.ZIP_DEFLATED)
+    assert "zip bomb" in _refusal(bomb)
+    damaged = tmp_path / "damaged.docx"
+    damaged.write_bytes(good.read_bytes()[:600])
+    assert "damaged" in _refusal(damaged)
 
 
 def test_zip_that_is_not_a_document(tmp_path: Path) -> None:
@@ -395,3 +410,17 @@ def test_an_index_from_before_formats_still_reads(tmp_path: Path) -> None:
     assert index.documents[0].format == "text" and index.verify() == {}
     assert read_layout(out, 1) == [DocumentLayout()]
     assert run(["index", str(story), "-q", "-m", "bm25"])[0] == 0  # still up to date
+
+
+def test_python_api_reads_a_folder_and_forces_a_format(tmp_path: Path) -> None:
+    import lcr
+
+    docs = _tree(tmp_path)
+    index = lcr.index(docs, tmp_path / "api.idx", methods=["bm25"], glob=["*.md", "*.pdf"])
+    assert [d.name for d in index.documents] == ["notes.md", "report.pdf"]
+    raw = lcr.index(docs / "notes.md", tmp_path / "raw.idx", methods=["bm25"], as_format="text")
+    assert raw.documents[0].format == "text"
+    with pytest.raises(lcr.errors.UsageError, match="as_format must be one of"):
+        lcr.index(docs / "notes.md", tmp_path / "x.idx", as_format="rtf")
+    with pytest.raises(lcr.errors.UsageError, match="give out="):
+        lcr.index(docs)
