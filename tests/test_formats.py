@@ -424,3 +424,30 @@ def test_python_api_reads_a_folder_and_forces_a_format(tmp_path: Path) -> None:
         lcr.index(docs / "notes.md", tmp_path / "x.idx", as_format="rtf")
     with pytest.raises(lcr.errors.UsageError, match="give out="):
         lcr.index(docs)
+
+
+class _CountingProgress:
+    """A progress sink that keeps what it was told (the CLI draws the same calls)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[str, float | None]] = []
+        self.advanced = 0.0
+
+    def task(self, description: str, total: float | None = None) -> _CountingProgress:
+        self.tasks.append((description, total))
+        return self
+
+    def advance(self, n: float = 1) -> None:
+        self.advanced += n
+
+    def update(self, *, total: float | None = None, description: str | None = None) -> None:
+        pass
+
+    def log(self, message: str) -> None:
+        pass
+
+
+def test_pdf_progress_counts_pages(tmp_path: Path) -> None:
+    progress = _CountingProgress()
+    _load(write_pdf(tmp_path / "r.pdf"), progress=progress)
+    assert progress.tasks == [("reading r.pdf", 5)] and progress.advanced == 5
