@@ -48,8 +48,10 @@ def write_pdf(path: Path, *, password: str | None = None, scanned: bool = False)
                 if line[0].isdigit():
                     key = f"k{number}{y}"
                     c.bookmarkHorizontal(key, 0, y + 14)
-                    level = line.split()[0].count(".")
-                    c.addOutlineEntry(line, key, level=level)
+                    number, _, words = line.partition(" ")
+                    # Texinfo's outlines leave the section number out ("Background")
+                    entry = words if number.count(".") else line
+                    c.addOutlineEntry(entry, key, level=number.count("."))
                 y -= 60
             if label == "1":  # two columns below, as a typesetter writes them: left first
                 for i, line in enumerate(LEFT):

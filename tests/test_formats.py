@@ -79,7 +79,7 @@ def test_pdf_pages_labels_outline_and_columns(tmp_path: Path) -> None:
     assert order == sorted(order)
     assert [(h.level, h.title) for h in doc.layout.headings] == [
         (1, "1 Introduction"),
-        (2, "1.1 Background"),
+        (2, "1.1 Background"),  # the outline says "Background"; the page prints "1.1 "
         (1, "2 Results"),
     ]
     _check_headings(doc)

@@ -11,6 +11,7 @@ indexed with a warning naming them.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from lcr.progress import NULL_PROGRESS, Progress
 from lcr.text.formats.assemble import TextAssembler, tidy_block
 
 PAGE_SEPARATOR = "\n\n"  # pages are blocks of the assembled text
+_SECTION_NUMBER = re.compile(r"(?:[0-9]+|[A-Z])(?:\.[0-9]+)*\.? +")
 
 
 def extractor_version() -> str:
@@ -126,20 +128,27 @@ def _outline(pdf: Any, out: TextAssembler, starts: list[tuple[int, str]]) -> Non
             continue
         title = " ".join(bm.get_title().split())
         page_start, page_text = starts[index]
-        at = _find_title(page_text, title, floor.get(index, 0))
+        at, printed = _find_title(page_text, title, floor.get(index, 0))
         floor[index] = at
-        out.heading(bm.level + 1, title, page_start + at)
+        out.heading(bm.level + 1, printed, page_start + at)
 
 
-def _find_title(page_text: str, title: str, after: int) -> int:
-    """Where ``title`` is printed on the page (whitespace-insensitively), from ``after``."""
+def _find_title(page_text: str, title: str, after: int) -> tuple[int, str]:
+    """Where ``title`` is printed on the page (whitespace-insensitively), from ``after``,
+    and the title as printed: a section number before it on its line ("3.2 " where the
+    outline says only "Shell Commands") belongs to the heading, as a reader cites it."""
     if not title:
-        return after
+        return after, title
     found = page_text.find(title, after)
-    if found >= 0:
-        return found
-    words = title.split()
-    found = page_text.find(words[0], after) if words else -1
-    if found >= 0 and " ".join(page_text[found:].split())[: len(title)] == title:
-        return found
-    return after
+    if found < 0:
+        words = title.split()
+        found = page_text.find(words[0], after) if words else -1
+        if found >= 0 and " ".join(page_text[found:].split())[: len(title)] != title:
+            found = -1
+    if found < 0:
+        return after, title
+    line_start = page_text.rfind("\n", 0, found) + 1
+    number = page_text[line_start:found]
+    if line_start >= after and _SECTION_NUMBER.fullmatch(number):
+        return line_start, f"{number.strip()} {title}"
+    return found, title
