@@ -143,7 +143,7 @@ def extract(source: Path | bytes, raw_head: bytes, name: str, options: ExtractOp
         if not out.text().strip():
             raise InputError(f"{name} has no text outside its markup")
         return Extracted(out.text(), out.layout(), fmt, "lcr-html (lxml)", _lxml_version(), rules)
-    from lcr.text.loading import decode_bytes
+    from lcr.text.decoding import decode_bytes
 
     text, encoding = decode_bytes(raw, name=name, warn=options.warn)
     if fmt == "markdown":

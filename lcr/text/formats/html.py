@@ -20,8 +20,8 @@ import lxml.html
 from lxml import etree
 
 from lcr.errors import InputError
+from lcr.text.decoding import decode_bytes, normalise_newlines
 from lcr.text.formats.assemble import TextAssembler, tidy_block
-from lcr.text.loading import decode_bytes, normalise_newlines
 
 _DROPPED = frozenset(
     {"script", "style", "noscript", "template", "head", "nav", "iframe", "object", "embed"}
