@@ -89,13 +89,18 @@ CHAPTERS = {
         "<h1>Chapter One</h1><p>The lamp was lit at dusk.</p>"
         '<h2 id="s2">The Storm</h2><p>Waves broke over the rail.</p>'
     ),
-    "text/ch2.xhtml": "<h1>Chapter Two</h1><p>Morning came grey and calm &amp; still.</p>",
+    "text/ch2.xhtml": (
+        '<h1>Chapter Two</h1><p>Morning came grey <span epub:type="pagebreak" id="p8" '
+        'title="8"/>and calm &amp; still.</p>'
+    ),
 }
 NAV = (
     '<nav epub:type="toc"><ol>'
     '<li><a href="ch1.xhtml">Chapter One</a>'
     '<ol><li><a href="ch1.xhtml#s2">The Storm</a></li></ol></li>'
     '<li><a href="ch2.xhtml">Chapter Two</a></li></ol></nav>'
+    '<nav epub:type="page-list"><ol><li><a href="ch1.xhtml">7</a></li>'
+    '<li><a href="ch2.xhtml#p8">8</a></li></ol></nav>'
 )
 
 

@@ -167,6 +167,12 @@ def test_epub_spine_and_table_of_contents(tmp_path: Path, toc: str) -> None:
     ]
     _check_headings(doc)
     assert doc.text.index("lamp was lit") < doc.text.index("Morning came")  # spine order
+    if toc == "nav":  # its page list: the print edition's pages 7 and 8
+        pages = _page_texts(doc)
+        assert list(pages) == ["7", "8"]
+        assert pages["7"].endswith("Morning came grey ") and pages["8"] == "and calm & still."
+    else:
+        assert doc.layout.pages == ()
     assert "color: red" not in doc.text and "<" not in doc.text and "calm & still" in doc.text
 
 

@@ -53,9 +53,10 @@ class TextAssembler:
         self._length = start + len(text)
         return start
 
-    def page(self, label: str) -> None:
-        """A page begins at the next block (an empty page starts where the next one does)."""
-        self._pages.append(Page(self.offset, label))
+    def page(self, label: str, start: int | None = None) -> None:
+        """A page begins at ``start`` (default: the next block; an empty page starts
+        where the next one does)."""
+        self._pages.append(Page(self.offset if start is None else start, label))
 
     def heading(self, level: int, title: str, start: int | None = None) -> None:
         """A heading whose section starts at ``start`` (default: the next block)."""
@@ -71,7 +72,9 @@ class TextAssembler:
         """Pages and headings, sorted by start, clamped to the text (a trailing empty
         page starts at the end of the text, not past it)."""
         end = self._length
-        pages = tuple(Page(min(p.start, end), p.label) for p in self._pages)
+        pages = tuple(
+            sorted((Page(min(p.start, end), p.label) for p in self._pages), key=lambda p: p.start)
+        )
         headings = tuple(
             sorted(
                 (Heading(min(h.start, end), h.level, h.title) for h in self._headings),

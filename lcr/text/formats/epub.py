@@ -1,5 +1,6 @@
 """EPUB (2 and 3): the spine's documents in reading order, the table of contents
-(the EPUB 3 navigation document, else the EPUB 2 NCX) as headings.
+(the EPUB 3 navigation document, else the EPUB 2 NCX) as headings, and the print
+edition's pages where the navigation document has a page list.
 
 Read with the standard library's zipfile behind zip-bomb limits; the package
 XML (container, OPF, NCX) with an lxml parser that resolves no entities, loads
@@ -54,6 +55,7 @@ def extract_epub(
         if not spine:
             raise InputError(f"{name} is damaged: its spine lists no documents")
         toc = _toc(zf, name, nav_path, toc_path)
+        page_list = _nav_links(zf, name, nav_path, "page-list") if nav_path else []
         out = TextAssembler()
         anchors: dict[str, int] = {}
         for path in spine:
@@ -66,6 +68,10 @@ def extract_epub(
             start = anchors.get(target, anchors.get(urldefrag(target)[0]))
             if start is not None:
                 out.heading(level, title, start)
+        for _level, label, target in page_list:  # the print edition's pages, where given
+            start = anchors.get(target)
+            if start is not None and label.strip():
+                out.page(" ".join(label.split()), start)
         if not out.text().strip():
             raise InputError(f"{name} has no text (an EPUB of images only?)")
         return out
@@ -116,7 +122,7 @@ def _toc(
     zf: zipfile.ZipFile, name: str, nav_path: str | None, ncx_path: str | None
 ) -> list[TocEntry]:
     if nav_path is not None:
-        entries = _nav_toc(read_entry(zf, nav_path, name), name, nav_path)
+        entries = _nav_links(zf, name, nav_path, "toc")
         if entries:
             return entries
     if ncx_path is not None:
@@ -124,11 +130,15 @@ def _toc(
     return []
 
 
-def _nav_toc(data: bytes, name: str, nav_path: str) -> list[TocEntry]:
-    """EPUB 3: the links of ``<nav epub:type="toc">``, their depth the list nesting."""
-    root = parse_html(decode_markup(data, f"{name}:{nav_path}", None), f"{name}:{nav_path}")
-    navs = [n for n in root.iter("nav") if "toc" in (n.get("epub:type") or "").split()]
-    navs = navs or list(root.iter("nav"))
+def _nav_links(zf: zipfile.ZipFile, name: str, nav_path: str, kind: str) -> list[TocEntry]:
+    """EPUB 3: the links of ``<nav epub:type="toc">`` (their depth the list nesting), or
+    of the ``page-list`` nav, which maps the print edition's page numbers into the text.
+    A document without a typed ``toc`` nav has its first nav taken as the toc."""
+    where = f"{name}:{nav_path}"
+    root = parse_html(decode_markup(read_entry(zf, nav_path, name), where, None), where)
+    navs = [n for n in root.iter("nav") if kind in (n.get("epub:type") or "").split()]
+    if not navs and kind == "toc":
+        navs = [n for n in root.iter("nav") if not n.get("epub:type")]
     if not navs:
         return []
     base = posixpath.dirname(nav_path)

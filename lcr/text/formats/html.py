@@ -126,18 +126,18 @@ class HtmlWalker:
 
     def _open(self, el: Any) -> None:
         tag = el.tag.lower()
+        if tag in _BLOCKS and not self._table:
+            self._flush()
+            if tag in _HEADINGS:
+                self._heading = (_HEADINGS[tag], 0)
         for key in ("id", "name") if tag == "a" else ("id",):
             anchor = el.get(key)
             if anchor and anchor not in self.anchors:
-                self.anchors[anchor] = self.out.offset
+                self.anchors[anchor] = self._here()
         if tag == "br":
             self._buffer.append("\n")
         elif tag in ("td", "th") and self._table:
             self._buffer.append("\t")
-        elif tag in _BLOCKS and not self._table:
-            self._flush()
-            if tag in _HEADINGS:
-                self._heading = (_HEADINGS[tag], 0)
         if tag == "pre":
             self._pre += 1
         if tag == "table":
@@ -154,6 +154,16 @@ class HtmlWalker:
             self._flush()
         if tag == "pre":
             self._pre -= 1
+
+    def _here(self) -> int:
+        """The offset the text buffered so far leads up to: an anchor inside a paragraph
+        (an EPUB page break) points at its own place, not the paragraph's start."""
+        raw = "".join(self._buffer)
+        done = _tidy_pre(raw) if self._pre else tidy_block(raw)
+        if not done:
+            return self.out.offset
+        gap = 1 if raw[-1:].isspace() and not self._pre else 0  # the space before what follows
+        return self.out.offset + len(done) + gap
 
     def _inline(self, text: str | None) -> None:
         if text:
