@@ -68,17 +68,26 @@ def index(
     models: Models | None = None,
     force: bool = False,
     on_report: Callable[[BuildReport], None] | None = None,
+    as_format: str | None = None,
+    password: str | None = None,
+    glob: Sequence[str] = (),
+    exclude: Sequence[str] = (),
 ) -> Index:
     """Build (or extend) the index of ``paths``: ``book.txt`` -> ``book.idx`` unless
-    ``out`` is given; several paths make one index (``out`` required). ``methods``:
-    none means those that need no LLM, ``"all"`` every one. An identical existing
-    build is kept, as with ``lcr index``."""
+    ``out`` is given; several paths or a folder make one index (``out`` required).
+    ``methods``: none means those that need no LLM, ``"all"`` every one. An identical
+    existing build is kept, as with ``lcr index``. ``as_format`` reads every file as
+    that format (``lcr index --format``); ``glob``/``exclude`` choose files in folders."""
+    from lcr.text.formats import FORMATS, ExtractOptions
+
     files = [paths] if isinstance(paths, str | Path) else list(paths)
     if not files:
         raise UsageError("index() needs at least one path")
+    if as_format is not None and as_format not in FORMATS:
+        raise UsageError(f"as_format must be one of {', '.join(FORMATS)}, not {as_format!r}")
     if out is None:
-        if len(files) > 1:
-            raise UsageError("several paths make one index: give out=")
+        if len(files) > 1 or Path(files[0]).is_dir():
+            raise UsageError("several paths or a folder make one index: give out=")
         out = pipeline.default_index_path(files[0])
     built, _ = pipeline.index_files(
         files,
@@ -88,6 +97,9 @@ def index(
         as_sets(settings),
         force=force,
         on_report=on_report,
+        globs=list(glob),
+        excludes=list(exclude),
+        extract=ExtractOptions(format=as_format, password=password),
     )
     return built
 

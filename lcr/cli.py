@@ -23,7 +23,7 @@ from lcr.cli_output import err as _err
 from lcr.cli_output import human as _human
 from lcr.cli_output import say as _say
 from lcr.config import SettingRenamed
-from lcr.errors import IndexDamagedError, LcrError, UsageError, from_os_error
+from lcr.errors import IndexDamagedError, InputError, LcrError, UsageError, from_os_error
 
 if TYPE_CHECKING:
     from lcr.config import Setting
@@ -154,7 +154,35 @@ def cli() -> None:
     "out",
     type=click.Path(),
     default=None,
-    help="Index directory. With several FILES: one index over all of them.",
+    help="Index directory. With several FILES or a folder: one index over all of them.",
+)
+@click.option(
+    "--format",
+    "doc_format",
+    type=click.Choice(["auto", "text", "markdown", "html", "pdf", "epub", "docx"]),
+    default="auto",
+    show_default=True,
+    help="Read every FILE as this format instead of by its content and name.",
+)
+@click.option(
+    "--glob",
+    "globs",
+    multiple=True,
+    metavar="PATTERN",
+    help="In a folder, index only files matching PATTERN (e.g. '*.pdf'; repeatable).",
+)
+@click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    metavar="PATTERN",
+    help="In a folder, skip files and folders matching PATTERN (repeatable).",
+)
+@click.option(
+    "--password",
+    envvar="LCR_PDF_PASSWORD",
+    default=None,
+    help="Password of encrypted PDFs. [env: LCR_PDF_PASSWORD]",
 )
 @click.option(
     "--method",
@@ -179,26 +207,46 @@ def index_cmd(
     force: bool,
     sets: tuple[str, ...],
     quiet: bool,
+    doc_format: str,
+    globs: tuple[str, ...],
+    excludes: tuple[str, ...],
+    password: str | None,
     **model: Any,
 ) -> None:
-    """Build or extend the index of FILE... (`-` reads stdin)."""
-    from lcr.pipeline import default_index_path, index_files, unique_paths
+    """Build or extend the index of FILE... (`-` reads stdin; a folder is walked).
+
+    Plain text, Markdown, HTML, PDF, EPUB and DOCX are read, chosen by content
+    and then by name (--format to force one); pages and headings are kept in
+    the index's layout.json.
+    """
+    from lcr.pipeline import default_index_path, index_files
     from lcr.progress import progress_for, progress_mode
+    from lcr.text.formats import ExtractOptions
+    from lcr.text.inputs import expand_inputs
 
     if files.count("-") > 1:
         raise UsageError("stdin ('-') can be given only once")
+    if (globs or excludes) and not any(Path(f).is_dir() for f in files if f != "-"):
+        raise UsageError("--glob and --exclude choose files in a folder; no folder was given")
 
     def warn(message: str) -> None:
         _err(f"warning: {message}")
 
-    jobs: list[tuple[list[str | Path], Path]]
+    jobs: list[tuple[list[str | Path], Path, bool]]  # paths, index, found in a folder
     if out is not None:
-        jobs = [(list(files), Path(out))]
+        jobs = [(list(files), Path(out), False)]
     else:
-        jobs = [([f], default_index_path(f)) for f in unique_paths(files, warn)]
+        found = expand_inputs(files, globs=globs, excludes=excludes, warn=warn)
+        jobs = [([f.path], default_index_path(f.path), f.found) for f in found]
     with progress_for(progress_mode(quiet)) as progress:
+        extract = ExtractOptions(
+            format=None if doc_format == "auto" else doc_format,
+            password=password,
+            progress=progress,
+            warn=warn,
+        )
         models = _models(pop_model_spec(model), progress)
-        for paths, target in jobs:
+        for paths, target, walked in jobs:
 
             def report(r: BuildReport, target: Path = target) -> None:
                 what = f"built in {r.seconds:.1f}s" if r.built else "up to date"
@@ -207,18 +255,26 @@ def index_cmd(
                 counts = ", ".join(f"{v} {k}" for k, v in r.counts.items())
                 click.echo(f"{visible(str(target))}: {r.method} {what} ({counts})")
 
-            index_files(
-                paths,
-                target,
-                list(methods),
-                models,
-                list(sets),
-                force=force,
-                progress=progress,
-                warn=warn,
-                on_report=report,
-                note=_err,
-            )
+            try:
+                index_files(
+                    paths,
+                    target,
+                    list(methods),
+                    models,
+                    list(sets),
+                    force=force,
+                    progress=progress,
+                    warn=warn,
+                    on_report=report,
+                    note=_err,
+                    globs=globs,
+                    excludes=excludes,
+                    extract=extract,
+                )
+            except InputError as exc:
+                if not walked:  # a file named on the command line stops the run
+                    raise
+                warn(f"skipped: {exc}")
 
 
 # ----------------------------------------------------------- ask / retrieve
@@ -436,7 +492,12 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
     )
     _say(f"source  {m.source_chars:,} characters in {len(index.documents)} document(s)")
     for d in index.documents:
-        _say(f"  - {d.name}  {_human(d.size)}  sha256 {d.sha256[:12]}  chars {d.start}-{d.end}")
+        pages = f", {d.pages} pages" if d.pages else ""
+        made_by = f"{d.extractor} {d.extractor_version}".strip()
+        _say(
+            f"  - {d.name}  {d.format}{pages}, {d.end - d.start:,} chars  {_human(d.size)}  "
+            f"sha256 {d.sha256[:12]}  by {made_by}"
+        )
     if "source" in problems:
         _say("  DAMAGED  source.txt does not match its checksum")
     if not methods:

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lcr import config
 from lcr.answer import (
@@ -26,7 +26,7 @@ from lcr.answer import (
 )
 from lcr.citation import Citer
 from lcr.config import Settings
-from lcr.errors import UsageError
+from lcr.errors import InputError, UsageError
 from lcr.evidence import Evidence, EvidenceItem, Usage
 from lcr.methods import get_method, method_names
 from lcr.methods.base import AnswerContext, BuildContext, Method, Needs, QueryContext
@@ -42,16 +42,51 @@ from lcr.progress import NULL_PROGRESS, Progress
 from lcr.selection import sentence_scorer
 from lcr.store import DocumentInput, Index
 
+if TYPE_CHECKING:
+    from lcr.text.formats import ExtractOptions
+    from lcr.text.inputs import InputFile
+
 
 def load_documents(
-    paths: Sequence[str | Path], warn: Callable[[str], None] | None = None
+    files: Sequence[InputFile],
+    warn: Callable[[str], None] | None = None,
+    options: ExtractOptions | None = None,
 ) -> list[DocumentInput]:
+    """Read every file, named relative to the inputs' common folder. A file a folder
+    walk found that lcr cannot read is skipped with a warning; one given by name
+    stops the run with its one-line reason."""
+    from lcr.text.formats import ExtractOptions
+    from lcr.text.inputs import document_names
     from lcr.text.loading import load_document
 
+    opts = options if options is not None else ExtractOptions()
+    if opts.warn is None:
+        opts = dataclasses.replace(opts, warn=warn)
     docs = []
-    for p in paths:
-        d = load_document(p, warn=warn)
-        docs.append(DocumentInput(d.name, d.text, d.sha256, d.size))
+    for f, name in zip(files, document_names(files), strict=True):
+        try:
+            d = load_document(f.path, options=opts, name=name)
+        except InputError as exc:
+            if not f.found:
+                raise
+            if warn is not None:
+                warn(f"skipped: {exc}")
+            continue
+        docs.append(
+            DocumentInput(
+                d.name,
+                d.text,
+                d.sha256,
+                d.size,
+                format=d.format,
+                layout=d.layout,
+                extractor=d.extractor,
+                extractor_version=d.extractor_version,
+                options=d.options,
+            )
+        )
+    if not docs:
+        raise InputError("none of the files found could be read (see the warnings above)")
     return docs
 
 
@@ -287,8 +322,12 @@ def index_files(
     warn: Callable[[str], None] | None = None,
     on_report: Callable[[BuildReport], None] | None = None,
     note: Callable[[str], None] | None = None,
+    globs: Sequence[str] = (),
+    excludes: Sequence[str] = (),
+    extract: ExtractOptions | None = None,
 ) -> tuple[Index, list[BuildReport]]:
-    """Create (or reuse) the index of ``paths`` at ``out`` and build ``methods`` into it.
+    """Create (or reuse) the index of ``paths`` (files and folders) at ``out`` and build
+    ``methods`` into it.
 
     A file named twice is indexed once, with a warning. An index this call created
     is removed again if its first build fails before anything was committed or paid.
@@ -300,7 +339,10 @@ def index_files(
         for n in names:  # a bad --set or a backend that cannot build it fails before any read
             method = get_method(n)
             require(models, method.build_needs(build_settings(method, sets)), f"building {n}")
-    docs = load_documents(unique_paths(paths, warn), warn=warn)
+    from lcr.text.inputs import expand_inputs
+
+    files = expand_inputs(paths, globs=globs, excludes=excludes, warn=warn)
+    docs = load_documents(files, warn=warn, options=extract)
     index = Index.create(out, docs, force=force)
     try:
         reports = build(

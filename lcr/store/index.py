@@ -61,7 +61,13 @@ from lcr.store.arrays import (
 from lcr.store.cache import LLMCache
 from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
 from lcr.store.nodes import Node, parse_node, parse_nodes, write_nodes
-from lcr.text.layout import DocumentLayout, LayoutError, read_layout
+from lcr.text.layout import (
+    LAYOUT_FILE,
+    DocumentLayout,
+    LayoutError,
+    read_layout,
+    write_layout,
+)
 
 DOC_SEPARATOR = "\n\n"
 
@@ -74,6 +80,11 @@ class DocumentInput:
     text: str
     sha256: str
     size: int
+    format: str = "text"
+    layout: DocumentLayout = field(default_factory=DocumentLayout)
+    extractor: str = "lcr"
+    extractor_version: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]:
@@ -85,7 +96,20 @@ def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]
             parts.append(DOC_SEPARATOR)
             pos += len(DOC_SEPARATOR)
         parts.append(doc.text)
-        records.append(SourceDoc(doc.name, doc.sha256, doc.size, pos, pos + len(doc.text)))
+        records.append(
+            SourceDoc(
+                doc.name,
+                doc.sha256,
+                doc.size,
+                pos,
+                pos + len(doc.text),
+                format=doc.format,
+                pages=len(doc.layout.pages),
+                extractor=doc.extractor,
+                extractor_version=doc.extractor_version,
+                options=dict(doc.options),
+            )
+        )
         pos += len(doc.text)
     return "".join(parts), records
 
@@ -107,6 +131,10 @@ def _locked(path: Path, note: Note | None = None) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def file_sha256(path: Path) -> str:
@@ -384,6 +412,12 @@ class Index:
         src = self.path / "source.txt"
         if file_sha256(src) != self.manifest.source_sha256:
             problems["source"] = ["source.txt does not match its checksum"]
+        layout = self.path / LAYOUT_FILE
+        expected_layout = self.manifest.layout_sha256
+        if expected_layout is not None and (
+            not layout.is_file() or file_sha256(layout) != expected_layout
+        ):
+            problems.setdefault("source", []).append(f"{LAYOUT_FILE} does not match its checksum")
         for name, entry in self.methods.items():
             found: list[str] = []
             size = self._size_problem(entry)
@@ -431,21 +465,34 @@ class Index:
                         raise
                     existing = None
                 if existing is not None and existing.source_digests() == [d.sha256 for d in docs]:
-                    return existing
+                    if existing.manifest.source_sha256 in (None, _text_sha256(source)):
+                        return existing
+                    if not force:  # same files, other text: a forced format, a new extractor
+                        raise SourceMismatchError(
+                            f"{p} holds another extraction of these files; use --force "
+                            "to extract them again"
+                        )
                 if not force:
                     names = ", ".join(d.name for d in docs)
                     raise SourceMismatchError(
                         f"{p} indexes other documents than {names}; use --force to replace it"
                     )
                 replace = True
-            made = cls._write_new(p, source, docs, replace=replace)
+            layouts = [d.layout for d in documents]
+            made = cls._write_new(p, source, docs, layouts, replace=replace)
             if made is not None:
                 return made
         raise LostRaceError(f"{p} kept changing while lcr was creating it; run the command again")
 
     @classmethod
     def _write_new(
-        cls, p: Path, source: str, docs: list[SourceDoc], *, replace: bool
+        cls,
+        p: Path,
+        source: str,
+        docs: list[SourceDoc],
+        layouts: list[DocumentLayout],
+        *,
+        replace: bool,
     ) -> Index | None:
         """Write a new index and rename it to ``p``; None when another process made
         (or removed) ``p`` meanwhile, so the caller looks again."""
@@ -455,12 +502,14 @@ class Index:
         try:
             data = source.encode("utf-8")
             (tmp / "source.txt").write_bytes(data)
+            write_layout(tmp, layouts)
             manifest = Manifest(
                 lcr_version=__version__,
                 created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 source_bytes=len(data),
                 source_chars=len(source),
                 source_sha256=hashlib.sha256(data).hexdigest(),
+                layout_sha256=file_sha256(tmp / LAYOUT_FILE),
                 sources=tuple(docs),
             )
             manifest.write(tmp)

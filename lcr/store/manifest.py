@@ -23,13 +23,20 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class SourceDoc:
-    """One input document and where its text lies in source.txt."""
+    """One input document, where its text lies in source.txt, and what extracted it
+    (an index built before formats were read has the defaults: plain text)."""
 
     name: str
     sha256: str
     size: int
     start: int
     end: int
+    format: str = "text"
+    pages: int = 0  # pages in layout.json (0: a format without pages)
+    extractor: str = "lcr"
+    extractor_version: str = ""
+    # what else decides the text: lcr's extraction rules version, a forced format
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,7 @@ class Manifest:
     methods: dict[str, MethodEntry] = field(default_factory=dict)
     created: str = ""
     source_chars: int = 0
+    layout_sha256: str | None = None  # layout.json's digest (None: built before it existed)
     format: str = FORMAT
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys this lcr does not know
@@ -129,6 +137,7 @@ class Manifest:
             "source_bytes": self.source_bytes,
             "source_chars": self.source_chars,
             "source_sha256": self.source_sha256,
+            **({"layout_sha256": self.layout_sha256} if self.layout_sha256 is not None else {}),
             "sources": [dataclasses.asdict(d) for d in self.sources],
             "methods": {k: e.to_json() for k, e in self.methods.items()},
         }
