@@ -426,7 +426,7 @@ def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
 
 def _damage_line(index: Index, name: str, found: list[str]) -> str:
     if name == "source":
-        return f"{index.path} is damaged: {found[0]}; rebuild it with --force"
+        return f"{index.path} is damaged: {found[0]}; {index.repair_hint()}"
     return index.damage_message(name, "; ".join(found))
 
 

@@ -40,6 +40,7 @@ from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.selection import sentence_scorer
 from lcr.store import DocumentInput, Index
+from lcr.store.index import writer_lock
 
 
 def load_documents(
@@ -50,7 +51,8 @@ def load_documents(
     docs = []
     for p in paths:
         d = load_document(p, warn=warn)
-        docs.append(DocumentInput(d.name, d.text, d.sha256, d.size))
+        where = "-" if str(p) == "-" else os.path.abspath(p)
+        docs.append(DocumentInput(d.name, d.text, d.sha256, d.size, where))
     return docs
 
 
@@ -300,23 +302,32 @@ def index_files(
             method = get_method(n)
             require(models, method.build_needs(build_settings(method, sets)), f"building {n}")
     docs = load_documents(unique_paths(paths, warn), warn=warn)
-    index = Index.create(out, docs, force=force)
-    try:
-        reports = build(
-            index,
-            names,
-            models,
-            sets,
-            force=force,
-            progress=progress,
-            warn=warn,
-            on_report=on_report,
-            note=note,
-        )
-    except BaseException:
-        if index.created:
-            index.discard_if_unused()
-        raise
+    # one writer from the first look at ``out`` to the commit: a concurrent run waits,
+    # then builds on what this one committed (or refuses other documents, saying why)
+    with writer_lock(Path(out), note):
+        index = Index.create(out, docs, force=force, note=note)
+        staged = index.target is not None
+        held: list[BuildReport] = []  # a staged replacement's reports wait for its commit
+        try:
+            reports = build(
+                index,
+                names,
+                models,
+                sets,
+                force=force and not staged,  # a staged index has nothing to keep
+                progress=progress,
+                warn=warn,
+                on_report=held.append if staged else on_report,
+                note=note,
+            )
+            index.commit()
+        except BaseException:
+            if index.created:
+                index.discard_if_unused()
+            raise
+    if on_report is not None:
+        for report in held:
+            on_report(report)
     return index, reports
 
 

@@ -8,12 +8,14 @@ Layout::
       <method>.<build>/        nodes.jsonl, *.zarr, *.json of one completed build
       cache/<method>.jsonl     LLM outputs already paid for (resumable builds)
       cache/<method>.config.json  which configuration its unconfigured keys belong to
-      .lock                    held by writers
+    .book.idx.lock             beside the folder while a writer holds it (one at a time)
 
 A method is built in ``.tmp-<method>-<build>/`` and renamed to
 ``<method>.<build>/``; only then does the atomically replaced manifest point at
-it, and only after that is the previous build deleted. Killed at any moment, the
-index opens as it was before or as it is after.
+it, and only after that is the previous build deleted. A ``--force`` over other
+documents builds a whole new index beside the old one (``.book.idx.new-<id>/``)
+and swaps the two folders in one step once every requested method is built.
+Killed at any moment, the index opens as it was before or as it is after.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import glob
 import hashlib
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -37,12 +42,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcr._version import __version__
-from lcr.atomic import fsync_dir
+from lcr.atomic import exchange_paths, fsync_dir
 from lcr.errors import (
     FileAccessError,
     IndexDamagedError,
     IndexNotFoundError,
     InputError,
+    LcrError,
     LostRaceError,
     MethodNotBuiltError,
     SchemaMismatchError,
@@ -73,6 +79,7 @@ class DocumentInput:
     text: str
     sha256: str
     size: int
+    path: str = ""  # the file's absolute path ("-" for stdin), for the repair hints
 
 
 def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]:
@@ -91,21 +98,93 @@ def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]
 
 Note = Callable[[str], None]
 
+# writer locks this process holds: lock file -> depth (a run holds its index's lock from
+# create to commit, and the builds inside take it again)
+_HELD: dict[str, int] = {}
+
+
+def writer_lock_path(path: Path) -> Path:
+    """``.<name>.lock`` beside the index folder, not inside it: a ``--force`` swaps the
+    folder itself, and a lock inside would lock the folder swapped out while the next
+    writer locks the one swapped in; a lock beside stays one file for every writer."""
+    absolute = Path(os.path.abspath(path))
+    return absolute.parent / f".{absolute.name}.lock"
+
+
+def _open_lock(path: Path) -> int:
+    """The lock's file descriptor: the sibling lock file, never through a symlink; the
+    index folder itself where the parent folder cannot be written (then nobody can swap
+    the folder either, so locking it is enough)."""
+    lock = writer_lock_path(path)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, flags, 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise InputError(
+                f"{lock} (lcr's writer lock for {path}) is not a plain file; remove it"
+            ) from None
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not path.is_dir():
+            raise
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{lock} (lcr's writer lock for {path}) is not a plain file; remove it")
+    return fd
+
 
 @contextlib.contextmanager
-def _locked(path: Path, note: Note | None = None) -> Iterator[None]:
-    """Hold the index's writer lock; say so through ``note`` when another holds it."""
-    with (path / ".lock").open("a") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if note is not None:
-                note(f"waiting for another lcr process writing {path} to finish")
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+def writer_lock(path: Path, note: Note | None = None) -> Iterator[None]:
+    """Hold the writer lock of the index at ``path`` (re-entrant within a process);
+    say so through ``note`` when another process holds it.
+
+    The lock file is removed on release, so none is left beside the index; a writer
+    that waited on a removed file sees that it is gone once it holds it, and takes
+    the lock again on the file now there (the classic lock-file protocol)."""
+    key = str(writer_lock_path(path))
+    if key in _HELD:
+        _HELD[key] += 1
         try:
             yield
         finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            _HELD[key] -= 1
+        return
+    noted = False
+    while True:
+        fd = _open_lock(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if note is not None and not noted:
+                note(f"waiting for another lcr process writing {path} to finish")
+                noted = True
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        if _still_the_lock(fd, key):
+            break
+        os.close(fd)  # removed by the writer before: take the one there now
+    _HELD[key] = 1
+    try:
+        yield
+    finally:
+        del _HELD[key]
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            with contextlib.suppress(OSError):
+                os.unlink(key)
+        os.close(fd)  # releases the lock
+
+
+def _still_the_lock(fd: int, key: str) -> bool:
+    """Whether the locked file is still the one at the lock's path (the folder itself
+    when the parent was read-only: always)."""
+    held = os.fstat(fd)
+    if not stat.S_ISREG(held.st_mode):
+        return True
+    try:
+        now = os.stat(key, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
 
 
 def file_sha256(path: Path) -> str:
@@ -128,18 +207,76 @@ def _dir_digests(root: Path) -> dict[str, str]:
     }
 
 
-def _rebuild_hint(
-    index: Path, method: str, documents: Sequence[SourceDoc], args: Sequence[str] = ()
-) -> str:
-    """The command that rebuilds ``method`` as it was built: the build's recorded
-    options (its non-default settings and models) repeated, so following the hint
-    neither changes what is built nor pays again for LLM calls the cache holds."""
-    src = " ".join("-" if d.name == "stdin" else shlex.quote(d.name) for d in documents)
-    extra = "".join(f" {a}" for a in args)
-    return (
-        f"rebuild it alone with: lcr index {src or 'SOURCE'} -o {shlex.quote(str(index))} "
-        f"--method {method}{extra}"
-    )
+def _as_typed(path: str | Path) -> str:
+    """``path`` as a user would type it here: relative below the current folder,
+    absolute elsewhere (``../../x`` is correct but no one types it)."""
+    relative = os.path.relpath(path)
+    return os.path.abspath(path) if relative.startswith("..") else relative
+
+
+def _token() -> str:
+    return secrets.token_hex(4)
+
+
+def _is_cwd(path: Path) -> bool:
+    try:
+        return os.path.samefile(path, ".")
+    except OSError:
+        return False
+
+
+# what lcr makes inside an index folder; a folder of nothing else is lcr's to replace
+_LCR_ENTRY = re.compile(
+    r"manifest\.json|source\.txt|layout\.json|cache|\.lock|\.tmp-.*|\..*\.tmp"
+    r"|[A-Za-z0-9_-]+\.[0-9a-f]+"
+)
+
+
+def _check_replaceable(path: Path) -> None:
+    """Refuse to replace ``path`` unless lcr made it: a manifest of lcr's, or nothing
+    but the entries lcr makes (a damaged index whose manifest is torn). ``--force``
+    must never delete a user's files. The current folder is never swapped away."""
+    if _is_cwd(path):
+        raise InputError(
+            f"{path} is the current folder: --force cannot replace it; "
+            "run from its parent with -o and the folder's name"
+        )
+    try:
+        raw = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        if isinstance(raw, dict) and raw.get("format") == "lcr-index":
+            return
+    except (OSError, ValueError):
+        pass
+    foreign = sorted(e.name for e in path.iterdir() if not _LCR_ENTRY.fullmatch(e.name))
+    if foreign:
+        raise InputError(
+            f"{path} is not an lcr index (it holds {foreign[0]!r}); --force replaces only "
+            "lcr indexes: choose another -o"
+        )
+
+
+def _recover_swap(path: Path) -> None:
+    """Undo what a writer killed mid-way left beside ``path`` (called under its lock):
+    an old index moved aside by a two-rename swap goes back if nothing took its place;
+    staged and temporary folders are removed."""
+    base = Path(os.path.abspath(path))
+    if not base.parent.is_dir():
+        return
+    for kind in ("old", "new", "tmp", "failed"):
+        for left in sorted(base.parent.glob(f".{glob.escape(base.name)}.{kind}-*")):
+            if kind == "old" and left.is_dir() and not os.path.lexists(base):
+                os.rename(left, base)
+            else:
+                _remove(left)
+
+
+def _remove(path: Path) -> None:
+    """Remove a folder lcr made, or the symlink in its place (never what it points at)."""
+    if path.is_symlink():
+        with contextlib.suppress(OSError):
+            path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 class MethodWriter:
@@ -236,9 +373,9 @@ class MethodReader:
         n = len(offsets) - 1
         path = self._file(f"{name}.jsonl")
         if n < 0 or int(offsets[-1]) != path.stat().st_size:
-            raise IndexDamagedError(
+            raise self.index._damage(
                 f"{self.index.path} is damaged: {self.name}/{name}.offsets.npy does not match "
-                f"{name}.jsonl; {_rebuild_hint(self.index.path, self.name, self.index.documents)}"
+                f"{name}.jsonl; {self.index.rebuild_hint(self.name)}"
             )
         out: list[Node] = []
         with path.open("rb") as fh:
@@ -254,7 +391,7 @@ class MethodReader:
         data = self._file(rel).read_bytes()
         expected = self.entry.sha256.get(rel)
         if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-            raise IndexDamagedError(
+            raise self.index._damage(
                 f"{self.index.path} is damaged: {self.name}/{rel} does not match its "
                 f"checksum; {self.index.rebuild_hint(self.name)}"
             )
@@ -300,7 +437,7 @@ class MethodReader:
     def _file(self, rel: str) -> Path:
         path = self.dir / rel
         if not path.exists():
-            raise IndexDamagedError(
+            raise self.index._damage(
                 f"{self.index.path} is missing {self.name}/{rel}; "
                 f"{self.index.rebuild_hint(self.name)}"
             )
@@ -316,6 +453,9 @@ class Index:
     # methods whose files are missing or the wrong size: method -> the message
     damaged: dict[str, str] = field(default_factory=dict)
     created: bool = False  # made by this Index.create call (not found there)
+    # a staged replacement (``create(force=True)``): the folder :meth:`commit` swaps it to
+    target: Path | None = None
+    cache_dir: Path | None = None  # where its LLM cache lives (the old index's, if staged)
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -327,9 +467,35 @@ class Index:
         manifest_path = p / "manifest.json"
         if not p.is_dir() or not manifest_path.exists():
             raise IndexNotFoundError(f"{p} is not an lcr index (no manifest.json)")
-        index = cls(p, Manifest.read(p))
-        index._check_files()
+        for _attempt in range(3):
+            index = cls(p, Manifest.read(p))
+            try:
+                index._check_files()
+            except IndexDamagedError:
+                if not index.changed_on_disk():
+                    raise
+                continue  # a writer committed between reading the manifest and the files
+            if not index.damaged or not index.changed_on_disk():
+                return index
         return index
+
+    def changed_on_disk(self) -> bool:
+        """Whether another process committed to this index since its manifest was read:
+        then files that no longer match it are that writer's, not damage."""
+        try:
+            return Manifest.read(self.final_path) != self.manifest
+        except LcrError:
+            return False
+
+    def _damage(self, message: str) -> LcrError:
+        """``message`` as damage, or as a lost race when a writer changed the index since
+        it was opened (a stale :class:`Index` is not a damaged one)."""
+        if self.changed_on_disk():
+            return LostRaceError(
+                f"{self.path} was rebuilt by another lcr process while it was read; "
+                "run the command again (or open the index again)"
+            )
+        return IndexDamagedError(message)
 
     def _check_files(self) -> None:
         """Sizes of every listed file (cheap: no reading). The source text is shared by
@@ -367,9 +533,39 @@ class Index:
         return f"{self.path} is damaged: {method}/{problem}; {self.rebuild_hint(method)}"
 
     def rebuild_hint(self, method: str) -> str:
+        """The command that rebuilds ``method`` as it was built: the build's recorded
+        options (its non-default settings and models) repeated, so following the hint
+        neither changes what is built nor pays again for LLM calls the cache holds;
+        ``--force``, because an undamaged-looking build with the same settings is
+        otherwise kept as it is."""
         entry = self.manifest.methods.get(method)
         args = entry.rebuild_args if entry is not None else []
-        return _rebuild_hint(self.path, method, self.documents, args)
+        return f"rebuild it alone with: {self.index_command([method], args)} --force"
+
+    def repair_hint(self) -> str:
+        """The command that rebuilds the whole index, every method as it was built."""
+        args: list[str] = []
+        for entry in self.manifest.methods.values():
+            args += [a for a in entry.rebuild_args if a not in args]
+        return f"rebuild it with: {self.index_command(list(self.manifest.methods), args)} --force"
+
+    def index_command(self, methods: Sequence[str], args: Sequence[str] = ()) -> str:
+        """``lcr index`` of this index's sources into it, as typed in the current folder:
+        each source by its path relative to here (recorded absolute when indexed)."""
+        paths = list(self.manifest.source_paths)
+        sources = []
+        for i, d in enumerate(self.documents):
+            recorded = paths[i] if i < len(paths) and isinstance(paths[i], str) else ""
+            if d.name == "stdin" or recorded == "-":
+                sources.append("-")
+            elif recorded:
+                sources.append(shlex.quote(_as_typed(recorded)))
+            else:
+                sources.append(shlex.quote(d.name))  # indexed before paths were recorded
+        where = shlex.quote(_as_typed(self.final_path))
+        chosen = "".join(f" --method {m}" for m in methods)
+        extra = "".join(f" {a}" for a in args)
+        return f"lcr index {' '.join(sources) or 'SOURCE'} -o {where}{chosen}{extra}"
 
     def verify(self) -> dict[str, list[str]]:
         """Check every file against the checksums the builds recorded (reads everything).
@@ -399,57 +595,70 @@ class Index:
     # ---------------------------------------------------------------- creating
     @classmethod
     def create(
-        cls, path: str | Path, documents: Sequence[DocumentInput], *, force: bool = False
+        cls,
+        path: str | Path,
+        documents: Sequence[DocumentInput],
+        *,
+        force: bool = False,
+        note: Note | None = None,
     ) -> Index:
         """Open the index of these documents at ``path``, creating it if needed.
 
         An existing index over the same documents is reused (methods are added to
-        it); one over other documents is refused unless ``force``, and then
-        replaced whole. A path that exists but is not an index is never touched.
-
-        Race-free: a new index is made in a temporary folder and renamed into
-        place, and the rename fails if another process got there first; this one
-        then looks again and reuses (or refuses) what the other made.
+        it); one over other documents (or a damaged one) is refused unless ``force``.
+        With ``force`` the new index is *staged* beside the old one (:attr:`target`
+        says where it goes) and :meth:`commit` swaps it in; until then the old
+        index, its source and its LLM cache stay whole, and the staged build uses
+        the old index's cache, so what it pays outlives a failure. A folder lcr did
+        not make is never touched. The caller holds :func:`writer_lock` from here
+        to :meth:`commit` (``lcr index`` does), so no other writer comes between.
         """
         if not documents:
             raise InputError("no documents to index")
         p = Path(path)
         source, docs = join_documents(documents)
-        for _attempt in range(5):
-            replace = False
-            if p.exists() and not (p.is_dir() and not any(p.iterdir())):
-                if not (p / "manifest.json").exists():
-                    raise InputError(
-                        f"{p} exists and is not an lcr index; refusing to overwrite it"
-                    )
-                try:
-                    existing: Index | None = cls.open(p)
-                except (IndexDamagedError, SchemaMismatchError):
-                    if not force:
-                        raise
-                    existing = None
-                if existing is not None and existing.source_digests() == [d.sha256 for d in docs]:
-                    return existing
+        with writer_lock(p, note):
+            _recover_swap(p)
+            if not p.exists() or (p.is_dir() and not any(p.iterdir())):
+                return cls._write_new(p, source, docs, documents)
+            if not (p / "manifest.json").exists():
+                raise InputError(f"{p} exists and is not an lcr index; refusing to overwrite it")
+            try:
+                existing: Index | None = cls.open(p)
+            except (IndexDamagedError, SchemaMismatchError):
                 if not force:
-                    names = ", ".join(d.name for d in docs)
-                    raise SourceMismatchError(
-                        f"{p} indexes other documents than {names}; use --force to replace it"
-                    )
-                replace = True
-            made = cls._write_new(p, source, docs, replace=replace)
-            if made is not None:
-                return made
-        raise LostRaceError(f"{p} kept changing while lcr was creating it; run the command again")
+                    raise
+                existing = None
+            if existing is not None and existing.source_digests() == [d.sha256 for d in docs]:
+                if not (force and existing.source_damaged()):
+                    return existing
+            elif not force:
+                names = ", ".join(d.name for d in docs)
+                raise SourceMismatchError(
+                    f"{p} indexes other documents than {names}; use --force to replace it"
+                )
+            _check_replaceable(p)
+            return cls._write_new(p, source, docs, documents, staged=True)
 
     @classmethod
     def _write_new(
-        cls, p: Path, source: str, docs: list[SourceDoc], *, replace: bool
-    ) -> Index | None:
-        """Write a new index and rename it to ``p``; None when another process made
-        (or removed) ``p`` meanwhile, so the caller looks again."""
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.parent / f".{p.name}.tmp-{secrets.token_hex(4)}"
-        tmp.mkdir()
+        cls,
+        p: Path,
+        source: str,
+        docs: list[SourceDoc],
+        inputs: Sequence[DocumentInput],
+        *,
+        staged: bool = False,
+    ) -> Index:
+        """Write a new index: renamed to ``p`` (a new or empty folder), filled in place
+        when ``p`` is the current folder (renaming onto it is refused), or, when
+        ``staged``, left beside ``p`` for :meth:`commit`."""
+        here = p.exists() and _is_cwd(p)
+        base = Path(os.path.abspath(p))
+        base.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p if here else base.parent / f".{base.name}.{'new' if staged else 'tmp'}-{_token()}"
+        if not here:
+            tmp.mkdir()
         try:
             data = source.encode("utf-8")
             (tmp / "source.txt").write_bytes(data)
@@ -460,51 +669,100 @@ class Index:
                 source_chars=len(source),
                 source_sha256=hashlib.sha256(data).hexdigest(),
                 sources=tuple(docs),
+                source_paths=[d.path for d in inputs],
             )
             manifest.write(tmp)
             fsync_dir(tmp)
-            old: Path | None = None
-            if replace:  # replacing an index with --force
-                old = p.parent / f".{p.name}.old-{secrets.token_hex(4)}"
-                try:
-                    os.rename(p, old)
-                except FileNotFoundError:  # another process removed it first
-                    return None
-            try:
-                # never replaces a folder with content (ENOTEMPTY/EEXIST): only an
-                # empty one, or none
-                os.rename(tmp, p)
-            except OSError as exc:
-                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                    return None  # another creator won the race
-                raise
-            fsync_dir(p.parent)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            if staged:
+                cache = p / "cache"
+                return cls(tmp, manifest, source, created=True, target=p, cache_dir=cache)
+            if not here:
+                os.rename(tmp, p)  # onto nothing, or an empty folder
+                fsync_dir(p.parent)
+        except BaseException:
+            if not here:
+                _remove(tmp)
+            raise
         return cls(p, manifest, source, created=True)
+
+    def commit(self) -> None:
+        """Swap a staged replacement (``create(force=True)``) in for the old index, with
+        the LLM cache it shared; a no-op for an index that is already in place."""
+        target = self.target
+        if target is None:
+            return
+        with writer_lock(target):
+            self._carry_cache()
+            fsync_dir(self.path)
+            if not target.exists():
+                os.rename(self.path, target)
+            elif not exchange_paths(self.path, target):
+                # no atomic exchange here: two renames, undone by _recover_swap if killed
+                base = Path(os.path.abspath(target))
+                old = base.parent / f".{base.name}.old-{_token()}"
+                os.rename(target, old)
+                os.rename(self.path, target)
+                self.path, old = old, self.path
+            fsync_dir(Path(os.path.abspath(target)).parent)
+            _remove(self.path)  # now the old index
+            self.path, self.target, self.cache_dir = target, None, None
+
+    def _carry_cache(self) -> None:
+        """Copy the old index's LLM cache (which this build read and appended to) into
+        the staged index: outputs are keyed by content, so they stay valid."""
+        old = self.cache_dir
+        if old is None or not old.is_dir() or old.is_symlink():
+            return
+        new = self.path / "cache"
+        new.mkdir(exist_ok=True)
+        for f in old.iterdir():
+            if f.is_file() and not f.is_symlink():
+                shutil.copyfile(f, new / f.name)
+        fsync_dir(new)
+
+    def abandon(self) -> None:
+        """Drop a staged replacement that will not be committed: the old index stays."""
+        if self.target is not None:
+            _remove(self.path)
 
     def discard_if_unused(self) -> bool:
         """Remove an index this run created when its first build failed, so no empty
         index is left behind; kept if any method was committed or any LLM output was
-        paid for (the cache lets the next run resume). Returns whether it was removed."""
+        paid for (the cache lets the next run resume). Returns whether it was removed.
+        A staged replacement is simply dropped (its LLM outputs are in the old cache)."""
+        if self.target is not None:
+            self.abandon()
+            return True
+        if _is_cwd(self.path):
+            return False  # filled in place: the user's current folder stays
         try:
-            with _locked(self.path):
+            with writer_lock(self.path):
                 self._reload()
                 cache = self.path / "cache"
                 paid = cache.is_dir() and any(f.stat().st_size for f in cache.iterdir())
                 if self.manifest.methods or paid:
                     return False
-                gone = self.path.parent / f".{self.path.name}.failed-{secrets.token_hex(4)}"
+                gone = self.path.parent / f".{self.path.name}.failed-{_token()}"
                 os.rename(self.path, gone)
         except OSError:
             return False
         shutil.rmtree(gone, ignore_errors=True)
         return True
 
+    def source_damaged(self) -> bool:
+        """Whether source.txt no longer matches its checksum (reads it whole)."""
+        expected = self.manifest.source_sha256
+        try:
+            return expected is not None and file_sha256(self.path / "source.txt") != expected
+        except OSError:
+            return True
+
     # ------------------------------------------------------------------ access
+    @property
+    def final_path(self) -> Path:
+        """Where this index lives once committed (its lock is that folder's)."""
+        return self.target or self.path
+
     @property
     def source(self) -> str:
         """The text every span points into, checked against its checksum (it is read
@@ -513,9 +771,9 @@ class Index:
             data = (self.path / "source.txt").read_bytes()
             expected = self.manifest.source_sha256
             if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-                raise IndexDamagedError(
+                raise self._damage(
                     f"{self.path} is damaged: source.txt does not match its checksum; "
-                    f"rebuild it with: lcr index SOURCE -o {self.path} --force"
+                    f"{self.repair_hint()}"
                 )
             self._source = data.decode("utf-8")
         return self._source
@@ -537,13 +795,11 @@ class Index:
     def reader(self, name: str) -> MethodReader:
         entry = self.manifest.methods.get(name)
         if entry is None:
-            src = " ".join("-" if d.name == "stdin" else d.name for d in self.documents)
             raise MethodNotBuiltError(
-                f"{self.path} has no {name} index; build it with: "
-                f"lcr index {src or 'SOURCE'} -o {self.path} --method {name}"
+                f"{self.path} has no {name} index; build it with: {self.index_command([name])}"
             )
         if name in self.damaged:
-            raise IndexDamagedError(self.damaged[name])
+            raise self._damage(self.damaged[name])
         cached = self._readers.get(name)
         if cached is None or cached.entry is not entry:
             cached = MethodReader(self, name, entry)
@@ -563,7 +819,7 @@ class Index:
         entry = self.methods.get(method)
         backend = entry.stats.get("llm_backend") if entry is not None else None
         return LLMCache(
-            self.path / "cache" / f"{method}.jsonl",
+            (self.cache_dir or self.path / "cache") / f"{method}.jsonl",
             legacy_backend=str(backend) if backend else None,
         )
 
@@ -590,7 +846,7 @@ class Index:
         ``note`` hears that the build waits for another writer's lock; the
         recorded build time starts once the lock is held.
         """
-        with _locked(self.path, note):
+        with writer_lock(self.final_path, note):
             self._reload()
             self._sweep()
             build_id = secrets.token_hex(4)
@@ -627,7 +883,7 @@ class Index:
     def wait_for_writers(self, note: Note | None = None) -> None:
         """Wait until no other process writes this index, then read its manifest again
         (what the other process committed meanwhile counts)."""
-        with _locked(self.path, note):
+        with writer_lock(self.final_path, note):
             self._reload()
 
     def _reload(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from lcr.atomic import atomic_write_json
 from lcr.errors import FileAccessError, IndexDamagedError, IndexNotFoundError, SchemaMismatchError
 
 FORMAT = "lcr-index"
+# a build's folder, inside the index: ``<method>.<hex>``, never a path elsewhere
+_BUILD_FOLDER = re.compile(r"[A-Za-z0-9_-]+\.[0-9a-f]+")
 SCHEMA_VERSION = 1
 
 
@@ -71,6 +74,9 @@ class Manifest:
     methods: dict[str, MethodEntry] = field(default_factory=dict)
     created: str = ""
     source_chars: int = 0
+    # each source's absolute path when indexed ("-" for stdin, "" unknown): the repair
+    # hints name it relative to the folder they are printed in
+    source_paths: list[str] = field(default_factory=list)
     format: str = FORMAT
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys this lcr does not know
@@ -116,6 +122,12 @@ class Manifest:
         except TypeError:
             raise IndexDamagedError(f"{where} is damaged: a source entry is malformed") from None
         entries = {str(k): MethodEntry.from_json(v, where) for k, v in methods.items()}
+        for name, entry in entries.items():
+            if not _BUILD_FOLDER.fullmatch(entry.dir) or entry.dir.split(".")[0] != name:
+                raise IndexDamagedError(
+                    f"{where} is damaged: methods.{name}.dir {json.dumps(entry.dir)} is not a "
+                    f"build folder of this index ({name}.<hex>); rebuild it with --force"
+                )
         return cls(sources=docs, methods=entries, **values)
 
     # ------------------------------------------------------------------ writing
@@ -129,6 +141,7 @@ class Manifest:
             "source_bytes": self.source_bytes,
             "source_chars": self.source_chars,
             "source_sha256": self.source_sha256,
+            "source_paths": list(self.source_paths),
             "sources": [dataclasses.asdict(d) for d in self.sources],
             "methods": {k: e.to_json() for k, e in self.methods.items()},
         }
