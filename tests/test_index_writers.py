@@ -367,8 +367,8 @@ def test_a_build_folder_outside_the_index_is_damage_and_never_read(
     code, _out, err = run(["info", str(idx), "--verify"], capsys)
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert "methods.bm25.dir" in err and "damaged" in err
-    code, _, err = run(["index", str(a), "-m", "bm25", "-q", "--force"], capsys)
-    assert code == 0, err
+    repaired = paste(_hint(err, "rebuild it with: "), a.parent)
+    assert repaired.returncode == 0, repaired.stderr
     assert Index.open(idx).verify() == {}
 
 
@@ -521,3 +521,42 @@ def test_a_stale_index_after_a_force_rebuild_is_not_called_damaged(
     with pytest.raises(LostRaceError):
         _ = stale.source
     assert Index.open(idx).source == b.read_text()  # opened again, it reads the new one
+
+
+def test_the_schema_hint_repairs_an_index_of_another_schema(project: Path) -> None:
+    manifest_path = project / "examples" / "story.idx" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["schema_version"] = 99
+    manifest_path.write_text(json.dumps(manifest))
+    asked = lcr("retrieve", "examples/story.idx", "Who helped?", cwd=project)
+    assert asked.returncode == 1
+    fix = _hint(asked.stderr, "rebuild it with: ")
+    assert fix.startswith("lcr index examples/story.txt -o examples/story.idx")
+    assert paste(fix, project).returncode == 0
+    assert lcr("retrieve", "examples/story.idx", "Who helped?", cwd=project).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_real_llm_force_rebuild_after_an_edit_pays_only_for_the_changed_chunk(
+    tmp_path: Path, cinderella: Path
+) -> None:
+    """Row 4 end to end with SmolLM2-135M: the edited chunk is paid, the others are not,
+    and the same text again pays nothing."""
+    text = cinderella.read_text()[:2500]
+    doc = tmp_path / "s.txt"
+    doc.write_text(text)
+    args = ["index", "s.txt", "-o", "s.idx", "-m", "graphreader", "--llm", "smollm2-135m",
+            "--set", "graphreader.chunk_tokens=200",
+            "--set", "graphreader.extraction_max_new_tokens=32", "-q"]  # fmt: skip
+    first = lcr(*args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    paid = build_stats(tmp_path / "s.idx", "graphreader")
+    assert paid["llm_calls"] >= 3 and paid["llm_cached"] == 0
+    last_word = text.rstrip().split()[-1]
+    doc.write_text(text.rstrip()[: -len(last_word)] + "zeppelin.\n")
+    assert lcr(*args, "--force", cwd=tmp_path).returncode == 0
+    edited = build_stats(tmp_path / "s.idx", "graphreader")
+    assert edited["llm_calls"] == 1 and edited["llm_cached"] == paid["llm_calls"] - 1, edited
+    assert lcr(*args, "--force", cwd=tmp_path).returncode == 0
+    again = build_stats(tmp_path / "s.idx", "graphreader")
+    assert again["llm_calls"] == 0 and again["llm_cached"] == paid["llm_calls"]

@@ -65,7 +65,7 @@ from lcr.store.arrays import (
     write_mapped_csr,
 )
 from lcr.store.cache import LLMCache
-from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
+from lcr.store.manifest import Manifest, MethodEntry, SourceDoc, typed_path
 from lcr.store.nodes import Node, parse_node, parse_nodes, write_nodes
 
 DOC_SEPARATOR = "\n\n"
@@ -205,13 +205,6 @@ def _dir_digests(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): file_sha256(p) for p in sorted(root.rglob("*")) if p.is_file()
     }
-
-
-def _as_typed(path: str | Path) -> str:
-    """``path`` as a user would type it here: relative below the current folder,
-    absolute elsewhere (``../../x`` is correct but no one types it)."""
-    relative = os.path.relpath(path)
-    return os.path.abspath(path) if relative.startswith("..") else relative
 
 
 def _token() -> str:
@@ -467,16 +460,17 @@ class Index:
         manifest_path = p / "manifest.json"
         if not p.is_dir() or not manifest_path.exists():
             raise IndexNotFoundError(f"{p} is not an lcr index (no manifest.json)")
-        for _attempt in range(3):
+        for attempt in range(3):
             index = cls(p, Manifest.read(p))
+            last = attempt == 2
             try:
                 index._check_files()
             except IndexDamagedError:
-                if not index.changed_on_disk():
+                if last or not index.changed_on_disk():
                     raise
                 continue  # a writer committed between reading the manifest and the files
-            if not index.damaged or not index.changed_on_disk():
-                return index
+            if last or not index.damaged or not index.changed_on_disk():
+                break
         return index
 
     def changed_on_disk(self) -> bool:
@@ -559,10 +553,10 @@ class Index:
             if d.name == "stdin" or recorded == "-":
                 sources.append("-")
             elif recorded:
-                sources.append(shlex.quote(_as_typed(recorded)))
+                sources.append(shlex.quote(typed_path(recorded)))
             else:
                 sources.append(shlex.quote(d.name))  # indexed before paths were recorded
-        where = shlex.quote(_as_typed(self.final_path))
+        where = shlex.quote(typed_path(self.final_path))
         chosen = "".join(f" --method {m}" for m in methods)
         extra = "".join(f" {a}" for a in args)
         return f"lcr index {' '.join(sources) or 'SOURCE'} -o {where}{chosen}{extra}"
