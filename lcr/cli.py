@@ -445,7 +445,7 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
     if "source" in problems:
         _say("  DAMAGED  source.txt does not match its checksum")
     if not methods:
-        _say("methods none built (lcr index SOURCE -o INDEX --method NAME)")
+        _say(f"methods none built (build the default ones with: {index.index_command([])})")
     for name, e in methods.items():
         counts = ", ".join(f"{v} {k}" for k, v in e.counts.items())
         state = ""

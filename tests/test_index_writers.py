@@ -560,3 +560,18 @@ def test_a_real_llm_force_rebuild_after_an_edit_pays_only_for_the_changed_chunk(
     assert lcr(*args, "--force", cwd=tmp_path).returncode == 0
     again = build_stats(tmp_path / "s.idx", "graphreader")
     assert again["llm_calls"] == 0 and again["llm_cached"] == paid["llm_calls"]
+
+
+def test_the_hint_of_an_index_without_methods_builds_them(two_docs: tuple[Path, Path]) -> None:
+    a, _ = two_docs
+    Index.create(a.parent / "empty.idx", pipeline_docs([a]))
+    shown = lcr("info", "empty.idx", cwd=a.parent)
+    fix = _hint(shown.stdout, "build the default ones with: ").rstrip(")")
+    assert paste(fix, a.parent).returncode == 0
+    assert sorted(Index.open(a.parent / "empty.idx").methods) == ["bm25", "mixpr"]
+
+
+def pipeline_docs(paths: list[Path]) -> list[Any]:
+    from lcr.pipeline import load_documents
+
+    return load_documents(paths)
