@@ -40,7 +40,7 @@ from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.selection import sentence_scorer
 from lcr.store import DocumentInput, Index
-from lcr.store.index import writer_lock
+from lcr.store.writing import writer_lock
 
 
 def load_documents(

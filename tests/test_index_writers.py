@@ -436,7 +436,9 @@ def test_an_index_in_the_current_empty_folder(
     # other documents with --force: the current folder is not swapped away under the shell
     _, b = two_docs
     code, _, err = run(["index", str(b), "-o", ".", "--force", "-q"], capsys, cwd=here)
-    assert code == 1 and len(err.strip().splitlines()) == 1 and "current folder" in err, err
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "holds the current folder" in err, (
+        err
+    )
     assert Index.open(here).source == a.read_text()
 
 

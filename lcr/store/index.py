@@ -21,17 +21,11 @@ Killed at any moment, the index opens as it was before or as it is after.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
-import glob
 import hashlib
 import json
 import os
-import re
 import secrets
-import shlex
 import shutil
-import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcr._version import __version__
-from lcr.atomic import exchange_paths, fsync_dir
+from lcr.atomic import fsync_dir
 from lcr.errors import (
     FileAccessError,
     IndexDamagedError,
@@ -54,6 +48,7 @@ from lcr.errors import (
     SchemaMismatchError,
     SourceMismatchError,
 )
+from lcr.store import hints
 from lcr.store.arrays import (
     read_array,
     read_csr,
@@ -65,8 +60,18 @@ from lcr.store.arrays import (
     write_mapped_csr,
 )
 from lcr.store.cache import LLMCache
-from lcr.store.manifest import Manifest, MethodEntry, SourceDoc, typed_path
+from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
 from lcr.store.nodes import Node, parse_node, parse_nodes, write_nodes
+from lcr.store.writing import (
+    Note,
+    check_replaceable,
+    is_cwd,
+    recover_swap,
+    remove_made,
+    swap_in,
+    token,
+    writer_lock,
+)
 
 DOC_SEPARATOR = "\n\n"
 
@@ -96,97 +101,6 @@ def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]
     return "".join(parts), records
 
 
-Note = Callable[[str], None]
-
-# writer locks this process holds: lock file -> depth (a run holds its index's lock from
-# create to commit, and the builds inside take it again)
-_HELD: dict[str, int] = {}
-
-
-def writer_lock_path(path: Path) -> Path:
-    """``.<name>.lock`` beside the index folder, not inside it: a ``--force`` swaps the
-    folder itself, and a lock inside would lock the folder swapped out while the next
-    writer locks the one swapped in; a lock beside stays one file for every writer."""
-    absolute = Path(os.path.abspath(path))
-    return absolute.parent / f".{absolute.name}.lock"
-
-
-def _open_lock(path: Path) -> int:
-    """The lock's file descriptor: the sibling lock file, never through a symlink; the
-    index folder itself where the parent folder cannot be written (then nobody can swap
-    the folder either, so locking it is enough)."""
-    lock = writer_lock_path(path)
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, flags, 0o666)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
-            raise InputError(
-                f"{lock} (lcr's writer lock for {path}) is not a plain file; remove it"
-            ) from None
-        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not path.is_dir():
-            raise
-        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise InputError(f"{lock} (lcr's writer lock for {path}) is not a plain file; remove it")
-    return fd
-
-
-@contextlib.contextmanager
-def writer_lock(path: Path, note: Note | None = None) -> Iterator[None]:
-    """Hold the writer lock of the index at ``path`` (re-entrant within a process);
-    say so through ``note`` when another process holds it.
-
-    The lock file is removed on release, so none is left beside the index; a writer
-    that waited on a removed file sees that it is gone once it holds it, and takes
-    the lock again on the file now there (the classic lock-file protocol)."""
-    key = str(writer_lock_path(path))
-    if key in _HELD:
-        _HELD[key] += 1
-        try:
-            yield
-        finally:
-            _HELD[key] -= 1
-        return
-    noted = False
-    while True:
-        fd = _open_lock(path)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if note is not None and not noted:
-                note(f"waiting for another lcr process writing {path} to finish")
-                noted = True
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        if _still_the_lock(fd, key):
-            break
-        os.close(fd)  # removed by the writer before: take the one there now
-    _HELD[key] = 1
-    try:
-        yield
-    finally:
-        del _HELD[key]
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            with contextlib.suppress(OSError):
-                os.unlink(key)
-        os.close(fd)  # releases the lock
-
-
-def _still_the_lock(fd: int, key: str) -> bool:
-    """Whether the locked file is still the one at the lock's path (the folder itself
-    when the parent was read-only: always)."""
-    held = os.fstat(fd)
-    if not stat.S_ISREG(held.st_mode):
-        return True
-    try:
-        now = os.stat(key, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
-
-
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -205,71 +119,6 @@ def _dir_digests(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): file_sha256(p) for p in sorted(root.rglob("*")) if p.is_file()
     }
-
-
-def _token() -> str:
-    return secrets.token_hex(4)
-
-
-def _is_cwd(path: Path) -> bool:
-    try:
-        return os.path.samefile(path, ".")
-    except OSError:
-        return False
-
-
-# what lcr makes inside an index folder; a folder of nothing else is lcr's to replace
-_LCR_ENTRY = re.compile(
-    r"manifest\.json|source\.txt|layout\.json|cache|\.lock|\.tmp-.*|\..*\.tmp"
-    r"|[A-Za-z0-9_-]+\.[0-9a-f]+"
-)
-
-
-def _check_replaceable(path: Path) -> None:
-    """Refuse to replace ``path`` unless lcr made it: a manifest of lcr's, or nothing
-    but the entries lcr makes (a damaged index whose manifest is torn). ``--force``
-    must never delete a user's files. The current folder is never swapped away."""
-    if _is_cwd(path):
-        raise InputError(
-            f"{path} is the current folder: --force cannot replace it; "
-            "run from its parent with -o and the folder's name"
-        )
-    try:
-        raw = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-        if isinstance(raw, dict) and raw.get("format") == "lcr-index":
-            return
-    except (OSError, ValueError):
-        pass
-    foreign = sorted(e.name for e in path.iterdir() if not _LCR_ENTRY.fullmatch(e.name))
-    if foreign:
-        raise InputError(
-            f"{path} is not an lcr index (it holds {foreign[0]!r}); --force replaces only "
-            "lcr indexes: choose another -o"
-        )
-
-
-def _recover_swap(path: Path) -> None:
-    """Undo what a writer killed mid-way left beside ``path`` (called under its lock):
-    an old index moved aside by a two-rename swap goes back if nothing took its place;
-    staged and temporary folders are removed."""
-    base = Path(os.path.abspath(path))
-    if not base.parent.is_dir():
-        return
-    for kind in ("old", "new", "tmp", "failed"):
-        for left in sorted(base.parent.glob(f".{glob.escape(base.name)}.{kind}-*")):
-            if kind == "old" and left.is_dir() and not os.path.lexists(base):
-                os.rename(left, base)
-            else:
-                _remove(left)
-
-
-def _remove(path: Path) -> None:
-    """Remove a folder lcr made, or the symlink in its place (never what it points at)."""
-    if path.is_symlink():
-        with contextlib.suppress(OSError):
-            path.unlink()
-    elif path.exists():
-        shutil.rmtree(path, ignore_errors=True)
 
 
 class MethodWriter:
@@ -527,39 +376,13 @@ class Index:
         return f"{self.path} is damaged: {method}/{problem}; {self.rebuild_hint(method)}"
 
     def rebuild_hint(self, method: str) -> str:
-        """The command that rebuilds ``method`` as it was built: the build's recorded
-        options (its non-default settings and models) repeated, so following the hint
-        neither changes what is built nor pays again for LLM calls the cache holds;
-        ``--force``, because an undamaged-looking build with the same settings is
-        otherwise kept as it is."""
-        entry = self.manifest.methods.get(method)
-        args = entry.rebuild_args if entry is not None else []
-        return f"rebuild it alone with: {self.index_command([method], args)} --force"
+        return hints.rebuild_hint(self.manifest, self.final_path, method)
 
     def repair_hint(self) -> str:
-        """The command that rebuilds the whole index, every method as it was built."""
-        args: list[str] = []
-        for entry in self.manifest.methods.values():
-            args += [a for a in entry.rebuild_args if a not in args]
-        return f"rebuild it with: {self.index_command(list(self.manifest.methods), args)} --force"
+        return hints.repair_hint(self.manifest, self.final_path)
 
     def index_command(self, methods: Sequence[str], args: Sequence[str] = ()) -> str:
-        """``lcr index`` of this index's sources into it, as typed in the current folder:
-        each source by its path relative to here (recorded absolute when indexed)."""
-        paths = list(self.manifest.source_paths)
-        sources = []
-        for i, d in enumerate(self.documents):
-            recorded = paths[i] if i < len(paths) and isinstance(paths[i], str) else ""
-            if d.name == "stdin" or recorded == "-":
-                sources.append("-")
-            elif recorded:
-                sources.append(shlex.quote(typed_path(recorded)))
-            else:
-                sources.append(shlex.quote(d.name))  # indexed before paths were recorded
-        where = shlex.quote(typed_path(self.final_path))
-        chosen = "".join(f" --method {m}" for m in methods)
-        extra = "".join(f" {a}" for a in args)
-        return f"lcr index {' '.join(sources) or 'SOURCE'} -o {where}{chosen}{extra}"
+        return hints.index_command(self.manifest, self.final_path, methods, args)
 
     def verify(self) -> dict[str, list[str]]:
         """Check every file against the checksums the builds recorded (reads everything).
@@ -612,7 +435,7 @@ class Index:
         p = Path(path)
         source, docs = join_documents(documents)
         with writer_lock(p, note):
-            _recover_swap(p)
+            recover_swap(p)
             if not p.exists() or (p.is_dir() and not any(p.iterdir())):
                 return cls._write_new(p, source, docs, documents)
             if not (p / "manifest.json").exists():
@@ -631,7 +454,7 @@ class Index:
                 raise SourceMismatchError(
                     f"{p} indexes other documents than {names}; use --force to replace it"
                 )
-            _check_replaceable(p)
+            check_replaceable(p)
             return cls._write_new(p, source, docs, documents, staged=True)
 
     @classmethod
@@ -647,10 +470,10 @@ class Index:
         """Write a new index: renamed to ``p`` (a new or empty folder), filled in place
         when ``p`` is the current folder (renaming onto it is refused), or, when
         ``staged``, left beside ``p`` for :meth:`commit`."""
-        here = p.exists() and _is_cwd(p)
+        here = p.exists() and is_cwd(p)
         base = Path(os.path.abspath(p))
         base.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p if here else base.parent / f".{base.name}.{'new' if staged else 'tmp'}-{_token()}"
+        tmp = p if here else base.parent / f".{base.name}.{'new' if staged else 'tmp'}-{token()}"
         if not here:
             tmp.mkdir()
         try:
@@ -675,49 +498,22 @@ class Index:
                 fsync_dir(p.parent)
         except BaseException:
             if not here:
-                _remove(tmp)
+                remove_made(tmp)
             raise
         return cls(p, manifest, source, created=True)
 
     def commit(self) -> None:
         """Swap a staged replacement (``create(force=True)``) in for the old index, with
         the LLM cache it shared; a no-op for an index that is already in place."""
-        target = self.target
-        if target is None:
-            return
-        with writer_lock(target):
-            self._carry_cache()
-            fsync_dir(self.path)
-            if not target.exists():
-                os.rename(self.path, target)
-            elif not exchange_paths(self.path, target):
-                # no atomic exchange here: two renames, undone by _recover_swap if killed
-                base = Path(os.path.abspath(target))
-                old = base.parent / f".{base.name}.old-{_token()}"
-                os.rename(target, old)
-                os.rename(self.path, target)
-                self.path, old = old, self.path
-            fsync_dir(Path(os.path.abspath(target)).parent)
-            _remove(self.path)  # now the old index
-            self.path, self.target, self.cache_dir = target, None, None
-
-    def _carry_cache(self) -> None:
-        """Copy the old index's LLM cache (which this build read and appended to) into
-        the staged index: outputs are keyed by content, so they stay valid."""
-        old = self.cache_dir
-        if old is None or not old.is_dir() or old.is_symlink():
-            return
-        new = self.path / "cache"
-        new.mkdir(exist_ok=True)
-        for f in old.iterdir():
-            if f.is_file() and not f.is_symlink():
-                shutil.copyfile(f, new / f.name)
-        fsync_dir(new)
+        if self.target is not None:
+            with writer_lock(self.target):
+                swap_in(self.path, self.target, self.cache_dir)
+            self.path, self.target, self.cache_dir = self.target, None, None
 
     def abandon(self) -> None:
         """Drop a staged replacement that will not be committed: the old index stays."""
         if self.target is not None:
-            _remove(self.path)
+            remove_made(self.path)
 
     def discard_if_unused(self) -> bool:
         """Remove an index this run created when its first build failed, so no empty
@@ -727,7 +523,7 @@ class Index:
         if self.target is not None:
             self.abandon()
             return True
-        if _is_cwd(self.path):
+        if is_cwd(self.path):
             return False  # filled in place: the user's current folder stays
         try:
             with writer_lock(self.path):
@@ -736,7 +532,7 @@ class Index:
                 paid = cache.is_dir() and any(f.stat().st_size for f in cache.iterdir())
                 if self.manifest.methods or paid:
                     return False
-                gone = self.path.parent / f".{self.path.name}.failed-{_token()}"
+                gone = self.path.parent / f".{self.path.name}.failed-{token()}"
                 os.rename(self.path, gone)
         except OSError:
             return False

@@ -101,12 +101,12 @@ class Manifest:
             raise SchemaMismatchError(
                 f"{path} has an invalid schema_version {json.dumps(version)} (this lcr reads "
                 f"schema {SCHEMA_VERSION}, a number); "
-                f"rebuild it with: {_rebuild_command(raw, path)}"
+                f"rebuild it with: {rebuild_command(raw, path)}"
             )
         if version != SCHEMA_VERSION:
             raise SchemaMismatchError(
                 f"{path} has index schema {version}, this lcr reads schema {SCHEMA_VERSION}; "
-                f"rebuild it with: {_rebuild_command(raw, path)}"
+                f"rebuild it with: {rebuild_command(raw, path)}"
             )
         return cls.from_json(raw, str(manifest_path))
 
@@ -129,7 +129,7 @@ class Manifest:
                 raise IndexDamagedError(
                     f"{where} is damaged: methods.{name}.dir {json.dumps(entry.dir)} is not a "
                     f"build folder of this index ({name}.<hex>); rebuild it with: "
-                    f"{_rebuild_command(raw, Path(where).parent)}"
+                    f"{rebuild_command(raw, Path(where).parent)}"
                 )
         return cls(sources=docs, methods=entries, **values)
 
@@ -166,7 +166,7 @@ def typed_path(path: str | Path) -> str:
     return os.path.abspath(path) if relative.startswith("..") else relative
 
 
-def _rebuild_command(raw: dict[str, Any], path: Path) -> str:
+def rebuild_command(raw: dict[str, Any], path: Path) -> str:
     """``lcr index ... --force`` over the sources an unreadable manifest still names
     (their recorded paths, else their names), to paste where it is printed."""
     recorded = raw.get("source_paths")
