@@ -477,7 +477,7 @@ def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
 
 def _damage_line(index: Index, name: str, found: list[str]) -> str:
     if name == "source":
-        return f"{index.path} is damaged: {found[0]}; rebuild it with --force"
+        return f"{index.path} is damaged: {found[0]}; {index.repair_hint()}"
     return index.damage_message(name, "; ".join(found))
 
 
@@ -501,7 +501,7 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
     if "source" in problems:
         _say("  DAMAGED  source.txt does not match its checksum")
     if not methods:
-        _say("methods none built (lcr index SOURCE -o INDEX --method NAME)")
+        _say(f"methods none built (build the default ones with: {index.index_command([])})")
     for name, e in methods.items():
         counts = ", ".join(f"{v} {k}" for k, v in e.counts.items())
         state = ""

@@ -84,7 +84,10 @@ def from_os_error(exc: OSError) -> LcrError | None:
         # lcr's temporary files and folders (.NAME.tmp-1234) are named by their folder
         text = os.fsdecode(name) if isinstance(name, (str, bytes)) else str(name)
         base = os.path.basename(text)
-        if base.startswith(".") and (".tmp-" in base or base.endswith(".tmp")):
+        # and the writer lock beside an index (.NAME.lock) by the folder it is in
+        if base.startswith(".") and (
+            ".tmp-" in base or base.endswith(".tmp") or base.endswith(".lock")
+        ):
             return os.path.dirname(text) or "."
         return text
 

@@ -41,6 +41,7 @@ from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.selection import sentence_scorer
 from lcr.store import DocumentInput, Index
+from lcr.store.writing import writer_lock
 
 if TYPE_CHECKING:
     from lcr.text.formats import ExtractOptions
@@ -83,6 +84,7 @@ def load_documents(
                 extractor=d.extractor,
                 extractor_version=d.extractor_version,
                 options=d.options,
+                path="-" if str(f.path) == "-" else os.path.abspath(f.path),
             )
         )
     if not docs:
@@ -343,23 +345,32 @@ def index_files(
 
     files = expand_inputs(paths, globs=globs, excludes=excludes, warn=warn)
     docs = load_documents(files, warn=warn, options=extract)
-    index = Index.create(out, docs, force=force)
-    try:
-        reports = build(
-            index,
-            names,
-            models,
-            sets,
-            force=force,
-            progress=progress,
-            warn=warn,
-            on_report=on_report,
-            note=note,
-        )
-    except BaseException:
-        if index.created:
-            index.discard_if_unused()
-        raise
+    # one writer from the first look at ``out`` to the commit: a concurrent run waits,
+    # then builds on what this one committed (or refuses other documents, saying why)
+    with writer_lock(Path(out), note):
+        index = Index.create(out, docs, force=force, note=note)
+        staged = index.target is not None
+        held: list[BuildReport] = []  # a staged replacement's reports wait for its commit
+        try:
+            reports = build(
+                index,
+                names,
+                models,
+                sets,
+                force=force and not staged,  # a staged index has nothing to keep
+                progress=progress,
+                warn=warn,
+                on_report=held.append if staged else on_report,
+                note=note,
+            )
+            index.commit()
+        except BaseException:
+            if index.created:
+                index.discard_if_unused()
+            raise
+    if on_report is not None:
+        for report in held:
+            on_report(report)
     return index, reports
 
 

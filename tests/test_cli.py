@@ -133,7 +133,7 @@ def test_several_files_without_output_make_one_index_each(
         (
             ["retrieve", "{idx}", "q", "--method", "tfidf"],
             1,
-            "lcr index cinderella.txt -o .* --method tfidf",
+            "lcr index \\S*cinderella.txt -o .* --method tfidf",
         ),
         (["retrieve", "{idx}", "q", "--set", "bm25.chunk_tokens=5"], 2, "setting of 'lcr index'"),
         (["retrieve", "{idx}", "q", "-k", "0"], 2, "not in the range x>=1"),

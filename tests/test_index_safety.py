@@ -141,10 +141,10 @@ def test_the_rebuild_hint_repeats_the_builds_settings(
     code, _, err = run(["retrieve", str(idx), "Where did the bird sit?"], capsys)
     assert code == 1 and len(err.strip().splitlines()) == 1
     hint = err.split("rebuild it alone with: ", 1)[1].strip()
-    assert hint.endswith("--method bm25 --set bm25.chunk_tokens=64 --set bm25.k1=1.2"), hint
+    end = "--method bm25 --set bm25.chunk_tokens=64 --set bm25.k1=1.2 --force"
+    assert hint.endswith(end), hint
     words = shlex.split(hint)
-    assert words[:2] == ["lcr", "index"]
-    words[2] = str(story)  # the hint names the file as it was given: run it from here
+    assert words[:3] == ["lcr", "index", str(story)]  # outside the current folder: absolute
     assert run(words[1:], capsys)[0] == 0
     assert Index.open(idx).methods["bm25"].settings == recorded
 
@@ -172,7 +172,7 @@ def test_one_damaged_method_does_not_take_down_the_others(
     code, out, err = run(["info", str(idx)], capsys)
     assert code == 1
     assert "bm25" in out and "DAMAGED" in out and "tfidf" in out
-    hint = f"rebuild it alone with: lcr index cinderella.txt -o {idx} --method bm25"
+    hint = f"rebuild it alone with: lcr index {story} -o {idx} --method bm25 --force"
     assert hint in err and "is missing" in err and len(err.strip().splitlines()) == 1
 
     code, out, err = run(["retrieve", str(idx), "Where did the bird sit?", "-m", "tfidf"], capsys)
@@ -180,7 +180,7 @@ def test_one_damaged_method_does_not_take_down_the_others(
     code, _, err = run(["retrieve", str(idx), "Where did the bird sit?", "-m", "bm25"], capsys)
     assert code == 1 and hint in err
 
-    # the hint works as written (no --force needed) and rebuilds bm25 alone
+    # the hint works as written and rebuilds bm25 alone (without --force too: it is missing)
     tfidf_dir = Index.open(idx).methods["tfidf"].dir
     code, out, _ = run(["index", str(story), "-o", str(idx), "--method", "bm25", "-q"], capsys)
     assert code == 0 and "bm25 built" in out
@@ -405,8 +405,9 @@ def test_same_file_twice_is_indexed_once_with_a_warning(
 
 
 LOCK_HOLDER = """
-import fcntl, sys, time
-with open(sys.argv[1] + "/.lock", "a") as fh:
+import fcntl, os, sys, time
+index = os.path.abspath(sys.argv[1])  # the writer lock lives beside the index folder
+with open(os.path.join(os.path.dirname(index), "." + os.path.basename(index) + ".lock"), "a") as fh:
     fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
     print("locked", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -16,6 +16,7 @@ and writing them, so nothing is paid twice.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lcr.atomic import atomic_write_json
+from lcr.errors import IndexDamagedError
 from lcr.models.base import cpu_configuration, llm_configuration
 
 
@@ -47,7 +49,7 @@ class LLMCache:
         self.hits = 0
         self.misses = 0
         self._legacy_backend = legacy_backend
-        if path.exists():
+        if path.exists() and not path.is_symlink():  # a link would read outside the index
             self._load()
         self._unkeyed: Any = _UNKNOWN if self._entries else None
         self._marker_written = False
@@ -97,16 +99,36 @@ class LLMCache:
     def put(self, key: str, value: Any) -> None:
         if not self._marker_written and self._unkeyed is not _UNKNOWN:
             # written before the first output, so a build that stores nothing leaves no file
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._make_folder()
             atomic_write_json(self.config_path, {UNKEYED: self._unkeyed})
             self._marker_written = True
         self._write({"key": key, "value": value})
         self._entries[key] = value
 
+    def _make_folder(self) -> None:
+        """The cache folder, refused when it is a symlink: writes stay inside the index."""
+        folder = self.path.parent
+        if folder.is_symlink():
+            raise IndexDamagedError(
+                f"{folder} is a symbolic link; lcr writes nothing through links inside an "
+                "index: remove it and run the command again"
+            )
+        folder.mkdir(parents=True, exist_ok=True)
+
     def _write(self, entry: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._make_folder()
         line = json.dumps(entry, ensure_ascii=False) + "\n"
-        with self.path.open("a", encoding="utf-8") as fh:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self.path, flags, 0o666)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise IndexDamagedError(
+                f"{self.path} is a symbolic link; lcr writes nothing through links inside an "
+                "index: remove it and run the command again"
+            ) from None
+        with os.fdopen(fd, "a", encoding="utf-8") as fh:
             # A previous crash may have left a torn line without a newline.
             if fh.tell() > 0 and not self._ends_with_newline():
                 fh.write("\n")

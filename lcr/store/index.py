@@ -8,24 +8,23 @@ Layout::
       <method>.<build>/        nodes.jsonl, *.zarr, *.json of one completed build
       cache/<method>.jsonl     LLM outputs already paid for (resumable builds)
       cache/<method>.config.json  which configuration its unconfigured keys belong to
-      .lock                    held by writers
+    .book.idx.lock             beside the folder while a writer holds it (one at a time)
 
 A method is built in ``.tmp-<method>-<build>/`` and renamed to
 ``<method>.<build>/``; only then does the atomically replaced manifest point at
-it, and only after that is the previous build deleted. Killed at any moment, the
-index opens as it was before or as it is after.
+it, and only after that is the previous build deleted. A ``--force`` over other
+documents builds a whole new index beside the old one (``.book.idx.new-<id>/``)
+and swaps the two folders in one step once every requested method is built.
+Killed at any moment, the index opens as it was before or as it is after.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import hashlib
 import json
 import os
 import secrets
-import shlex
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -43,11 +42,13 @@ from lcr.errors import (
     IndexDamagedError,
     IndexNotFoundError,
     InputError,
+    LcrError,
     LostRaceError,
     MethodNotBuiltError,
     SchemaMismatchError,
     SourceMismatchError,
 )
+from lcr.store import hints
 from lcr.store.arrays import (
     read_array,
     read_csr,
@@ -61,6 +62,16 @@ from lcr.store.arrays import (
 from lcr.store.cache import LLMCache
 from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
 from lcr.store.nodes import Node, parse_node, parse_nodes, write_nodes
+from lcr.store.writing import (
+    Note,
+    check_replaceable,
+    is_cwd,
+    recover_swap,
+    remove_made,
+    swap_in,
+    token,
+    writer_lock,
+)
 from lcr.text.layout import (
     LAYOUT_FILE,
     DocumentLayout,
@@ -85,6 +96,7 @@ class DocumentInput:
     extractor: str = "lcr"
     extractor_version: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    path: str = ""  # the file's absolute path ("-" for stdin), for the repair hints
 
 
 def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]:
@@ -114,25 +126,6 @@ def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]
     return "".join(parts), records
 
 
-Note = Callable[[str], None]
-
-
-@contextlib.contextmanager
-def _locked(path: Path, note: Note | None = None) -> Iterator[None]:
-    """Hold the index's writer lock; say so through ``note`` when another holds it."""
-    with (path / ".lock").open("a") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if note is not None:
-                note(f"waiting for another lcr process writing {path} to finish")
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-
-
 def _text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -155,20 +148,6 @@ def _dir_digests(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): file_sha256(p) for p in sorted(root.rglob("*")) if p.is_file()
     }
-
-
-def _rebuild_hint(
-    index: Path, method: str, documents: Sequence[SourceDoc], args: Sequence[str] = ()
-) -> str:
-    """The command that rebuilds ``method`` as it was built: the build's recorded
-    options (its non-default settings and models) repeated, so following the hint
-    neither changes what is built nor pays again for LLM calls the cache holds."""
-    src = " ".join("-" if d.name == "stdin" else shlex.quote(d.name) for d in documents)
-    extra = "".join(f" {a}" for a in args)
-    return (
-        f"rebuild it alone with: lcr index {src or 'SOURCE'} -o {shlex.quote(str(index))} "
-        f"--method {method}{extra}"
-    )
 
 
 class MethodWriter:
@@ -265,9 +244,9 @@ class MethodReader:
         n = len(offsets) - 1
         path = self._file(f"{name}.jsonl")
         if n < 0 or int(offsets[-1]) != path.stat().st_size:
-            raise IndexDamagedError(
+            raise self.index._damage(
                 f"{self.index.path} is damaged: {self.name}/{name}.offsets.npy does not match "
-                f"{name}.jsonl; {_rebuild_hint(self.index.path, self.name, self.index.documents)}"
+                f"{name}.jsonl; {self.index.rebuild_hint(self.name)}"
             )
         out: list[Node] = []
         with path.open("rb") as fh:
@@ -283,7 +262,7 @@ class MethodReader:
         data = self._file(rel).read_bytes()
         expected = self.entry.sha256.get(rel)
         if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-            raise IndexDamagedError(
+            raise self.index._damage(
                 f"{self.index.path} is damaged: {self.name}/{rel} does not match its "
                 f"checksum; {self.index.rebuild_hint(self.name)}"
             )
@@ -329,7 +308,7 @@ class MethodReader:
     def _file(self, rel: str) -> Path:
         path = self.dir / rel
         if not path.exists():
-            raise IndexDamagedError(
+            raise self.index._damage(
                 f"{self.index.path} is missing {self.name}/{rel}; "
                 f"{self.index.rebuild_hint(self.name)}"
             )
@@ -346,6 +325,9 @@ class Index:
     # methods whose files are missing or the wrong size: method -> the message
     damaged: dict[str, str] = field(default_factory=dict)
     created: bool = False  # made by this Index.create call (not found there)
+    # a staged replacement (``create(force=True)``): the folder :meth:`commit` swaps it to
+    target: Path | None = None
+    cache_dir: Path | None = None  # where its LLM cache lives (the old index's, if staged)
 
     # ----------------------------------------------------------------- opening
     @classmethod
@@ -357,9 +339,36 @@ class Index:
         manifest_path = p / "manifest.json"
         if not p.is_dir() or not manifest_path.exists():
             raise IndexNotFoundError(f"{p} is not an lcr index (no manifest.json)")
-        index = cls(p, Manifest.read(p))
-        index._check_files()
+        for attempt in range(3):
+            index = cls(p, Manifest.read(p))
+            last = attempt == 2
+            try:
+                index._check_files()
+            except IndexDamagedError:
+                if last or not index.changed_on_disk():
+                    raise
+                continue  # a writer committed between reading the manifest and the files
+            if last or not index.damaged or not index.changed_on_disk():
+                break
         return index
+
+    def changed_on_disk(self) -> bool:
+        """Whether another process committed to this index since its manifest was read:
+        then files that no longer match it are that writer's, not damage."""
+        try:
+            return Manifest.read(self.final_path) != self.manifest
+        except LcrError:
+            return False
+
+    def _damage(self, message: str) -> LcrError:
+        """``message`` as damage, or as a lost race when a writer changed the index since
+        it was opened (a stale :class:`Index` is not a damaged one)."""
+        if self.changed_on_disk():
+            return LostRaceError(
+                f"{self.path} was rebuilt by another lcr process while it was read; "
+                "run the command again (or open the index again)"
+            )
+        return IndexDamagedError(message)
 
     def _check_files(self) -> None:
         """Sizes of every listed file (cheap: no reading). The source text is shared by
@@ -397,9 +406,13 @@ class Index:
         return f"{self.path} is damaged: {method}/{problem}; {self.rebuild_hint(method)}"
 
     def rebuild_hint(self, method: str) -> str:
-        entry = self.manifest.methods.get(method)
-        args = entry.rebuild_args if entry is not None else []
-        return _rebuild_hint(self.path, method, self.documents, args)
+        return hints.rebuild_hint(self.manifest, self.final_path, method)
+
+    def repair_hint(self) -> str:
+        return hints.repair_hint(self.manifest, self.final_path)
+
+    def index_command(self, methods: Sequence[str], args: Sequence[str] = ()) -> str:
+        return hints.index_command(self.manifest, self.final_path, methods, args)
 
     def verify(self) -> dict[str, list[str]]:
         """Check every file against the checksums the builds recorded (reads everything).
@@ -435,54 +448,56 @@ class Index:
     # ---------------------------------------------------------------- creating
     @classmethod
     def create(
-        cls, path: str | Path, documents: Sequence[DocumentInput], *, force: bool = False
+        cls,
+        path: str | Path,
+        documents: Sequence[DocumentInput],
+        *,
+        force: bool = False,
+        note: Note | None = None,
     ) -> Index:
         """Open the index of these documents at ``path``, creating it if needed.
 
         An existing index over the same documents is reused (methods are added to
-        it); one over other documents is refused unless ``force``, and then
-        replaced whole. A path that exists but is not an index is never touched.
-
-        Race-free: a new index is made in a temporary folder and renamed into
-        place, and the rename fails if another process got there first; this one
-        then looks again and reuses (or refuses) what the other made.
+        it); one over other documents (or a damaged one) is refused unless ``force``.
+        With ``force`` the new index is *staged* beside the old one (:attr:`target`
+        says where it goes) and :meth:`commit` swaps it in; until then the old
+        index, its source and its LLM cache stay whole, and the staged build uses
+        the old index's cache, so what it pays outlives a failure. A folder lcr did
+        not make is never touched. The caller holds :func:`writer_lock` from here
+        to :meth:`commit` (``lcr index`` does), so no other writer comes between.
         """
         if not documents:
             raise InputError("no documents to index")
         p = Path(path)
         source, docs = join_documents(documents)
-        for _attempt in range(5):
-            replace = False
-            if p.exists() and not (p.is_dir() and not any(p.iterdir())):
-                if not (p / "manifest.json").exists():
-                    raise InputError(
-                        f"{p} exists and is not an lcr index; refusing to overwrite it"
-                    )
-                try:
-                    existing: Index | None = cls.open(p)
-                except (IndexDamagedError, SchemaMismatchError):
-                    if not force:
-                        raise
-                    existing = None
-                if existing is not None and existing.source_digests() == [d.sha256 for d in docs]:
-                    if existing.manifest.source_sha256 in (None, _text_sha256(source)):
-                        return existing
-                    if not force:  # same files, other text: a forced format, a new extractor
-                        raise SourceMismatchError(
-                            f"{p} holds another extraction of these files; use --force "
-                            "to extract them again"
-                        )
+        with writer_lock(p, note):
+            recover_swap(p)
+            if not p.exists() or (p.is_dir() and not any(p.iterdir())):
+                return cls._write_new(p, source, docs, documents)
+            if not (p / "manifest.json").exists():
+                raise InputError(f"{p} exists and is not an lcr index; refusing to overwrite it")
+            try:
+                existing: Index | None = cls.open(p)
+            except (IndexDamagedError, SchemaMismatchError):
                 if not force:
-                    names = ", ".join(d.name for d in docs)
+                    raise
+                existing = None
+            if existing is not None and existing.source_digests() == [d.sha256 for d in docs]:
+                same_text = existing.manifest.source_sha256 in (None, _text_sha256(source))
+                if same_text and not (force and existing.source_damaged()):
+                    return existing
+                if not same_text and not force:  # a forced format, a new extractor
                     raise SourceMismatchError(
-                        f"{p} indexes other documents than {names}; use --force to replace it"
+                        f"{p} holds another extraction of these files; use --force "
+                        "to extract them again"
                     )
-                replace = True
-            layouts = [d.layout for d in documents]
-            made = cls._write_new(p, source, docs, layouts, replace=replace)
-            if made is not None:
-                return made
-        raise LostRaceError(f"{p} kept changing while lcr was creating it; run the command again")
+            elif not force:
+                names = ", ".join(d.name for d in docs)
+                raise SourceMismatchError(
+                    f"{p} indexes other documents than {names}; use --force to replace it"
+                )
+            check_replaceable(p)
+            return cls._write_new(p, source, docs, documents, staged=True)
 
     @classmethod
     def _write_new(
@@ -490,19 +505,23 @@ class Index:
         p: Path,
         source: str,
         docs: list[SourceDoc],
-        layouts: list[DocumentLayout],
+        inputs: Sequence[DocumentInput],
         *,
-        replace: bool,
-    ) -> Index | None:
-        """Write a new index and rename it to ``p``; None when another process made
-        (or removed) ``p`` meanwhile, so the caller looks again."""
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.parent / f".{p.name}.tmp-{secrets.token_hex(4)}"
-        tmp.mkdir()
+        staged: bool = False,
+    ) -> Index:
+        """Write a new index: renamed to ``p`` (a new or empty folder), filled in place
+        when ``p`` is the current folder (renaming onto it is refused), or, when
+        ``staged``, left beside ``p`` for :meth:`commit`."""
+        here = p.exists() and is_cwd(p)
+        base = Path(os.path.abspath(p))
+        base.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p if here else base.parent / f".{base.name}.{'new' if staged else 'tmp'}-{token()}"
+        if not here:
+            tmp.mkdir()
         try:
             data = source.encode("utf-8")
             (tmp / "source.txt").write_bytes(data)
-            write_layout(tmp, layouts)
+            write_layout(tmp, [d.layout for d in inputs])
             manifest = Manifest(
                 lcr_version=__version__,
                 created=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -511,51 +530,73 @@ class Index:
                 source_sha256=hashlib.sha256(data).hexdigest(),
                 layout_sha256=file_sha256(tmp / LAYOUT_FILE),
                 sources=tuple(docs),
+                source_paths=[d.path for d in inputs],
             )
             manifest.write(tmp)
             fsync_dir(tmp)
-            old: Path | None = None
-            if replace:  # replacing an index with --force
-                old = p.parent / f".{p.name}.old-{secrets.token_hex(4)}"
-                try:
-                    os.rename(p, old)
-                except FileNotFoundError:  # another process removed it first
-                    return None
-            try:
-                # never replaces a folder with content (ENOTEMPTY/EEXIST): only an
-                # empty one, or none
-                os.rename(tmp, p)
-            except OSError as exc:
-                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                    return None  # another creator won the race
-                raise
-            fsync_dir(p.parent)
-            if old is not None:
-                shutil.rmtree(old, ignore_errors=True)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
+            if staged:
+                cache = p / "cache"
+                return cls(tmp, manifest, source, created=True, target=p, cache_dir=cache)
+            if not here:
+                os.rename(tmp, p)  # onto nothing, or an empty folder
+                fsync_dir(p.parent)
+        except BaseException:
+            if not here:
+                remove_made(tmp)
+            raise
         return cls(p, manifest, source, created=True)
+
+    def commit(self) -> None:
+        """Swap a staged replacement (``create(force=True)``) in for the old index, with
+        the LLM cache it shared; a no-op for an index that is already in place."""
+        if self.target is not None:
+            with writer_lock(self.target):
+                swap_in(self.path, self.target, self.cache_dir)
+            self.path, self.target, self.cache_dir = self.target, None, None
+
+    def abandon(self) -> None:
+        """Drop a staged replacement that will not be committed: the old index stays."""
+        if self.target is not None:
+            remove_made(self.path)
 
     def discard_if_unused(self) -> bool:
         """Remove an index this run created when its first build failed, so no empty
         index is left behind; kept if any method was committed or any LLM output was
-        paid for (the cache lets the next run resume). Returns whether it was removed."""
+        paid for (the cache lets the next run resume). Returns whether it was removed.
+        A staged replacement is simply dropped (its LLM outputs are in the old cache)."""
+        if self.target is not None:
+            self.abandon()
+            return True
+        if is_cwd(self.path):
+            return False  # filled in place: the user's current folder stays
         try:
-            with _locked(self.path):
+            with writer_lock(self.path):
                 self._reload()
                 cache = self.path / "cache"
                 paid = cache.is_dir() and any(f.stat().st_size for f in cache.iterdir())
                 if self.manifest.methods or paid:
                     return False
-                gone = self.path.parent / f".{self.path.name}.failed-{secrets.token_hex(4)}"
+                gone = self.path.parent / f".{self.path.name}.failed-{token()}"
                 os.rename(self.path, gone)
         except OSError:
             return False
         shutil.rmtree(gone, ignore_errors=True)
         return True
 
+    def source_damaged(self) -> bool:
+        """Whether source.txt no longer matches its checksum (reads it whole)."""
+        expected = self.manifest.source_sha256
+        try:
+            return expected is not None and file_sha256(self.path / "source.txt") != expected
+        except OSError:
+            return True
+
     # ------------------------------------------------------------------ access
+    @property
+    def final_path(self) -> Path:
+        """Where this index lives once committed (its lock is that folder's)."""
+        return self.target or self.path
+
     @property
     def source(self) -> str:
         """The text every span points into, checked against its checksum (it is read
@@ -564,9 +605,9 @@ class Index:
             data = (self.path / "source.txt").read_bytes()
             expected = self.manifest.source_sha256
             if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-                raise IndexDamagedError(
+                raise self._damage(
                     f"{self.path} is damaged: source.txt does not match its checksum; "
-                    f"rebuild it with: lcr index SOURCE -o {self.path} --force"
+                    f"{self.repair_hint()}"
                 )
             self._source = data.decode("utf-8")
         return self._source
@@ -585,8 +626,7 @@ class Index:
                 layouts = read_layout(self.path, len(self.manifest.sources))
             except LayoutError as exc:
                 raise IndexDamagedError(
-                    f"{self.path} is damaged: {exc}; rebuild it with: "
-                    f"lcr index SOURCE -o {self.path} --force"
+                    f"{self.path} is damaged: {exc}; {self.repair_hint()}"
                 ) from None
             self._layouts = tuple(layouts)
         return self._layouts
@@ -604,13 +644,11 @@ class Index:
     def reader(self, name: str) -> MethodReader:
         entry = self.manifest.methods.get(name)
         if entry is None:
-            src = " ".join("-" if d.name == "stdin" else d.name for d in self.documents)
             raise MethodNotBuiltError(
-                f"{self.path} has no {name} index; build it with: "
-                f"lcr index {src or 'SOURCE'} -o {self.path} --method {name}"
+                f"{self.path} has no {name} index; build it with: {self.index_command([name])}"
             )
         if name in self.damaged:
-            raise IndexDamagedError(self.damaged[name])
+            raise self._damage(self.damaged[name])
         cached = self._readers.get(name)
         if cached is None or cached.entry is not entry:
             cached = MethodReader(self, name, entry)
@@ -630,7 +668,7 @@ class Index:
         entry = self.methods.get(method)
         backend = entry.stats.get("llm_backend") if entry is not None else None
         return LLMCache(
-            self.path / "cache" / f"{method}.jsonl",
+            (self.cache_dir or self.path / "cache") / f"{method}.jsonl",
             legacy_backend=str(backend) if backend else None,
         )
 
@@ -657,7 +695,7 @@ class Index:
         ``note`` hears that the build waits for another writer's lock; the
         recorded build time starts once the lock is held.
         """
-        with _locked(self.path, note):
+        with writer_lock(self.final_path, note):
             self._reload()
             self._sweep()
             build_id = secrets.token_hex(4)
@@ -694,7 +732,7 @@ class Index:
     def wait_for_writers(self, note: Note | None = None) -> None:
         """Wait until no other process writes this index, then read its manifest again
         (what the other process committed meanwhile counts)."""
-        with _locked(self.path, note):
+        with writer_lock(self.final_path, note):
             self._reload()
 
     def _reload(self) -> None:

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,8 @@ from lcr.atomic import atomic_write_json
 from lcr.errors import FileAccessError, IndexDamagedError, IndexNotFoundError, SchemaMismatchError
 
 FORMAT = "lcr-index"
+# a build's folder, inside the index: ``<method>.<hex>``, never a path elsewhere
+_BUILD_FOLDER = re.compile(r"[A-Za-z0-9_-]+\.[0-9a-f]+")
 SCHEMA_VERSION = 1
 
 
@@ -79,6 +84,9 @@ class Manifest:
     created: str = ""
     source_chars: int = 0
     layout_sha256: str | None = None  # layout.json's digest (None: built before it existed)
+    # each source's absolute path when indexed ("-" for stdin, "" unknown): the repair
+    # hints name it relative to the folder they are printed in
+    source_paths: list[str] = field(default_factory=list)
     format: str = FORMAT
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys this lcr does not know
@@ -100,13 +108,13 @@ class Manifest:
         if type(version) is not int:  # "1" or 1.0 is not schema 1, and must not read as it
             raise SchemaMismatchError(
                 f"{path} has an invalid schema_version {json.dumps(version)} (this lcr reads "
-                f"schema {SCHEMA_VERSION}, a number); rebuild it with: "
-                f"lcr index SOURCE -o {path} --force"
+                f"schema {SCHEMA_VERSION}, a number); "
+                f"rebuild it with: {rebuild_command(raw, path)}"
             )
         if version != SCHEMA_VERSION:
             raise SchemaMismatchError(
                 f"{path} has index schema {version}, this lcr reads schema {SCHEMA_VERSION}; "
-                f"rebuild it with: lcr index SOURCE -o {path} --force"
+                f"rebuild it with: {rebuild_command(raw, path)}"
             )
         return cls.from_json(raw, str(manifest_path))
 
@@ -124,6 +132,13 @@ class Manifest:
         except TypeError:
             raise IndexDamagedError(f"{where} is damaged: a source entry is malformed") from None
         entries = {str(k): MethodEntry.from_json(v, where) for k, v in methods.items()}
+        for name, entry in entries.items():
+            if not _BUILD_FOLDER.fullmatch(entry.dir) or entry.dir.split(".")[0] != name:
+                raise IndexDamagedError(
+                    f"{where} is damaged: methods.{name}.dir {json.dumps(entry.dir)} is not a "
+                    f"build folder of this index ({name}.<hex>); rebuild it with: "
+                    f"{rebuild_command(raw, Path(where).parent)}"
+                )
         return cls(sources=docs, methods=entries, **values)
 
     # ------------------------------------------------------------------ writing
@@ -138,6 +153,7 @@ class Manifest:
             "source_chars": self.source_chars,
             "source_sha256": self.source_sha256,
             **({"layout_sha256": self.layout_sha256} if self.layout_sha256 is not None else {}),
+            "source_paths": list(self.source_paths),
             "sources": [dataclasses.asdict(d) for d in self.sources],
             "methods": {k: e.to_json() for k, e in self.methods.items()},
         }
@@ -150,6 +166,31 @@ class Manifest:
         return dataclasses.replace(
             self, methods={**self.methods, name: entry}, lcr_version=lcr_version
         )
+
+
+def typed_path(path: str | Path) -> str:
+    """``path`` as a user would type it here: relative below the current folder,
+    absolute elsewhere (``../../x`` is correct but no one types it)."""
+    relative = os.path.relpath(path)
+    return os.path.abspath(path) if relative.startswith("..") else relative
+
+
+def rebuild_command(raw: dict[str, Any], path: Path) -> str:
+    """``lcr index ... --force`` over the sources an unreadable manifest still names
+    (their recorded paths, else their names), to paste where it is printed."""
+    recorded = raw.get("source_paths")
+    paths = recorded if isinstance(recorded, list) else []
+    words = [typed_path(p) if p != "-" else p for p in paths if isinstance(p, str) and p]
+    if not words or len(words) != len(paths):
+        sources = raw.get("sources")
+        names = (
+            [d.get("name") for d in sources if isinstance(d, dict)]
+            if isinstance(sources, list)
+            else []
+        )
+        words = [n for n in names if isinstance(n, str) and n] or ["SOURCE"]
+    quoted = " ".join(w if w in ("-", "SOURCE") else shlex.quote(w) for w in words)
+    return f"lcr index {quoted} -o {shlex.quote(typed_path(path))} --force"
 
 
 def _typed(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:

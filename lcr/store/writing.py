@@ -1,0 +1,216 @@
+"""The index's writers: one at a time, and never touching what lcr did not make.
+
+The lock is a file *beside* the index folder (``.book.idx.lock``), because a
+``--force`` swaps the folder itself; the checks here decide what ``--force`` may
+replace, and the sweep undoes what a writer killed mid-swap left beside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import glob
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from lcr.atomic import exchange_paths, fsync_dir
+from lcr.errors import InputError
+
+Note = Callable[[str], None]
+
+# writer locks this process holds: lock file -> depth (a run holds its index's lock from
+# create to commit, and the builds inside take it again)
+_HELD: dict[str, int] = {}
+
+
+def writer_lock_path(path: Path) -> Path:
+    """``.<name>.lock`` beside the index folder, not inside it: a ``--force`` swaps the
+    folder itself, and a lock inside would lock the folder swapped out while the next
+    writer locks the one swapped in; a lock beside stays one file for every writer."""
+    absolute = Path(os.path.abspath(path))
+    return absolute.parent / f".{absolute.name}.lock"
+
+
+def _open_lock(path: Path) -> int:
+    """The lock's file descriptor: the sibling lock file, never through a symlink; the
+    index folder itself where the parent folder cannot be written (then nobody can swap
+    the folder either, so locking it is enough)."""
+    lock = writer_lock_path(path)
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, flags, 0o666)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EISDIR, errno.ENXIO):
+            raise InputError(
+                f"{lock} (lcr's writer lock for {path}) is not a plain file; remove it"
+            ) from None
+        if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS) or not path.is_dir():
+            raise
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"{lock} (lcr's writer lock for {path}) is not a plain file; remove it")
+    return fd
+
+
+@contextlib.contextmanager
+def writer_lock(path: Path, note: Note | None = None) -> Iterator[None]:
+    """Hold the writer lock of the index at ``path`` (re-entrant within a process);
+    say so through ``note`` when another process holds it.
+
+    The lock file is removed on release, so none is left beside the index; a writer
+    that waited on a removed file sees that it is gone once it holds it, and takes
+    the lock again on the file now there (the classic lock-file protocol)."""
+    key = str(writer_lock_path(path))
+    if key in _HELD:
+        _HELD[key] += 1
+        try:
+            yield
+        finally:
+            _HELD[key] -= 1
+        return
+    noted = False
+    while True:
+        fd = _open_lock(path)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if note is not None and not noted:
+                note(f"waiting for another lcr process writing {path} to finish")
+                noted = True
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        if _still_the_lock(fd, key):
+            break
+        os.close(fd)  # removed by the writer before: take the one there now
+    _HELD[key] = 1
+    try:
+        yield
+    finally:
+        del _HELD[key]
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            with contextlib.suppress(OSError):
+                os.unlink(key)
+        os.close(fd)  # releases the lock
+
+
+def _still_the_lock(fd: int, key: str) -> bool:
+    """Whether the locked file is still the one at the lock's path (the folder itself
+    when the parent was read-only: always)."""
+    held = os.fstat(fd)
+    if not stat.S_ISREG(held.st_mode):
+        return True
+    try:
+        now = os.stat(key, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino)
+
+
+def token() -> str:
+    return secrets.token_hex(4)
+
+
+def is_cwd(path: Path) -> bool:
+    try:
+        return os.path.samefile(path, ".")
+    except OSError:
+        return False
+
+
+def _holds_cwd(path: Path) -> bool:
+    """Whether ``path`` is the current folder or one of its parents (swapping it away
+    would leave the shell in a deleted folder)."""
+    try:
+        return Path.cwd().resolve().is_relative_to(path.resolve())
+    except OSError:
+        return False
+
+
+# what lcr makes inside an index folder; a folder of nothing else is lcr's to replace
+_LCR_ENTRY = re.compile(
+    r"manifest\.json|source\.txt|layout\.json|cache|\.lock|\.tmp-.*|\..*\.tmp"
+    r"|[A-Za-z0-9_-]+\.[0-9a-f]+"
+)
+
+
+def check_replaceable(path: Path) -> None:
+    """Refuse to replace ``path`` unless lcr made it: a manifest of lcr's, or nothing
+    but the entries lcr makes (a damaged index whose manifest is torn). ``--force``
+    must never delete a user's files. The current folder is never swapped away."""
+    if _holds_cwd(path):
+        raise InputError(
+            f"{path} is or holds the current folder: --force cannot replace it; run from outside it"
+        )
+    try:
+        raw = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+        if isinstance(raw, dict) and raw.get("format") == "lcr-index":
+            return
+    except (OSError, ValueError):
+        pass
+    foreign = sorted(e.name for e in path.iterdir() if not _LCR_ENTRY.fullmatch(e.name))
+    if foreign:
+        raise InputError(
+            f"{path} is not an lcr index (it holds {foreign[0]!r}); --force replaces only "
+            "lcr indexes: choose another -o"
+        )
+
+
+def recover_swap(path: Path) -> None:
+    """Undo what a writer killed mid-way left beside ``path`` (called under its lock):
+    an old index moved aside by a two-rename swap goes back if nothing took its place;
+    staged and temporary folders are removed."""
+    base = Path(os.path.abspath(path))
+    if not base.parent.is_dir():
+        return
+    for kind in ("old", "new", "tmp", "failed"):
+        for left in sorted(base.parent.glob(f".{glob.escape(base.name)}.{kind}-*")):
+            if kind == "old" and left.is_dir() and not os.path.lexists(base):
+                os.rename(left, base)
+            else:
+                remove_made(left)
+
+
+def remove_made(path: Path) -> None:
+    """Remove a folder lcr made, or the symlink in its place (never what it points at)."""
+    if path.is_symlink():
+        with contextlib.suppress(OSError):
+            path.unlink()
+    elif path.exists():
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def swap_in(staged: Path, target: Path, cache: Path | None) -> None:
+    """Put the index built at ``staged`` in ``target``'s place in one step, after copying
+    in the LLM cache it read and appended to (``cache``, the old index's: outputs are
+    keyed by content, so they stay valid); then remove the old index."""
+    _copy_cache(cache, staged / "cache")
+    fsync_dir(staged)
+    if not target.exists():
+        os.rename(staged, target)
+    elif exchange_paths(staged, target):
+        remove_made(staged)  # the old index, swapped out
+    else:  # no atomic exchange here: two renames, undone by recover_swap if killed
+        base = Path(os.path.abspath(target))
+        old = base.parent / f".{base.name}.old-{token()}"
+        os.rename(target, old)
+        os.rename(staged, target)
+        remove_made(old)
+    fsync_dir(Path(os.path.abspath(target)).parent)
+
+
+def _copy_cache(old: Path | None, new: Path) -> None:
+    if old is None or not old.is_dir() or old.is_symlink():
+        return
+    new.mkdir(exist_ok=True)
+    for f in old.iterdir():
+        if f.is_file() and not f.is_symlink():
+            shutil.copyfile(f, new / f.name)
+    fsync_dir(new)
