@@ -374,23 +374,6 @@ def index_files(
     return index, reports
 
 
-def unique_paths(
-    paths: Sequence[str | Path], warn: Callable[[str], None] | None = None
-) -> list[str | Path]:
-    """``paths`` with repeats of the same file dropped (a warning names each repeat)."""
-    seen: set[str] = set()
-    out: list[str | Path] = []
-    for p in paths:
-        key = "-" if str(p) == "-" else os.path.realpath(p)
-        if key in seen:
-            if warn is not None:
-                warn(f"{p} is given more than once; it is indexed once")
-            continue
-        seen.add(key)
-        out.append(p)
-    return out
-
-
 @dataclass
 class Result:
     """One question's outcome: what ``--json`` prints, one object per line."""
