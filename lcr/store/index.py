@@ -27,6 +27,7 @@ import os
 import secrets
 import shlex
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -49,6 +50,7 @@ from lcr.errors import (
     SourceMismatchError,
 )
 from lcr.store.arrays import (
+    DamagedArrayError,
     read_array,
     read_csr,
     read_mapped_array,
@@ -60,7 +62,14 @@ from lcr.store.arrays import (
 )
 from lcr.store.cache import LLMCache
 from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
-from lcr.store.nodes import Node, parse_node, parse_nodes, write_nodes
+from lcr.store.nodes import (
+    Node,
+    NodeRecordError,
+    parse_node,
+    parse_nodes,
+    span_problem,
+    write_nodes,
+)
 
 DOC_SEPARATOR = "\n\n"
 
@@ -90,6 +99,15 @@ def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]
 
 
 Note = Callable[[str], None]
+
+
+class BuildDamagedError(IndexDamagedError):
+    """Damage in one method's build; ``problem`` names the file and what is wrong with it
+    (``nodes.jsonl line 3 ...``), the message adds the index and the rebuild hint."""
+
+    def __init__(self, message: str, problem: str) -> None:
+        super().__init__(message)
+        self.problem = problem
 
 
 @contextlib.contextmanager
@@ -213,7 +231,11 @@ class MethodReader:
         """The node records, checked against the build's checksum (read whole anyway)."""
         if name not in self._nodes:
             rel = f"{name}.jsonl"
-            self._nodes[name] = parse_nodes(self._checked_bytes(rel), self.dir / rel)
+            data = self._checked_bytes(rel)
+            try:
+                self._nodes[name] = parse_nodes(data, self.dir / rel)
+            except NodeRecordError as exc:
+                raise self.damage(str(exc)) from None
         return self._nodes[name]
 
     def node_count(self, name: str = "nodes") -> int:
@@ -232,23 +254,47 @@ class MethodReader:
         if name in self._nodes or not (self.dir / f"{name}.offsets.npy").exists():
             nodes = self.nodes(name)
             return [nodes[p] for p in wanted]
-        offsets = self.array(f"{name}.offsets")
+        offsets = self.offsets(name)
         n = len(offsets) - 1
         path = self._file(f"{name}.jsonl")
-        if n < 0 or int(offsets[-1]) != path.stat().st_size:
-            raise IndexDamagedError(
-                f"{self.index.path} is damaged: {self.name}/{name}.offsets.npy does not match "
-                f"{name}.jsonl; {_rebuild_hint(self.index.path, self.name, self.index.documents)}"
-            )
         out: list[Node] = []
         with path.open("rb") as fh:
             for p in wanted:
                 if not 0 <= p < n:
-                    raise IndexError(f"node {p} of {n}")
+                    raise self.damage(f"{name}.jsonl has {n} records, not a record {p + 1}")
                 start, end = int(offsets[p]), int(offsets[p + 1])
                 fh.seek(start)
-                out.append(parse_node(fh.read(end - start), f"{path}:{p + 1}"))
+                line = fh.read(end - start)
+                if not line.endswith(b"\n"):
+                    raise self.damage(f"{name}.jsonl line {p + 1} is cut short")
+                try:
+                    out.append(parse_node(line, f"{name}.jsonl line {p + 1}"))
+                except NodeRecordError as exc:
+                    raise self.damage(str(exc)) from None
         return out
+
+    def offsets(self, name: str = "nodes") -> np.ndarray:
+        """Where each record of ``name.jsonl`` starts, checked once per reader: whole
+        numbers climbing from 0 to the file's size, one more than its records."""
+        checked: np.ndarray = self.memoised(f"offsets:{name}", lambda: self._offsets(name))
+        return checked
+
+    def _offsets(self, name: str) -> np.ndarray:
+        offsets = self.array(f"{name}.offsets")
+        size = self._file(f"{name}.jsonl").stat().st_size
+        ok = (
+            offsets.ndim == 1 and offsets.dtype.kind in "iu" and len(offsets) >= 1
+            and int(offsets[0]) == 0 and int(offsets[-1]) == size
+            and not bool((np.diff(offsets) <= 0).any())
+        )  # fmt: skip
+        count = self.entry.counts.get(name)
+        if not ok or (count is not None and count != len(offsets) - 1):
+            raise self.damage(f"{name}.offsets.npy does not match {name}.jsonl")
+        return offsets
+
+    def damage(self, problem: str) -> BuildDamagedError:
+        """The one-line error for damage in this build: ``problem`` names the file."""
+        return BuildDamagedError(self.index.damage_message(self.name, problem), problem)
 
     def _checked_bytes(self, rel: str) -> bytes:
         data = self._file(rel).read_bytes()
@@ -264,10 +310,13 @@ class MethodReader:
         """Read once per reader: a batch of questions pays for the I/O once."""
         key = f"array:{name}"
         if key not in self._loaded:
-            if (self.dir / f"{name}.npy").exists():
-                arr = read_mapped_array(self.dir / f"{name}.npy")  # read-only already
-            else:  # zarr: every build before the mapped layout, and methods that keep it
-                arr = read_array(self._file(f"{name}.zarr"))
+            try:
+                if (self.dir / f"{name}.npy").exists():
+                    arr = read_mapped_array(self._file(f"{name}.npy"))  # read-only already
+                else:  # zarr: every build before the mapped layout, and methods that keep it
+                    arr = read_array(self._file(f"{name}.zarr"))
+            except DamagedArrayError as exc:
+                raise self._array_damage(exc) from None
             arr.flags.writeable = False  # shared between questions: never modified in place
             self._loaded[key] = arr
         return self._loaded[key]
@@ -275,10 +324,13 @@ class MethodReader:
     def csr(self, name: str) -> sp.csr_array:
         key = f"csr:{name}"
         if key not in self._loaded:
-            if (self.dir / f"{name}.csr").is_dir():
-                m = read_mapped_csr(self.dir / f"{name}.csr")
-            else:
-                m = read_csr(self._file(f"{name}.zarr"))
+            try:
+                if (self.dir / f"{name}.csr").is_dir():
+                    m = read_mapped_csr(self._file(f"{name}.csr"))
+                else:
+                    m = read_csr(self._file(f"{name}.zarr"))
+            except DamagedArrayError as exc:
+                raise self._array_damage(exc) from None
             for part in (m.data, m.indices, m.indptr):
                 part.flags.writeable = False
             self._loaded[key] = m
@@ -294,11 +346,21 @@ class MethodReader:
     def json(self, name: str) -> Any:
         try:
             return json.loads(self._checked_bytes(f"{name}.json").decode("utf-8"))
+        except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+            raise self.damage(f"{name}.json is not valid JSON") from None
+
+    def _array_damage(self, exc: DamagedArrayError) -> BuildDamagedError:
+        try:
+            rel = str(exc.path.relative_to(self.dir))
         except ValueError:
-            raise IndexDamagedError(f"damaged file {self.dir / name}.json") from None
+            rel = exc.path.name
+        return self.damage(f"{rel} {exc.problem}")
 
     def _file(self, rel: str) -> Path:
+        """The build's file ``rel``: there, and not a link out of the index."""
         path = self.dir / rel
+        if path.is_symlink():
+            raise self.damage(f"{rel} is a symbolic link (lcr never writes one)")
         if not path.exists():
             raise IndexDamagedError(
                 f"{self.index.path} is missing {self.name}/{rel}; "
@@ -345,21 +407,33 @@ class Index:
         if size != self.manifest.source_bytes:
             raise IndexDamagedError(f"{self.path} is damaged: source.txt has the wrong size")
         self.damaged = {}
+        for name, broken in self.manifest.broken.items():
+            self.damaged[name] = (
+                f"{self.path} is damaged: manifest.json's {broken.problem}; "
+                f"{self.rebuild_hint(name)}"
+            )
         for name, entry in self.manifest.methods.items():
             problem = self._size_problem(entry)
             if problem is not None:
                 self.damaged[name] = self.damage_message(name, problem)
 
     def _size_problem(self, entry: MethodEntry) -> str | None:
+        """The first listed file that is missing, of the wrong size, named outside the
+        build's folder or a symbolic link (lcr writes none: a link reads elsewhere)."""
         mdir = self.path / entry.dir
         for rel, expected in entry.files.items():
+            parts = Path(rel).parts
+            if not parts or Path(rel).is_absolute() or ".." in parts:
+                return f"{rel} is named outside its folder"
             try:
-                actual = (mdir / rel).stat().st_size
+                info = (mdir / rel).lstat()
             except PermissionError:
                 return f"{rel} cannot be read (permission denied)"
             except OSError:
                 return f"{rel} is missing"
-            if actual != expected:
+            if stat.S_ISLNK(info.st_mode):
+                return f"{rel} is a symbolic link (lcr never writes one)"
+            if info.st_size != expected:
                 return f"{rel} has the wrong size"
         return None
 
@@ -382,6 +456,10 @@ class Index:
         src = self.path / "source.txt"
         if file_sha256(src) != self.manifest.source_sha256:
             problems["source"] = ["source.txt does not match its checksum"]
+        else:
+            problem = self._decoded_source(src.read_bytes())[1]
+            if problem is not None:
+                problems["source"] = [f"source.txt {problem}"]
         for name, entry in self.methods.items():
             found: list[str] = []
             size = self._size_problem(entry)
@@ -390,11 +468,45 @@ class Index:
             mdir = self.path / entry.dir
             for rel, expected in entry.sha256.items():
                 f = mdir / rel
-                if f.is_file() and file_sha256(f) != expected:
+                if size is None and f.is_file() and file_sha256(f) != expected:
                     found.append(f"{rel} does not match its checksum")
+            if not found and "source" not in problems:
+                found.extend(self._structure_problems(name, entry))
             if found:
                 problems[name] = found
         return problems
+
+    def _structure_problems(self, name: str, entry: MethodEntry) -> list[str]:
+        """What checksums cannot see (files rewritten with their digests refreshed):
+        every node record and its spans, every array's structure. A method's own checks
+        (shapes against node counts, its JSON) are the pipeline's (``verify_index``)."""
+        reader = MethodReader(self, name, entry)
+        source, documents = self.source, len(self.documents)
+        found: list[str] = []
+        for rel in sorted(entry.files):
+            stem, _, kind = rel.partition(".")
+            try:
+                if "/" not in rel and kind == "jsonl":
+                    for i, node in enumerate(reader.nodes(stem), 1):
+                        problem = span_problem(
+                            node.level, node.text, node.spans, node.doc, source, documents
+                        )
+                        if problem is not None:
+                            found.append(f"{rel} line {i} (node {node.id}) {problem}")
+                            break
+                elif "/" not in rel and kind == "offsets.npy":
+                    reader.offsets(stem)
+                elif "/" not in rel and kind == "npy":
+                    reader.array(stem)
+                elif rel.endswith("/shape.json"):
+                    reader.csr(rel.split(".", 1)[0])
+                elif "/" not in rel and kind == "json":
+                    reader.json(stem)
+                elif rel.endswith(".zarr/zarr.json") and rel.count("/") == 1:
+                    reader.array(rel.split(".", 1)[0])
+            except BuildDamagedError as exc:
+                found.append(exc.problem)
+        return found
 
     # ---------------------------------------------------------------- creating
     @classmethod
@@ -517,8 +629,26 @@ class Index:
                     f"{self.path} is damaged: source.txt does not match its checksum; "
                     f"rebuild it with: lcr index SOURCE -o {self.path} --force"
                 )
-            self._source = data.decode("utf-8")
+            text, problem = self._decoded_source(data)
+            if problem is not None:
+                raise IndexDamagedError(
+                    f"{self.path} is damaged: source.txt {problem}; "
+                    f"rebuild it with: lcr index SOURCE -o {self.path} --force"
+                )
+            self._source = text
         return self._source
+
+    def _decoded_source(self, data: bytes) -> tuple[str, str | None]:
+        """source.txt's text, and what is wrong with it (None: nothing): UTF-8, of the
+        length the manifest recorded (a span counts characters)."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return "", f"is not UTF-8 (byte {exc.start})"
+        chars = self.manifest.source_chars
+        if chars and len(text) != chars:
+            return text, f"holds {len(text)} characters, not the {chars} recorded"
+        return text, None
 
     @property
     def documents(self) -> list[SourceDoc]:
@@ -535,6 +665,8 @@ class Index:
         return name in self.manifest.methods
 
     def reader(self, name: str) -> MethodReader:
+        if name in self.damaged:
+            raise IndexDamagedError(self.damaged[name])
         entry = self.manifest.methods.get(name)
         if entry is None:
             src = " ".join("-" if d.name == "stdin" else d.name for d in self.documents)
@@ -542,8 +674,6 @@ class Index:
                 f"{self.path} has no {name} index; build it with: "
                 f"lcr index {src or 'SOURCE'} -o {self.path} --method {name}"
             )
-        if name in self.damaged:
-            raise IndexDamagedError(self.damaged[name])
         cached = self._readers.get(name)
         if cached is None or cached.entry is not entry:
             cached = MethodReader(self, name, entry)

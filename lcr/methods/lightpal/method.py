@@ -286,7 +286,9 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         return scores
 
     def _bm25_scores(self, ctx: QueryContext, question: str, n: int) -> np.ndarray:
-        index: BM25Index = ctx.stored.memoised("bm25", lambda: BM25Index.load(ctx.stored))
+        index: BM25Index = ctx.stored.memoised(
+            "bm25", lambda: BM25Index.load(ctx.stored, documents=n)
+        )
         return index.scores(_bm25_tokens([question])[0], n)
 
     def retrieve(
