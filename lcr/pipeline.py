@@ -549,6 +549,8 @@ def check_evidence(index: Index, method: str, items: Sequence[EvidenceItem]) -> 
     source, documents = index.source, len(index.documents)
     for item in items:
         problem = span_problem(item.level, item.text, item.spans, item.doc, source, documents)
+        if problem is None and not item.spans:
+            problem = "has no spans"
         if problem is not None:
             raise IndexDamagedError(
                 index.damage_message(method, f"nodes.jsonl: evidence {item.id} {problem}")

@@ -92,11 +92,12 @@ def span_problem(
 ) -> str | None:
     """What is wrong with a node's spans, or None: every span a non-empty range inside
     source.txt, the document one of the index's; a leaf's (level 0) text exactly its
-    one span of the source, so evidence is the words it claims to rest on."""
+    one span of the source, so evidence is the words it claims to rest on. A derived
+    node may have no span (GraphReader's keys); evidence served never does."""
     if not 0 <= doc < documents:
         return f"names document {doc} of {documents}"
-    if not spans:
-        return "has no spans"
+    if not spans and level == 0:
+        return "is a leaf without a span"
     for start, end in spans:
         if not 0 <= start < end <= len(source):
             return f"has the span [{start}, {end}) outside source.txt (0-{len(source)})"
