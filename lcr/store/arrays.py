@@ -144,8 +144,15 @@ def check_csr(
         raise bad("its row pointers do not span its entries")
     if rows and bool((np.diff(indptr) < 0).any()):
         raise bad("its row pointers go backwards")
-    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= cols):
-        raise bad(f"a column index lies outside its {cols} columns")
+    if len(indices):
+        # one pass, not two: seen as unsigned, a negative index is a huge one
+        unsigned = (
+            indices.view(indices.dtype.str.replace("i", "u"))
+            if indices.dtype.kind == "i"
+            else indices
+        )
+        if int(unsigned.max()) >= cols:
+            raise bad(f"a column index lies outside its {cols} columns")
 
 
 def write_mapped_array(path: Path, array: np.ndarray) -> None:
