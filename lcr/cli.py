@@ -388,7 +388,8 @@ def retrieve_cmd(**options: Any) -> None:
 @click.option(
     "--verify",
     is_flag=True,
-    help="Also check every file against the sha256 its build recorded (reads the whole index).",
+    help="Also check every file against its sha256 and for its structure: node spans, arrays "
+    "(reads the whole index).",
 )
 def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
     """Sources, methods built, their settings, models, counts and sizes.

@@ -118,23 +118,21 @@ class Setting:
         return bool(value)
 
     def recorded(self, value: Any) -> SettingValue:
-        """A value an index recorded, of this setting's type (an int for a float too);
-        its range is not checked, so what an older lcr accepted still reads."""
+        """A value an index recorded, of this setting's type (an int for a float too) and
+        one of its choices; its range is not checked, so what an older lcr accepted
+        still reads."""
         vtype = self.value_type
         if value is None and (self.optional or self.default is None):
             return None
         if vtype is float and isinstance(value, int) and not isinstance(value, bool):
             return float(value)
         wrong_bool = vtype is int and isinstance(value, bool)
-        if (
-            isinstance(value, int | float | str | bool)
-            and isinstance(value, vtype)
-            and not wrong_bool
-        ):
+        unknown = self.choices is not None and value not in self.choices
+        fits = isinstance(value, vtype) and not (wrong_bool or unknown)
+        if isinstance(value, int | float | str | bool) and fits:
             return value
-        raise SettingError(
-            f"{self.name} is recorded as {json.dumps(value)}, not a {vtype.__name__}"
-        )
+        wanted = f"one of {', '.join(self.choices)}" if self.choices else f"a {vtype.__name__}"
+        raise SettingError(f"{self.name} is recorded as {json.dumps(value)}, not {wanted}")
 
     def declares_valid_values(self) -> bool:
         """Whether a bad value can be told from a good one (a range, choices, or a bool)."""

@@ -394,17 +394,31 @@ def test_invalid_utf8_in_the_source_is_damage(
     one_line_damage(code, err, "source.txt", "UTF-8")
 
 
-@pytest.mark.parametrize("value", ["0.27", "abc", None, [1], True])
+@pytest.mark.parametrize(
+    ("method", "key", "value"),
+    [
+        *[("mixpr", "threshold", v) for v in ("0.27", "abc", None, [1], True)],
+        ("mixpr", "chunk_words", 3.5),
+        ("bm25", "stemmer", "klingon"),  # not one of its choices
+        ("bm25", "stopwords", 7),
+    ],
+)
 def test_a_stored_setting_of_the_wrong_type_is_damage(
-    idx: Path, value: Any, capsys: pytest.CaptureFixture[str]
+    idx: Path, method: str, key: str, value: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     raw = manifest(idx)
-    raw["methods"]["mixpr"]["settings"]["threshold"] = value
+    raw["methods"][method]["settings"][key] = value
     write_manifest(idx, raw)
-    code, _, err = run(["retrieve", str(idx), QUESTION, "-m", "mixpr"], capsys)
-    one_line_damage(code, err, "mixpr", "threshold", "rebuild it alone with")
+    code, _, err = run(["retrieve", str(idx), QUESTION, "-m", method], capsys)
+    one_line_damage(code, err, method, key, "rebuild it alone with")
     code, _, err = run(["info", str(idx), "--verify"], capsys)
-    one_line_damage(code, err, "mixpr", "threshold")
+    one_line_damage(code, err, method, key)
+    # building it again with the same settings repairs it: the bad record is not "the same"
+    story = idx.parent / "cinderella.txt"
+    shutil.copy(REPO / "tests" / "data" / "cinderella.txt", story)
+    code, _, err = run(["index", str(story), "-o", str(idx), "-m", method, "-q"], capsys)
+    assert code == 0, err
+    assert run(["retrieve", str(idx), QUESTION, "-m", method], capsys)[0] == 0
 
 
 def test_truncated_mixpr_nodes_are_damage(idx: Path, capsys: pytest.CaptureFixture[str]) -> None:
