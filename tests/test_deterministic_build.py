@@ -12,13 +12,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
-METHODS = ("bm25", "tfidf", "mixpr", "full")  # every method that needs no model at all
+NO_MODEL = ("bm25", "tfidf", "mixpr", "full")  # the methods that need no model at all
+EMBEDDER_ONLY = ("dense", "hybrid")  # the embedder, but no LLM
 
 
-def build(story: Path, out: Path, seed: str) -> None:
+def build(story: Path, out: Path, seed: str, methods: tuple[str, ...]) -> None:
     args = [sys.executable, "-m", "lcr", "index", str(story), "-o", str(out), "-q"]
-    for m in METHODS:
+    for m in methods:
         args += ["-m", m]
     env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONHASHSEED": seed}
     done = subprocess.run(args, capture_output=True, text=True, env=env, timeout=600)
@@ -48,15 +51,24 @@ def files_by_method(idx: Path) -> dict[str, bytes]:
     return out
 
 
-def test_two_processes_with_different_hash_seeds_build_identical_files(
-    tmp_path: Path, cinderella: Path
-) -> None:
+def assert_identical_builds(tmp_path: Path, story_file: Path, methods: tuple[str, ...]) -> None:
     story = tmp_path / "cinderella.txt"
-    shutil.copy(cinderella, story)
-    build(story, tmp_path / "one.idx", "1")
-    build(story, tmp_path / "two.idx", "2")
+    shutil.copy(story_file, story)
+    build(story, tmp_path / "one.idx", "1", methods)
+    build(story, tmp_path / "two.idx", "2", methods)
     one, two = files_by_method(tmp_path / "one.idx"), files_by_method(tmp_path / "two.idx")
     assert sorted(one) == sorted(two)
     differ = [rel for rel in one if one[rel] != two[rel]]
     assert differ == []
     assert comparable_manifest(tmp_path / "one.idx") == comparable_manifest(tmp_path / "two.idx")
+
+
+def test_two_processes_with_different_hash_seeds_build_identical_files(
+    tmp_path: Path, cinderella: Path
+) -> None:
+    assert_identical_builds(tmp_path, cinderella, NO_MODEL)
+
+
+@pytest.mark.slow  # loads the embedder in two processes
+def test_the_embedder_methods_build_identical_files_too(tmp_path: Path, cinderella: Path) -> None:
+    assert_identical_builds(tmp_path, cinderella, EMBEDDER_ONLY)
