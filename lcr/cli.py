@@ -439,7 +439,8 @@ def retrieve_cmd(**options: Any) -> None:
 @click.option(
     "--verify",
     is_flag=True,
-    help="Also check every file against the sha256 its build recorded (reads the whole index).",
+    help="Also check every file against its sha256 and for its structure: node spans, arrays "
+    "(reads the whole index).",
 )
 def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
     """Sources, methods built, their settings, models, counts and sizes.
@@ -452,15 +453,17 @@ def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
     index = Index.open(index_path)
     problems = {name: [message] for name, message in index.damaged.items()}
     if verify:
-        for name, found in index.verify().items():
-            if name not in problems:
-                problems[name] = [_damage_line(index, name, found)]
+        from lcr.pipeline import verify_index
+
+        for name, line in verify_index(index).items():
+            problems.setdefault(name, [line])
     if as_json:
         out: dict[str, Any] = index.manifest.to_json()
         out["path"] = str(index.path)
         out["size_bytes"] = index.size_bytes()
         for name, entry in out.get("methods", {}).items():
-            entry["size_bytes"] = index.size_bytes(name)
+            if name in index.methods:  # not an entry that did not read (it is damaged)
+                entry["size_bytes"] = index.size_bytes(name)
         out["damaged"] = {name: found[0] for name, found in problems.items()}
         if verify:
             out["verified"] = not problems
@@ -473,12 +476,6 @@ def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
             if len(problems) == 1
             else f"{index.path} is damaged: {', '.join(problems)} (see above)"
         )
-
-
-def _damage_line(index: Index, name: str, found: list[str]) -> str:
-    if name == "source":
-        return f"{index.path} is damaged: {found[0]}; {index.repair_hint()}"
-    return index.damage_message(name, "; ".join(found))
 
 
 def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) -> None:
@@ -500,8 +497,10 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
         )
     if "source" in problems:
         _say("  DAMAGED  source.txt does not match its checksum")
-    if not methods:
+    if not methods and not m.broken:
         _say(f"methods none built (build the default ones with: {index.index_command([])})")
+    for name in m.broken:
+        _say(f"method  {name}: DAMAGED\n  damage    {problems[name][0]}")
     for name, e in methods.items():
         counts = ", ".join(f"{v} {k}" for k, v in e.counts.items())
         state = ""

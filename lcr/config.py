@@ -14,6 +14,7 @@ Methods read attributes (``ctx.settings.top_k``), never string keys.
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 import warnings
@@ -115,6 +116,23 @@ class Setting:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return self._in_range(value, str(value), name)
         return bool(value)
+
+    def recorded(self, value: Any) -> SettingValue:
+        """A value an index recorded, of this setting's type (an int for a float too) and
+        one of its choices; its range is not checked, so what an older lcr accepted
+        still reads."""
+        vtype = self.value_type
+        if value is None and (self.optional or self.default is None):
+            return None
+        if vtype is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        wrong_bool = vtype is int and isinstance(value, bool)
+        unknown = self.choices is not None and value not in self.choices
+        fits = isinstance(value, vtype) and not (wrong_bool or unknown)
+        if isinstance(value, int | float | str | bool) and fits:
+            return value
+        wanted = f"one of {', '.join(self.choices)}" if self.choices else f"a {vtype.__name__}"
+        raise SettingError(f"{self.name} is recorded as {json.dumps(value)}, not {wanted}")
 
     def declares_valid_values(self) -> bool:
         """Whether a bad value can be told from a good one (a range, choices, or a bool)."""
@@ -225,14 +243,15 @@ class Settings:
     def from_stored(cls, stored: Mapping[str, Any]) -> Self:
         """The settings an index recorded: old names mapped, keys no longer declared
         ignored, keys added since filled with their legacy value (else their default).
-        Never raises on values an older lcr accepted."""
+        Never raises on values an older lcr accepted; a value of the wrong type (the
+        manifest was edited) is a :class:`SettingError` naming it."""
         by_name = cls.by_name()
         renamed = cls.renamed()
         values: dict[str, Any] = {s.name: s.legacy for s in by_name.values() if s.has_legacy}
         for key, value in stored.items():
             name = renamed.get(key, key)
             if name in by_name:
-                values[name] = value
+                values[name] = by_name[name].recorded(value)
         return cls(**values)
 
     def to_json(self) -> dict[str, SettingValue]:

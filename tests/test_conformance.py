@@ -135,6 +135,8 @@ def test_reopen_gives_same_evidence_with_valid_spans(
             s, e = it.spans[0]
             assert source[s:e] == it.text
         assert 0 <= it.doc < len(reopened.documents)
+    # a fresh build passes every structural check `lcr info --verify` makes
+    assert pipeline.verify_index(reopened) == {}
 
 
 def test_empty_question_and_bad_settings_refused(

@@ -186,7 +186,7 @@ def test_damaged_node_line_is_a_clear_error(tmp_path: Path) -> None:
     m = json.loads(mpath.read_text())
     del m["methods"]["demo"]["sha256"]
     mpath.write_text(json.dumps(m))
-    with pytest.raises(IndexDamagedError, match=r"nodes\.jsonl:1"):
+    with pytest.raises(IndexDamagedError, match=r"demo/nodes\.jsonl line 1: not a JSON record"):
         Index.open(tmp_path / "x.idx").reader("demo").nodes()
 
 

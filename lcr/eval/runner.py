@@ -29,7 +29,7 @@ from lcr.answer import (
     shared_answer,
 )
 from lcr.config import NoSettings, Settings
-from lcr.errors import InputError, LcrError, UsageError
+from lcr.errors import InputError, LcrError, SettingError, UsageError
 from lcr.eval import dataset, metrics
 from lcr.eval.dataset import Question
 from lcr.evidence import Evidence, EvidenceItem
@@ -234,7 +234,10 @@ def build_costs(
             entry = built.get(plan.name)
             if entry is None or plan.method is None:
                 continue
-            stored = plan.method.build_settings.from_stored(entry.settings)
+            try:
+                stored = plan.method.build_settings.from_stored(entry.settings)
+            except SettingError:  # an edited manifest: not the build this run made
+                continue
             if stored.to_json() != plan.build.to_json():
                 continue
             rec: dict[str, Any] = {

@@ -188,6 +188,14 @@ class Method(ABC, Generic[B, Q]):
     def retrieve(self, ctx: QueryContext[B, Q], question: str, k: int | None) -> Evidence:
         """Evidence for ``question``; ``k`` (``-k``) overrides the method's default count."""
 
+    def check_stored(self, stored: MethodReader, built: B) -> None:
+        """Read what :meth:`retrieve` reads and check it agrees (array shapes against
+        node counts, references between records, the method's JSON), raising
+        :class:`~lcr.errors.IndexDamagedError`: ``lcr info --verify`` runs it on every
+        build, after the store has checked every file's checksum, every node's spans
+        and every array's structure. Retrieval makes the same checks as it loads."""
+        stored.nodes()
+
     def uses_shared_answer(self, settings: Q) -> bool:
         """Whether the shared answer step answers (so ``answer.select`` applies); a
         method with its own answer step says False."""

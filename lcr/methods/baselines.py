@@ -27,7 +27,7 @@ from lcr.methods.base import (
 )
 from lcr.progress import OneTask
 from lcr.scoring.bm25 import BM25Index, bm25_tokenize
-from lcr.store import Node
+from lcr.store import MethodReader, Node
 
 # bm25s's stop-word lists, and PyStemmer's Snowball languages
 STOPWORD_CHOICES = (
@@ -122,22 +122,58 @@ EMBEDDER = Needs(embedder=True)
 
 
 def _tfidf_scores(ctx: QueryContext[Any, Any], question: str) -> np.ndarray:
-    from lcr.scoring.tfidf import TfidfModel
-
-    model = TfidfModel.load(ctx.stored)
-    matrix = ctx.stored.csr("tfidf")
+    model, matrix = _stored_tfidf(ctx.stored)
     q = model.transform([question])
     return np.asarray((matrix @ q.T).toarray()).ravel()
 
 
+def _stored_tfidf(stored: MethodReader) -> tuple[Any, Any]:
+    """The vectoriser and the chunks' rows, checked against each other and the chunks."""
+    from lcr.scoring.tfidf import TfidfModel
+
+    model = TfidfModel.load(stored)
+    matrix = stored.csr("tfidf")
+    n = len(stored.nodes())
+    if matrix.shape != (n, model.vocabulary_size):
+        raise stored.damage(
+            f"tfidf.zarr is {matrix.shape[0]} x {matrix.shape[1]}, not {n} chunks x "
+            f"{model.vocabulary_size} terms"
+        )
+    return model, matrix
+
+
+def _stored_embeddings(stored: MethodReader) -> tuple[np.ndarray, np.ndarray | None]:
+    """The chunks' embeddings, and which chunk each row embeds when some chunks were
+    embedded in pieces (None: one row a chunk), checked against the chunks."""
+    emb = stored.array("embeddings")
+    n = len(stored.nodes())
+    if emb.ndim != 2:
+        raise stored.damage(f"embeddings hold {emb.shape}, not one row a chunk")
+    if not stored.stats.get("split_chunks"):
+        if emb.shape[0] != n:
+            raise stored.damage(f"embeddings hold {emb.shape[0]} rows for {n} chunks")
+        return emb, None
+    owner = stored.array("piece_owner")
+    if (
+        owner.shape != (emb.shape[0],) or owner.dtype.kind not in "iu"
+        or (n and (int(owner[0]) != 0 or int(owner[-1]) != n - 1))
+        or bool((np.diff(owner) < 0).any()) or bool((np.diff(owner) > 1).any())
+    ):  # fmt: skip
+        raise stored.damage("piece_owner does not map the embeddings to the chunks")
+    return emb, owner
+
+
 def _dense_scores(ctx: QueryContext[Any, Any], question: str) -> np.ndarray:
-    emb = ctx.stored.array("embeddings")
+    emb, owner = _stored_embeddings(ctx.stored)
     q = ctx.models.embedder.encode([question])
+    if emb.shape[1] != q.shape[1]:
+        raise ctx.stored.damage(
+            f"embeddings have {emb.shape[1]} dimensions, the embedder {q.shape[1]}"
+        )
     scores = emb @ q[0]
-    if not ctx.stored.stats.get("split_chunks"):
+    if owner is None:
         return scores
     # some chunks were embedded in pieces: a chunk scores as its best piece
-    owner = ctx.stored.array("piece_owner")
     best = np.full(int(owner[-1]) + 1, -np.inf, dtype=scores.dtype)
     np.maximum.at(best, owner, scores)
     return best
@@ -213,11 +249,14 @@ class BM25(Method[BM25Settings, TopK]):
     def retrieve(
         self, ctx: QueryContext[BM25Settings, TopK], question: str, k: int | None
     ) -> Evidence:
-        index = BM25Index.load(ctx.stored)
         nodes = ctx.stored.nodes()
+        index = BM25Index.load(ctx.stored, documents=len(nodes))
         scores = index.scores(_bm25_tokenize([question], ctx.built)[0], len(nodes))
         k_eff = effective_k(ctx.settings, k)
         return ranked_evidence(self.name, nodes, scores, k_eff, matched_only=True)
+
+    def check_stored(self, stored: MethodReader, built: BM25Settings) -> None:
+        BM25Index.load(stored, documents=len(stored.nodes()))
 
 
 class TfIdf(Method[ChunkSettings, TopK]):
@@ -239,6 +278,9 @@ class TfIdf(Method[ChunkSettings, TopK]):
         k_eff = effective_k(ctx.settings, k)
         return ranked_evidence(self.name, ctx.stored.nodes(), scores, k_eff, matched_only=True)
 
+    def check_stored(self, stored: MethodReader, built: ChunkSettings) -> None:
+        _stored_tfidf(stored)
+
 
 class Dense(Method[ChunkSettings, TopK]):
     name = "dense"
@@ -258,6 +300,9 @@ class Dense(Method[ChunkSettings, TopK]):
     ) -> Evidence:
         scores = _dense_scores(ctx, question)
         return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx.settings, k))
+
+    def check_stored(self, stored: MethodReader, built: ChunkSettings) -> None:
+        _stored_embeddings(stored)
 
 
 class Hybrid(Method[ChunkSettings, HybridQuery]):
@@ -280,6 +325,10 @@ class Hybrid(Method[ChunkSettings, HybridQuery]):
         w = ctx.settings.sparse_weight
         scores = w * _tfidf_scores(ctx, question) + (1.0 - w) * _dense_scores(ctx, question)
         return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx.settings, k))
+
+    def check_stored(self, stored: MethodReader, built: ChunkSettings) -> None:
+        _stored_tfidf(stored)
+        _stored_embeddings(stored)
 
 
 class FullText(Method[NoSettings, NoSettings]):

@@ -30,7 +30,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcr.config import Settings, SettingValue, setting
-from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
 from lcr.graph.pagerank import PAPER_MAX_ITER, StoredGraph
 from lcr.methods.base import (
@@ -44,7 +43,7 @@ from lcr.methods.base import (
     top_indices,
 )
 from lcr.models.base import Capability
-from lcr.store import Node
+from lcr.store import MethodReader, Node
 
 ROUTER_INSTRUCTION = (
     "If the query asks for summarization, most frequent words, or descriptions of an entire "
@@ -358,7 +357,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         if alpha == 0.0 and (max_iter, tol) == (BUILD_MAX_ITER, BUILD_TOL):
             # Plain PageRank ignores the personalisation, and one extra node barely
             # moves it: the build already computed it over the chunk graph.
-            walk = ctx.stored.array("pagerank")
+            walk = _stored_pagerank(ctx.stored, n)
             info.update(iterations=ctx.stored.stats.get("pagerank_iterations"), linked=0)
         else:
             stored = self._graph(ctx, n)
@@ -372,8 +371,6 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
                 converged=result.converged,
                 linked=int((links > 0).sum()),
             )
-        if len(walk) != n:
-            raise IndexDamagedError("mixpr index is damaged: PageRank and nodes disagree")
         info["link"] = s.link
         share = s.sim_share if mode == "local" else 0.0
         chosen = combine_ranking(np.asarray(walk, dtype=np.float64), sims, top_k, share)
@@ -388,26 +385,15 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
     @staticmethod
     def _graph(ctx: QueryCtx, n: int) -> StoredGraph:
         """The stored graph made ready for questions, once per reader."""
-
-        def make() -> StoredGraph:
-            graph = ctx.stored.csr("graph")
-            col_sums = ctx.stored.array("col_sums")
-            if graph.shape != (n, n) or len(col_sums) != n:
-                raise IndexDamagedError("mixpr index is damaged: graph and nodes disagree")
-            return StoredGraph(graph, col_sums, workers=_threads())
-
-        stored: StoredGraph = ctx.stored.memoised("mixpr:graph", make)
+        stored: StoredGraph = ctx.stored.memoised(
+            "mixpr:graph", lambda: StoredGraph(*_stored_graph(ctx.stored, n), workers=_threads())
+        )
         return stored
 
     @staticmethod
     def _question_sims(ctx: QueryCtx, question: str, n: int) -> np.ndarray:
         """Cosine of the question with every chunk, by the stored vectoriser."""
-        from lcr.scoring.tfidf import TfidfModel
-
-        model = ctx.stored.memoised("mixpr:tfidf", lambda: TfidfModel.load(ctx.stored))
-        emb = ctx.stored.csr("tfidf")
-        if emb.shape[0] != n:
-            raise IndexDamagedError("mixpr index is damaged: TF-IDF rows and nodes disagree")
+        model, emb = _stored_vectors(ctx.stored, n)
         q = model.transform([question])
         # the question as a dense vector: a matrix-vector product streams the chunks'
         # rows once (5x faster at 10M tokens than the sparse-sparse product), and
@@ -416,3 +402,46 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         dense = np.zeros(emb.shape[1], dtype=np.result_type(emb.dtype, q.dtype))
         dense[q.indices] = q.data
         return np.asarray(emb @ dense, dtype=np.float64)
+
+    def check_stored(self, stored: MethodReader, built: MixPRBuild) -> None:
+        n = stored.node_count()
+        if n != len(stored.nodes()):
+            raise stored.damage("nodes.jsonl does not hold the records the manifest counts")
+        if n:
+            stored.nodes_at([0, n - 1])
+            _stored_vectors(stored, n)
+            _stored_graph(stored, n)
+            _stored_pagerank(stored, n)
+
+
+# Each loader checks what it loads against the chunk count n: the arrays' own structure
+# is checked by the store (lcr.store.arrays), their agreement with each other here.
+def _stored_vectors(stored: MethodReader, n: int) -> tuple[Any, sp.csr_array]:
+    """The stored vectoriser and the chunks' TF-IDF rows, once per reader."""
+    from lcr.scoring.tfidf import TfidfModel
+
+    model = stored.memoised("mixpr:tfidf", lambda: TfidfModel.load(stored))
+    emb = stored.csr("tfidf")
+    if emb.shape != (n, model.vocabulary_size):
+        raise stored.damage(
+            f"tfidf.csr is {emb.shape[0]} x {emb.shape[1]}, not {n} chunks x "
+            f"{model.vocabulary_size} terms"
+        )
+    return model, emb
+
+
+def _stored_graph(stored: MethodReader, n: int) -> tuple[sp.csr_array, np.ndarray]:
+    graph = stored.csr("graph")
+    col_sums = stored.array("col_sums")
+    if graph.shape != (n, n):
+        raise stored.damage(f"graph.csr is {graph.shape[0]} x {graph.shape[1]}, not {n} x {n}")
+    if col_sums.shape != (n,):
+        raise stored.damage(f"col_sums.npy holds {col_sums.shape}, not {n} sums")
+    return graph, col_sums
+
+
+def _stored_pagerank(stored: MethodReader, n: int) -> np.ndarray:
+    walk = stored.array("pagerank")
+    if walk.shape != (n,):
+        raise stored.damage(f"pagerank.npy holds {walk.shape}, not {n} scores")
+    return walk

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,8 +61,13 @@ class BM25Index:
 
     @classmethod
     def fit(cls, tokens: list[list[str]], *, k1: float = 1.5, b: float = 0.75) -> BM25Index:
+        """The index of ``tokens``, its vocabulary ids in order of first occurrence:
+        bm25s numbers a set of the tokens, whose order follows the process's hash seed,
+        so two builds of one text would store different files."""
+        vocab = {t: i for i, t in enumerate(dict.fromkeys(t for doc in tokens for t in doc))}
+        ids = [[vocab[t] for t in doc] for doc in tokens]
         retriever = bm25s_module().BM25(k1=k1, b=b)
-        retriever.index(tokens, show_progress=False)
+        retriever.index((ids, vocab), show_progress=False)
         return cls(retriever)
 
     @property
@@ -79,19 +85,41 @@ class BM25Index:
         )
 
     @classmethod
-    def load(cls, stored: MethodReader, prefix: str = "bm25") -> BM25Index:
+    def load(
+        cls, stored: MethodReader, prefix: str = "bm25", *, documents: int | None = None
+    ) -> BM25Index:
         """The index as :meth:`save` stored it; scores need nothing else (k1 and b were
-        applied when the score matrix was computed)."""
+        applied when the score matrix was computed). Checked as it loads: the score
+        matrix's structure, its vocabulary's ids, and its ``documents`` texts (when
+        given), so no stored content reaches bm25s's compiled scoring out of bounds."""
+        from lcr.store.arrays import DamagedArrayError, check_csr
+
         meta = stored.json(f"{prefix}_vocabulary")
+        data = stored.array(f"{prefix}_data")
+        indices = stored.array(f"{prefix}_indices")
+        indptr = stored.array(f"{prefix}_indptr")
+        where = f"{prefix}_vocabulary.json"
+        vocab = meta.get("vocab") if isinstance(meta, dict) else None
+        num_docs = meta.get("num_docs") if isinstance(meta, dict) else None
+        if not isinstance(vocab, dict) or type(num_docs) is not int or num_docs < 0:
+            raise stored.damage(f"{where} has no vocab object and num_docs count")
+        if documents is not None and num_docs != documents:
+            raise stored.damage(f"{where} counts {num_docs} texts, not the {documents} chunks")
+        terms = max(len(indptr) - 1, 0)
+        ids = list(vocab.values())
+        # bm25s numbers its empty token one past the score columns, and never scores it
+        columns = [i for t, i in vocab.items() if t != "" or i != terms]
+        if not all(type(i) is int and 0 <= i < terms for i in columns) or len(set(ids)) != len(ids):
+            raise stored.damage(f"{where} has token ids outside its {terms} score columns")
+        try:  # bm25s's matrix is CSC: one pointer per term, row indices are texts
+            check_csr(Path(f"{prefix}_indptr"), (terms, num_docs), data, indices, indptr)
+        except DamagedArrayError as exc:
+            raise stored.damage(f"{prefix} score arrays: {exc.problem}") from None
         retriever = bm25s_module().BM25()
-        retriever.scores = {
-            "data": stored.array(f"{prefix}_data"),
-            "indices": stored.array(f"{prefix}_indices"),
-            "indptr": stored.array(f"{prefix}_indptr"),
-            "num_docs": int(meta["num_docs"]),
-        }
-        retriever.vocab_dict = meta["vocab"]
-        retriever.unique_token_ids_set = set(retriever.vocab_dict.values())
+        retriever.scores = {"data": data, "indices": indices, "indptr": indptr,
+                            "num_docs": num_docs}  # fmt: skip
+        retriever.vocab_dict = vocab
+        retriever.unique_token_ids_set = set(ids)
         retriever.nonoccurrence_array = None  # only BM25L/BM25+ need it; this is Lucene BM25
         return cls(retriever)
 

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
-from lcr.errors import IndexDamagedError
-
 if TYPE_CHECKING:
     from lcr.store import MethodReader, MethodWriter
 
@@ -210,15 +208,41 @@ class TfidfModel:
 
     @classmethod
     def load(cls, stored: MethodReader, prefix: str = "tfidf") -> TfidfModel:
+        """The model :meth:`save` stored, each field checked: a vocabulary file of the
+        wrong shape is damage (one line), never a ``KeyError`` at the first question."""
         meta = stored.json(f"{prefix}_vocabulary")
         idf = stored.array(f"{prefix}_idf")
-        if len(idf) != len(meta["terms"]):
-            raise IndexDamagedError(f"{stored.dir} is damaged: {prefix} terms and idf disagree")
-        return cls(
-            list(meta["terms"]),
-            idf,
-            token_pattern=meta["token_pattern"],
-            sublinear_tf=bool(meta["sublinear_tf"]),
-            stop_words=meta["stop_words"],
-            stop_word_list=stop_word_set(meta["stop_words"], meta.get("stop_word_list")),
-        )
+
+        def damaged(problem: str) -> Exception:
+            return stored.damage(f"{prefix}_vocabulary.json {problem}")
+
+        if not isinstance(meta, dict):
+            raise damaged("is not an object")
+        terms = meta.get("terms")
+        if not isinstance(terms, list) or not all(isinstance(t, str) for t in terms):
+            raise damaged("has no list of terms")
+        if len(set(terms)) != len(terms):
+            raise damaged("lists a term twice")
+        if idf.ndim != 1 or len(idf) != len(terms):
+            raise stored.damage(f"{prefix}_idf and {prefix}_vocabulary.json disagree")
+        pattern = meta.get("token_pattern")
+        stop_list = meta.get("stop_word_list")
+        if not isinstance(pattern, str) or not isinstance(meta.get("sublinear_tf"), bool):
+            raise damaged("has no token_pattern or sublinear_tf")
+        if stop_list is not None and not (
+            isinstance(stop_list, list) and all(isinstance(w, str) for w in stop_list)
+        ):
+            raise damaged("has a stop_word_list that is not a list of words")
+        if not (meta.get("stop_words") is None or isinstance(meta.get("stop_words"), str)):
+            raise damaged("has stop_words that are not a name")
+        try:
+            return cls(
+                list(terms),
+                idf,
+                token_pattern=pattern,
+                sublinear_tf=meta["sublinear_tf"],
+                stop_words=meta.get("stop_words"),
+                stop_word_list=stop_word_set(meta.get("stop_words"), stop_list),
+            )
+        except (re.error, ValueError, RecursionError) as exc:
+            raise damaged(f"does not make a vectoriser ({exc})") from None

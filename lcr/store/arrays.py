@@ -7,6 +7,12 @@ read-only memory maps, so a process that asks one question over a large graph
 pays for the pages it touches instead of decoding every entry first. Which
 layout a reader finds decides how it reads, so indexes written before the
 mapped layout existed still open.
+
+Reading checks structure, whatever the layout: numbers only, and a CSR matrix
+whose row pointers climb from 0 to its entry count and whose column indices lie
+inside its shape, so no array content can send a compiled product (scipy's,
+numba's) outside its memory. The check is one vectorised pass over the indices,
+once per process, where a walk makes many such passes.
 """
 
 from __future__ import annotations
@@ -74,13 +80,26 @@ def _run_quietly(coro: Coroutine[Any, Any, Any]) -> Any:
     return result[0]
 
 
+class DamagedArrayError(IndexDamagedError):
+    """An array or matrix that does not read as one; ``path`` is the file or folder,
+    ``problem`` what is wrong with it (the reader names the index and the repair)."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"damaged array {path} ({problem})")
+        self.path = path
+        self.problem = problem
+
+
 def read_array(path: Path) -> np.ndarray:
     import zarr
 
     try:
-        return np.asarray(zarr.open_array(str(path), mode="r")[...])
+        arr = np.asarray(zarr.open_array(str(path), mode="r")[...])
     except Exception as exc:  # zarr raises many types for a broken store
-        raise IndexDamagedError(f"damaged array {path} ({exc.__class__.__name__})") from None
+        raise DamagedArrayError(path, f"does not read ({exc.__class__.__name__})") from None
+    if arr.dtype.kind not in "biuf":
+        raise DamagedArrayError(path, f"holds {arr.dtype}, not numbers")
+    return arr
 
 
 def write_csr(path: Path, matrix: sp.spmatrix | sp.sparray) -> None:
@@ -94,18 +113,46 @@ def write_csr(path: Path, matrix: sp.spmatrix | sp.sparray) -> None:
 
 
 def read_csr(path: Path) -> sp.csr_array:
-    try:
-        shape = tuple(json.loads((path / "shape.json").read_text())["shape"])
-    except (OSError, ValueError, KeyError) as exc:
-        raise IndexDamagedError(
-            f"damaged sparse matrix {path} ({exc.__class__.__name__})"
-        ) from None
+    shape = _shape(path)
     data = read_array(path / "data")
     indices = read_array(path / "indices")
     indptr = read_array(path / "indptr")
-    if len(indptr) != shape[0] + 1 or len(data) != len(indices):
-        raise IndexDamagedError(f"damaged sparse matrix {path} (inconsistent lengths)")
+    check_csr(path, shape, data, indices, indptr)
     return sp.csr_array((data, indices, indptr), shape=shape)
+
+
+def check_csr(
+    path: Path, shape: tuple[int, int], data: np.ndarray, indices: np.ndarray,
+    indptr: np.ndarray,
+) -> None:  # fmt: skip
+    """Raise :class:`DamagedArrayError` unless the three arrays make a valid CSR matrix
+    of ``shape``: whatever the files hold, no product over it reads outside memory."""
+    rows, cols = shape
+
+    def bad(problem: str) -> DamagedArrayError:
+        return DamagedArrayError(path, problem)
+
+    if data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1:
+        raise bad("a part is not one-dimensional")
+    if indices.dtype.kind not in "iu" or indptr.dtype.kind not in "iu":
+        raise bad("its indices are not whole numbers")
+    if data.dtype.kind not in "biuf":
+        raise bad("its values are not numbers")
+    if len(indptr) != rows + 1 or len(data) != len(indices):
+        raise bad("inconsistent lengths")
+    if int(indptr[0]) != 0 or int(indptr[-1]) != len(data):
+        raise bad("its row pointers do not span its entries")
+    if rows and bool((np.diff(indptr) < 0).any()):
+        raise bad("its row pointers go backwards")
+    if len(indices):
+        # one pass, not two: seen as unsigned, a negative index is a huge one
+        unsigned = (
+            indices.view(indices.dtype.str.replace("i", "u"))
+            if indices.dtype.kind == "i"
+            else indices
+        )
+        if int(unsigned.max()) >= cols:
+            raise bad(f"a column index lies outside its {cols} columns")
 
 
 def write_mapped_array(path: Path, array: np.ndarray) -> None:
@@ -119,9 +166,9 @@ def read_mapped_array(path: Path) -> np.ndarray:
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as exc:  # a truncated or foreign file: numpy raises several types
-        raise IndexDamagedError(f"damaged array {path} ({exc.__class__.__name__})") from None
+        raise DamagedArrayError(path, f"does not read ({exc.__class__.__name__})") from None
     if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biuf":
-        raise IndexDamagedError(f"damaged array {path} (not a numeric array)")
+        raise DamagedArrayError(path, "not a numeric array")
     return arr
 
 
@@ -147,22 +194,20 @@ def read_mapped_csr(path: Path) -> sp.csr_array:
     data = read_mapped_array(path / "data.npy")
     indices = read_mapped_array(path / "indices.npy")
     indptr = read_mapped_array(path / "indptr.npy")
-    if (
-        data.ndim != 1 or indices.ndim != 1 or indptr.ndim != 1
-        or len(indptr) != shape[0] + 1 or len(data) != len(indices)
-        or (len(indptr) and (int(indptr[0]) != 0 or int(indptr[-1]) != len(data)))
-    ):  # fmt: skip
-        raise IndexDamagedError(f"damaged sparse matrix {path} (inconsistent lengths)")
+    check_csr(path, shape, data, indices, indptr)
     m = sp.csr_array((data, indices, indptr), shape=shape, copy=False)
     m.has_sorted_indices = True  # written sorted; never sorted in place (read-only maps)
     return m
 
 
 def _shape(path: Path) -> tuple[int, int]:
+    """The matrix's ``shape.json``: two whole numbers, neither negative."""
     try:
-        rows, cols = json.loads((path / "shape.json").read_text())["shape"]
-        return int(rows), int(cols)
+        rows, cols = json.loads((path / "shape.json").read_text(encoding="utf-8"))["shape"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise IndexDamagedError(
-            f"damaged sparse matrix {path} ({exc.__class__.__name__})"
+        raise DamagedArrayError(
+            path / "shape.json", f"does not read ({exc.__class__.__name__})"
         ) from None
+    if not all(type(x) is int and x >= 0 for x in (rows, cols)):
+        raise DamagedArrayError(path / "shape.json", "its shape is not two whole numbers")
+    return rows, cols

@@ -5,6 +5,7 @@ Layout::
     book.idx/
       manifest.json            schema version, sources, per-method entries (the commit point)
       source.txt               normalised text of every document, joined by blank lines
+      layout.json              each document's pages and headings (lcr.text.layout)
       <method>.<build>/        nodes.jsonl, *.zarr, *.json of one completed build
       cache/<method>.jsonl     LLM outputs already paid for (resumable builds)
       cache/<method>.config.json  which configuration its unconfigured keys belong to
@@ -26,8 +27,9 @@ import json
 import os
 import secrets
 import shutil
+import stat
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,18 +52,16 @@ from lcr.errors import (
 )
 from lcr.store import hints
 from lcr.store.arrays import (
-    read_array,
-    read_csr,
-    read_mapped_array,
-    read_mapped_csr,
     write_array,
     write_csr,
     write_mapped_array,
     write_mapped_csr,
 )
 from lcr.store.cache import LLMCache
+from lcr.store.documents import DOC_SEPARATOR, DocumentInput, join_documents
 from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
-from lcr.store.nodes import Node, parse_node, parse_nodes, write_nodes
+from lcr.store.nodes import Node, span_problem, write_nodes
+from lcr.store.reader import BuildDamagedError, MethodReader
 from lcr.store.writing import (
     Note,
     check_replaceable,
@@ -79,51 +79,6 @@ from lcr.text.layout import (
     read_layout,
     write_layout,
 )
-
-DOC_SEPARATOR = "\n\n"
-
-
-@dataclass(frozen=True)
-class DocumentInput:
-    """What ``Index.create`` needs of a loaded document (see ``lcr.text.loading``)."""
-
-    name: str
-    text: str
-    sha256: str
-    size: int
-    format: str = "text"
-    layout: DocumentLayout = field(default_factory=DocumentLayout)
-    extractor: str = "lcr"
-    extractor_version: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
-    path: str = ""  # the file's absolute path ("-" for stdin), for the repair hints
-
-
-def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]:
-    parts: list[str] = []
-    records: list[SourceDoc] = []
-    pos = 0
-    for i, doc in enumerate(docs):
-        if i:
-            parts.append(DOC_SEPARATOR)
-            pos += len(DOC_SEPARATOR)
-        parts.append(doc.text)
-        records.append(
-            SourceDoc(
-                doc.name,
-                doc.sha256,
-                doc.size,
-                pos,
-                pos + len(doc.text),
-                format=doc.format,
-                pages=len(doc.layout.pages),
-                extractor=doc.extractor,
-                extractor_version=doc.extractor_version,
-                options=dict(doc.options),
-            )
-        )
-        pos += len(doc.text)
-    return "".join(parts), records
 
 
 def _text_sha256(text: str) -> str:
@@ -196,125 +151,6 @@ class MethodWriter:
         )
 
 
-class MethodReader:
-    """Read access to one committed build of a method."""
-
-    def __init__(self, index: Index, name: str, entry: MethodEntry) -> None:
-        self.index = index
-        self.name = name
-        self.entry = entry
-        self.dir = index.path / entry.dir
-        self._nodes: dict[str, list[Node]] = {}
-        self._loaded: dict[str, Any] = {}
-        self.memo: dict[str, Any] = {}  # a method's derived query-time state (see ``memoised``)
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        """The build's settings as recorded (a method reads them typed: ``ctx.built``)."""
-        return dict(self.entry.settings)
-
-    @property
-    def stats(self) -> dict[str, Any]:
-        return dict(self.entry.stats)
-
-    def nodes(self, name: str = "nodes") -> list[Node]:
-        """The node records, checked against the build's checksum (read whole anyway)."""
-        if name not in self._nodes:
-            rel = f"{name}.jsonl"
-            self._nodes[name] = parse_nodes(self._checked_bytes(rel), self.dir / rel)
-        return self._nodes[name]
-
-    def node_count(self, name: str = "nodes") -> int:
-        """How many node records the build wrote (from the manifest: nothing is read)."""
-        count = self.entry.counts.get(name)
-        return int(count) if isinstance(count, int) else len(self.nodes(name))
-
-    def nodes_at(self, positions: Iterable[int], name: str = "nodes") -> list[Node]:
-        """The records at ``positions`` (0-based), reading only their lines when the build
-        stored their offsets; otherwise (builds before offsets) from :meth:`nodes`.
-
-        The lines read alone are not checked against the file's checksum (that would
-        read the whole file, which is what this avoids); their sizes were checked when
-        the index opened, and a damaged record is still a clear error."""
-        wanted = [int(p) for p in positions]
-        if name in self._nodes or not (self.dir / f"{name}.offsets.npy").exists():
-            nodes = self.nodes(name)
-            return [nodes[p] for p in wanted]
-        offsets = self.array(f"{name}.offsets")
-        n = len(offsets) - 1
-        path = self._file(f"{name}.jsonl")
-        if n < 0 or int(offsets[-1]) != path.stat().st_size:
-            raise self.index._damage(
-                f"{self.index.path} is damaged: {self.name}/{name}.offsets.npy does not match "
-                f"{name}.jsonl; {self.index.rebuild_hint(self.name)}"
-            )
-        out: list[Node] = []
-        with path.open("rb") as fh:
-            for p in wanted:
-                if not 0 <= p < n:
-                    raise IndexError(f"node {p} of {n}")
-                start, end = int(offsets[p]), int(offsets[p + 1])
-                fh.seek(start)
-                out.append(parse_node(fh.read(end - start), f"{path}:{p + 1}"))
-        return out
-
-    def _checked_bytes(self, rel: str) -> bytes:
-        data = self._file(rel).read_bytes()
-        expected = self.entry.sha256.get(rel)
-        if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-            raise self.index._damage(
-                f"{self.index.path} is damaged: {self.name}/{rel} does not match its "
-                f"checksum; {self.index.rebuild_hint(self.name)}"
-            )
-        return data
-
-    def array(self, name: str) -> np.ndarray:
-        """Read once per reader: a batch of questions pays for the I/O once."""
-        key = f"array:{name}"
-        if key not in self._loaded:
-            if (self.dir / f"{name}.npy").exists():
-                arr = read_mapped_array(self.dir / f"{name}.npy")  # read-only already
-            else:  # zarr: every build before the mapped layout, and methods that keep it
-                arr = read_array(self._file(f"{name}.zarr"))
-            arr.flags.writeable = False  # shared between questions: never modified in place
-            self._loaded[key] = arr
-        return self._loaded[key]
-
-    def csr(self, name: str) -> sp.csr_array:
-        key = f"csr:{name}"
-        if key not in self._loaded:
-            if (self.dir / f"{name}.csr").is_dir():
-                m = read_mapped_csr(self.dir / f"{name}.csr")
-            else:
-                m = read_csr(self._file(f"{name}.zarr"))
-            for part in (m.data, m.indices, m.indptr):
-                part.flags.writeable = False
-            self._loaded[key] = m
-        return self._loaded[key]
-
-    def memoised(self, key: str, make: Callable[[], Any]) -> Any:
-        """Query-time state a method derives from its arrays (a transition matrix, a
-        rebuilt vectoriser), computed on the first question and reused after."""
-        if key not in self.memo:
-            self.memo[key] = make()
-        return self.memo[key]
-
-    def json(self, name: str) -> Any:
-        try:
-            return json.loads(self._checked_bytes(f"{name}.json").decode("utf-8"))
-        except ValueError:
-            raise IndexDamagedError(f"damaged file {self.dir / name}.json") from None
-
-    def _file(self, rel: str) -> Path:
-        path = self.dir / rel
-        if not path.exists():
-            raise self.index._damage(
-                f"{self.index.path} is missing {self.name}/{rel}; "
-                f"{self.index.rebuild_hint(self.name)}"
-            )
-        return path
-
-
 @dataclass
 class Index:
     path: Path
@@ -360,7 +196,7 @@ class Index:
         except LcrError:
             return False
 
-    def _damage(self, message: str) -> LcrError:
+    def damage_error(self, message: str) -> LcrError:
         """``message`` as damage, or as a lost race when a writer changed the index since
         it was opened (a stale :class:`Index` is not a damaged one)."""
         if self.changed_on_disk():
@@ -384,21 +220,33 @@ class Index:
         if size != self.manifest.source_bytes:
             raise IndexDamagedError(f"{self.path} is damaged: source.txt has the wrong size")
         self.damaged = {}
+        for name, broken in self.manifest.broken.items():
+            self.damaged[name] = (
+                f"{self.path} is damaged: manifest.json's {broken.problem}; "
+                f"{self.rebuild_hint(name)}"
+            )
         for name, entry in self.manifest.methods.items():
             problem = self._size_problem(entry)
             if problem is not None:
                 self.damaged[name] = self.damage_message(name, problem)
 
     def _size_problem(self, entry: MethodEntry) -> str | None:
+        """The first listed file that is missing, of the wrong size, named outside the
+        build's folder or a symbolic link (lcr writes none: a link reads elsewhere)."""
         mdir = self.path / entry.dir
         for rel, expected in entry.files.items():
+            parts = Path(rel).parts
+            if not parts or Path(rel).is_absolute() or ".." in parts:
+                return f"{rel} is named outside its folder"
             try:
-                actual = (mdir / rel).stat().st_size
+                info = (mdir / rel).lstat()
             except PermissionError:
                 return f"{rel} cannot be read (permission denied)"
             except OSError:
                 return f"{rel} is missing"
-            if actual != expected:
+            if stat.S_ISLNK(info.st_mode):
+                return f"{rel} is a symbolic link (lcr never writes one)"
+            if info.st_size != expected:
                 return f"{rel} has the wrong size"
         return None
 
@@ -425,6 +273,10 @@ class Index:
         src = self.path / "source.txt"
         if file_sha256(src) != self.manifest.source_sha256:
             problems["source"] = ["source.txt does not match its checksum"]
+        else:
+            problem = self._decoded_source(src.read_bytes())[1]
+            if problem is not None:
+                problems["source"] = [f"source.txt {problem}"]
         layout = self.path / LAYOUT_FILE
         expected_layout = self.manifest.layout_sha256
         if expected_layout is not None and (
@@ -439,11 +291,45 @@ class Index:
             mdir = self.path / entry.dir
             for rel, expected in entry.sha256.items():
                 f = mdir / rel
-                if f.is_file() and file_sha256(f) != expected:
+                if size is None and f.is_file() and file_sha256(f) != expected:
                     found.append(f"{rel} does not match its checksum")
+            if not found and "source" not in problems:
+                found.extend(self._structure_problems(name, entry))
             if found:
                 problems[name] = found
         return problems
+
+    def _structure_problems(self, name: str, entry: MethodEntry) -> list[str]:
+        """What checksums cannot see (files rewritten with their digests refreshed):
+        every node record and its spans, every array's structure. A method's own checks
+        (shapes against node counts, its JSON) are the pipeline's (``verify_index``)."""
+        reader = MethodReader(self, name, entry)
+        source, documents = self.source, len(self.documents)
+        found: list[str] = []
+        for rel in sorted(entry.files):
+            stem, _, kind = rel.partition(".")
+            try:
+                if "/" not in rel and kind == "jsonl":
+                    for i, node in enumerate(reader.nodes(stem), 1):
+                        problem = span_problem(
+                            node.level, node.text, node.spans, node.doc, source, documents
+                        )
+                        if problem is not None:
+                            found.append(f"{rel} line {i} (node {node.id}) {problem}")
+                            break
+                elif "/" not in rel and kind == "offsets.npy":
+                    reader.offsets(stem)
+                elif "/" not in rel and kind == "npy":
+                    reader.array(stem)
+                elif rel.endswith("/shape.json"):
+                    reader.csr(rel.split(".", 1)[0])
+                elif "/" not in rel and kind == "json":
+                    reader.json(stem)
+                elif rel.endswith(".zarr/zarr.json") and rel.count("/") == 1:
+                    reader.array(rel.split(".", 1)[0])
+            except BuildDamagedError as exc:
+                found.append(exc.problem)
+        return found
 
     # ---------------------------------------------------------------- creating
     @classmethod
@@ -605,12 +491,29 @@ class Index:
             data = (self.path / "source.txt").read_bytes()
             expected = self.manifest.source_sha256
             if expected is not None and hashlib.sha256(data).hexdigest() != expected:
-                raise self._damage(
+                raise self.damage_error(
                     f"{self.path} is damaged: source.txt does not match its checksum; "
                     f"{self.repair_hint()}"
                 )
-            self._source = data.decode("utf-8")
+            text, problem = self._decoded_source(data)
+            if problem is not None:
+                raise self.damage_error(
+                    f"{self.path} is damaged: source.txt {problem}; {self.repair_hint()}"
+                )
+            self._source = text
         return self._source
+
+    def _decoded_source(self, data: bytes) -> tuple[str, str | None]:
+        """source.txt's text, and what is wrong with it (None: nothing): UTF-8, of the
+        length the manifest recorded (a span counts characters)."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return "", f"is not UTF-8 (byte {exc.start})"
+        chars = self.manifest.source_chars
+        if chars and len(text) != chars:
+            return text, f"holds {len(text)} characters, not the {chars} recorded"
+        return text, None
 
     @property
     def documents(self) -> list[SourceDoc]:
@@ -642,13 +545,13 @@ class Index:
         return name in self.manifest.methods
 
     def reader(self, name: str) -> MethodReader:
+        if name in self.damaged:
+            raise self.damage_error(self.damaged[name])
         entry = self.manifest.methods.get(name)
         if entry is None:
             raise MethodNotBuiltError(
                 f"{self.path} has no {name} index; build it with: {self.index_command([name])}"
             )
-        if name in self.damaged:
-            raise self._damage(self.damaged[name])
         cached = self._readers.get(name)
         if cached is None or cached.entry is not entry:
             cached = MethodReader(self, name, entry)

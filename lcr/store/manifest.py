@@ -13,7 +13,10 @@ import json
 import os
 import re
 import shlex
+import types
+import typing
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -63,13 +66,30 @@ class MethodEntry:
     extra: dict[str, Any] = field(default_factory=dict)  # keys this lcr does not know
 
     @classmethod
-    def from_json(cls, raw: Any, where: str) -> MethodEntry:
-        if not isinstance(raw, dict) or not isinstance(raw.get("dir"), str):
-            raise IndexDamagedError(f"{where} is damaged: a method entry has no folder")
-        return cls(**_typed(cls, raw, where))
+    def from_json(cls, raw: Any, label: str) -> MethodEntry:
+        """The entry ``label`` (``methods.bm25``); a :class:`ManifestFieldError` names the
+        field that is missing or of the wrong kind."""
+        if not isinstance(raw, dict):
+            raise ManifestFieldError(f"{label} is {_kind_of(raw)}, not an object")
+        if "dir" not in raw:
+            raise ManifestFieldError(f"{label}.dir is missing")
+        return cls(**_typed(cls, raw, label))
 
     def to_json(self) -> dict[str, Any]:
         return _plain(self)
+
+
+class ManifestFieldError(ValueError):
+    """A field of the manifest is missing or of the wrong kind; the message names it."""
+
+
+@dataclass(frozen=True)
+class BrokenEntry:
+    """A method entry that does not read as one: that method is damaged, the others are
+    not. Its raw JSON is written back as it was, until the method is built again."""
+
+    raw: Any
+    problem: str  # names the field: "methods.bm25.files is null, not an object"
 
 
 @dataclass(frozen=True)
@@ -87,6 +107,8 @@ class Manifest:
     # each source's absolute path when indexed ("-" for stdin, "" unknown): the repair
     # hints name it relative to the folder they are printed in
     source_paths: list[str] = field(default_factory=list)
+    # entries that did not read (see BrokenEntry): method -> entry
+    broken: dict[str, BrokenEntry] = field(default_factory=dict)
     format: str = FORMAT
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys this lcr does not know
@@ -120,26 +142,32 @@ class Manifest:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any], where: str) -> Manifest:
-        values = _typed(
-            cls, {k: v for k, v in raw.items() if k not in ("sources", "methods")}, where
-        )
-        sources = raw.get("sources", [])
-        methods = raw.get("methods", {})
-        if not isinstance(sources, list) or not isinstance(methods, dict):
-            raise IndexDamagedError(f"{where} is damaged: sources or methods malformed")
+        """Every field checked: a top-level field or a source of the wrong kind makes the
+        whole manifest damaged; a method entry of the wrong kind, that method alone."""
         try:
-            docs = tuple(SourceDoc(**d) for d in sources)
-        except TypeError:
-            raise IndexDamagedError(f"{where} is damaged: a source entry is malformed") from None
-        entries = {str(k): MethodEntry.from_json(v, where) for k, v in methods.items()}
-        for name, entry in entries.items():
-            if not _BUILD_FOLDER.fullmatch(entry.dir) or entry.dir.split(".")[0] != name:
-                raise IndexDamagedError(
-                    f"{where} is damaged: methods.{name}.dir {json.dumps(entry.dir)} is not a "
-                    f"build folder of this index ({name}.<hex>); rebuild it with: "
-                    f"{rebuild_command(raw, Path(where).parent)}"
-                )
-        return cls(sources=docs, methods=entries, **values)
+            values = _typed(
+                cls, {k: v for k, v in raw.items() if k not in ("sources", "methods")}, ""
+            )
+            docs = _sources(raw.get("sources", []), raw.get("source_chars"))
+            methods = raw.get("methods", {})
+            if not isinstance(methods, dict):
+                raise ManifestFieldError(f"methods is {_kind_of(methods)}, not an object")
+        except ManifestFieldError as exc:
+            raise IndexDamagedError(f"{where} is damaged: {exc}") from None
+        entries: dict[str, MethodEntry] = {}
+        broken: dict[str, BrokenEntry] = {}
+        for name, entry in methods.items():
+            try:
+                parsed = MethodEntry.from_json(entry, f"methods.{name}")
+                if not _BUILD_FOLDER.fullmatch(parsed.dir) or parsed.dir.split(".")[0] != name:
+                    raise ManifestFieldError(
+                        f"methods.{name}.dir {json.dumps(parsed.dir)} is not a build folder "
+                        f"of this index ({name}.<hex>)"
+                    )
+                entries[name] = parsed
+            except ManifestFieldError as exc:
+                broken[name] = BrokenEntry(entry, str(exc))
+        return cls(sources=docs, methods=entries, broken=broken, **values)
 
     # ------------------------------------------------------------------ writing
     def to_json(self) -> dict[str, Any]:
@@ -155,7 +183,10 @@ class Manifest:
             **({"layout_sha256": self.layout_sha256} if self.layout_sha256 is not None else {}),
             "source_paths": list(self.source_paths),
             "sources": [dataclasses.asdict(d) for d in self.sources],
-            "methods": {k: e.to_json() for k, e in self.methods.items()},
+            "methods": {
+                **{k: b.raw for k, b in self.broken.items()},
+                **{k: e.to_json() for k, e in self.methods.items()},
+            },
         }
 
     def write(self, path: Path) -> None:
@@ -163,8 +194,9 @@ class Manifest:
         atomic_write_json(path / "manifest.json", self.to_json())
 
     def with_method(self, name: str, entry: MethodEntry, lcr_version: str) -> Manifest:
+        broken = {k: b for k, b in self.broken.items() if k != name}
         return dataclasses.replace(
-            self, methods={**self.methods, name: entry}, lcr_version=lcr_version
+            self, methods={**self.methods, name: entry}, broken=broken, lcr_version=lcr_version
         )
 
 
@@ -193,42 +225,89 @@ def rebuild_command(raw: dict[str, Any], path: Path) -> str:
     return f"lcr index {quoted} -o {shlex.quote(typed_path(path))} --force"
 
 
-def _typed(cls: type, raw: dict[str, Any], where: str) -> dict[str, Any]:
-    """The known fields of ``cls`` from ``raw``, each of its declared kind; the rest
-    under ``extra``. A wrong kind is damage (the file was edited or torn)."""
-    known = {f.name: f for f in dataclasses.fields(cls) if f.name != "extra"}
-    kinds: dict[type, type | tuple[type, ...]] = {
-        str: str,
-        int: int,
-        float: (int, float),
-        dict: dict,
-        list: list,
-    }
+def _typed(cls: type, raw: dict[str, Any], label: str) -> dict[str, Any]:
+    """The known fields of ``cls`` from ``raw``, each checked against its annotation
+    (inside containers too: ``files`` maps names to whole numbers); the rest under
+    ``extra``. A wrong kind is damage (the file was edited or torn): a
+    :class:`ManifestFieldError` naming the field (``methods.bm25.files``)."""
+    hints = _hints(cls)
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     for key, value in raw.items():
-        f = known.get(key)
-        if f is None:
+        hint = hints.get(key)
+        if hint is None or key in ("extra", "broken"):
             extra[key] = value
             continue
-        kind = _kind(str(f.type))
-        if kind is not None and value is not None and not isinstance(value, kinds[kind]):
-            raise IndexDamagedError(f"{where} is damaged: {key} is not a {kind.__name__}")
+        _check(value, hint, f"{label}.{key}" if label else key)
         values[key] = value
     return {**values, "extra": extra}
 
 
-def _kind(annotation: str) -> type | None:
-    for prefix, kind in (
-        ("dict", dict),
-        ("list", list),
-        ("str", str),
-        ("int", int),
-        ("float", float),
-    ):
-        if annotation.startswith(prefix):
-            return kind
-    return None
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _check(value: Any, hint: Any, label: str) -> None:
+    """Raise :class:`ManifestFieldError` unless ``value`` is of the annotation ``hint``."""
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return
+        (hint,) = [a for a in args if a is not type(None)]
+        origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return
+    kind = origin or hint
+    wanted = {str: "a string", int: "a whole number", float: "a number", dict: "an object",
+              list: "a list"}.get(kind, kind.__name__)  # fmt: skip
+    ok = isinstance(value, (int, float) if kind is float else kind)
+    if isinstance(value, bool) and kind in (int, float):
+        ok = False
+    if not ok:
+        raise ManifestFieldError(f"{label} is {_kind_of(value)}, not {wanted}")
+    if kind is dict and args:
+        for k, v in value.items():
+            _check(v, args[1], f"{label}[{json.dumps(k, ensure_ascii=False)}]")
+    elif kind is list and args:
+        for i, v in enumerate(value):
+            _check(v, args[0], f"{label}[{i}]")
+    if kind is int and value < 0:
+        raise ManifestFieldError(f"{label} is negative")
+
+
+def _kind_of(value: Any) -> str:
+    """How a JSON value reads in a message: ``null``, ``a string``, ``a list``, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return {str: "a string", int: "a whole number", float: "a number", dict: "an object",
+            list: "a list"}.get(type(value), type(value).__name__)  # fmt: skip
+
+
+def _sources(raw: Any, chars: Any) -> tuple[SourceDoc, ...]:
+    """The source entries, each field checked, each inside the source text."""
+    if not isinstance(raw, list):
+        raise ManifestFieldError(f"sources is {_kind_of(raw)}, not a list")
+    docs: list[SourceDoc] = []
+    for i, d in enumerate(raw):
+        label = f"sources[{i}]"
+        if not isinstance(d, dict):
+            raise ManifestFieldError(f"{label} is {_kind_of(d)}, not an object")
+        for f in dataclasses.fields(SourceDoc):
+            if f.name not in d:
+                raise ManifestFieldError(f"{label}.{f.name} is missing")
+        values = _typed(SourceDoc, d, label)
+        values.pop("extra")
+        doc = SourceDoc(**values)
+        if doc.start > doc.end or (isinstance(chars, int) and doc.end > chars):
+            raise ManifestFieldError(
+                f"{label} spans characters {doc.start}-{doc.end}, outside the source text"
+            )
+        docs.append(doc)
+    return tuple(docs)
 
 
 def _plain(obj: Any) -> dict[str, Any]:

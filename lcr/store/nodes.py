@@ -1,4 +1,11 @@
-"""Node records: one JSON object per line in ``<method>/nodes.jsonl``."""
+"""Node records: one JSON object per line in ``<method>/nodes.jsonl``.
+
+A node at level 0 is a leaf: a piece of the source, its text exactly
+``source[start:end]`` of its one span. Nodes above are derived (a summary, a
+fact, a key) and point at their leaves' spans. Every record is read strictly
+(each field of its kind) and :func:`span_problem` is the one rule a node's spans
+are held to, when evidence is served and by ``lcr info --verify``.
+"""
 
 from __future__ import annotations
 
@@ -42,16 +49,65 @@ class Node:
         return out
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> Node:
+    def from_json(cls, obj: Any) -> Node:
+        """A record as written by :meth:`to_json`; anything else is a ``ValueError``
+        naming the field (a number where text belongs is not converted)."""
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        spans = _field(obj, "spans", list)
+        if not all(isinstance(sp, list) and len(sp) == 2 for sp in spans):
+            raise ValueError("spans is not a list of [start, end] pairs")
+        children = obj.get("children", [])
+        meta = obj.get("meta", {})
+        if not isinstance(children, list) or not all(isinstance(c, str) for c in children):
+            raise ValueError("children is not a list of ids")
+        if not isinstance(meta, dict):
+            raise ValueError("meta is not an object")
         return cls(
-            id=str(obj["id"]),
-            level=int(obj["level"]),
-            text=str(obj["text"]),
-            spans=[(int(s), int(e)) for s, e in obj["spans"]],
-            doc=int(obj["doc"]),
-            children=[str(c) for c in obj.get("children", [])],
-            meta=dict(obj.get("meta", {})),
+            id=_field(obj, "id", str),
+            level=_whole(obj.get("level"), "level"),
+            text=_field(obj, "text", str),
+            spans=[(_whole(s, "a span"), _whole(e, "a span")) for s, e in spans],
+            doc=_whole(obj.get("doc"), "doc"),
+            children=list(children),
+            meta=dict(meta),
         )
+
+
+def _field(obj: dict[str, Any], key: str, kind: type) -> Any:
+    value = obj.get(key)
+    if not isinstance(value, kind):
+        raise ValueError(f"{key} is missing or not a {kind.__name__}")
+    return value
+
+
+def _whole(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{what} is not a whole number")
+    return value
+
+
+def span_problem(
+    level: int, text: str, spans: list[tuple[int, int]], doc: int, source: str, documents: int
+) -> str | None:
+    """What is wrong with a node's spans, or None: every span a non-empty range inside
+    source.txt, the document one of the index's; a leaf's (level 0) text exactly its
+    one span of the source, so evidence is the words it claims to rest on. A derived
+    node may have no span (GraphReader's keys); evidence served never does."""
+    if not 0 <= doc < documents:
+        return f"names document {doc} of {documents}"
+    if not spans and level == 0:
+        return "is a leaf without a span"
+    for start, end in spans:
+        if not 0 <= start < end <= len(source):
+            return f"has the span [{start}, {end}) outside source.txt (0-{len(source)})"
+    if level == 0:
+        if len(spans) != 1:
+            return "is a leaf with more than one span"
+        start, end = spans[0]
+        if source[start:end] != text:
+            return f"has text that is not source.txt[{start}:{end}]"
+    return None
 
 
 def write_nodes(path: Path, nodes: Iterable[Node], offsets: list[int] | None = None) -> int:
@@ -72,24 +128,28 @@ def write_nodes(path: Path, nodes: Iterable[Node], offsets: list[int] | None = N
     return count
 
 
+class NodeRecordError(IndexDamagedError):
+    """A node record that does not read; the message says which line and why."""
+
+
 def parse_node(line: bytes, where: str) -> Node:
-    """One node record; a damaged one is an :class:`IndexDamagedError` naming ``where``."""
+    """One node record; a damaged one is a :class:`NodeRecordError` naming ``where``."""
     try:
-        return Node.from_json(json.loads(line.decode("utf-8", errors="replace")))
-    except (ValueError, KeyError, TypeError) as exc:
-        raise IndexDamagedError(
-            f"damaged node record at {where} ({exc.__class__.__name__})"
-        ) from None
-
-
-def iter_nodes(path: Path) -> Iterator[Node]:
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        yield from _parse_lines(fh, path)
+        return Node.from_json(json.loads(line.decode("utf-8")))
+    except (ValueError, RecursionError) as exc:
+        raise NodeRecordError(f"{where}: {_why(exc)}") from None
 
 
 def parse_nodes(data: bytes, path: Path) -> list[Node]:
-    """Nodes from the bytes of ``path`` (already read, e.g. to check their checksum)."""
-    return list(_parse_lines(data.decode("utf-8", errors="replace").split("\n"), path))
+    """Nodes from the bytes of ``path`` (already read, e.g. to check their checksum);
+    a file cut short (no final newline) is damage, not one node fewer."""
+    if data and not data.endswith(b"\n"):
+        raise NodeRecordError(f"{path.name} is cut short (no newline at its end)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NodeRecordError(f"{path.name} is not UTF-8") from None
+    return list(_parse_lines(text.split("\n"), path))
 
 
 def _parse_lines(lines: Iterable[str], path: Path) -> Iterator[Node]:
@@ -98,7 +158,11 @@ def _parse_lines(lines: Iterable[str], path: Path) -> Iterator[Node]:
             continue
         try:
             yield Node.from_json(json.loads(line))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise IndexDamagedError(
-                f"damaged node record at {path}:{lineno} ({exc.__class__.__name__})"
-            ) from None
+        except (ValueError, RecursionError) as exc:
+            raise NodeRecordError(f"{path.name} line {lineno}: {_why(exc)}") from None
+
+
+def _why(exc: Exception) -> str:
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError | RecursionError):
+        return "not a JSON record"
+    return str(exc)

@@ -27,7 +27,6 @@ import scipy.sparse as sp
 
 from lcr.answer import AnswerResult
 from lcr.config import Settings, setting
-from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.methods.base import (
     GENERATE,
@@ -50,7 +49,7 @@ from lcr.methods.graphreader.extraction import (
 )
 from lcr.methods.graphreader.graph import Fact, Graph, build_graph, key_table
 from lcr.methods.graphreader.keys import merge_keys
-from lcr.store import Node
+from lcr.store import MethodReader, Node
 from lcr.text.tokens import count_tokens
 
 _FINAL_ANSWER_AT = re.compile(
@@ -281,40 +280,13 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
     def _graph(
         self, ctx: QueryContext[GraphReaderBuild, GraphReaderQuery]
     ) -> tuple[Graph, np.ndarray, list[Node]]:
-        def load() -> tuple[Graph, np.ndarray, list[Node]]:
-            chunks = ctx.stored.nodes()
-            fact_nodes = ctx.stored.nodes("facts")
-            key_nodes = ctx.stored.nodes("keys")
-            adjacency = ctx.stored.csr("adjacency")
-            emb = ctx.stored.array("key_embeddings")
-            n = len(key_nodes)
-            if emb.shape[0] != n or adjacency.shape != (n, n):
-                raise IndexDamagedError("graphreader index is damaged: nodes and arrays disagree")
-            try:
-                facts = [
-                    Fact(f.text, int(f.meta["chunk"]), tuple(int(x) for x in f.meta["nodes"]))
-                    for f in fact_nodes
-                ]
-                node_facts = [[int(c[1:]) for c in k.children] for k in key_nodes]
-            except (KeyError, ValueError, TypeError):
-                raise IndexDamagedError("graphreader index is damaged: bad fact records") from None
-            if any(not 0 <= f.chunk < len(chunks) for f in facts) or any(
-                not 0 <= i < len(facts) for fs in node_facts for i in fs
-            ):
-                raise IndexDamagedError("graphreader index is damaged: dangling references")
-            graph = Graph(
-                [c.text for c in chunks],
-                [c.doc for c in chunks],
-                facts,
-                [k.text for k in key_nodes],
-                node_facts,
-                sp.csr_array(adjacency),
-                [list(k.meta.get("forms", [k.text])) for k in key_nodes],
-            )
-            return graph, emb, chunks
-
-        result: tuple[Graph, np.ndarray, list[Node]] = ctx.stored.memoised("graph", load)
+        result: tuple[Graph, np.ndarray, list[Node]] = ctx.stored.memoised(
+            "graph", lambda: _stored_graph(ctx.stored)
+        )
         return result
+
+    def check_stored(self, stored: MethodReader, built: GraphReaderBuild) -> None:
+        _stored_graph(stored)
 
     def retrieve(
         self,
@@ -340,6 +312,10 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
             if graph.n_nodes == 0:
                 return []
             q = np.asarray(ctx.models.embedder.encode([text])[0], dtype=np.float32)
+            if emb.shape[1] != len(q):
+                raise ctx.stored.damage(
+                    f"key_embeddings have {emb.shape[1]} dimensions, the embedder {len(q)}"
+                )
             scores = emb.astype(np.float32) @ q
             return [int(i) for i in top_indices(scores, min(settings.candidates, graph.n_nodes))]
 
@@ -428,3 +404,41 @@ def final_answer(reply: str) -> str:
         return reply.strip()
     tail = reply[matches[-1].end() :].strip()
     return tail or reply.strip()
+
+
+def _stored_graph(stored: MethodReader) -> tuple[Graph, np.ndarray, list[Node]]:
+    """The graph as the agent walks it, every reference between records checked."""
+    chunks = stored.nodes()
+    fact_nodes = stored.nodes("facts")
+    key_nodes = stored.nodes("keys")
+    adjacency = stored.csr("adjacency")
+    emb = stored.array("key_embeddings")
+    n = len(key_nodes)
+    if (n and emb.ndim != 2) or emb.shape[0] != n or adjacency.shape != (n, n):
+        raise stored.damage(f"key_embeddings {emb.shape} or adjacency disagree with {n} keys")
+    try:
+        facts = [
+            Fact(f.text, int(f.meta["chunk"]), tuple(int(x) for x in f.meta["nodes"]))
+            for f in fact_nodes
+        ]
+        node_facts = [[int(c[1:]) for c in k.children] for k in key_nodes]
+        forms = [list(k.meta.get("forms", [k.text])) for k in key_nodes]
+    except (KeyError, ValueError, TypeError):
+        raise stored.damage("facts.jsonl or keys.jsonl holds a malformed record") from None
+    if (
+        any(not 0 <= f.chunk < len(chunks) for f in facts)
+        or any(not 0 <= k < n for f in facts for k in f.nodes)
+        or any(not 0 <= i < len(facts) for fs in node_facts for i in fs)
+        or not all(isinstance(x, str) for fs in forms for x in fs)
+    ):
+        raise stored.damage("facts.jsonl or keys.jsonl refers to a record that is not there")
+    graph = Graph(
+        [c.text for c in chunks],
+        [c.doc for c in chunks],
+        facts,
+        [k.text for k in key_nodes],
+        node_facts,
+        sp.csr_array(adjacency),
+        forms,
+    )
+    return graph, emb, chunks

@@ -22,7 +22,6 @@ import numpy as np
 
 from lcr.answer import AnswerResult, answer
 from lcr.config import Settings, setting
-from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     NOTHING,
@@ -53,7 +52,7 @@ from lcr.methods.lightpal.scoring import (
 )
 from lcr.progress import OneTask, Task
 from lcr.scoring.bm25 import BM25Index, bm25_tokenize
-from lcr.store import Node
+from lcr.store import MethodReader, Node
 
 
 def _bm25_tokens(texts: list[str]) -> list[list[str]]:
@@ -274,19 +273,31 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         )
 
     # --------------------------------------------------------------- retrieve
+    def check_stored(self, stored: MethodReader, built: LightPALBuild) -> None:
+        n = len(stored.nodes())
+        _stored_walk(stored, n)
+        _stored_embeddings(stored, n)
+        BM25Index.load(stored, documents=n)
+
     def _ranking(
         self, ctx: QueryContext[LightPALBuild, LightPALQuery], question: str, n: int
     ) -> np.ndarray:
         if ctx.settings.initial == "dense":
-            emb = ctx.stored.array("embeddings")
+            emb = _stored_embeddings(ctx.stored, n)
             q = np.asarray(ctx.models.embedder.encode([question])[0], dtype=np.float32)
+            if emb.shape[1] != len(q):
+                raise ctx.stored.damage(
+                    f"embeddings have {emb.shape[1]} dimensions, the embedder {len(q)}"
+                )
             scores = (emb @ q).astype(np.float64)
         else:
             scores = self._bm25_scores(ctx, question, n)
         return scores
 
     def _bm25_scores(self, ctx: QueryContext, question: str, n: int) -> np.ndarray:
-        index: BM25Index = ctx.stored.memoised("bm25", lambda: BM25Index.load(ctx.stored))
+        index: BM25Index = ctx.stored.memoised(
+            "bm25", lambda: BM25Index.load(ctx.stored, documents=n)
+        )
         return index.scores(_bm25_tokens([question])[0], n)
 
     def retrieve(
@@ -294,15 +305,13 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
     ) -> Evidence:
         nodes = ctx.stored.nodes()
         n = len(nodes)
-        walk: Walk = ctx.stored.memoised("walk", lambda: Walk.from_edges(ctx.stored.csr("edges")))
-        if walk.n != n:
-            raise IndexDamagedError("lightpal index is damaged: graph and passages disagree")
+        walk: Walk = ctx.stored.memoised("walk", lambda: _stored_walk(ctx.stored, n))
         want = k if k is not None else ctx.settings.top_k
         s = ctx.settings
         t = time.perf_counter()
         scores = self._ranking(ctx, question, n)
         if len(scores) != n:
-            raise IndexDamagedError("lightpal index is damaged: scores and passages disagree")
+            raise ctx.stored.damage(f"the initial ranking scores {len(scores)} of {n} passages")
         depth = max(want, s.restart_top) if s.restart == "ranking" else want
         ranking = top_indices(scores, depth)
         initial_s = time.perf_counter() - t
@@ -357,3 +366,17 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
 def _name(names: list[str], i: int, nodes: list[Node]) -> str:
     doc = nodes[i].doc
     return names[doc] if 0 <= doc < len(names) else str(doc)
+
+
+def _stored_walk(stored: MethodReader, n: int) -> Walk:
+    edges = stored.csr("edges")
+    if edges.shape != (n, n):
+        raise stored.damage(f"edges are {edges.shape[0]} x {edges.shape[1]}, not {n} x {n}")
+    return Walk.from_edges(edges)
+
+
+def _stored_embeddings(stored: MethodReader, n: int) -> np.ndarray:
+    emb = stored.array("embeddings")
+    if emb.ndim != 2 or emb.shape[0] != n:
+        raise stored.damage(f"embeddings hold {emb.shape}, not one row for each of {n} passages")
+    return emb

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from lcr.answer import AnswerResult
-from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     AnswerContext,
@@ -31,6 +30,7 @@ from lcr.methods.pecan.graph import edge_matrix
 from lcr.methods.pecan.search import AnswerState, SearchParams, answer_turn, dynamic_search
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
 from lcr.models.base import Capability, require_attention
+from lcr.store import MethodReader, Node
 
 NEEDS = frozenset(
     {
@@ -89,13 +89,8 @@ class Pecan(Method[PecanBuild, PecanQuery]):
     ) -> Evidence:
         """The search, leaving room for a reply of ``ctx.answer_tokens`` in the window;
         the evidence keeps its cache for :meth:`answer` (``evidence.state``)."""
-        nodes = ctx.stored.nodes()
-        emb = ctx.stored.array("embeddings")
-        levels = ctx.stored.array("levels")
-        edges = ctx.stored.csr("edges")
+        nodes, emb, levels, edges = _stored_graph(ctx.stored)
         n = len(nodes)
-        if emb.shape[0] != n or levels.shape[0] != n or edges.shape != (n, n):
-            raise IndexDamagedError("pecan index is damaged: nodes, embeddings and graph disagree")
         s = ctx.settings
         params = SearchParams(
             patience=s.patience,
@@ -109,6 +104,10 @@ class Pecan(Method[PecanBuild, PecanQuery]):
             second_turn=s.second_turn,
         )
         q = np.asarray(ctx.models.embedder.encode([question])[0], dtype=np.float32)
+        if n and emb.shape[1] != len(q):
+            raise ctx.stored.damage(
+                f"embeddings have {emb.shape[1]} dimensions, the embedder {len(q)}"
+            )
         cos = emb.astype(np.float32) @ q if n else np.zeros(0, dtype=np.float32)
         llm = require_attention(ctx.models.llm, "pecan retrieval")
         result = dynamic_search(
@@ -145,6 +144,9 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         }
         return Evidence(method=self.name, items=items, info=info, state=result.state)
 
+    def check_stored(self, stored: MethodReader, built: PecanBuild) -> None:
+        _stored_graph(stored)
+
     # ----------------------------------------------------------------- answer
     def uses_shared_answer(self, settings: PecanQuery) -> bool:
         return False  # the paper's second turn, from the search's KV cache
@@ -161,3 +163,21 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         first_turn: dict[str, Any] = evidence.info.setdefault("first_turn", {})
         text = answer_turn(llm, state, encoded, ctx.answer.max_new_tokens, first_turn)
         return AnswerResult(text, list(evidence.items), 0)
+
+
+def _stored_graph(stored: MethodReader) -> tuple[list[Node], np.ndarray, np.ndarray, Any]:
+    """Nodes, their embeddings, levels and edges, checked against each other as they load."""
+    nodes = stored.nodes()
+    emb = stored.array("embeddings")
+    levels = stored.array("levels")
+    edges = stored.csr("edges")
+    n = len(nodes)
+    if (n and emb.ndim != 2) or emb.shape[0] != n or edges.shape != (n, n):
+        raise stored.damage(
+            f"embeddings {emb.shape} or edges {edges.shape} disagree with {n} nodes"
+        )
+    if levels.shape != (n,) or levels.dtype.kind not in "iu":
+        raise stored.damage(f"levels hold {levels.shape} {levels.dtype}, not {n} levels")
+    if [int(x) for x in levels] != [nd.level for nd in nodes]:
+        raise stored.damage("levels disagree with the nodes' levels")
+    return nodes, emb, levels, edges

@@ -26,7 +26,6 @@ from typing import Any, Literal
 import numpy as np
 
 from lcr.config import Settings, setting
-from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, merge_spans
 from lcr.methods.base import (
     GENERATE,
@@ -41,7 +40,7 @@ from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
 from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
 from lcr.models.base import Message
 from lcr.progress import OneTask
-from lcr.store import Node
+from lcr.store import MethodReader, Node
 from lcr.text.tokens import count_tokens
 
 SYSTEM_PROMPT = "You are a Summarizing Text Portal"
@@ -275,24 +274,21 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
     def retrieve(
         self, ctx: QueryContext[RaptorBuild, RaptorQuery], question: str, k: int | None
     ) -> Evidence:
-        nodes = ctx.stored.nodes()
-        emb = ctx.stored.array("embeddings")
-        if emb.shape[0] != len(nodes):
-            raise IndexDamagedError("raptor index is damaged: embeddings and nodes disagree")
+        tree = ctx.stored.memoised("raptor:tree", lambda: StoredTree.load(ctx.stored))
+        nodes, emb, tokens = tree.nodes, tree.embeddings, tree.tokens
         if not nodes:
             return Evidence(method=self.name, items=[], info={"mode": ctx.settings.mode})
         q = ctx.models.embedder.encode([question])[0]
+        if emb.shape[1] != len(q):
+            raise ctx.stored.damage(
+                f"embeddings have {emb.shape[1]} dimensions, the embedder {len(q)}"
+            )
         scores = emb.astype(np.float32) @ np.asarray(q, dtype=np.float32)
-        tokens = [int(n.meta.get("tokens", count_tokens(n.text))) for n in nodes]
         mode = ctx.settings.mode
         info: dict[str, Any] = {"mode": mode, "tree_layers": max(n.level for n in nodes) + 1}
         if mode == "traversal":
             top_k = k if k is not None else ctx.settings.top_k
-            index = {n.id: i for i, n in enumerate(nodes)}
-            try:
-                children = [[index[c] for c in n.children] for n in nodes]
-            except KeyError:
-                raise IndexDamagedError("raptor index is damaged: unknown child id") from None
+            children = tree.children
             depth = ctx.settings.depth
             chosen = tree_traversal(scores, [n.level for n in nodes], children, top_k, depth)
             info.update(top_k=top_k, depth=depth)
@@ -318,3 +314,39 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
             for r, i in enumerate(chosen)
         ]
         return Evidence(method=self.name, items=items, info=info)
+
+    def check_stored(self, stored: MethodReader, built: RaptorBuild) -> None:
+        StoredTree.load(stored)
+
+
+@dataclass(frozen=True)
+class StoredTree:
+    """The tree as retrieval walks it, checked as it loads: one embedding a node, every
+    child a known node of a lower layer (so a traversal always ends), token counts."""
+
+    nodes: list[Node]
+    embeddings: np.ndarray
+    children: list[list[int]]
+    tokens: list[int]
+
+    @classmethod
+    def load(cls, stored: MethodReader) -> StoredTree:
+        nodes = stored.nodes()
+        emb = stored.array("embeddings")
+        if (nodes and emb.ndim != 2) or emb.shape[0] != len(nodes):
+            raise stored.damage(f"embeddings hold {emb.shape} for {len(nodes)} nodes")
+        index = {n.id: i for i, n in enumerate(nodes)}
+        if len(index) != len(nodes):
+            raise stored.damage("nodes.jsonl repeats a node id")
+        children: list[list[int]] = []
+        for n in nodes:
+            kids = [index.get(c, -1) for c in n.children]
+            if n.level < 0 or any(c < 0 or nodes[c].level >= n.level for c in kids):
+                raise stored.damage(f"nodes.jsonl: node {n.id} has a child not below it")
+            children.append(kids)
+        tokens = [n.meta.get("tokens") for n in nodes]
+        counted = [
+            t if type(t) is int and t >= 0 else count_tokens(n.text)
+            for t, n in zip(tokens, nodes, strict=True)
+        ]
+        return cls(nodes, emb, children, counted)
