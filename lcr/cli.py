@@ -453,7 +453,7 @@ def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
     index = Index.open(index_path)
     problems = {name: [message] for name, message in index.damaged.items()}
     if verify:
-        from lcr.pipeline import verify_index
+        from lcr.integrity import verify_index
 
         for name, line in verify_index(index).items():
             problems.setdefault(name, [line])

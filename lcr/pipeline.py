@@ -26,8 +26,9 @@ from lcr.answer import (
 )
 from lcr.citation import Citer
 from lcr.config import Settings
-from lcr.errors import IndexDamagedError, InputError, SettingError, UsageError
+from lcr.errors import InputError, SettingError, UsageError
 from lcr.evidence import Evidence, EvidenceItem, Usage
+from lcr.integrity import check_evidence, stored_build_settings
 from lcr.methods import get_method, method_names
 from lcr.methods.base import AnswerContext, BuildContext, Method, Needs, QueryContext
 from lcr.models.backends import (
@@ -40,8 +41,7 @@ from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.selection import sentence_scorer
-from lcr.store import DocumentInput, Index, MethodReader
-from lcr.store.nodes import span_problem
+from lcr.store import DocumentInput, Index
 from lcr.store.writing import writer_lock
 
 if TYPE_CHECKING:
@@ -582,57 +582,6 @@ def cite(index: Index, items: Sequence[EvidenceItem]) -> None:
             item.document = documents[item.doc].name
         else:  # not a document of this index: name what the spans point at instead
             item.document = item.citations[0].document if item.citations else str(item.doc)
-
-
-def stored_build_settings(index: Index, method: AnyMethod, reader: MethodReader) -> Settings:
-    """The settings a build recorded, typed; a value of the wrong type is damage."""
-    try:
-        return method.build_settings.from_stored(reader.settings)
-    except SettingError as exc:
-        raise IndexDamagedError(
-            f"{index.path} is damaged: manifest.json records the {method.name} setting "
-            f"{exc}; {index.rebuild_hint(method.name)}"
-        ) from None
-
-
-def check_evidence(index: Index, method: str, items: Sequence[EvidenceItem]) -> None:
-    """Refuse to serve evidence whose spans are not in source.txt, or a leaf whose text
-    is not the source at its span: an index edited (checksums refreshed) must not put
-    words in the source's mouth. A few comparisons per item."""
-    source, documents = index.source, len(index.documents)
-    for item in items:
-        problem = span_problem(item.level, item.text, item.spans, item.doc, source, documents)
-        if problem is None and not item.spans:
-            problem = "has no spans"
-        if problem is not None:
-            raise IndexDamagedError(
-                index.damage_message(method, f"nodes.jsonl: evidence {item.id} {problem}")
-            )
-
-
-def verify_index(index: Index) -> dict[str, str]:
-    """Everything ``lcr info --verify`` checks: every file against its checksum and its
-    structure (:meth:`Index.verify`), then each method's own reading of its build
-    (recorded settings, shapes against node counts, its JSON) as retrieval reads it.
-    Returns one damage line per damaged method (``"source"`` for source.txt)."""
-    lines: dict[str, str] = {}
-    for name, found in index.verify().items():
-        if name == "source":
-            lines[name] = f"{index.path} is damaged: {found[0]}; {index.repair_hint()}"
-        else:
-            lines[name] = index.damage_message(name, "; ".join(found))
-    if "source" in lines:
-        return lines
-    for name in index.methods:
-        if name in lines or name in index.damaged or name not in method_names():
-            continue
-        method = get_method(name)
-        reader = index.reader(name)
-        try:
-            method.check_stored(reader, stored_build_settings(index, method, reader))
-        except IndexDamagedError as exc:
-            lines[name] = str(exc)
-    return lines
 
 
 def ask(

@@ -252,10 +252,12 @@ def test_a_damaged_layout_is_one_line(
     (idx / "layout.json").write_text('{"version": 1, "documents": [{}]}', encoding="utf-8")
     code, out, err = run(["retrieve", str(idx), "the jade"], capsys)
     assert code == 1 and out == ""
-    assert err.strip().splitlines() == [
+    (line,) = err.strip().splitlines()
+    assert line.startswith(
         f"lcr: {idx} is damaged: layout.json does not list one layout per source; "
-        f"rebuild it with: lcr index SOURCE -o {idx} --force"
-    ]
+        "rebuild it with: lcr index "
+    )
+    assert line.endswith(" --force"), line
     # found before anything is paid for: MixPR's router (mode=auto) never asks the LLM
     forbidden = Models.with_objects(llm=ForbiddenLLM())
     pipeline.build(Index.open(idx), ["mixpr"], forbidden)

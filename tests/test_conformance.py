@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from lcr import pipeline
+from lcr import integrity, pipeline
 from lcr.config import Settings
 from lcr.errors import SettingError, UsageError
 from lcr.methods import get_method, method_names
@@ -136,7 +136,7 @@ def test_reopen_gives_same_evidence_with_valid_spans(
             assert source[s:e] == it.text
         assert 0 <= it.doc < len(reopened.documents)
     # a fresh build passes every structural check `lcr info --verify` makes
-    assert pipeline.verify_index(reopened) == {}
+    assert integrity.verify_index(reopened) == {}
 
 
 def test_empty_question_and_bad_settings_refused(

@@ -357,7 +357,8 @@ def test_the_llm_cache_outlives_force_and_a_one_word_edit(
 def test_a_build_folder_outside_the_index_is_damage_and_never_read(
     two_docs: tuple[Path, Path], capsys: pytest.CaptureFixture[str], folder: str
 ) -> None:
-    """Row 6 (manifest half): methods.X.dir is `<method>.<hex>` or the index is damaged."""
+    """Row 6 (manifest half): methods.X.dir is `<method>.<hex>` or that method is damaged
+    (the others keep working), and the printed hint rebuilds it."""
     a, _ = two_docs
     idx = a.parent / "a.idx"
     assert run(["index", str(a), "-m", "bm25", "-q"], capsys)[0] == 0
@@ -367,7 +368,7 @@ def test_a_build_folder_outside_the_index_is_damage_and_never_read(
     code, _out, err = run(["info", str(idx), "--verify"], capsys)
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert "methods.bm25.dir" in err and "damaged" in err
-    repaired = paste(_hint(err, "rebuild it with: "), a.parent)
+    repaired = paste(_hint(err, "rebuild it alone with: "), a.parent)
     assert repaired.returncode == 0, repaired.stderr
     assert Index.open(idx).verify() == {}
 
@@ -575,5 +576,6 @@ def test_the_hint_of_an_index_without_methods_builds_them(two_docs: tuple[Path, 
 
 def pipeline_docs(paths: list[Path]) -> list[Any]:
     from lcr.pipeline import load_documents
+    from lcr.text.inputs import expand_inputs
 
-    return load_documents(paths)
+    return load_documents(expand_inputs(paths))

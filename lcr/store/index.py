@@ -302,7 +302,7 @@ class Index:
     def _structure_problems(self, name: str, entry: MethodEntry) -> list[str]:
         """What checksums cannot see (files rewritten with their digests refreshed):
         every node record and its spans, every array's structure. A method's own checks
-        (shapes against node counts, its JSON) are the pipeline's (``verify_index``)."""
+        (shapes against node counts, its JSON) are ``lcr.integrity.verify_index``'s."""
         reader = MethodReader(self, name, entry)
         source, documents = self.source, len(self.documents)
         found: list[str] = []

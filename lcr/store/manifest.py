@@ -297,7 +297,8 @@ def _sources(raw: Any, chars: Any) -> tuple[SourceDoc, ...]:
         if not isinstance(d, dict):
             raise ManifestFieldError(f"{label} is {_kind_of(d)}, not an object")
         for f in dataclasses.fields(SourceDoc):
-            if f.name not in d:
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if required and f.name not in d:  # later fields have defaults: older indexes
                 raise ManifestFieldError(f"{label}.{f.name} is missing")
         values = _typed(SourceDoc, d, label)
         values.pop("extra")
