@@ -127,3 +127,39 @@ def test_a_block_handed_back_in_pieces_gives_the_same_graph(
     )
     assert stats.auto_capped and stats.max_degree == cap_stats.max_degree
     assert (capped_pieces != capped).nnz == 0
+
+
+@pytest.mark.parametrize("text", ["x", "I", "the and of", "  a\n", "!"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "bm25",
+        "tfidf",
+        "mixpr",
+        pytest.param("dense", marks=pytest.mark.slow),  # they load the embedder
+        pytest.param("hybrid", marks=pytest.mark.slow),
+    ],
+)
+def test_a_one_character_or_stopword_document_builds_and_retrieves(
+    tmp_path: Path, text: str, method: str
+) -> None:
+    """A one-character document is a document: it builds, and a question gets its
+    evidence (or none, said in words), never an internal error."""
+    doc = tmp_path / "tiny.txt"
+    doc.write_text(text, encoding="utf-8")
+    code, _, err = run(["index", str(doc), "-m", method, "-q"])
+    assert code == 0, err
+    idx = str(doc.with_suffix(".idx"))
+    for question in ("x", "what is it?", "the"):
+        code, out, err = run(["retrieve", idx, question, "-m", method, "--json"])
+        assert code == 0, err
+        evidence = json.loads(out)["evidence"]
+        source = (doc.with_suffix(".idx") / "source.txt").read_text(encoding="utf-8")
+        for item in evidence:
+            ((s, e),) = item["spans"]
+            assert source[s:e] == item["text"]
+        code, out, err = run(["retrieve", idx, question, "-m", method])
+        assert code == 0, err
+        assert "Evidence" in out
+        if method in ("bm25", "tfidf") and "[1]" not in out:  # none found: said in words
+            assert "no chunk shares a word with the question" in out

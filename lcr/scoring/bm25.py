@@ -61,6 +61,17 @@ class BM25Index:
     @classmethod
     def fit(cls, tokens: list[list[str]], *, k1: float = 1.5, b: float = 0.75) -> BM25Index:
         retriever = bm25s_module().BM25(k1=k1, b=b)
+        if not any(tokens):
+            # nothing to index (a one-letter or stop-word-only text): bm25s cannot
+            # (it fails on the empty vocabulary), and every score is 0 anyway
+            retriever.scores = {
+                "data": np.zeros(0, np.float32),
+                "indices": np.zeros(0, np.int32),
+                "indptr": np.zeros(1, np.int64),
+                "num_docs": len(tokens),
+            }
+            retriever.vocab_dict = {}
+            return cls(retriever)
         retriever.index(tokens, show_progress=False)
         return cls(retriever)
 
