@@ -129,6 +129,50 @@ def test_a_block_handed_back_in_pieces_gives_the_same_graph(
     assert (capped_pieces != capped).nnz == 0
 
 
+@pytest.fixture()
+def indexed(tmp_path: Path) -> Path:
+    doc = tmp_path / "doc.txt"
+    doc.write_text(low_vocabulary_text(300), encoding="utf-8")
+    code, _, err = run(["index", str(doc), "-m", "mixpr", "-q"])
+    assert code == 0, err
+    return doc.with_suffix(".idx")
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("mixpr.max_iter", "1000000000"),
+        ("graphreader.max_calls", "1000000000"),
+        ("graphreader.agent_max_new_tokens", "1000000000"),
+        ("pecan.max_levels", "1000000000"),
+        ("raptor.reduction_dim", "1000000000"),
+    ],
+)
+def test_settings_that_would_make_work_endless_are_refused(
+    indexed: Path, key: str, value: str
+) -> None:
+    """``--set mixpr.max_iter=1000000000 --set mixpr.tol=0`` ran for ever: now exit 2,
+    one line naming the setting and its range."""
+    method = key.split(".")[0]
+    command = "index" if method in ("raptor", "pecan") else "retrieve"
+    target = [str(indexed.parent / "doc.txt")] if command == "index" else [str(indexed), "key"]
+    args = [command, *target, "-m", method, "--set", f"{key}={value}"]
+    code, _, err = run([*args, "--set", "mixpr.tol=0"] if method == "mixpr" else args)
+    assert code == 2, err
+    assert key in err and ("at most" in err or "between" in err)
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_the_largest_iteration_cap_still_ends(indexed: Path) -> None:
+    code, out, err = run(
+        ["retrieve", str(indexed), "key lamp", "-m", "mixpr", "--json",
+         "--set", "mixpr.max_iter=10000", "--set", "mixpr.tol=0"]
+    )  # fmt: skip
+    assert code == 0, err
+    info = json.loads(out)["info"]
+    assert info["iterations"] <= 10000
+
+
 @pytest.mark.parametrize("text", ["x", "I", "the and of", "  a\n", "!"])
 @pytest.mark.parametrize(
     "method",
