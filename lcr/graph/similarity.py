@@ -23,6 +23,10 @@ computes the same graph.
 
 When a text is so large or repetitive that even the thresholded graph would
 not fit in memory, ``max_edges`` switches the build to a per-row degree cap.
+The guard counts entries as the kernels make them: each block hands its
+entries back in pieces of at most ``_TASK_ENTRIES``, so a block of rows that
+are all alike (a low-vocabulary text, where nearly every pair is an edge) is
+counted and capped piece by piece, never held whole.
 
 Everything here is exact: no approximate neighbour search, no sampling.
 """
@@ -307,21 +311,36 @@ def _top_per_row(
     return rows[keep], cols[keep], vals[keep]
 
 
+Floor = tuple[np.ndarray, np.ndarray]  # each row's m-th best value and its column
+
+
 def _cap_rows(
     kernels: Any, entries: Entries, n: int, m: int, mirror: bool
-) -> tuple[Entries, np.ndarray]:
-    """Each row's ``m`` best entries, and each row's floor (its m-th best value
-    when it has m, else 0). ``mirror``: the entries are an upper triangle
-    standing for the symmetric matrix. The compiled kernel needs O(n + N)
-    memory; the NumPy fallback sorts everything (several times N)."""
+) -> tuple[Entries, Floor]:
+    """Each row's ``m`` best entries, and each row's floor: its m-th best value and
+    that entry's column when it has m (else 0 and the largest int32). ``mirror``:
+    the entries are an upper triangle standing for the symmetric matrix. The
+    compiled kernel needs O(n + N) memory; the NumPy fallback sorts everything
+    (several times N)."""
     if kernels is not None:
-        r, c, v, floor = kernels.top_per_row(*entries, n, m, mirror)
-        return (r, c, v), floor
+        r, c, v, floor, floor_col = kernels.top_per_row(*entries, n, m, mirror)
+        return (r, c, v), (floor, floor_col)
     r, c, v = _top_per_row(*(_both_directions(*entries) if mirror else entries), m)
     floor = np.zeros(n, np.float32)
+    floor_col = np.full(n, np.iinfo(np.int32).max, np.int32)
     full = np.flatnonzero(np.bincount(r, minlength=n) == m)
-    floor[full] = v[np.searchsorted(r, full, side="right") - 1]  # sorted best first
-    return (r, c, v), floor
+    last = np.searchsorted(r, full, side="right") - 1  # sorted best first
+    floor[full], floor_col[full] = v[last], c[last]
+    return (r, c, v), (floor, floor_col)
+
+
+def _may_enter(i: np.ndarray, j: np.ndarray, v: np.ndarray, floor: Floor) -> np.ndarray:
+    """Which entries ``(i, j, v)`` can still make row i's top m: over its floor, or
+    tied with it at a lower column (ties go to the lower column). Exact, and on
+    text of a few words it drops the many equal similarities as they arrive."""
+    value, col = floor[0][i], floor[1][i]
+    keep: np.ndarray = (v > value) | ((v == value) & (j < col))
+    return keep
 
 
 def _run_blocks(blocks: Iterator[Task], workers: int) -> Iterator[tuple[Entries, bool]]:
@@ -443,10 +462,14 @@ def similarity_graph(
     parts: list[Entries] = []
     held = 0
     # Under a cap: every row's neighbour count before pruning (for the stats), and
-    # its m-th best value so far. An entry under its row's floor can never make
-    # that row's top m, so it is dropped as it arrives and pruning stays rare.
+    # its m-th best entry so far. An entry under its row's floor (or tied with it
+    # at a higher column) can never make that row's top m, so it is dropped as it
+    # arrives and pruning stays rare, even where thousands of chunks are alike.
     degree = np.zeros(n if max_degree > 0 or max_edges > 0 else 0, np.int64)
-    floor = np.zeros(len(degree), np.float32)
+    floor: Floor = (
+        np.zeros(len(degree), np.float32),
+        np.full(len(degree), np.iinfo(np.int32).max, np.int32),
+    )
     # pruning (under a cap) keeps the held entries near the guard's own size
     prune_every = min(_PRUNE_EVERY, max(max_edges, _TASK_ENTRIES)) if max_edges else _PRUNE_EVERY
     prune_at = prune_every
@@ -468,7 +491,7 @@ def similarity_graph(
             # both directions, so each row sees all its neighbours for the top-m cut
             i, j, v = _both_directions(i, j, v)
             degree += np.bincount(i, minlength=n)
-            keep = v >= floor[i]
+            keep = _may_enter(i, j, v, floor)
             i, j, v = i[keep], j[keep], v[keep]
         parts.append((i, j, v))
         held += len(i)
