@@ -482,6 +482,7 @@ def similarity_graph(
             cap = max(1, (int(max_edges) - n_diag) // (2 * max(n, 1)))
             auto_cap = True
             upper = _joined(parts)
+            parts.clear()  # the joined copy alone is held while it is cut
             degree += np.bincount(upper[0], minlength=n) + np.bincount(upper[1], minlength=n)
             kept, floor = _cap_rows(kernels, upper, n, cap, mirror=True)
             del upper
@@ -496,7 +497,11 @@ def similarity_graph(
         parts.append((i, j, v))
         held += len(i)
         if cap > 0 and held > prune_at:
-            kept, floor = _cap_rows(kernels, _joined(parts), n, cap, mirror=False)
+            del i, j, v
+            held_entries = _joined(parts)
+            parts.clear()
+            kept, floor = _cap_rows(kernels, held_entries, n, cap, mirror=False)
+            del held_entries
             parts, held = [kept], len(kept[0])
             # prune again only once the held entries have grown well past the kept ones
             prune_at = max(prune_every, 2 * held)
@@ -507,8 +512,10 @@ def similarity_graph(
     capped = 0
     if cap > 0:
         capped = int((degree > cap).sum())
-        (rows, cols, vals), _ = _cap_rows(kernels, _joined(parts), n, cap, mirror=False)
+        held_entries = _joined(parts)
         del parts
+        (rows, cols, vals), _ = _cap_rows(kernels, held_entries, n, cap, mirror=False)
+        del held_entries
         kept_graph = sp.csr_array((vals, (rows, cols)), shape=(n, n))
         del rows, cols, vals
         off = kept_graph.maximum(kept_graph.T)  # an edge survives when either end keeps it
