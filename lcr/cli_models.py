@@ -16,7 +16,13 @@ import click
 
 from lcr.cli_output import human, say, visible
 from lcr.models.backends import BACKEND_CHOICES
-from lcr.models.spec import DEFAULT_CONCURRENCY, DEFAULT_EMBEDDER, DEFAULT_LLM, ModelSpec
+from lcr.models.spec import (
+    DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_EMBEDDER,
+    DEFAULT_LLM,
+    ModelSpec,
+)
 
 MODEL_OPTION_NAMES = (
     "llm",
@@ -26,6 +32,7 @@ MODEL_OPTION_NAMES = (
     "backend",
     "base_url",
     "concurrency",
+    "call_timeout",
     "context_window",
 )
 
@@ -38,7 +45,7 @@ def _check_base_url(_ctx: click.Context, _param: click.Parameter, value: str | N
 
 def model_options(f: Any) -> Any:
     """Add ``--llm --embedder --device --quantize --backend --base-url --concurrency
-    --context-window`` (each with its ``LCR_*`` variable) to a command."""
+    --call-timeout --context-window`` (each with its ``LCR_*`` variable) to a command."""
     f = click.option(
         "--context-window",
         type=click.IntRange(min=256),
@@ -46,6 +53,16 @@ def model_options(f: Any) -> Any:
         envvar="LCR_CONTEXT_WINDOW",
         help="Tokens the LLM may read at once (default: the backend's own; llama.cpp 16384, "
         "a server what it reports or 8192). [env: LCR_CONTEXT_WINDOW]",
+    )(f)
+    f = click.option(
+        "--call-timeout",
+        type=click.FloatRange(min=0.1, max=86400),
+        default=DEFAULT_CALL_TIMEOUT,
+        show_default=True,
+        envvar="LCR_CALL_TIMEOUT",
+        metavar="SECONDS",
+        help="Seconds one LLM call to a server (--backend openai) may take, its retries "
+        "included; a slower call fails with one line. [env: LCR_CALL_TIMEOUT]",
     )(f)
     f = click.option(
         "--concurrency",

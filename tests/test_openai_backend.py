@@ -141,11 +141,13 @@ class FlakyTransport:
         self.fail = fail  # request number -> transient?
         self.count = 0
 
-    def request(self, method: str, path: str, payload: dict[str, Any] | None) -> dict[str, Any]:
+    def request(
+        self, method: str, path: str, payload: dict[str, Any] | None, timeout: float
+    ) -> dict[str, Any]:
         self.count += 1
         if self.count in self.fail:
             raise ServerError(f"injected failure {self.count}", transient=self.fail[self.count])
-        return self.inner.request(method, path, payload)
+        return self.inner.request(method, path, payload, timeout)
 
 
 def test_transient_failures_are_retried(server: str) -> None:

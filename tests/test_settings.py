@@ -54,7 +54,8 @@ def index(tmp_path_factory: pytest.TempPathFactory, cinderella: Path) -> Path:
     ("assignment", "message"),
     [
         ("mixpr.alpha_local=2", "mixpr.alpha_local must be between 0 and 1; got '2'"),
-        ("mixpr.max_iter=-5", "mixpr.max_iter must be at least 1"),
+        ("mixpr.max_iter=-5", "mixpr.max_iter must be between 1 and 10000"),
+        ("mixpr.max_iter=1000000000", "mixpr.max_iter must be between 1 and 10000"),
         ("mixpr.top_k=-3", "mixpr.top_k must be at least 1"),
         ("bm25.top_k=0", "bm25.top_k must be at least 1"),
         ("mixpr.sim_share=7", "mixpr.sim_share must be between 0 and 1"),

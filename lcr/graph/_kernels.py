@@ -108,15 +108,17 @@ def upper_pairs_sparse(
 @numba.njit(nogil=True, cache=True)
 def top_per_row(
     rows: Any, cols: Any, vals: Any, n: int, m: int, mirror: bool
-) -> tuple[Any, Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any, Any]:
     """Each row's ``m`` largest entries (ties: lower column first), in O(n + N) memory.
 
     With ``mirror`` every entry ``(i, j, v)`` also counts as ``(j, i, v)``, so
     an upper triangle is capped as the symmetric matrix it stands for, without
     first writing the mirrored copy. Entries are grouped by row with a counting
     sort, and only rows over ``m`` are sorted. Returns the kept
-    ``(rows, cols, vals)`` grouped by row, and every row's floor: its m-th best
-    value when it has at least ``m`` entries, else 0.
+    ``(rows, cols, vals)`` grouped by row, every row's floor: its m-th best
+    value when it has at least ``m`` entries, else 0, and that entry's column
+    (else the largest int32): an entry ``(v, c)`` can only enter a full row's top
+    ``m`` when ``v > floor`` or ``v == floor and c < floor_col``.
     """
     counts = np.zeros(n + 1, np.int64)
     for k in range(len(rows)):
@@ -146,6 +148,7 @@ def top_per_row(
     out_c = np.empty(kept, np.int32)
     out_v = np.empty(kept, np.float32)
     floor = np.zeros(n, np.float32)
+    floor_col = np.full(n, 2147483647, np.int32)
     g_bits = g_vals.view(np.uint32)
     top = np.uint64(0xFFFFFFFF)
     k = 0
@@ -159,7 +162,14 @@ def top_per_row(
                 out_v[k] = g_vals[q]
                 k += 1
             if size == m and m > 0:
-                floor[r] = g_vals[lo : lo + size].min()
+                # the m-th best: the lowest value, the highest column among its ties
+                low = g_vals[lo : lo + size].min()
+                floor[r] = low
+                last = -1
+                for q in range(lo, lo + size):
+                    if g_vals[q] == low and g_cols[q] > last:
+                        last = g_cols[q]
+                floor_col[r] = last
             continue
         # by value descending, then column ascending: positive float32 bits
         # sort like the values, so one uint64 key holds both
@@ -176,7 +186,8 @@ def top_per_row(
             out_v[k] = g_vals[p]
             k += 1
         floor[r] = out_v[k - 1]
-    return out_r, out_c, out_v, floor
+        floor_col[r] = out_c[k - 1]
+    return out_r, out_c, out_v, floor, floor_col
 
 
 @numba.njit(nogil=True, cache=True)

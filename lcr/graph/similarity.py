@@ -23,6 +23,10 @@ computes the same graph.
 
 When a text is so large or repetitive that even the thresholded graph would
 not fit in memory, ``max_edges`` switches the build to a per-row degree cap.
+The guard counts entries as the kernels make them: each block hands its
+entries back in pieces of at most ``_TASK_ENTRIES``, so a block of rows that
+are all alike (a low-vocabulary text, where nearly every pair is an edge) is
+counted and capped piece by piece, never held whole.
 
 Everything here is exact: no approximate neighbour search, no sampling.
 """
@@ -30,6 +34,7 @@ Everything here is exact: no approximate neighbour search, no sampling.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -117,22 +122,28 @@ def _compiled_kernels() -> Any:
 
 
 Entries = tuple[np.ndarray, np.ndarray, np.ndarray]
+# One piece of a block's work: its entries, and the task that goes on (None: done).
+Task = Callable[[], tuple[Entries, "Task | None"]]
+# A compiled kernel's sweep from row j: (entries written to the buffers, next j).
+Step = Callable[[int, np.ndarray, np.ndarray, np.ndarray], tuple[int, int]]
 # Whether a block's compiled product scans its whole accumulator per row: cheaper
 # than tracking the entries hit once a row meets more than ~1/32 of the block.
 _DENSE_SCAN_RATIO = 32
 # Entries a compiled block writes before handing them back (at least 4 rows' width).
 _BUFFER_ENTRIES = 1 << 20
+# Entries one piece of a block hands back at most (plus one buffer): ~50 MB, so the
+# window of pieces in flight stays a few hundred MB however alike the rows are.
+_TASK_ENTRIES = 1 << 22
 
 
-def _scipy_block(
-    emb: sp.csr_array, start: int, end: int, threshold: float
-) -> Callable[[], Entries]:
+def _scipy_block(emb: sp.csr_array, start: int, end: int, threshold: float) -> Task:
     """Entries ``(i, j, s)`` of block rows ``i``, with ``j > i`` and ``s >= threshold``,
     by scipy's product. The operands are made here, on the calling thread
     (scipy may sort shared arrays in place); the returned call runs on a worker."""
     left, right = _row_view(emb, start), sp.csr_array(emb[start:end].T)
 
-    def run() -> Entries:
+    def run() -> tuple[Entries, Task | None]:
+        # the product holds at most the block's multiply-adds (``block_work``)
         prod = sp.csr_array(left @ right)  # rows j >= start, cols i - start
         # Most products fall under the threshold: find the kept positions first and
         # look up only their rows, instead of expanding a row id for every product.
@@ -141,43 +152,59 @@ def _scipy_block(
         cols_i = prod.indices[kept].astype(np.int64) + start
         vals = prod.data[kept]
         upper = rows_j > cols_i
-        return (
+        entries = (
             cols_i[upper].astype(np.int32),
             rows_j[upper].astype(np.int32),
             vals[upper].astype(np.float32),
         )
+        return entries, None
 
     return run
 
 
 def _compiled_block(
     kernels: Any, emb: sp.csr_array, start: int, end: int, threshold: float, dense: bool
-) -> Callable[[], Entries]:
-    """The same entries as :func:`_scipy_block`, by a compiled kernel."""
+) -> Task:
+    """The same entries as :func:`_scipy_block`, by a compiled kernel, in pieces."""
     bt = sp.csr_array(emb[start:end].T)
     bt.sort_indices()
     kernel = kernels.upper_pairs_dense if dense else kernels.upper_pairs_sparse
-    width = end - start
-    capacity = max(_BUFFER_ENTRIES, 4 * width)
     thr = np.float32(threshold)
 
-    def run() -> Entries:
+    def step(j: int, out_i: np.ndarray, out_j: np.ndarray, out_v: np.ndarray) -> tuple[int, int]:
+        k, j = kernel(
+            emb.indptr, emb.indices, emb.data, bt.indptr, bt.indices, bt.data,
+            start, end, j, thr, out_i, out_j, out_v,
+        )  # fmt: skip
+        return int(k), int(j)
+
+    return _pieces(step, start + 1, emb.shape[0], end - start)
+
+
+def _pieces(step: Step, first: int, n: int, width: int) -> Task:
+    """A block's run as bounded pieces: each call of the returned task sweeps later
+    rows from ``first`` with ``step`` until about ``_TASK_ENTRIES`` entries are out,
+    and hands back those entries and the task that goes on (None when the sweep is
+    done). A block of near-identical rows then never holds billions of entries at
+    once: the caller counts each piece against ``max_edges`` before taking the next.
+    """
+    capacity = max(_BUFFER_ENTRIES, 4 * width)
+
+    def run(j: int) -> tuple[Entries, Task | None]:
         out_i = np.empty(capacity, np.int32)
         out_j = np.empty(capacity, np.int32)
         out_v = np.empty(capacity, np.float32)
         parts: list[Entries] = []
-        j = start + 1
-        n = emb.shape[0]
-        while j < n:
-            # the kernel stops when its buffers might overflow; empty them and go on
-            k, j = kernel(
-                emb.indptr, emb.indices, emb.data, bt.indptr, bt.indices, bt.data,
-                start, end, j, thr, out_i, out_j, out_v,
-            )  # fmt: skip
+        out = 0
+        # the kernel stops when its buffers might overflow; empty them and go on
+        while j < n and out < _TASK_ENTRIES:
+            k, j = step(j, out_i, out_j, out_v)
             parts.append((out_i[:k].copy(), out_j[:k].copy(), out_v[:k].copy()))
-        return parts[0] if len(parts) == 1 else _joined(parts)
+            out += k
+        rest = None if j >= n else (lambda: run(j))
+        return (parts[0] if len(parts) == 1 else _joined(parts)), rest
 
-    return run
+    return lambda: run(first)
 
 
 @dataclass
@@ -250,37 +277,27 @@ def _split(emb: sp.csr_array, df: np.ndarray, threshold: float, common: int | No
 
 def _split_block(
     kernels: Any, split: _Split, start: int, end: int, threshold: float, verified: list[int]
-) -> Callable[[], Entries]:
-    """The same entries as :func:`_compiled_block`, by the split kernel."""
+) -> Task:
+    """The same entries as :func:`_compiled_block`, by the split kernel, in pieces."""
     bt = sp.csr_array(split.rare[start:end].T)
     bt.sort_indices()
     norm = split.norm[start:end]
     # rows whose common part may reach the threshold with some row's (norms are <= 1)
     cands = np.flatnonzero(norm * np.float32(1.001) + np.float32(_SLACK) >= threshold)
     high = cands[np.argsort(-norm[cands], kind="stable")].astype(np.int32)
-    width = end - start
-    capacity = max(_BUFFER_ENTRIES, 4 * width)
     thr = np.float32(threshold)
     r, c = split.rare, split.common
 
-    def run() -> Entries:
-        out_i = np.empty(capacity, np.int32)
-        out_j = np.empty(capacity, np.int32)
-        out_v = np.empty(capacity, np.float32)
-        parts: list[Entries] = []
-        j = start + 1
-        n = r.shape[0]
-        while j < n:
-            k, j, checked = kernels.upper_pairs_split(
-                r.indptr, r.indices, r.data, c.indptr, c.indices, c.data, split.norm,
-                bt.indptr, bt.indices, bt.data, high, c.shape[1],
-                start, end, j, thr, np.float32(_SLACK), _SCAN_RATIO, out_i, out_j, out_v,
-            )  # fmt: skip
-            verified.append(checked)  # list.append is atomic: safe from worker threads
-            parts.append((out_i[:k].copy(), out_j[:k].copy(), out_v[:k].copy()))
-        return parts[0] if len(parts) == 1 else _joined(parts)
+    def step(j: int, out_i: np.ndarray, out_j: np.ndarray, out_v: np.ndarray) -> tuple[int, int]:
+        k, j, checked = kernels.upper_pairs_split(
+            r.indptr, r.indices, r.data, c.indptr, c.indices, c.data, split.norm,
+            bt.indptr, bt.indices, bt.data, high, c.shape[1],
+            start, end, j, thr, np.float32(_SLACK), _SCAN_RATIO, out_i, out_j, out_v,
+        )  # fmt: skip
+        verified.append(checked)  # list.append is atomic: safe from worker threads
+        return int(k), int(j)
 
-    return run
+    return _pieces(step, start + 1, r.shape[0], end - start)
 
 
 def _top_per_row(
@@ -294,39 +311,57 @@ def _top_per_row(
     return rows[keep], cols[keep], vals[keep]
 
 
+Floor = tuple[np.ndarray, np.ndarray]  # each row's m-th best value and its column
+
+
 def _cap_rows(
     kernels: Any, entries: Entries, n: int, m: int, mirror: bool
-) -> tuple[Entries, np.ndarray]:
-    """Each row's ``m`` best entries, and each row's floor (its m-th best value
-    when it has m, else 0). ``mirror``: the entries are an upper triangle
-    standing for the symmetric matrix. The compiled kernel needs O(n + N)
-    memory; the NumPy fallback sorts everything (several times N)."""
+) -> tuple[Entries, Floor]:
+    """Each row's ``m`` best entries, and each row's floor: its m-th best value and
+    that entry's column when it has m (else 0 and the largest int32). ``mirror``:
+    the entries are an upper triangle standing for the symmetric matrix. The
+    compiled kernel needs O(n + N) memory; the NumPy fallback sorts everything
+    (several times N)."""
     if kernels is not None:
-        r, c, v, floor = kernels.top_per_row(*entries, n, m, mirror)
-        return (r, c, v), floor
+        r, c, v, floor, floor_col = kernels.top_per_row(*entries, n, m, mirror)
+        return (r, c, v), (floor, floor_col)
     r, c, v = _top_per_row(*(_both_directions(*entries) if mirror else entries), m)
     floor = np.zeros(n, np.float32)
+    floor_col = np.full(n, np.iinfo(np.int32).max, np.int32)
     full = np.flatnonzero(np.bincount(r, minlength=n) == m)
-    floor[full] = v[np.searchsorted(r, full, side="right") - 1]  # sorted best first
-    return (r, c, v), floor
+    last = np.searchsorted(r, full, side="right") - 1  # sorted best first
+    floor[full], floor_col[full] = v[last], c[last]
+    return (r, c, v), (floor, floor_col)
 
 
-def _run_blocks(blocks: Iterator[Callable[[], Entries]], workers: int) -> Iterator[Entries]:
-    """Run prepared blocks, in order, on ``workers`` threads (the kernels and
-    scipy's product release the GIL). A bounded window of blocks in flight keeps
-    memory bounded too."""
+def _may_enter(i: np.ndarray, j: np.ndarray, v: np.ndarray, floor: Floor) -> np.ndarray:
+    """Which entries ``(i, j, v)`` can still make row i's top m: over its floor, or
+    tied with it at a lower column (ties go to the lower column). Exact, and on
+    text of a few words it drops the many equal similarities as they arrive."""
+    value, col = floor[0][i], floor[1][i]
+    keep: np.ndarray = (v > value) | ((v == value) & (j < col))
+    return keep
+
+
+def _run_blocks(blocks: Iterator[Task], workers: int) -> Iterator[tuple[Entries, bool]]:
+    """Run prepared blocks on ``workers`` threads (the kernels and scipy's product
+    release the GIL): each piece of entries as it is ready, and whether it ended its
+    block. A bounded window of pieces in flight keeps memory bounded too."""
     if workers <= 1:
-        for run in blocks:
-            yield run()
+        for task in blocks:
+            rest: Task | None = task
+            while rest is not None:
+                entries, rest = rest()
+                yield entries, rest is None
         return
     with ThreadPoolExecutor(max_workers=workers) as pool:
         window = 2 * workers
-        pending = [pool.submit(run) for run in itertools.islice(blocks, window)]
+        pending = deque(pool.submit(task) for task in itertools.islice(blocks, window))
         while pending:
-            result = pending.pop(0).result()
-            for run in itertools.islice(blocks, 1):
-                pending.append(pool.submit(run))
-            yield result
+            entries, rest = pending.popleft().result()
+            for task in [rest] if rest is not None else itertools.islice(blocks, 1):
+                pending.append(pool.submit(task))
+            yield entries, rest is None
 
 
 def _joined(parts: list[Entries]) -> Entries:
@@ -409,7 +444,7 @@ def similarity_graph(
     ranges = _blocks(work, budget, block_rows) if n else []
     verified: list[int] = []
 
-    def prepared() -> Iterator[Callable[[], Entries]]:
+    def prepared() -> Iterator[Task]:
         for a, b in ranges:
             if kernels is None:
                 yield _scipy_block(emb, a, b, threshold)
@@ -426,14 +461,20 @@ def similarity_graph(
     auto_cap = False
     parts: list[Entries] = []
     held = 0
-    prune_at = _PRUNE_EVERY
     # Under a cap: every row's neighbour count before pruning (for the stats), and
-    # its m-th best value so far. An entry under its row's floor can never make
-    # that row's top m, so it is dropped as it arrives and pruning stays rare.
+    # its m-th best entry so far. An entry under its row's floor (or tied with it
+    # at a higher column) can never make that row's top m, so it is dropped as it
+    # arrives and pruning stays rare, even where thousands of chunks are alike.
     degree = np.zeros(n if max_degree > 0 or max_edges > 0 else 0, np.int64)
-    floor = np.zeros(len(degree), np.float32)
-    for i, j, v in _run_blocks(prepared(), workers):
-        if on_block is not None:
+    floor: Floor = (
+        np.zeros(len(degree), np.float32),
+        np.full(len(degree), np.iinfo(np.int32).max, np.int32),
+    )
+    # pruning (under a cap) keeps the held entries near the guard's own size
+    prune_every = min(_PRUNE_EVERY, max(max_edges, _TASK_ENTRIES)) if max_edges else _PRUNE_EVERY
+    prune_at = prune_every
+    for (i, j, v), block_done in _run_blocks(prepared(), workers):
+        if on_block is not None and block_done:
             on_block(len(ranges))
         if cap == 0 and max_edges > 0 and 2 * (held + len(i)) + n_diag > max_edges:
             # the exact graph will not fit: cap every row from here on, and cap
@@ -441,24 +482,29 @@ def similarity_graph(
             cap = max(1, (int(max_edges) - n_diag) // (2 * max(n, 1)))
             auto_cap = True
             upper = _joined(parts)
+            parts.clear()  # the joined copy alone is held while it is cut
             degree += np.bincount(upper[0], minlength=n) + np.bincount(upper[1], minlength=n)
             kept, floor = _cap_rows(kernels, upper, n, cap, mirror=True)
             del upper
             parts, held = [kept], len(kept[0])
-            prune_at = max(_PRUNE_EVERY, 2 * held)
+            prune_at = max(prune_every, 2 * held)
         if cap > 0:
             # both directions, so each row sees all its neighbours for the top-m cut
             i, j, v = _both_directions(i, j, v)
             degree += np.bincount(i, minlength=n)
-            keep = v >= floor[i]
+            keep = _may_enter(i, j, v, floor)
             i, j, v = i[keep], j[keep], v[keep]
         parts.append((i, j, v))
         held += len(i)
         if cap > 0 and held > prune_at:
-            kept, floor = _cap_rows(kernels, _joined(parts), n, cap, mirror=False)
+            del i, j, v
+            held_entries = _joined(parts)
+            parts.clear()
+            kept, floor = _cap_rows(kernels, held_entries, n, cap, mirror=False)
+            del held_entries
             parts, held = [kept], len(kept[0])
             # prune again only once the held entries have grown well past the kept ones
-            prune_at = max(_PRUNE_EVERY, 2 * held)
+            prune_at = max(prune_every, 2 * held)
 
     # the kernels are done: their copies of the rows go before the graph is assembled
     common_terms = split.common.shape[1] if split is not None else 0
@@ -466,8 +512,10 @@ def similarity_graph(
     capped = 0
     if cap > 0:
         capped = int((degree > cap).sum())
-        (rows, cols, vals), _ = _cap_rows(kernels, _joined(parts), n, cap, mirror=False)
+        held_entries = _joined(parts)
         del parts
+        (rows, cols, vals), _ = _cap_rows(kernels, held_entries, n, cap, mirror=False)
+        del held_entries
         kept_graph = sp.csr_array((vals, (rows, cols)), shape=(n, n))
         del rows, cols, vals
         off = kept_graph.maximum(kept_graph.T)  # an edge survives when either end keeps it

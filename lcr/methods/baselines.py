@@ -110,6 +110,8 @@ def ranked_evidence(
     chosen = top_indices(scores, k)
     if matched_only:
         chosen = chosen[scores[chosen] > 0]
+        if not len(chosen):  # said in words, so an empty list is not taken for a fault
+            info = {**info, "note": "no chunk shares a word with the question"}
     items = [item_from_node(nodes[i], float(scores[i]), rank=r + 1) for r, i in enumerate(chosen)]
     return Evidence(method=method, items=items, info=dict(info))
 

@@ -20,10 +20,13 @@ protocol logic stays apart from the wire, as in httpx.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import math
 import os
 import random
+import socket
 import threading
 import time
 import urllib.error
@@ -36,10 +39,13 @@ from typing import Any, Protocol
 from lcr.errors import LLMCallError, ModelError
 from lcr.evidence import Usage
 from lcr.models.base import Capability, ContinuationScore, Generation, Message
-from lcr.models.spec import ModelSpec
+from lcr.models.spec import DEFAULT_CALL_TIMEOUT, ModelSpec
 
 DEFAULT_SERVER_WINDOW = 8192  # when the server does not say (vLLM's /models does)
-REQUEST_TIMEOUT_S = 600.0
+# A reply larger than this is refused: a chat reply (top log-probabilities included)
+# is kilobytes, and an endless body must not grow memory without bound.
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+_READ_PIECE = 64 * 1024
 TOP_LOGPROBS = 20
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -54,9 +60,12 @@ class ServerError(Exception):
 
 
 class Transport(Protocol):
-    """How JSON reaches the server and comes back; raises :class:`ServerError`."""
+    """How JSON reaches the server and comes back; raises :class:`ServerError`.
+    ``timeout``: seconds the whole request may take (connect, wait, read)."""
 
-    def request(self, method: str, path: str, payload: dict[str, Any] | None) -> dict[str, Any]: ...
+    def request(
+        self, method: str, path: str, payload: dict[str, Any] | None, timeout: float
+    ) -> dict[str, Any]: ...
 
 
 def check_base_url(url: str) -> str:
@@ -81,25 +90,129 @@ def check_base_url(url: str) -> str:
     return url.strip()
 
 
+class _Sockets:
+    """The sockets of the requests in flight, so a deadline or an interrupt can cut
+    them: shutting a socket down wakes the thread blocked reading it at once, where a
+    socket timeout only bounds the wait for each byte (a server trickling one byte a
+    second would never time out)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: dict[int, socket.socket] = {}
+
+    def add(self, call: int, sock: socket.socket) -> None:
+        with self._lock:
+            self._open[call] = sock
+
+    def cut(self, call: int | None = None) -> None:
+        """Cut one request's socket (None: every request's)."""
+        with self._lock:
+            socks = list(self._open.values()) if call is None else [self._open.get(call)]
+        for sock in socks:
+            if sock is not None:
+                with contextlib.suppress(OSError):  # already closed
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def forget(self, call: int) -> None:
+        with self._lock:
+            self._open.pop(call, None)
+
+
+def _tracked_handlers(sockets: _Sockets, call: int) -> list[urllib.request.BaseHandler]:
+    """urllib's HTTP(S) handlers, with connections that register their socket."""
+
+    class Http(http.client.HTTPConnection):
+        def connect(self) -> None:
+            super().connect()
+            sockets.add(call, self.sock)
+
+    class Https(http.client.HTTPSConnection):
+        def connect(self) -> None:
+            super().connect()
+            sockets.add(call, self.sock)
+
+    class HttpHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Http, req)
+
+    class HttpsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Https, req)
+
+    return [HttpHandler(), HttpsHandler()]
+
+
+def _read_body(resp: Any, limit: int, where: str) -> bytes:
+    """The reply's body, refused once it passes ``limit`` bytes."""
+    length = resp.headers.get("Content-Length") if resp.headers else None
+    if length and length.isdigit() and int(length) > limit:
+        raise ServerError(
+            f"{where} sent a reply of {int(length):,} bytes, more than lcr reads "
+            f"({limit:,})", transient=False,
+        )  # fmt: skip
+    pieces: list[bytes] = []
+    size = 0
+    while piece := resp.read(_READ_PIECE):
+        size += len(piece)
+        if size > limit:
+            raise ServerError(
+                f"{where} sent more than {limit:,} bytes: not a chat reply", transient=False
+            )
+        pieces.append(piece)
+    return b"".join(pieces)
+
+
 class UrllibTransport:
-    """JSON over HTTP(S) with the standard library (no extra dependency)."""
+    """JSON over HTTP(S) with the standard library (no extra dependency).
+
+    Each request has one deadline for all of it (a timer cuts its socket), and a
+    reply larger than ``max_bytes`` is refused. :meth:`abort` cuts every request in
+    flight and fails new ones, until :meth:`resume`: an interrupt ends a run in
+    moments however the server behaves."""
 
     def __init__(
-        self, base_url: str, api_key: str | None = None, timeout: float = REQUEST_TIMEOUT_S
+        self, base_url: str, api_key: str | None = None, max_bytes: int = MAX_RESPONSE_BYTES
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
-        self.timeout = timeout
+        self.max_bytes = max_bytes
+        self._sockets = _Sockets()
+        self._calls = iter(range(1 << 62))
+        self._aborted = threading.Event()
 
-    def request(self, method: str, path: str, payload: dict[str, Any] | None) -> dict[str, Any]:
+    def abort(self) -> None:
+        self._aborted.set()
+        self._sockets.cut()
+
+    def resume(self) -> None:
+        self._aborted.clear()
+
+    def request(
+        self, method: str, path: str, payload: dict[str, Any] | None, timeout: float
+    ) -> dict[str, Any]:
+        if self._aborted.is_set():
+            raise ServerError("interrupted", transient=False)
         data = json.dumps(payload).encode("utf-8") if payload is not None else None
         req = urllib.request.Request(self.base_url + path, data=data, method=method)
         req.add_header("Content-Type", "application/json")
         if self.api_key:
             req.add_header("Authorization", f"Bearer {self.api_key}")
+        call = next(self._calls)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            self._sockets.cut(call)
+
+        timer = threading.Timer(max(timeout, 0.0), expire)
+        timer.daemon = True
+        timer.start()
+        opener = urllib.request.build_opener(*_tracked_handlers(self._sockets, call))
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                body = resp.read()
+            with opener.open(req, timeout=max(timeout, 0.001)) as resp:
+                body = _read_body(resp, self.max_bytes, f"{self.base_url}{path}")
+            if expired.is_set() or self._aborted.is_set():  # a cut socket reads as the end
+                raise TimeoutError
         except urllib.error.HTTPError as exc:
             detail = _error_detail(exc)
             retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
@@ -108,9 +221,19 @@ class UrllibTransport:
                 transient=exc.code in _TRANSIENT_STATUS,
                 retry_after=retry_after,
             ) from None
-        except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            if self._aborted.is_set():
+                raise ServerError("interrupted", transient=False) from None
+            if expired.is_set() or isinstance(exc, TimeoutError):
+                raise ServerError(
+                    f"no complete reply from {self.base_url}{path} within {timeout:g} s",
+                    transient=False,
+                ) from None
             reason = getattr(exc, "reason", exc)
             raise ServerError(f"cannot reach {self.base_url}: {reason}", transient=True) from None
+        finally:
+            timer.cancel()
+            self._sockets.forget(call)
         try:
             parsed = json.loads(body)
         except ValueError:
@@ -126,14 +249,14 @@ class UrllibTransport:
 
 def _error_detail(exc: urllib.error.HTTPError) -> str:
     try:
-        body = exc.read().decode("utf-8", errors="replace")
+        body = exc.read(4096).decode("utf-8", errors="replace")
     except Exception:
         return exc.reason or ""
     try:
         parsed = json.loads(body)
         err = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
         message = err.get("message") if isinstance(err, dict) else None
-        return str(message or err)[:200]
+        return " ".join(str(message or err).split())[:200]  # one line, whatever the server sent
     except ValueError:
         return body.strip().splitlines()[0][:200] if body.strip() else str(exc.reason)
 
@@ -178,18 +301,22 @@ class OpenAILLM:
         model_id: str,
         context_window: int,
         concurrency: int = 4,
+        call_timeout: float = DEFAULT_CALL_TIMEOUT,
         retry: RetryPolicy | None = None,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] | None = None,
     ) -> None:
         self.transport = transport
         self.model_id = model_id
         self.concurrency = max(1, concurrency)
+        self.call_timeout = call_timeout  # seconds for one call, its retries included
         self.retry = retry or RetryPolicy()
         self.usage = Usage()
         self.retries = 0  # transient failures retried, for the curious
         self.undecided = 0  # yes/no checks where neither answer was among the top tokens
         self._window = context_window
-        self._sleep = sleep
+        self._interrupted = threading.Event()
+        # the wait between tries ends at once on an interrupt
+        self._sleep = sleep or self._interrupted.wait
         self._lock = threading.Lock()
 
     @classmethod
@@ -203,12 +330,13 @@ class OpenAILLM:
         transport = UrllibTransport(
             check_base_url(spec.base_url), os.environ.get("LCR_API_KEY") or None
         )
-        window = spec.context_window or _server_window(transport, spec.llm)
+        window = spec.context_window or _server_window(transport, spec.llm, spec.call_timeout)
         return cls(
             transport,
             model_id=spec.llm,
             context_window=window,
             concurrency=spec.concurrency,
+            call_timeout=spec.call_timeout,
         )
 
     # ------------------------------------------------------------ LLM protocol
@@ -258,13 +386,12 @@ class OpenAILLM:
             return []
         failure: BaseException | None = None
         pending = iter(range(len(conversations)))
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            running: dict[Future[Generation], int] = {}
+        running: dict[Future[Generation], int] = {}
+        pool = ThreadPoolExecutor(max_workers=self.concurrency)
 
-            def submit_next() -> bool:
-                i = next(pending, None)
-                if i is None:
-                    return False
+        def submit_next() -> None:
+            i = next(pending, None)
+            if i is not None:
                 future = pool.submit(
                     self.generate,
                     conversations[i],
@@ -273,11 +400,10 @@ class OpenAILLM:
                     temperature=temperature,
                 )
                 running[future] = i
-                return True
 
+        try:
             for _ in range(self.concurrency):
-                if not submit_next():
-                    break
+                submit_next()
             while running:
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
@@ -292,9 +418,30 @@ class OpenAILLM:
                         on_result(i, gen)
                     if failure is None:
                         submit_next()
+        except BaseException:
+            # an interrupt (or a bug): cut the calls in flight rather than wait for them
+            self.interrupt()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            self._resume()
         if failure is not None:
             raise failure
         return [g for g in results if g is not None]
+
+    def interrupt(self) -> None:
+        """End the calls in flight and the waits between tries now (Ctrl-C)."""
+        self._interrupted.set()
+        abort = getattr(self.transport, "abort", None)
+        if abort is not None:
+            abort()
+
+    def _resume(self) -> None:
+        """Ready for new calls after :meth:`interrupt` (a later batch in the same process)."""
+        self._interrupted.clear()
+        resume = getattr(self.transport, "resume", None)
+        if resume is not None:
+            resume()
 
     def choice_probability(
         self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
@@ -365,19 +512,32 @@ class OpenAILLM:
         return payload
 
     def _call(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
-        """One request with retries on transient failures; LLMCallError when it fails for good."""
+        """One request with retries on transient failures, all within ``call_timeout``;
+        LLMCallError when it fails for good."""
+        deadline = time.monotonic() + self.call_timeout
         attempt = 0
         while True:
+            left = deadline - time.monotonic()
             try:
-                return self.transport.request("POST", path, payload)
+                if left <= 0 or self._interrupted.is_set():
+                    raise ServerError(
+                        "interrupted" if left > 0 else "no time left", transient=False
+                    )
+                return self.transport.request("POST", path, payload, left)
             except ServerError as exc:
                 attempt += 1
+                tries = f" after {attempt} tries" if attempt > 1 else ""
+                if time.monotonic() >= deadline:
+                    raise LLMCallError(
+                        f"LLM call failed{tries}: no complete reply within --call-timeout "
+                        f"{self.call_timeout:g} s ({exc})"
+                    ) from None
                 if not exc.transient or attempt >= self.retry.attempts:
-                    tries = f" after {attempt} tries" if attempt > 1 else ""
                     raise LLMCallError(f"LLM call failed{tries}: {exc}") from None
                 with self._lock:
                     self.retries += 1
-                self._sleep(self.retry.delay(attempt - 1, exc.retry_after))
+                wait_s = self.retry.delay(attempt - 1, exc.retry_after)
+                self._sleep(min(wait_s, max(deadline - time.monotonic(), 0.0)))
 
     def _generation(self, reply: dict[str, Any], messages: Sequence[Message]) -> Generation:
         try:
@@ -385,6 +545,10 @@ class OpenAILLM:
             text = choice["message"]["content"] or ""
         except (KeyError, IndexError, TypeError):
             raise LLMCallError("the server's reply has no choices[0].message.content") from None
+        if not isinstance(text, str):
+            raise LLMCallError(
+                "the server's reply has a choices[0].message.content that is not text"
+            )
         prompt, completion = self._count_usage(reply, messages, text=str(text))
         return Generation(text=str(text), prompt_tokens=prompt, completion_tokens=completion)
 
@@ -418,24 +582,30 @@ def _first_top_logprobs(reply: dict[str, Any]) -> list[tuple[str, float]] | None
         first = content[0]
     except (KeyError, IndexError, TypeError):
         return None
+    if not isinstance(first, dict):
+        return None
+    entries = first.get("top_logprobs") or [first]
     out: list[tuple[str, float]] = []
-    for entry in first.get("top_logprobs") or [first]:
-        tok, lp = entry.get("token"), entry.get("logprob")
-        if isinstance(tok, str) and isinstance(lp, (int, float)):
+    for entry in entries if isinstance(entries, list) else []:
+        tok = entry.get("token") if isinstance(entry, dict) else None
+        lp = entry.get("logprob") if isinstance(entry, dict) else None
+        if isinstance(tok, str) and isinstance(lp, (int, float)) and not isinstance(lp, bool):
             out.append((tok, float(lp)))
     return out or None
 
 
-def _server_window(transport: Transport, model: str) -> int:
-    """``max_model_len`` from ``GET /models`` (vLLM says it), else a cautious default."""
+def _server_window(transport: Transport, model: str, timeout: float) -> int:
+    """``max_model_len`` from ``GET /models`` (vLLM says it), else a cautious default.
+    A listing of another shape says nothing: the chat calls will tell what is wrong."""
     try:
-        listing = transport.request("GET", "/models", None)
+        listing = transport.request("GET", "/models", None, timeout)
     except ServerError:
         return DEFAULT_SERVER_WINDOW
-    for entry in listing.get("data") or []:
+    entries = listing.get("data")
+    for entry in entries if isinstance(entries, list) else []:
         if isinstance(entry, dict) and entry.get("id") in (model, None):
             value = entry.get("max_model_len")
-            if isinstance(value, int) and value > 0:
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                 return value
     return DEFAULT_SERVER_WINDOW
 

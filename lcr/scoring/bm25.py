@@ -67,6 +67,17 @@ class BM25Index:
         vocab = {t: i for i, t in enumerate(dict.fromkeys(t for doc in tokens for t in doc))}
         ids = [[vocab[t] for t in doc] for doc in tokens]
         retriever = bm25s_module().BM25(k1=k1, b=b)
+        if not any(tokens):
+            # nothing to index (a one-letter or stop-word-only text): bm25s cannot
+            # (it fails on the empty vocabulary), and every score is 0 anyway
+            retriever.scores = {
+                "data": np.zeros(0, np.float32),
+                "indices": np.zeros(0, np.int32),
+                "indptr": np.zeros(1, np.int64),
+                "num_docs": len(tokens),
+            }
+            retriever.vocab_dict = {}
+            return cls(retriever)
         retriever.index((ids, vocab), show_progress=False)
         return cls(retriever)
 
