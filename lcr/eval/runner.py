@@ -53,6 +53,8 @@ class RunOptions:
     max_new_tokens: int = 256
     index_dir: Path | None = None
     out: Path | None = None
+    # where the data file's document paths may point (default: the data file's folder)
+    documents_root: Path | None = None
     # hears one-line notes for the user (e.g. retrieval is loading the LLM)
     note: Callable[[str], None] | None = None
 
@@ -380,7 +382,7 @@ def run(
         raise UsageError("--limit must be at least 1")
     plans = plan_methods(opts.methods, models, opts)
     build_sets, query_sets = split_sets(opts.sets)
-    questions = dataset.load(data_path, opts.limit)
+    questions = dataset.load(data_path, opts.limit, opts.documents_root)
     out = opts.out or default_out(data_path)
     if out.exists() and out.is_dir():
         raise InputError(f"--out {out} is a folder")
