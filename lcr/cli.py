@@ -149,7 +149,7 @@ def _report(exc: BaseException) -> int:
     if isinstance(exc, BrokenPipeError):  # the reader has gone (`lcr ... | head -1`)
         _quiet_stdout()
         return 0
-    if isinstance(exc, MemoryError):
+    if _out_of_memory(exc):
         return _said(OUT_OF_MEMORY, OutOfMemoryError.exit_code)
     if isinstance(exc, OSError):  # the system's doing (permissions, a full disk, a race)?
         mapped = from_os_error(exc)
@@ -158,6 +158,23 @@ def _report(exc: BaseException) -> int:
             return mapped.exit_code
     _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
     return 1
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Memory ran out, whatever said so: Python (MemoryError), the system (ENOMEM), a thread
+    that could not get its stack, a compiled library that could not be mapped."""
+    import errno
+
+    if isinstance(exc, MemoryError):
+        return True
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        return True
+    text = str(exc).lower()
+    if isinstance(exc, RuntimeError) and "can't start new thread" in text:
+        return True
+    return isinstance(exc, ImportError | OSError) and (
+        "failed to map segment" in text or "cannot allocate memory" in text
+    )
 
 
 def _said(message: str, code: int) -> int:

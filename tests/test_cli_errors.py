@@ -338,3 +338,52 @@ def test_documents_root_lets_an_eval_read_documents_elsewhere(
     proc = lcr(*args, "--documents-root", str(corpus), cwd=data)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["questions"] == 1
+
+
+def _at_most_1gb() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1024**3, 1024**3))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["d.jsonl", "--out", "/dev/full"], "--out /dev/full is not a regular file"),
+        (["d.jsonl", "--out", "/proc/version"], "--out /proc/version cannot be appended to"),
+        (["/dev/zero"], "/dev/zero is a device, not a JSONL dataset"),
+    ],
+)
+def test_eval_refuses_a_device_for_its_data_or_results(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    """/dev/full and /dev/zero were read whole (memory without bound), /proc/version was
+    an internal error. Under a 1 GB limit, so a regression cannot eat the machine."""
+    made = lcr("eval", "generate", "vt", "--length", "1k", "--count", "1", "-o", "d.jsonl",
+               "-q", cwd=tmp_path)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    proc = lcr(
+        "eval", *args, "-m", "bm25", "--retrieval-only", "-q",
+        cwd=tmp_path,
+        preexec_fn=_at_most_1gb,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert message in one_line(proc.stderr)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        MemoryError(),
+        OSError(12, "Cannot allocate memory"),
+        RuntimeError("can't start new thread"),
+        ImportError("libx.so: failed to map segment from shared object"),
+    ],
+)
+def test_every_way_of_saying_out_of_memory_is_the_out_of_memory_line(
+    exc: BaseException, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Seen under ulimit -v: a build's thread pool and a compiled library's import fail
+    this way before any MemoryError (they were "internal error")."""
+    from lcr.cli import _report
+
+    assert _report(exc) == 1
+    assert capsys.readouterr().err.startswith("lcr: out of memory")

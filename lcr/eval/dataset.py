@@ -305,6 +305,8 @@ def iter_questions(path: str | Path, documents_root: Path | None = None) -> Iter
         raise InputError(f"no dataset at {p}")
     if p.is_dir():
         raise InputError(f"{p} is a folder, not a JSONL dataset")
+    if p.is_char_device() or p.is_block_device() or p.is_socket():  # /dev/zero never ends
+        raise InputError(f"{p} is a device, not a JSONL dataset")
     known: dict[str, Document] = {}
     seen: set[str] = set()
     with p.open(encoding="utf-8") as fh:
