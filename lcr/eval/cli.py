@@ -105,7 +105,7 @@ def _note(message: str, quiet: bool) -> None:
 )
 @click.option(
     "--documents-root",
-    type=NonEmptyPath(path_type=Path, exists=True, file_okay=False),
+    type=NonEmptyPath(path_type=Path),
     default=None,
     metavar="DIR",
     help="The folder the data file's document paths may point into (default: the data "

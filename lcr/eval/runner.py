@@ -382,6 +382,8 @@ def run(
     data_path = Path(data)
     if opts.limit is not None and opts.limit < 1:
         raise UsageError("--limit must be at least 1")
+    if opts.documents_root is not None and not opts.documents_root.is_dir():
+        raise UsageError(f"--documents-root {opts.documents_root} is not a folder")
     plans = plan_methods(opts.methods, models, opts)
     build_sets, query_sets = split_sets(opts.sets)
     questions = dataset.load(data_path, opts.limit, opts.documents_root)
