@@ -17,20 +17,15 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from lcr._version import __version__
+from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
+from lcr.cli_errors import report as report_error
 from lcr.cli_models import model_options, models_group, pop_model_spec
 from lcr.cli_output import NonEmptyPath, check_stdout, guarded_stdout, visible
 from lcr.cli_output import err as _err
 from lcr.cli_output import human as _human
 from lcr.cli_output import say as _say
 from lcr.config import SettingRenamed
-from lcr.errors import (
-    IndexDamagedError,
-    LcrError,
-    OutOfMemoryError,
-    OutputError,
-    UsageError,
-    from_os_error,
-)
+from lcr.errors import IndexDamagedError, OutputError, UsageError
 
 if TYPE_CHECKING:
     from lcr.config import Setting
@@ -99,19 +94,19 @@ class LcrGroup(click.Group):
             )
             code = returned if isinstance(returned, int) else 0  # ctx.exit(code) after an error
         except click.UsageError as exc:
-            _err(_usage_line(exc))
+            _err(usage_line(exc))
             code = 2
         except click.ClickException as exc:
-            _err(_one_line(exc.format_message()))
+            _err(one_line(exc.format_message()))
             code = exc.exit_code
         except click.exceptions.Abort:
             _err("interrupted")
             code = 130
         except (Exception, KeyboardInterrupt) as exc:  # raised outside a command
             if "--debug" in argv or _debug_wanted():
-                _print_traceback(exc)
-            code = _report(exc)
-        code = _flush_stdout(code)
+                print_traceback(exc)
+            code = report_error(exc)
+        code = flush_stdout(code)
         if standalone_mode:
             sys.exit(code)
         return code
@@ -126,84 +121,8 @@ class LcrGroup(click.Group):
             raise
         except (Exception, KeyboardInterrupt) as exc:
             if _debug_wanted(ctx):
-                _print_traceback(exc)
-            ctx.exit(_report(exc))
-
-
-OUT_OF_MEMORY = (
-    "out of memory (the machine's RAM, or a limit such as ulimit -v): try fewer or smaller "
-    "documents at a time, a method that needs less memory (bm25; docs/speed.md gives each "
-    "method's peak), or a machine with more memory"
-)
-
-
-def _report(exc: BaseException) -> int:
-    """What the user sees of ``exc``: one line on stderr (none for a closed pipe) and the
-    exit code. Anything lcr does not know is a bug, said as such."""
-    if isinstance(exc, LcrError):
-        _err(str(exc))
-        return exc.exit_code
-    if isinstance(exc, KeyboardInterrupt):
-        _err("interrupted (a build in progress keeps what it had; run the command again)")
-        return 130
-    if isinstance(exc, BrokenPipeError):  # the reader has gone (`lcr ... | head -1`)
-        _quiet_stdout()
-        return 0
-    if _out_of_memory(exc):
-        return _said(OUT_OF_MEMORY, OutOfMemoryError.exit_code)
-    if isinstance(exc, OSError):  # the system's doing (permissions, a full disk, a race)?
-        mapped = from_os_error(exc)
-        if mapped is not None:
-            _err(str(mapped))
-            return mapped.exit_code
-    _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
-    return 1
-
-
-def _out_of_memory(exc: BaseException) -> bool:
-    """Memory ran out, whatever said so: Python (MemoryError), the system (ENOMEM), a thread
-    that could not get its stack, a compiled library that could not be mapped."""
-    import errno
-
-    if isinstance(exc, MemoryError):
-        return True
-    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
-        return True
-    text = str(exc).lower()
-    if isinstance(exc, RuntimeError) and "can't start new thread" in text:
-        return True
-    return isinstance(exc, ImportError | OSError) and (
-        "failed to map segment" in text or "cannot allocate memory" in text
-    )
-
-
-def _said(message: str, code: int) -> int:
-    _err(message)
-    return code
-
-
-def _print_traceback(exc: BaseException) -> None:
-    """``--debug``: the traceback, before the usual line and exit code."""
-    if isinstance(exc, KeyboardInterrupt | BrokenPipeError):
-        return
-    import traceback
-    from contextlib import suppress
-
-    with suppress(OSError, ValueError):  # a stderr closed or full: nowhere to show it
-        traceback.print_exception(exc, file=sys.stderr)
-
-
-def _one_line(message: str) -> str:
-    """click's messages (some span lines) as one line."""
-    return " ".join(part.strip() for part in message.splitlines() if part.strip())
-
-
-def _usage_line(exc: click.UsageError) -> str:
-    """click's four-line usage error as lcr's one line, with where to look."""
-    message = _one_line(exc.format_message()).rstrip(".")
-    message = message[:1].lower() + message[1:]
-    where = exc.ctx.command_path if exc.ctx is not None else "lcr"
-    return f"{message} (see '{where} --help')"
+                print_traceback(exc)
+            ctx.exit(report_error(exc))
 
 
 def _show_warning(
@@ -728,29 +647,3 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     with guarded_stdout():
         code = cli.main(args=argv, prog_name="lcr", standalone_mode=False)
     sys.exit(code)
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's last flush cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):
-        pass
-
-
-def _flush_stdout(code: int) -> int:
-    """Flush now, so a reader that has gone is noticed here (exit 0), not at exit, and
-    output that could not be written fails a run that had succeeded."""
-    try:
-        if sys.stdout is not None:
-            sys.stdout.flush()
-    except BrokenPipeError:
-        _quiet_stdout()
-    except OutputError as exc:
-        if code == 0:
-            return _said(str(exc), exc.exit_code)
-    except (OSError, ValueError):
-        pass
-    return code
