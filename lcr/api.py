@@ -26,7 +26,7 @@ from typing import Any, overload
 
 from lcr import pipeline
 from lcr.config import value_text
-from lcr.errors import UsageError
+from lcr.errors import ArgumentTypeError, ArgumentValueError
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.pipeline import BuildReport, Result
@@ -45,6 +45,18 @@ def use_models(
     context_window: int | None = None,
 ) -> Models:
     """The models to use, loaded lazily on first use (``lcr.use_models(llm="smollm2-135m")``)."""
+    from lcr.models.backends import BACKEND_CHOICES
+
+    _text("llm", llm, optional=True)
+    _text("embedder", embedder, optional=True)
+    _choice("device", device, DEVICES)
+    _choice("backend", backend, BACKEND_CHOICES)
+    url = _text("base_url", base_url, optional=True)
+    if url is not None:
+        from lcr.models.openai_llm import check_base_url
+
+        base_url = check_base_url(url)
+    _whole("context_window", context_window, low=256, optional=True)
     spec = ModelSpec(device=device, backend=backend, base_url=base_url)
     if llm is not None:
         spec.llm = llm
@@ -56,7 +68,7 @@ def use_models(
 
 def open_index(path: str | Path) -> Index:
     """An existing index, checked (a missing or damaged one raises a one-line error)."""
-    return Index.open(path)
+    return Index.open(_path("path", path))
 
 
 def index(
@@ -80,21 +92,29 @@ def index(
     that format (``lcr index --format``); ``glob``/``exclude`` choose files in folders."""
     from lcr.text.formats import FORMATS, ExtractOptions
 
-    files = [paths] if isinstance(paths, str | Path) else list(paths)
-    if not files:
-        raise UsageError("index() needs at least one path")
+    files = _paths(paths)
     if as_format is not None and as_format not in FORMATS:
-        raise UsageError(f"as_format must be one of {', '.join(FORMATS)}, not {as_format!r}")
+        raise ArgumentValueError(
+            f"as_format must be one of {', '.join(FORMATS)}, not {as_format!r}"
+        )
     if out is None:
         if len(files) > 1 or Path(files[0]).is_dir():
-            raise UsageError("several paths or a folder make one index: give out=")
+            raise ArgumentValueError("several paths or a folder make one index: give out=")
         out = pipeline.default_index_path(files[0])
+    else:
+        out = _path("out", out)
+    names = _names("methods", methods)
+    sets = as_sets(settings)
+    loaded = _models(models)
+    _flag("force", force)
+    if on_report is not None and not callable(on_report):
+        raise ArgumentTypeError(f"on_report must be a function or None, got {_shown(on_report)}")
     built, _ = pipeline.index_files(
         files,
         out,
-        list(methods),
-        models or Models(),
-        as_sets(settings),
+        names,
+        loaded,
+        sets,
         force=force,
         on_report=on_report,
         globs=list(glob),
@@ -115,10 +135,13 @@ def retrieve(
     **method_settings: Any,
 ) -> Result:
     """Evidence for ``question`` (no answer): ranked items with exact spans."""
+    _question("question", question)
+    _text("method", method)
+    _whole("k", k, low=1, optional=True)
     query = pipeline.resolve_query(
         method, question, as_sets(settings, method, method_settings), k=k
     )
-    return pipeline.retrieve_query(_opened(index), query, models or Models())
+    return pipeline.retrieve_query(_opened(index), query, _models(models))
 
 
 @overload
@@ -162,9 +185,19 @@ def ask(
 ) -> Result | list[Result]:
     """Retrieve, then answer; a list of questions gives a list of results, with the
     settings checked and the models loaded once."""
-    questions = [question] if isinstance(question, str) else list(question)
+    if isinstance(question, str):
+        questions = [_question("question", question)]
+    elif isinstance(question, Sequence):
+        questions = [_question(f"question[{i}]", q) for i, q in enumerate(question)]
+    else:
+        raise ArgumentTypeError(
+            f"question must be a string or a list of strings, got {_shown(question)}"
+        )
     if not questions:
-        raise UsageError("ask() needs at least one question")
+        raise ArgumentValueError("ask() needs at least one question")
+    _text("method", method)
+    _whole("k", k, low=1, optional=True)
+    _whole("max_new_tokens", max_new_tokens, low=1)
     query = pipeline.resolve_query(
         method,
         questions[0],
@@ -173,7 +206,7 @@ def ask(
         max_new_tokens=max_new_tokens,
     )
     idx = _opened(index)
-    loaded = models or Models()
+    loaded = _models(models)
     results = [pipeline.ask_query(idx, query.with_question(q), loaded) for q in questions]
     return results[0] if isinstance(question, str) else results
 
@@ -186,11 +219,125 @@ def as_sets(
     """Settings given in Python as the ``--set`` lines they stand for, so they are
     checked by the same code: ``{"mixpr.mode": "local"}`` and ``mode="local"``
     (for ``method``) both become ``"mixpr.mode=local"``."""
-    out = [f"{key}={value_text(value)}" for key, value in (settings or {}).items()]
+    if settings is not None and not isinstance(settings, Mapping):
+        raise ArgumentTypeError(
+            'settings must be a mapping such as {"bm25.top_k": 5} or None, '
+            f"got {_shown(settings)}"
+        )
+    out = []
+    for key, value in (settings or {}).items():
+        if not isinstance(key, str):
+            raise ArgumentTypeError(f'settings keys are "method.key" strings, got {_shown(key)}')
+        out.append(f"{key}={value_text(value)}")
     for key, value in (method_settings or {}).items():
         out.append(f"{method}.{key}={value_text(value)}")
     return out
 
 
 def _opened(index: Index | str | Path) -> Index:
-    return index if isinstance(index, Index) else Index.open(index)
+    return index if isinstance(index, Index) else Index.open(_path("index", index))
+
+
+# ---------------------------------------------------------------- argument checks
+# Python does not check annotations, and a wrong type reached lcr's internals as a raw
+# TypeError or AttributeError (k="3"), or was quietly accepted (force="yes"): each
+# argument is checked where the library is entered, and the error names it.
+
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def _whole(name: str, value: object, *, low: int, optional: bool = False) -> int | None:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        what = "a whole number (int)" + (" or None" if optional else "")
+        raise ArgumentTypeError(f"{name} must be {what}, got {_shown(value)}")
+    if value < low:
+        raise ArgumentValueError(f"{name} must be at least {low}, got {value}")
+    return value
+
+
+def _text(name: str, value: object, *, optional: bool = False) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        what = "a string" + (" or None" if optional else "")
+        raise ArgumentTypeError(f"{name} must be {what}, got {_shown(value)}")
+    if not value.strip():
+        raise ArgumentValueError(f"{name} is empty")
+    if "\0" in value:
+        raise ArgumentValueError(f"{name} holds a NUL byte: {value!r}")
+    return value
+
+
+def _question(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a string, got {_shown(value)}")
+    if not value.strip():
+        raise ArgumentValueError(f"{name} is empty")
+    return value
+
+
+def _choice(name: str, value: object, choices: Sequence[str]) -> str:
+    if not isinstance(value, str):
+        raise ArgumentTypeError(f"{name} must be a string, got {_shown(value)}")
+    if value not in choices:
+        raise ArgumentValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def _flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"{name} must be True or False, got {_shown(value)}")
+    return value
+
+
+def _path(name: str, value: object) -> str | Path:
+    if not isinstance(value, str | Path):
+        raise ArgumentTypeError(f"{name} must be a path (str or pathlib.Path), got {_shown(value)}")
+    text = str(value)
+    if not text:  # a pathlib.Path("") is "."; only the string can be empty
+        raise ArgumentValueError(f"{name} is an empty path")
+    if "\0" in text:
+        raise ArgumentValueError(f"{name} holds a NUL byte: {text!r}")
+    return value
+
+
+def _paths(value: object) -> list[str | Path]:
+    if isinstance(value, str | Path):
+        return [_path("paths", value)]
+    if not isinstance(value, Sequence):
+        raise ArgumentTypeError(f"paths must be a path or a list of paths, got {_shown(value)}")
+    files = [_path(f"paths[{i}]", p) for i, p in enumerate(value)]
+    if not files:
+        raise ArgumentValueError("index() needs at least one path")
+    return files
+
+
+def _names(name: str, value: object) -> list[str]:
+    """Method names: a list of strings, or one string for one method."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, Iterable):
+        raise ArgumentTypeError(f"{name} must be a list of method names, got {_shown(value)}")
+    names = list(value)
+    for i, item in enumerate(names):
+        if not isinstance(item, str):
+            raise ArgumentTypeError(f"{name}[{i}] must be a method name, got {_shown(item)}")
+    return names
+
+
+def _models(value: object) -> Models:
+    if value is None:
+        return Models()
+    if not isinstance(value, Models):
+        raise ArgumentTypeError(
+            f"models must come from lcr.use_models(...) or be None, got {_shown(value)}"
+        )
+    return value

@@ -17,13 +17,27 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from lcr._version import __version__
+from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
+from lcr.cli_errors import report as report_error
 from lcr.cli_models import model_options, models_group, pop_model_spec
-from lcr.cli_output import WIDTH, evidence_heading, visible
+from lcr.cli_output import (
+    WIDTH,
+    NonEmptyPath,
+    check_stdout,
+    evidence_heading,
+    guarded_stdout,
+    visible,
+)
 from lcr.cli_output import err as _err
 from lcr.cli_output import human as _human
 from lcr.cli_output import say as _say
 from lcr.config import SettingRenamed
-from lcr.errors import IndexDamagedError, InputError, LcrError, UsageError, from_os_error
+from lcr.errors import (
+    IndexDamagedError,
+    InputError,
+    OutputError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from lcr.config import Setting
@@ -64,11 +78,50 @@ def _debug_wanted(ctx: click.Context | None = None) -> bool:
 
 
 class LcrGroup(click.Group):
-    """Turns what a command raises into one line on stderr and an exit code.
+    """The one place an error becomes what the user sees: one line on stderr and an exit
+    code (0 success, 1 an error, 2 bad usage, 130 interrupted), ``--debug`` included.
 
-    Here rather than only in :func:`main`, so click's ``CliRunner`` (the tests)
-    sees exactly what a user sees.
+    Here rather than only in :func:`main`, so click's ``CliRunner`` (the tests) sees
+    exactly what a user sees.
     """
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            returned = super().main(
+                argv,
+                prog_name,
+                complete_var,
+                standalone_mode=False,
+                windows_expand_args=windows_expand_args,
+                **extra,
+            )
+            code = returned if isinstance(returned, int) else 0  # ctx.exit(code) after an error
+        except click.UsageError as exc:
+            _err(usage_line(exc))
+            code = 2
+        except click.ClickException as exc:
+            _err(one_line(exc.format_message()))
+            code = exc.exit_code
+        except click.exceptions.Abort:
+            _err("interrupted")
+            code = 130
+        except (Exception, KeyboardInterrupt) as exc:  # raised outside a command
+            if "--debug" in argv or _debug_wanted():
+                print_traceback(exc)
+            code = report_error(exc)
+        code = flush_stdout(code)
+        if standalone_mode:
+            sys.exit(code)
+        return code
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -79,30 +132,9 @@ class LcrGroup(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except (Exception, KeyboardInterrupt) as exc:
-            if _debug_wanted(ctx) and not isinstance(exc, KeyboardInterrupt | BrokenPipeError):
-                raise
-            ctx.exit(_report(exc))
-
-
-def _report(exc: BaseException) -> int:
-    """The one place an error becomes what the user sees: one line on stderr (none for a
-    closed pipe) and the exit code. Anything lcr does not know is a bug, said as such."""
-    if isinstance(exc, LcrError):
-        _err(str(exc))
-        return exc.exit_code
-    if isinstance(exc, KeyboardInterrupt):
-        _err("interrupted (a build in progress keeps what it had; run the command again)")
-        return 130
-    if isinstance(exc, BrokenPipeError):  # the reader has gone (`lcr ... | head -1`)
-        _quiet_stdout()
-        return 0
-    if isinstance(exc, OSError):  # the system's doing (permissions, a full disk, a race)?
-        mapped = from_os_error(exc)
-        if mapped is not None:
-            _err(str(mapped))
-            return mapped.exit_code
-    _err(f"internal error: {exc.__class__.__name__}: {exc} (run with --debug for details)")
-    return 1
+            if _debug_wanted(ctx):
+                print_traceback(exc)
+            ctx.exit(report_error(exc))
 
 
 def _show_warning(
@@ -147,12 +179,12 @@ def cli() -> None:
 
 # -------------------------------------------------------------------- index
 @cli.command("index")
-@click.argument("files", nargs=-1, required=True)
+@click.argument("files", nargs=-1, required=True, type=NonEmptyPath(readable=False))
 @click.option(
     "-o",
     "--output",
     "out",
-    type=click.Path(),
+    type=NonEmptyPath(),
     default=None,
     help="Index directory. With several FILES or a folder: one index over all of them.",
 )
@@ -238,6 +270,8 @@ def index_cmd(
     else:
         found = expand_inputs(files, globs=globs, excludes=excludes, warn=warn)
         jobs = [([f.path], default_index_path(f.path), f.found) for f in found]
+        _refuse_shared_targets(jobs)
+    unprinted = _UnprintedReports()
     with progress_for(progress_mode(quiet)) as progress:
         extract = ExtractOptions(
             format=None if doc_format == "auto" else doc_format,
@@ -253,7 +287,8 @@ def index_cmd(
                 if r.note:
                     what += f" ({r.note})"
                 counts = ", ".join(f"{v} {k}" for k, v in r.counts.items())
-                click.echo(f"{visible(str(target))}: {r.method} {what} ({counts})")
+                name = visible(str(target))
+                unprinted.echo(f"{name}: {r.method} {what} ({counts})", name, r.method)
 
             try:
                 index_files(
@@ -275,6 +310,50 @@ def index_cmd(
                 if not walked:  # a file named on the command line stops the run
                     raise
                 warn(f"skipped: {exc}")
+    unprinted.warn()
+
+
+def _refuse_shared_targets(jobs: list[tuple[list[str | Path], Path, bool]]) -> None:
+    """``lcr index x.txt x.md`` would put both into ``x.idx`` (the second refused, or
+    with --force replacing the first): refused before any work, naming both."""
+    first: dict[str, str | Path] = {}
+    for (source,), target, _walked in jobs:
+        key = os.path.realpath(target)
+        if key in first:
+            raise UsageError(
+                f"{first[key]} and {source} would both be indexed into {target}: "
+                f"give each its own index with -o (lcr index {source} -o OTHER.idx), "
+                "or make one index over both with -o"
+            )
+        first[key] = source
+
+
+class _UnprintedReports:
+    """Build reports that could not be printed (stdout closed or full). The build they
+    report is committed, so that is a warning, not a failure: the build carries on, and
+    the command ends with one line saying what was committed."""
+
+    def __init__(self) -> None:
+        self.failure: OutputError | None = None
+        self.committed: dict[str, list[str]] = {}
+
+    def echo(self, line: str, target: str, method: str) -> None:
+        if self.failure is None:
+            try:
+                click.echo(line)
+                return
+            except OutputError as exc:
+                self.failure = exc
+        self.committed.setdefault(target, []).append(method)
+
+    def warn(self) -> None:
+        if self.failure is not None:
+            why = str(self.failure).removeprefix("cannot print the output: ")
+            done = "; ".join(f"{t}: {', '.join(ms)}" for t, ms in self.committed.items())
+            _err(
+                f"warning: the build succeeded and is committed ({done}), "
+                f"but its report could not be printed: {why}"
+            )
 
 
 # ----------------------------------------------------------- ask / retrieve
@@ -330,7 +409,7 @@ def query_options(f: Any) -> Any:
         help="Retrieval method. [env: LCR_METHOD]",
     )(f)
     f = click.argument("question")(f)
-    f = click.argument("index_path", metavar="INDEX", type=click.Path())(f)
+    f = click.argument("index_path", metavar="INDEX", type=NonEmptyPath())(f)
     return f
 
 
@@ -354,6 +433,7 @@ def _run_queries(
     from lcr.progress import progress_for, progress_mode
     from lcr.store import Index
 
+    check_stdout()  # the answers are the whole product: none are paid for if unprintable
     # the question, -k and every --set are checked once, before any work
     query = pipeline.resolve_query(
         method,
@@ -434,7 +514,7 @@ def retrieve_cmd(**options: Any) -> None:
 
 # --------------------------------------------------------------------- info
 @cli.command("info")
-@click.argument("index_path", metavar="INDEX", type=click.Path())
+@click.argument("index_path", metavar="INDEX", type=NonEmptyPath())
 @click.option("--json", "as_json", is_flag=True, help="The manifest with sizes, as JSON.")
 @click.option(
     "--verify",
@@ -629,44 +709,8 @@ _attach_eval()
 
 # --------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None) -> NoReturn:
-    args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or _debug_wanted()
-    try:
-        code = cli.main(args=args, prog_name="lcr", standalone_mode=False)
-        if isinstance(code, int):  # a command's ctx.exit(code), e.g. after an error
-            _flush_stdout()
-            sys.exit(code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(2 if isinstance(exc, click.UsageError) else exc.exit_code)
-    except click.exceptions.Abort:
-        _err("aborted")
-        sys.exit(130)
-    except (Exception, KeyboardInterrupt) as exc:  # raised outside a command (or --debug)
-        if debug and not isinstance(exc, KeyboardInterrupt | BrokenPipeError):
-            raise
-        sys.exit(_report(exc))
-    _flush_stdout()
-    sys.exit(0)
-
-
-def _quiet_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's last flush cannot fail again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
-
-
-def _flush_stdout() -> None:
-    """Flush now, so a reader that has gone is noticed here (exit 0), not at exit."""
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _quiet_stdout()
-    except (OSError, ValueError):
-        pass
+    """``lcr`` as a process: its standard streams guarded for the run (a closed or full
+    stdout is one line, see :func:`lcr.cli_output.guarded_stdout`), then the exit code."""
+    with guarded_stdout():
+        code = cli.main(args=argv, prog_name="lcr", standalone_mode=False)
+    sys.exit(code)

@@ -19,6 +19,26 @@ class UsageError(LcrError):
     exit_code = 2
 
 
+class ArgumentTypeError(UsageError, TypeError):
+    """A Python API argument of the wrong type (``k="3"``, ``question=None``); the
+    message names the argument. A ``TypeError`` too, as Python code expects."""
+
+
+class ArgumentValueError(UsageError, ValueError):
+    """A Python API argument of the right type with a value lcr cannot use (``k=0``);
+    the message names the argument. A ``ValueError`` too, as Python code expects."""
+
+
+class OutputError(LcrError):
+    """Standard output cannot be written: closed (``>&-``), or a full device
+    (``> /dev/full``). Not a closed pipe: a reader that has gone is not an error."""
+
+
+class OutOfMemoryError(LcrError):
+    """Memory ran out (the machine's RAM, or a limit such as ``ulimit -v``); the message
+    says what to try with less."""
+
+
 class InputError(LcrError):
     """An input document cannot be used (missing, binary, empty, undecodable)."""
 

@@ -71,15 +71,20 @@ FILES: list[tuple[str, str]] = [
     ("DATA.indexes/", "The indexes lcr eval builds and reuses."),
 ]  # fmt: skip
 
+# --debug adds the traceback and keeps these codes
 EXIT_STATUS: list[tuple[str, str]] = [
     ("0", "Success (also when the reader of standard output goes away early, as head(1) "
-     "does)."),
+     "does, and for a build whose report could not be printed: it is committed, and a "
+     "warning says so)."),
     ("1", "An error the user can act on, in one line on standard error: a missing, binary "
      "or empty input, a missing or damaged index, a method not built, a model that cannot "
-     "load, a failed LLM call, permission denied, a full disk; or an internal error (run "
-     "with --debug for the traceback)."),
+     "load, a failed LLM call, permission denied, a full disk, out of memory, standard "
+     "output closed or full (a read command's output could not be printed), an eval "
+     "document outside the data file's folder; or an internal error (run with --debug "
+     "for the traceback)."),
     ("2", "Bad usage: an unknown command, option or method, a bad option value (such as "
-     "-k 0 or an empty question), a --set outside the range lcr methods --settings shows."),
+     "-k 0, an empty path or an empty question), a --set outside the range lcr methods "
+     "--settings shows, two FILEs that would share one default index."),
     ("130", "Interrupted; a build in progress keeps what it had, and the same command "
      "resumes it."),
 ]  # fmt: skip
@@ -327,6 +332,11 @@ def render() -> str:
     out.append('.SH "EXIT STATUS"')
     for code, text in EXIT_STATUS:
         out += _tp(f"\\fB{code}\\fR", [_line(esc(text))])
+    out += _prose(
+        "--debug prints the traceback before the line, and keeps the exit code. Every "
+        "message is one line: a control character or a line break in a file name is "
+        "shown escaped."
+    )
 
     out.append(".SH EXAMPLES")
     for what, commands in EXAMPLES:

@@ -308,7 +308,8 @@ def test_a_full_disk_is_a_one_line_error_not_a_bug() -> None:
             env={**os.environ, "PYTHONPATH": str(REPO)},
         )
     assert proc.returncode == 1
-    assert proc.stderr.startswith("lcr: no space left on the device;")
+    # a read command's stdout is full: not a build's "nothing was committed" (issue 37)
+    assert proc.stderr.startswith("lcr: cannot print the output: no space left on the device")
     assert "internal error" not in proc.stderr and len(proc.stderr.splitlines()) == 1
 
 

@@ -106,8 +106,8 @@ def test_bad_build_setting_is_refused_and_nothing_is_built(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["-k", "0"], "Invalid value for '-k': 0 is not in the range x>=1"),
-        (["-k", "-1"], "Invalid value for '-k': -1 is not in the range x>=1"),
+        (["-k", "0"], "invalid value for '-k': 0 is not in the range x>=1"),
+        (["-k", "-1"], "invalid value for '-k': -1 is not in the range x>=1"),
     ],
 )
 def test_bad_k_is_a_usage_error(

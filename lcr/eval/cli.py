@@ -16,6 +16,8 @@ from typing import Any
 import click
 
 from lcr.cli_models import model_options, pop_model_spec
+from lcr.cli_output import NonEmptyPath, check_stdout, note
+from lcr.errors import OutOfMemoryError, OutputError
 
 FORMAT_HELP = """\b
 Dataset format (JSONL, one question a line):
@@ -23,7 +25,8 @@ Dataset format (JSONL, one question a line):
    "documents": [{"id": "d1", "title": "...", "text": "..."}],
    "evidence": [{"doc": "d1", "start": 10, "end": 42}, {"doc": "d1", "text": "exact words"}]}
 A document is inline {id, title, text}, {"id": ...} for one given inline on an
-earlier line, or a path relative to the data file. Evidence is optional: spans
+earlier line, or a path relative to the data file, inside its folder (or inside
+--documents-root DIR). Evidence is optional: spans
 into the document's own text, exact strings, or {"doc": id} for document-level
 gold. Questions over the same documents share one index."""
 
@@ -64,11 +67,11 @@ def eval_group() -> None:
 
 def _note(message: str, quiet: bool) -> None:
     if not quiet:
-        click.echo(message, err=True)
+        note(message)
 
 
 @eval_group.command("run", hidden=True, epilog=FORMAT_HELP)
-@click.argument("data", type=click.Path(path_type=Path))
+@click.argument("data", type=NonEmptyPath(path_type=Path))
 @click.option(
     "--method",
     "-m",
@@ -89,16 +92,24 @@ def _note(message: str, quiet: bool) -> None:
 @click.option(
     "--out",
     "out",
-    type=click.Path(path_type=Path),
+    type=NonEmptyPath(path_type=Path),
     default=None,
     help="Results JSONL (appended; default DATA.results.jsonl). A rerun skips questions "
     "already done with the same method, settings and models.",
 )
 @click.option(
     "--index-dir",
-    type=click.Path(path_type=Path),
+    type=NonEmptyPath(path_type=Path),
     default=None,
     help="Where the shared indexes are cached (default DATA.indexes/ beside the data).",
+)
+@click.option(
+    "--documents-root",
+    type=NonEmptyPath(path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="The folder the data file's document paths may point into (default: the data "
+    "file's own folder; a path outside it is refused).",
 )
 @click.option(
     "--max-new-tokens", type=int, default=256, show_default=True, help="Answer length cap."
@@ -121,6 +132,7 @@ def run_command(
     retrieval_only: bool,
     out: Path | None,
     index_dir: Path | None,
+    documents_root: Path | None,
     max_new_tokens: int,
     sets: tuple[str, ...],
     as_json: bool,
@@ -155,6 +167,7 @@ def run_command(
         max_new_tokens=max_new_tokens,
         index_dir=index_dir,
         out=out,
+        documents_root=documents_root,
         note=lambda message: _note(message, quiet),
     )
     with progress_for(progress_mode(quiet, bars_need_stdout=False)) as progress:
@@ -164,24 +177,27 @@ def run_command(
     result = summary.summarize(
         outcome.records, names, retrieval_only=retrieval_only, builds=outcome.builds
     )
-    if as_json:
-        payload: dict[str, Any] = {
-            "data": str(data),
-            "results": str(outcome.out),
-            "questions": len(outcome.questions),
-            "new": outcome.new,
-            "skipped": outcome.skipped,
-            "retrieval_only": retrieval_only,
-            "summary": result,
-        }
-        click.echo(json.dumps(payload, ensure_ascii=False))
-        return
-    _note(
-        f"{len(outcome.questions)} questions x {len(names)} methods: {outcome.new} run, "
-        f"{outcome.skipped} already in {outcome.out}",
-        quiet,
-    )
-    summary.render(result, table_console())
+    try:
+        if as_json:
+            payload: dict[str, Any] = {
+                "data": str(data),
+                "results": str(outcome.out),
+                "questions": len(outcome.questions),
+                "new": outcome.new,
+                "skipped": outcome.skipped,
+                "retrieval_only": retrieval_only,
+                "summary": result,
+            }
+            click.echo(json.dumps(payload, ensure_ascii=False))
+            return
+        _note(
+            f"{len(outcome.questions)} questions x {len(names)} methods: {outcome.new} run, "
+            f"{outcome.skipped} already in {outcome.out}",
+            quiet,
+        )
+        summary.render(result, table_console())
+    except OutputError as exc:  # the results are what a run is for, and they are saved
+        raise OutputError(f"{exc}; the results are saved in {outcome.out}") from None
 
 
 def table_console() -> Any:
@@ -195,13 +211,20 @@ def table_console() -> Any:
 
 @eval_group.command("prepare")
 @click.argument("kind", type=click.Choice(["squality", "qmsum", "odsum", "babilong"]))
-@click.argument("source", type=click.Path(path_type=Path))
-@click.option("-o", "--out", "out", required=True, help="Output JSONL ('-' for stdout).")
+@click.argument("source", type=NonEmptyPath(path_type=Path))
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=NonEmptyPath(readable=False),
+    required=True,
+    help="Output JSONL ('-' for stdout).",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="BABILong sampling seed.")
 @click.option("--limit", type=int, default=None, help="At most N questions.")
 @click.option(
     "--filler",
-    type=click.Path(path_type=Path),
+    type=NonEmptyPath(path_type=Path),
     default=None,
     help="babilong: the long text the bAbI facts are hidden in (any prose, e.g. a book).",
 )
@@ -241,10 +264,18 @@ def prepare_command(
     from lcr.eval import convert, dataset
     from lcr.eval.generate import parse_length
 
-    questions = convert.prepare(
-        kind, source, seed=seed, limit=limit, filler=filler, length=parse_length(length)
-    )
-    n = dataset.save(questions, out)
+    if out == "-":
+        check_stdout()
+    try:
+        questions = convert.prepare(
+            kind, source, seed=seed, limit=limit, filler=filler, length=parse_length(length)
+        )
+        n = dataset.save(questions, out)
+    except MemoryError:
+        raise OutOfMemoryError(
+            f"out of memory converting {source}: convert fewer questions at a time with "
+            "--limit" + (", or a shorter --length" if kind == "babilong" else "")
+        ) from None
     _note(f"wrote {n} questions to {out}", quiet or out == "-")
 
 
@@ -260,7 +291,14 @@ def prepare_command(
     required=True,
     help="Document length in tokens (4096, 32k, 128k) of the approximate counter.",
 )
-@click.option("-o", "--out", "out", required=True, help="Output JSONL ('-' for stdout).")
+@click.option(
+    "-o",
+    "--out",
+    "out",
+    type=NonEmptyPath(readable=False),
+    required=True,
+    help="Output JSONL ('-' for stdout).",
+)
 @click.option(
     "--seed",
     type=int,
@@ -285,6 +323,14 @@ def generate_command(
     from lcr.eval import dataset
     from lcr.eval.generate import generate, parse_length
 
-    questions = generate(kind, parse_length(length), count, seed, hops=hops)
-    n = dataset.save(questions, out)
+    if out == "-":
+        check_stdout()
+    tokens = parse_length(length)
+    try:
+        n = dataset.save(generate(kind, tokens, count, seed, hops=hops), out)
+    except MemoryError:
+        raise OutOfMemoryError(
+            f"out of memory generating {count} documents of {tokens:,} tokens: lower --count "
+            "or --length, and write several files with other --seed values"
+        ) from None
     _note(f"wrote {n} questions to {out}", quiet or out == "-")

@@ -21,10 +21,24 @@ from typing import Any
 
 from lcr.errors import InputError, UsageError
 from lcr.eval.dataset import Document, GoldEvidence, Question
+from lcr.eval.generate import MAX_LENGTH
 from lcr.text.tokens import count_tokens
 
 KINDS = ("squality", "qmsum", "odsum", "babilong")
 SQUALITY_LICENSE = "story: Project Gutenberg License; answers: CC BY 4.0 (SQuALITY)"
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Each numbered line of the text file ``path``; a binary or non-UTF-8 file (the
+    wrong file given) is one line saying so."""
+    try:
+        with path.open(encoding="utf-8") as fh:
+            yield from enumerate(fh, 1)
+    except UnicodeDecodeError:
+        raise InputError(
+            f"{path} is not UTF-8 text (a binary file?); give the set's file as its authors "
+            "publish it (see lcr eval prepare --help)"
+        ) from None
 
 
 def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
@@ -32,13 +46,12 @@ def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
         raise InputError(f"no file at {path}")
     if path.is_dir():
         raise InputError(f"{path} is a folder; give the .jsonl file")
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    yield lineno, json.loads(line)
-                except ValueError:
-                    raise InputError(f"{path}:{lineno}: not valid JSON") from None
+    for lineno, line in _lines(path):
+        if line.strip():
+            try:
+                yield lineno, json.loads(line)
+            except ValueError:
+                raise InputError(f"{path}:{lineno}: not valid JSON") from None
 
 
 def _bad(path: Path, lineno: int, what: str) -> InputError:
@@ -191,7 +204,10 @@ def babi_samples(path: Path) -> list[dict[str, Any]]:
         raise InputError(f"no file at {path}")
     samples: list[dict[str, Any]] = []
     facts: list[tuple[int, str]] = []
-    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; give a bAbI qaN_*_test.txt file")
+    for lineno, line in _lines(path):
+        raw = line.rstrip("\r\n")
         if not raw.strip():
             continue
         m = _BABI_LINE.match(raw.strip("\n"))
@@ -311,6 +327,8 @@ def prepare(
     src = Path(source)
     if limit is not None and limit < 1:
         raise UsageError("--limit must be at least 1")
+    if not 0 < length <= MAX_LENGTH:
+        raise UsageError(f"--length is between 1 and {MAX_LENGTH // 1024**2}m tokens")
     if kind == "babilong":
         return babilong(src, Path(filler) if filler else None, length, seed, limit)
     if filler is not None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,9 +147,13 @@ def save(questions: Iterable[Question], path: str | Path) -> int:
     if p.parent and not p.parent.exists():
         raise InputError(f"folder {p.parent} does not exist")
     tmp = p.with_name(p.name + ".tmp")
-    with tmp.open("w", encoding="utf-8", newline="\n") as fh:
-        n = write_questions(questions, fh)
-    tmp.replace(p)
+    try:
+        with tmp.open("w", encoding="utf-8", newline="\n") as fh:
+            n = write_questions(questions, fh)
+        tmp.replace(p)
+    except BaseException:  # out of memory, a full disk, Ctrl-C: no half file left behind
+        tmp.unlink(missing_ok=True)
+        raise
     return n
 
 
@@ -168,11 +173,34 @@ def _str(obj: dict[str, Any], key: str, where: str, *, required: bool = True) ->
     return value
 
 
-def _document(entry: Any, where: str, known: dict[str, Document], base: Path) -> Document:
+def document_path(entry: str, where: str, base: Path, root: Path | None = None) -> Path:
+    """The file a document path names: relative to the data file's folder ``base``, and
+    inside ``root`` (``base`` unless the user gave ``--documents-root``) once symbolic
+    links are followed. A data file is often someone else's, and its documents are
+    copied into the results and sent to a server: ``"../../../../etc/passwd"`` is refused
+    before anything is read."""
+    allowed = base if root is None else root
+    if "\0" in entry:
+        raise _fail(where, f"document path {entry!r} holds a NUL byte")
+    path = Path(entry)
+    if not path.is_absolute():
+        path = base / path
+    inside = os.path.realpath(allowed)
+    if os.path.commonpath([os.path.realpath(path), inside]) != inside:
+        hint = "the data file's folder" if root is None else "--documents-root"
+        raise _fail(
+            where,
+            f"document {entry!r} resolves outside {allowed} ({hint}); to read documents from "
+            "another folder, name it with --documents-root DIR",
+        )
+    return path
+
+
+def _document(
+    entry: Any, where: str, known: dict[str, Document], base: Path, root: Path | None = None
+) -> Document:
     if isinstance(entry, str):
-        path = Path(entry)
-        if not path.is_absolute():
-            path = base / path
+        path = document_path(entry, where, base, root)
         key = f"path:{path}"
         if key not in known:
             from lcr.text.loading import load_document
@@ -230,7 +258,10 @@ def _evidence(entry: Any, where: str, docs: list[Document]) -> GoldEvidence:
     return GoldEvidence(doc_id)
 
 
-def parse_line(obj: Any, where: str, known: dict[str, Document], base: Path) -> Question:
+def parse_line(
+    obj: Any, where: str, known: dict[str, Document], base: Path, root: Path | None = None
+) -> Question:
+    """One data line as a :class:`Question`; ``root`` as in :func:`document_path`."""
     if not isinstance(obj, dict):
         raise _fail(where, "each line must be a JSON object")
     qid = obj.get("id")
@@ -249,7 +280,7 @@ def parse_line(obj: Any, where: str, known: dict[str, Document], base: Path) -> 
     raw_docs = obj.get("documents")
     if not isinstance(raw_docs, list) or not raw_docs:
         raise _fail(where, "'documents' must be a non-empty list")
-    docs = [_document(d, where, known, base) for d in raw_docs]
+    docs = [_document(d, where, known, base, root) for d in raw_docs]
     if len({d.id for d in docs}) != len(docs):
         raise _fail(where, "a document is listed twice")
     raw_ev = obj.get("evidence", [])
@@ -268,12 +299,14 @@ def parse_line(obj: Any, where: str, known: dict[str, Document], base: Path) -> 
     )
 
 
-def iter_questions(path: str | Path) -> Iterator[Question]:
+def iter_questions(path: str | Path, documents_root: Path | None = None) -> Iterator[Question]:
     p = Path(path)
     if not p.exists():
         raise InputError(f"no dataset at {p}")
     if p.is_dir():
         raise InputError(f"{p} is a folder, not a JSONL dataset")
+    if p.is_char_device() or p.is_block_device() or p.is_socket():  # /dev/zero never ends
+        raise InputError(f"{p} is a device, not a JSONL dataset")
     known: dict[str, Document] = {}
     seen: set[str] = set()
     with p.open(encoding="utf-8") as fh:
@@ -285,18 +318,21 @@ def iter_questions(path: str | Path) -> Iterator[Question]:
                 obj = json.loads(line)
             except ValueError:
                 raise _fail(where, "not valid JSON") from None
-            q = parse_line(obj, where, known, p.parent)
+            q = parse_line(obj, where, known, p.parent, documents_root)
             if q.id in seen:
                 raise _fail(where, f"question id {q.id!r} is used twice")
             seen.add(q.id)
             yield q
 
 
-def load(path: str | Path, limit: int | None = None) -> list[Question]:
-    """Every question of ``path`` (the first ``limit`` ones), checked; errors name the line."""
+def load(
+    path: str | Path, limit: int | None = None, documents_root: Path | None = None
+) -> list[Question]:
+    """Every question of ``path`` (the first ``limit`` ones), checked; errors name the line.
+    Document paths resolve inside ``documents_root`` (default: the data file's folder)."""
     out: list[Question] = []
     try:
-        for q in iter_questions(path):
+        for q in iter_questions(path, documents_root):
             if limit is not None and len(out) >= limit:
                 break
             out.append(q)

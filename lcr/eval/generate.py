@@ -301,21 +301,35 @@ def hashhop(length: int, count: int, seed: int, *, hops: int = 2) -> list[Questi
     return out
 
 
+# the longest document and the most text one run generates: the questions are held in
+# memory until written (about 4 bytes a token), so a typo's 999999999999k is refused
+MAX_LENGTH = 16 * 1024**2
+MAX_TOTAL_TOKENS = 256 * 1024**2
+
+
 def generate(
     kind: str, length: int, count: int, seed: int, *, hops: int | None = None
 ) -> list[Question]:
     """Questions of a synthetic ``kind`` (see :data:`KINDS`) at ``length`` tokens."""
     if length < 100:
         raise UsageError("--length must be at least 100 tokens")
+    if length > MAX_LENGTH:
+        raise UsageError(f"--length is at most {MAX_LENGTH // 1024**2}m tokens, got {length:,}")
     if count < 1:
         raise UsageError("--count must be at least 1")
+    if count * length > MAX_TOTAL_TOKENS:
+        raise UsageError(
+            f"--count {count} of --length {length:,} is {count * length:,} tokens in all; "
+            f"at most {MAX_TOTAL_TOKENS // 1024**2}m (about 1 GB of text) are generated at "
+            "once: lower --count or --length, or write several files with other --seed values"
+        )
     makers: dict[str, Callable[[], list[Question]]] = {
         "niah-single": lambda: niah("single", length, count, seed),
         "niah-multikey": lambda: niah("multikey", length, count, seed),
         "niah-multivalue": lambda: niah("multivalue", length, count, seed),
         "niah-multiquery": lambda: niah("multiquery", length, count, seed),
-        "vt": lambda: variable_tracking(length, count, seed, hops=hops or 4),
-        "hashhop": lambda: hashhop(length, count, seed, hops=hops or 2),
+        "vt": lambda: variable_tracking(length, count, seed, hops=4 if hops is None else hops),
+        "hashhop": lambda: hashhop(length, count, seed, hops=2 if hops is None else hops),
     }
     if kind not in makers:
         raise UsageError(f"unknown task {kind!r}; known: {', '.join(KINDS)}")
@@ -334,7 +348,7 @@ def parse_length(text: str) -> int:
         mult, t = 1024 * 1024, t[:-1]
     try:
         value = int(float(t) * mult)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: "inf", "1e400"
         raise UsageError(f"--length takes a token count like 4096 or 32k, got {text!r}") from None
     if value <= 0:
         raise UsageError("--length must be positive")

@@ -11,14 +11,16 @@ so a rerun skips what is done and an interrupted run loses one question at most.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from lcr import config, pipeline
 from lcr.answer import (
@@ -53,6 +55,8 @@ class RunOptions:
     max_new_tokens: int = 256
     index_dir: Path | None = None
     out: Path | None = None
+    # where the data file's document paths may point (default: the data file's folder)
+    documents_root: Path | None = None
     # hears one-line notes for the user (e.g. retrieval is loading the LLM)
     note: Callable[[str], None] | None = None
 
@@ -383,12 +387,16 @@ def run(
     data_path = Path(data)
     if opts.limit is not None and opts.limit < 1:
         raise UsageError("--limit must be at least 1")
+    if opts.documents_root is not None and not opts.documents_root.is_dir():
+        raise UsageError(f"--documents-root {opts.documents_root} is not a folder")
     plans = plan_methods(opts.methods, models, opts)
     build_sets, query_sets = split_sets(opts.sets)
-    questions = dataset.load(data_path, opts.limit)
+    questions = dataset.load(data_path, opts.limit, opts.documents_root)
     out = opts.out or default_out(data_path)
     if out.exists() and out.is_dir():
         raise InputError(f"--out {out} is a folder")
+    if out.exists() and not out.is_file():  # /dev/full, /dev/zero: read whole, then appended to
+        raise InputError(f"--out {out} is not a regular file; give a results file's name")
     index_dir = opts.index_dir or default_index_dir(data_path)
     done: dict[tuple[str, str], dict[str, Any]] = {
         (r["id"], r["run"]): r for r in read_results(out)
@@ -400,7 +408,7 @@ def run(
         out.parent.mkdir(parents=True, exist_ok=True)
         task = progress.task("eval", total=len(pending))
         todo = {(q.id, p.key) for q, p in pending}
-        with out.open("a", encoding="utf-8") as fh:
+        with _results_file(out) as fh:
             for group in _groups(questions):
                 group_plans = [p for p in plans if any((q.id, p.key) in todo for q in group)]
                 if not group_plans:
@@ -425,6 +433,17 @@ def run(
         backfill_answer_found(rec, by_id[rec["id"]])
     builds = build_costs(questions, plans, index_dir)
     return RunOutcome(questions, plans, records, builds, new, skipped, out)
+
+
+def _results_file(out: Path) -> TextIO:
+    """``out`` opened for appending; a file that cannot be (``/proc/version``) is one line,
+    before any question is run."""
+    try:
+        return out.open("a", encoding="utf-8")
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ESPIPE):
+            raise
+        raise InputError(f"--out {out} cannot be appended to ({os.strerror(exc.errno)})") from None
 
 
 def gold_result(
