@@ -18,6 +18,7 @@ import click
 
 from lcr._version import __version__
 from lcr.cli_models import model_options, models_group, pop_model_spec
+from lcr.cli_output import echo as _echo
 from lcr.cli_output import err as _err
 from lcr.cli_output import human as _human
 from lcr.cli_output import say as _say
@@ -205,7 +206,7 @@ def index_cmd(
                 if r.note:
                     what += f" ({r.note})"
                 counts = ", ".join(f"{v} {k}" for k, v in r.counts.items())
-                click.echo(f"{visible(str(target))}: {r.method} {what} ({counts})")
+                _echo(f"{visible(str(target))}: {r.method} {what} ({counts})")
 
             index_files(
                 paths,
@@ -314,10 +315,12 @@ def _run_queries(
             run = pipeline.ask_query if answer else pipeline.retrieve_query
             result = run(index, query.with_question(q), models, progress=progress, note=_err)
             if as_json:
-                click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+                _echo(json.dumps(result.to_json(), ensure_ascii=False))
             else:
                 _print_result(result, index, answer=answer, trace=trace)
 
+
+WIDTH = 80  # plain output fits a terminal of 80 columns
 
 # info entries too long for the one-line summary (--json and --trace show them)
 _LONG_INFO = frozenset({"trace", "notebooks"})
@@ -328,9 +331,9 @@ def _print_result(result: Result, index: Index, *, answer: bool, trace: bool = F
     excerpt, with terminal control sequences removed; with ``trace``, the method's steps."""
     import textwrap
 
-    if answer:
-        _say(f"Q: {result.question}")
-        _say(f"A: {result.answer}\n")
+    if answer:  # wrapped to 80 columns, as the rest; --json keeps them as they are
+        _say(_wrapped(f"Q: {result.question}"))
+        _say(_wrapped(f"A: {result.answer}") + "\n")
     docs = index.documents
     _say(f"Evidence ({result.method}, {len(result.evidence.items)} nodes):")
     for position, it in enumerate(result.evidence.items, 1):  # rank order, as in --json
@@ -343,7 +346,7 @@ def _print_result(result: Result, index: Index, *, answer: bool, trace: bool = F
         _say(f"[{rank}] score {it.score:.4g}  {name}  chars {spans}{level}")
         excerpt = " ".join(it.text.split())
         excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."
-        _say(textwrap.fill(excerpt, width=88, initial_indent="    ", subsequent_indent="    "))
+        _say(textwrap.fill(excerpt, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
     info = {k: v for k, v in result.evidence.info.items() if k not in _LONG_INFO}
     if info:
         _say("info: " + ", ".join(f"{k}={v}" for k, v in info.items()))
@@ -352,10 +355,19 @@ def _print_result(result: Result, index: Index, *, answer: bool, trace: bool = F
             _say("trace: " + ", ".join(f"{k}={v!r}" for k, v in step.items()))
     u = result.usage
     if u.calls:
-        _say(
-            f"usage: {u.calls} LLM call(s), {u.prompt_tokens} prompt + "
-            f"{u.completion_tokens} completion tokens"
-        )
+        calls = "1 LLM call" if u.calls == 1 else f"{u.calls} LLM calls"
+        _say(f"usage: {calls}, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens")
+
+
+def _wrapped(text: str) -> str:
+    """``text`` filled to :data:`WIDTH` columns, its own line breaks kept, later lines
+    indented under the first's text (``Q: ``, ``A: ``)."""
+    import textwrap
+
+    return "\n".join(
+        textwrap.fill(line, width=WIDTH, subsequent_indent="   ") if line else line
+        for line in text.splitlines() or [""]
+    )
 
 
 @cli.command("ask")

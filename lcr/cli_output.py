@@ -7,6 +7,8 @@ import re
 
 import click
 
+from lcr.progress import print_above_bars
+
 # terminal control sequences (CSI, OSC, other escapes) and every other C0/C1 control
 # character but tab and newline: text shown to people never drives their terminal
 _CONTROL = re.compile(
@@ -34,11 +36,17 @@ def visible(text: str) -> str:
 
 def say(text: str = "") -> None:
     """One line of plain output, cleaned and flushed at once (click.echo flushes)."""
-    click.echo(printable(text))
+    echo(printable(text))
 
 
 def err(message: str) -> None:
-    click.echo(visible(f"lcr: {message}"), err=True)
+    echo(visible(f"lcr: {message}"), err=True)
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    """``click.echo`` that never lands inside progress bars: the one way commands write."""
+    if not print_above_bars(text):
+        click.echo(text, err=err)
 
 
 def human(n: float) -> str:

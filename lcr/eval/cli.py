@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from lcr.cli_models import model_options, pop_model_spec
+from lcr.cli_output import echo
 
 FORMAT_HELP = """\b
 Dataset format (JSONL, one question a line):
@@ -64,7 +65,7 @@ def eval_group() -> None:
 
 def _note(message: str, quiet: bool) -> None:
     if not quiet:
-        click.echo(message, err=True)
+        echo(message, err=True)
 
 
 @eval_group.command("run", hidden=True, epilog=FORMAT_HELP)
