@@ -498,6 +498,7 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
     and, per method, which of them its paper fixes or its own answer prompt ignores.
     """
     from lcr.answer import ANSWER_SETTINGS
+    from lcr.config import value_text
     from lcr.methods import get_method, method_names
 
     rows: list[dict[str, Any]] = []
@@ -537,12 +538,15 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                 for key, s in r[phase].items():
                     mark = " (paper)" if s["paper"] else ""
                     valid = s["valid"]
+                    default = value_text(s["default"])
                     _say(
-                        f"    {label}  {r['name']}.{key}={s['default']}{mark}  {s['help']}"
+                        f"    {label}  {r['name']}.{key}={default}{mark}  {s['help']}"
                         + (f" [{valid}]" if valid else "")
                     )
             kept = [
-                f"answer.{k}={s['default']}" for k, s in r["answer_settings"].items() if s["paper"]
+                f"answer.{k}={value_text(s['default'])}"
+                for k, s in r["answer_settings"].items()
+                if s["paper"]
             ]
             if kept:
                 _say(f"    answer  keeps the paper's {', '.join(kept)} as its default")
@@ -554,7 +558,8 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
             "--set answer.KEY=VALUE on ask and eval)"
         )
         for s in ANSWER_SETTINGS:
-            _say(f"    answer  answer.{s.name}={s.default}  {s.help} [{s.valid_text()}]")
+            valid = f" [{s.valid_text()}]" if s.valid_text() else ""
+            _say(f"    answer  answer.{s.name}={value_text(s.default)}  {s.help}{valid}")
         _say(
             "    answer  --max-new-tokens=256  the longest answer, in tokens (an option of its own)"
         )
