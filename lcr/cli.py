@@ -197,6 +197,8 @@ def index_cmd(
         jobs = [(list(files), Path(out))]
     else:
         jobs = [([f], default_index_path(f)) for f in unique_paths(files, warn)]
+        if "-" in files:  # no file to put it beside: say where it goes
+            _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
     with progress_for(progress_mode(quiet)) as progress:
         models = _models(pop_model_spec(model), progress)
         for paths, target in jobs:
@@ -343,7 +345,8 @@ def _print_result(result: Result, index: Index, *, answer: bool, trace: bool = F
             spans += f" (+{len(it.spans) - 3} more)"
         name = docs[it.doc].name if 0 <= it.doc < len(docs) else str(it.doc)
         level = f"  level {it.level}" if it.level else ""
-        _say(f"[{rank}] score {it.score:.4g}  {name}  chars {spans}{level}")
+        by = f" ({it.extra['ranked_by']})" if "ranked_by" in it.extra else ""
+        _say(f"[{rank}] score {it.score:.4g}{by}  {name}  chars {spans}{level}")
         excerpt = " ".join(it.text.split())
         excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."
         _say(textwrap.fill(excerpt, width=WIDTH, initial_indent="    ", subsequent_indent="    "))

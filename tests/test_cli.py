@@ -544,3 +544,16 @@ def test_models_shows_ram_per_backend_and_every_copy_on_disk_and_remove_frees_th
     assert code == 0 and "nothing of it was in the cache" in out
     code, _, err = run(["models", "remove", "nonexistent-model"])
     assert code == 2 and err.startswith("lcr: unknown preset 'nonexistent-model'; presets:")
+
+
+def test_index_of_stdin_says_where_it_goes(
+    tmp_path: Path, cinderella: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue #41: `lcr index -` wrote ./stdin.idx without a word."""
+    monkeypatch.chdir(tmp_path)
+    code, _out, err = run(["index", "-", "-m", "bm25", "-q"], stdin=cinderella.read_text())
+    assert code == 0, err
+    assert "lcr: indexing stdin into stdin.idx (-o OUT names another)" in err
+    assert (tmp_path / "stdin.idx" / "manifest.json").exists()
+    code, _out, err = run(["index", "-", "-o", "tale.idx", "-m", "bm25", "-q"], stdin="Once.")
+    assert code == 0 and "indexing stdin" not in err, err

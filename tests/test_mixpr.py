@@ -593,3 +593,20 @@ def test_question_cosines_are_bitwise_the_sparse_product(tmp_path: Path, cindere
         got = [(it.extra["similarity"], expected[order[it.id]]) for it in res.evidence.items]
         assert len(got) > 10 and any(e > 0 for _, e in got)
         assert all(a == b for a, b in got)
+
+
+def test_each_score_is_what_ranked_it_and_scores_fall_in_rank_order(tmp_path: Path) -> None:
+    """Issue #41: rank 6 showed 0.0 and rank 7 0.0052: the printed score was the walk's for
+    chunks the similarity share had picked. Each item now carries the score that ranked it."""
+    text = (Path(__file__).resolve().parents[1] / "examples" / "lighthouse.txt").read_text()
+    idx = make_index(tmp_path, text, ["mixpr"], [])
+    items = pipeline.retrieve(
+        idx, "mixpr", "Who found the key that Tobias Venn hid?", Models.with_objects()
+    ).evidence.items
+    ranked = sorted(items, key=lambda it: it.extra["rank"])
+    by = [it.extra["ranked_by"] for it in ranked]
+    assert by == sorted(by, key=lambda b: b != "similarity") and set(by) == {"similarity", "walk"}
+    for kind, key in (("similarity", "similarity"), ("walk", "walk")):
+        scores = [it.score for it in ranked if it.extra["ranked_by"] == kind]
+        assert scores == sorted(scores, reverse=True), (kind, scores)
+        assert scores == [it.extra[key] for it in ranked if it.extra["ranked_by"] == kind]

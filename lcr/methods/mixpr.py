@@ -181,7 +181,9 @@ class MixPRQuery(Settings):
         low=0,
         high=1,
     )
-    max_iter: int = setting(PAPER_MAX_ITER, "power-iteration cap", paper=True, low=1)
+    # each step multiplies the whole graph: 10,000 steps are minutes at 10M tokens, and
+    # more never helps (float rounding stops the scores changing long before)
+    max_iter: int = setting(PAPER_MAX_ITER, "power-iteration cap", paper=True, low=1, high=10_000)
     tol: float = setting(1e-4, "stop when the L1 change of the scores falls below this", low=0)
     top_k: int = setting(
         100, "chunks handed to the answer step (-k overrides; the paper's k)", paper=True, low=1
