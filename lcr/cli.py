@@ -446,14 +446,13 @@ def _damage_line(index: Index, name: str, found: list[str]) -> str:
 
 
 def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) -> None:
+    from lcr.config import value_text
     from lcr.models.backends import describe_configuration
 
     m = index.manifest
     methods = index.methods
-    _say(
-        f"index   {index.path}  (schema {m.schema_version}, lcr {m.lcr_version}, "
-        f"{_human(index.size_bytes())})"
-    )
+    _say(f"index   {index.path}")
+    _say(f"  {_human(index.size_bytes())} in all; schema {m.schema_version}, lcr {m.lcr_version}")
     _say(f"source  {m.source_chars:,} characters in {len(index.documents)} document(s)")
     for d in index.documents:
         _say(f"  - {d.name}  {_human(d.size)}  sha256 {d.sha256[:12]}  chars {d.start}-{d.end}")
@@ -461,6 +460,7 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
         _say("  DAMAGED  source.txt does not match its checksum")
     if not methods:
         _say("methods none built (lcr index SOURCE -o INDEX --method NAME)")
+    source_bytes = max(sum(d.size for d in index.documents), 1)
     for name, e in methods.items():
         counts = ", ".join(f"{v} {k}" for k, v in e.counts.items())
         state = ""
@@ -468,22 +468,31 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
             state = "  DAMAGED"
         elif verified:
             state = "  verified" if e.sha256 else "  sizes ok (built without checksums)"
+        size = index.size_bytes(name)
         _say(
-            f"method  {name}: {counts}; built {e.built_at} in "
-            f"{e.build_seconds}s; {_human(index.size_bytes(name))}{state}"
+            f"method  {name}: {counts}; {_human(size)} ({size / source_bytes:.1f}x the "
+            f"source){state}"
         )
+        _say(f"  built     {e.built_at} in {e.build_seconds:.1f}s")
         if name in problems:
-            _say("  damage    " + problems[name][0])
+            _field("damage", problems[name][0])
         if e.models:
-            _say("  models    " + ", ".join(f"{k}={v}" for k, v in e.models.items()))
+            _field("models", ", ".join(f"{k}={v}" for k, v in e.models.items()))
         if e.settings:
-            _say("  settings  " + ", ".join(f"{k}={v}" for k, v in e.settings.items()))
+            _field("settings", ", ".join(f"{k}={value_text(v)}" for k, v in e.settings.items()))
         config = e.stats.get("llm_configuration")
         if isinstance(config, dict):
-            _say("  LLM ran   " + describe_configuration(config))
+            _field("LLM ran", describe_configuration(config))
         stats = {k: v for k, v in e.stats.items() if k != "llm_configuration"}
         if stats:
-            _say("  stats     " + ", ".join(f"{k}={v}" for k, v in stats.items()))
+            _field("stats", ", ".join(f"{k}={value_text(v)}" for k, v in stats.items()))
+
+
+def _field(label: str, text: str) -> None:
+    """``  label     text``, wrapped to :data:`WIDTH` under its text."""
+    import textwrap
+
+    _say(textwrap.fill(text, WIDTH, initial_indent=f"  {label:9} ", subsequent_indent=" " * 12))
 
 
 # ------------------------------------------------------------------ methods

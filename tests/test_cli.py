@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -442,7 +443,7 @@ def test_graphreader_build_line_and_info_give_one_node_count(
     code, info, err = run(["info", str(doc.with_suffix(".idx"))])
     assert code == 0, err
     method_line = next(line for line in info.splitlines() if "graphreader:" in line)
-    stats_line = next(line for line in info.splitlines() if line.strip().startswith("stats"))
+    stats_line = " ".join(info.split("  stats     ", 1)[1].split("\n  ", 1)[0].split())
     nodes = counts["nodes"]
     assert int(nodes) > 1 and int(counts["chunks"]) == 1
     listed = re.search(r"graphreader: (.*?);", method_line)
@@ -557,3 +558,15 @@ def test_index_of_stdin_says_where_it_goes(
     assert (tmp_path / "stdin.idx" / "manifest.json").exists()
     code, _out, err = run(["index", "-", "-o", "tale.idx", "-m", "bm25", "-q"], stdin="Once.")
     assert code == 0 and "indexing stdin" not in err, err
+
+
+def test_info_shows_each_methods_size_against_the_source_in_80_columns(story: Path) -> None:
+    """Issue #41: sizes per method where a person sees them, and lines that fit."""
+    assert run(["index", str(story), "-q"])[0] == 0
+    code, out, _ = run(["info", str(story.with_suffix(".idx"))])
+    assert code == 0
+    for method in ("bm25", "mixpr"):
+        assert re.search(rf"^method  {method}: .*; [\d.]+ KB \([\d.]+x the source\)$", out, re.M)
+    assert "self_loops=true" in out and "True" not in out
+    lines = out.splitlines()[1:]  # the index's path alone is as long as it is
+    assert all(len(line) <= 80 for line in lines), out
