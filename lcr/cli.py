@@ -541,40 +541,54 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
         return
     for r in rows:
         star = " (built by default)" if r["default"] else ""
-        _say(f"{r['name']}{star}\n  {r['summary']}\n  needs: {r['needs']}")
+        _say(f"{r['name']}{star}")
+        _field_text(r["summary"], "  ")
+        _field_text(f"needs: {r['needs']}", "  ")
         if r["paper"]:
-            _say(f"  paper: {r['paper']}")
+            _field_text(f"paper: {r['paper']}", "  ")
         if show_settings:
             for phase in ("build_settings", "query_settings"):
                 label = "index" if phase == "build_settings" else "query"
                 for key, s in r[phase].items():
                     mark = " (paper)" if s["paper"] else ""
-                    valid = s["valid"]
+                    valid = f" [{s['valid']}]" if s["valid"] else ""
                     default = value_text(s["default"])
-                    _say(
-                        f"    {label}  {r['name']}.{key}={default}{mark}  {s['help']}"
-                        + (f" [{valid}]" if valid else "")
-                    )
+                    line = f"{r['name']}.{key}={default}{mark}  {s['help']}{valid}"
+                    _field_text(line, f"    {label}  ")
             kept = [
                 f"answer.{k}={value_text(s['default'])}"
                 for k, s in r["answer_settings"].items()
                 if s["paper"]
             ]
             if kept:
-                _say(f"    answer  keeps the paper's {', '.join(kept)} as its default")
+                _field_text(f"keeps the paper's {', '.join(kept)} as its default", "    answer ")
             if r["answer_note"]:
-                _say(f"    answer  {r['answer_note']}")
+                _field_text(r["answer_note"], "    answer ")
     if show_settings:
-        _say(
+        _field_text(
             "answer (the shared answer step, for every method without its own answer prompt; "
-            "--set answer.KEY=VALUE on ask and eval)"
+            "--set answer.KEY=VALUE on ask and eval)",
+            "",
         )
         for s in ANSWER_SETTINGS:
             valid = f" [{s.valid_text()}]" if s.valid_text() else ""
-            _say(f"    answer  answer.{s.name}={value_text(s.default)}  {s.help}{valid}")
-        _say(
-            "    answer  --max-new-tokens=256  the longest answer, in tokens (an option of its own)"
+            line = f"answer.{s.name}={value_text(s.default)}  {s.help}{valid}"
+            _field_text(line, "    answer  ")
+        _field_text(
+            "--max-new-tokens=256  the longest answer, in tokens (an option of its own)",
+            "    answer  ",
         )
+
+
+def _field_text(text: str, indent: str) -> None:
+    """``text`` after ``indent``, wrapped to :data:`WIDTH` with the next lines under it
+    (a long choice list breaks after its ``|``)."""
+    import textwrap
+
+    wrapper = textwrap.TextWrapper(
+        WIDTH, initial_indent=indent, subsequent_indent=" " * (len(indent) + 2)
+    )
+    _say("\n".join(wrapper.wrap(text.replace("|", "| "))).replace("| ", "|"))
 
 
 def _setting_json(s: Setting) -> dict[str, Any]:

@@ -523,8 +523,10 @@ def test_models_shows_ram_per_backend_and_every_copy_on_disk_and_remove_frees_th
 
     code, out, err = run(["models"])
     assert code == 0, err
-    header, *rows = out.splitlines()
-    assert "RAM llama.cpp" in header and "RAM transformers" in header and "converted" in header
+    above, header, *rows = out.splitlines()
+    assert "RAM with" in above and "converted" in above
+    assert "llama.cpp" in header and "transformers" in header
+    assert all(len(line) <= 80 for line in out.splitlines()), out
     qwen05 = next(r for r in rows if r.startswith("qwen2.5-coder-0.5b "))
     for figure in ("3.0 MB", "5.0 MB", "809.0 MB", "2.7 GB"):
         assert figure in qwen05, qwen05
@@ -570,3 +572,12 @@ def test_info_shows_each_methods_size_against_the_source_in_80_columns(story: Pa
     assert "self_loops=true" in out and "True" not in out
     lines = out.splitlines()[1:]  # the index's path alone is as long as it is
     assert all(len(line) <= 80 for line in lines), out
+
+
+def test_plain_listings_fit_80_columns() -> None:
+    """Issue #41: plain output lines ran to 89 characters (and `lcr methods` far past)."""
+    for args in (["methods"], ["methods", "--settings"], ["models"], ["--help"], ["doctor"]):
+        code, out, err = run(args)
+        assert code == 0, err
+        wide = [line for line in out.splitlines() if len(line) > 80]
+        assert not wide, (args, wide)
