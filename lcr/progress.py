@@ -133,7 +133,7 @@ def _numbers_column() -> Any:
         def render(self, task: RichTask) -> Text:
             elapsed = task.elapsed or 0.0
             done = task.completed
-            text = f"{done:g}" if task.total is None else f"{done:g}/{task.total:g}"
+            text = _count_text(done, task.total)
             text += f" {_clock_text(elapsed)}"
             if task.total is not None and done < task.total:
                 eta = eta_seconds(elapsed, done, task.total)
@@ -274,7 +274,7 @@ class _LineTask:
         self._last = now
         finished = self._finished()
         elapsed = now - self._start
-        count = f"{self._done:g}" if self._total is None else f"{self._done:g}/{self._total:g}"
+        count = _count_text(self._done, self._total)
         line = f"{self._description}: {count}, {_clock_text(elapsed)} elapsed"
         if finished:
             line += ", done"
@@ -358,6 +358,15 @@ class TokenMeter:
 def _heartbeat(lines: LineProgress, stop: threading.Event) -> None:
     while not stop.wait(1.0):
         lines.tick()
+
+
+def _count_text(done: float, total: float | None) -> str:
+    """``3/10``; whole counts in digits (a join's bytes were ``8.28375e+08``)."""
+
+    def number(x: float) -> str:
+        return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+    return number(done) if total is None else f"{number(done)}/{number(total)}"
 
 
 def _clock_text(seconds: float) -> str:

@@ -115,3 +115,14 @@ def test_a_log_hears_from_a_long_call_every_period_with_an_eta_from_the_first_ca
     progress.tick()  # every task is done but the stale one, which is older: silence
     assert lines[-1].endswith("done")
     old.advance()
+
+
+def test_large_counts_are_digits_not_exponents() -> None:
+    """Issue #41: a model's join said "8.28375e+08/1.11732e+09" in a log."""
+    lines: list[str] = []
+    clock = FakeClock()
+    progress = LineProgress(lines.append, every=30, clock=clock)
+    task = progress.task("joining the parts of m", total=1_117_320_000)
+    clock.now = 31
+    task.advance(828_375_040)
+    assert lines == ["joining the parts of m: 828,375,040/1,117,320,000, 0m31s elapsed, eta 0m11s"]
