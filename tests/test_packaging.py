@@ -47,12 +47,23 @@ def test_man_lcr_finds_the_page_after_the_readmes_editable_install(tmp_path: Pat
 
     if shutil.which("man") is None:
         pytest.skip("man is not installed here (apt-get install man-db)")
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    def installed_here() -> str | None:  # this environment's own lcr, if pip installed one
+        try:
+            return str(distribution("lcr").locate_file(""))
+        except PackageNotFoundError:
+            return None
+
     repo = Path(__file__).resolve().parents[1]
     env_dir = tmp_path / "env"
+    before = installed_here()
+    # --ignore-installed: without it pip uninstalls this environment's lcr first
     install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index"]
-    install += ["--no-build-isolation", "--prefix", str(env_dir), "-e", str(repo)]
-    done = subprocess.run(install, capture_output=True, text=True, timeout=600)
+    install += ["--no-build-isolation", "--ignore-installed", "--prefix", str(env_dir)]
+    done = subprocess.run([*install, "-e", str(repo)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
+    assert installed_here() == before, "the test's install touched the running environment"
     env = {**os.environ, "PATH": f"{env_dir / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"}
     env.pop("MANPATH", None)
     found = subprocess.run(["man", "-w", "lcr"], capture_output=True, text=True, env=env)
