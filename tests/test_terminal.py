@@ -34,11 +34,11 @@ def assert_fits(screen: Screen, columns: int) -> None:
 
 def assert_bars_readable(screen: Screen) -> None:
     """A bar shows its numbers in full: done/total, time elapsed (and the ETA)."""
-    bars = [row for row in screen.seen if re.search(r"━|\d+/\d+ \d+m\d\ds", row)]
+    bars = [row for row in screen.seen if re.search(r"━|[\d,]+/[\d,]+ \d+m\d\ds", row)]
     assert bars, "no progress bar was drawn: the test did not test the bars"
     for row in bars:
         if "/" in row:
-            assert re.search(r"\d+/\d+ \d+m\d\ds", row), f"a bar lost its numbers: {row!r}"
+            assert re.search(r"[\d,]+/[\d,]+ \d+m\d\ds", row), f"a bar lost its numbers: {row!r}"
         assert "…" not in row.split("━")[-1], f"a bar's numbers were cut: {row!r}"
 
 
