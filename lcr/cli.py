@@ -561,9 +561,9 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                 if s["paper"]
             ]
             if kept:
-                _field_text(f"keeps the paper's {', '.join(kept)} as its default", "    answer ")
+                _field_text(f"keeps the paper's {', '.join(kept)} as its default", "    answer  ")
             if r["answer_note"]:
-                _field_text(r["answer_note"], "    answer ")
+                _field_text(r["answer_note"], "    answer  ")
     if show_settings:
         _field_text(
             "answer (the shared answer step, for every method without its own answer prompt; "

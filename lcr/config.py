@@ -29,11 +29,6 @@ T = TypeVar("T")
 
 _META = "lcr.setting"
 
-# The most new tokens a setting may ask of one LLM reply: past any window lcr runs
-# in, so a typo (an extra 0 or three) is refused instead of making a call that runs
-# until the model's window ends.
-MOST_NEW_TOKENS = 32_768
-
 
 class SettingRenamed(UserWarning):
     """A ``--set`` used a setting's old name; the CLI prints it as one warning line."""

@@ -200,9 +200,7 @@ class MixPRQuery(Settings):
         low=0,
         high=1,
     )
-    # each step multiplies the whole graph: 10,000 steps are minutes at 10M tokens, and
-    # more never helps (float rounding stops the scores changing long before)
-    max_iter: int = setting(PAPER_MAX_ITER, "power-iteration cap", paper=True, low=1, high=10_000)
+    max_iter: int = setting(PAPER_MAX_ITER, "power-iteration cap", paper=True, low=1)
     tol: float = setting(1e-4, "stop when the L1 change of the scores falls below this", low=0)
     top_k: int = setting(
         100, "chunks handed to the answer step (-k overrides; the paper's k)", paper=True, low=1
@@ -402,9 +400,20 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         share = s.sim_share if mode == "local" else 0.0
         chosen = combine_ranking(np.asarray(walk, dtype=np.float64), sims, top_k, share)
         rank = {int(i): r + 1 for r, i in enumerate(chosen)}
+        # the first picks were ranked by similarity (a top-similarity pick at or below 0
+        # means every later chunk is too): their score is that similarity, not the walk's
+        n_direct = round(max(0.0, min(1.0, share)) * min(top_k, n))
+        by_similarity = {int(i) for i in chosen[:n_direct] if sims[i] > 0}
         nodes = dict(zip(rank, ctx.stored.nodes_at(rank), strict=True))
         items = [
-            item_from_node(nodes[i], float(walk[i]), rank=rank[i], similarity=float(sims[i]))
+            item_from_node(
+                nodes[i],
+                float(sims[i] if i in by_similarity else walk[i]),
+                rank=rank[i],
+                ranked_by="similarity" if i in by_similarity else "walk",
+                walk=float(walk[i]),
+                similarity=float(sims[i]),
+            )
             for i in sorted(rank, key=lambda j: (nodes[j].spans[0][0] if nodes[j].spans else 0, j))
         ]
         return Evidence(self.name, items, info=info)

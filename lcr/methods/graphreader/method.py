@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcr.answer import AnswerResult
-from lcr.config import MOST_NEW_TOKENS, Settings, setting
+from lcr.config import Settings, setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.methods.base import (
@@ -68,7 +68,6 @@ class GraphReaderBuild(Settings):
         "most new tokens per chunk's extraction (the prompt's own limit)",
         paper=True,
         low=16,
-        high=MOST_NEW_TOKENS,
         renamed_from=("extraction_max_tokens",),
     )
     merge_threshold: float = setting(
@@ -100,10 +99,7 @@ class GraphReaderQuery(Settings):
         "key elements shown for initial node selection (nearest by embedding to question and plan)",
         low=1,
     )
-    # each call is an LLM reply; a path ends when the model says so or at this cap
-    max_calls: int = setting(
-        10, "function calls per exploration path", paper=True, low=1, high=1000
-    )
+    max_calls: int = setting(10, "function calls per exploration path", paper=True, low=1)
     rational_plan: bool = setting(
         True, "make a rational plan first (false: Table 4's w/o Rational Plan)", paper=True
     )
@@ -117,11 +113,7 @@ class GraphReaderQuery(Settings):
     )
     max_neighbors: int = setting(50, "neighbour nodes listed to the model per step", low=1)
     agent_max_new_tokens: int = setting(
-        384,
-        "most new tokens per agent reply",
-        low=16,
-        high=MOST_NEW_TOKENS,
-        renamed_from=("max_new_tokens",),
+        384, "most new tokens per agent reply", low=16, renamed_from=("max_new_tokens",)
     )
     seed: int = setting(0, "seed of the random ablation", low=0, high=2**32 - 1)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from lcr.config import MOST_NEW_TOKENS, Settings, setting
+from lcr.config import Settings, setting
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,6 @@ class PecanBuild(Settings):
         512,
         "most tokens of one batch's bullet-point reply (the paper gives no limit)",
         low=8,
-        high=MOST_NEW_TOKENS,
         renamed_from=("max_new_tokens",),
     )
     top: Literal["summary", "fit"] = setting(
@@ -48,7 +47,7 @@ class PecanBuild(Settings):
         legacy="points",
     )
     max_levels: int = setting(
-        10, "most levels above the chunks (a guard; the paper has none)", low=1, high=1000
+        10, "most levels above the chunks (a guard; the paper has none)", low=1
     )
 
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from lcr.config import MOST_NEW_TOKENS, Settings, setting
+from lcr.config import Settings, setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence, merge_spans
 from lcr.methods.base import (
@@ -65,8 +65,7 @@ class RaptorBuild(Settings):
     chunk_tokens: int = setting(
         100, "leaf size in tokens; sentences are never cut", paper=True, low=1
     )
-    # UMAP holds n x reduction_dim floats, and more dimensions than leaves mean nothing
-    reduction_dim: int = setting(10, "UMAP output dimensions", paper=True, low=1, high=1000)
+    reduction_dim: int = setting(10, "UMAP output dimensions", paper=True, low=1)
     threshold: float = setting(
         0.1, "soft membership: join every cluster above it", paper=True, low=0, high=1
     )
@@ -87,7 +86,6 @@ class RaptorBuild(Settings):
         150,
         "most new tokens per summary (the paper's summaries average ~130 tokens)",
         low=1,
-        high=MOST_NEW_TOKENS,
         renamed_from=("summary_max_tokens",),
     )
     batch_size: int = setting(
