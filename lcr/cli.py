@@ -23,11 +23,13 @@ from lcr.cli_models import model_options, models_group, pop_model_spec
 from lcr.cli_output import (
     WIDTH,
     NonEmptyPath,
+    UnprintedReports,
     check_stdout,
-    evidence_heading,
     guarded_stdout,
+    print_result,
     visible,
 )
+from lcr.cli_output import echo as _echo
 from lcr.cli_output import err as _err
 from lcr.cli_output import human as _human
 from lcr.cli_output import say as _say
@@ -35,7 +37,6 @@ from lcr.config import SettingRenamed
 from lcr.errors import (
     IndexDamagedError,
     InputError,
-    OutputError,
     UsageError,
 )
 
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from lcr.config import Setting
     from lcr.models.container import Models
     from lcr.models.spec import ModelSpec
-    from lcr.pipeline import BuildReport, Result
+    from lcr.pipeline import BuildReport
     from lcr.progress import Progress
     from lcr.store import Index
 
@@ -271,7 +272,9 @@ def index_cmd(
         found = expand_inputs(files, globs=globs, excludes=excludes, warn=warn)
         jobs = [([f.path], default_index_path(f.path), f.found) for f in found]
         _refuse_shared_targets(jobs)
-    unprinted = _UnprintedReports()
+    unprinted = UnprintedReports()
+    if "-" in files and out is None:  # no file to put it beside: say where it goes
+        _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
     with progress_for(progress_mode(quiet)) as progress:
         extract = ExtractOptions(
             format=None if doc_format == "auto" else doc_format,
@@ -326,34 +329,6 @@ def _refuse_shared_targets(jobs: list[tuple[list[str | Path], Path, bool]]) -> N
                 "or make one index over both with -o"
             )
         first[key] = source
-
-
-class _UnprintedReports:
-    """Build reports that could not be printed (stdout closed or full). The build they
-    report is committed, so that is a warning, not a failure: the build carries on, and
-    the command ends with one line saying what was committed."""
-
-    def __init__(self) -> None:
-        self.failure: OutputError | None = None
-        self.committed: dict[str, list[str]] = {}
-
-    def echo(self, line: str, target: str, method: str) -> None:
-        if self.failure is None:
-            try:
-                click.echo(line)
-                return
-            except OutputError as exc:
-                self.failure = exc
-        self.committed.setdefault(target, []).append(method)
-
-    def warn(self) -> None:
-        if self.failure is not None:
-            why = str(self.failure).removeprefix("cannot print the output: ")
-            done = "; ".join(f"{t}: {', '.join(ms)}" for t, ms in self.committed.items())
-            _err(
-                f"warning: the build succeeded and is committed ({done}), "
-                f"but its report could not be printed: {why}"
-            )
 
 
 # ----------------------------------------------------------- ask / retrieve
@@ -450,43 +425,9 @@ def _run_queries(
             run = pipeline.ask_query if answer else pipeline.retrieve_query
             result = run(index, query.with_question(q), models, progress=progress, note=_err)
             if as_json:
-                click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+                _echo(json.dumps(result.to_json(), ensure_ascii=False))
             else:
-                _print_result(result, index, answer=answer, trace=trace)
-
-
-# info entries too long for the one-line summary (--json and --trace show them)
-_LONG_INFO = frozenset({"trace", "notebooks"})
-
-
-def _print_result(result: Result, index: Index, *, answer: bool, trace: bool = False) -> None:
-    """Answer first, then the evidence best first (as ``--json``): score, document, span,
-    excerpt, with terminal control sequences removed; with ``trace``, the method's steps."""
-    import textwrap
-
-    if answer:
-        _say(f"Q: {result.question}")
-        _say(f"A: {result.answer}\n")
-    _say(f"Evidence ({result.method}, {len(result.evidence.items)} nodes):")
-    for position, it in enumerate(result.evidence.items, 1):  # rank order, as in --json
-        rank = it.extra.get("rank", position)
-        for line in evidence_heading(int(rank), it):
-            _say(line)
-        excerpt = " ".join(it.text.split())
-        excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."
-        _say(textwrap.fill(excerpt, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
-    info = {k: v for k, v in result.evidence.info.items() if k not in _LONG_INFO}
-    if info:
-        _say("info: " + ", ".join(f"{k}={v}" for k, v in info.items()))
-    if trace:
-        for step in result.evidence.info.get("trace", []):
-            _say("trace: " + ", ".join(f"{k}={v!r}" for k, v in step.items()))
-    u = result.usage
-    if u.calls:
-        _say(
-            f"usage: {u.calls} LLM call(s), {u.prompt_tokens} prompt + "
-            f"{u.completion_tokens} completion tokens"
-        )
+                print_result(result, answer=answer, trace=trace)
 
 
 @cli.command("ask")
@@ -559,14 +500,13 @@ def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
 
 
 def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) -> None:
+    from lcr.config import value_text
     from lcr.models.backends import describe_configuration
 
     m = index.manifest
     methods = index.methods
-    _say(
-        f"index   {index.path}  (schema {m.schema_version}, lcr {m.lcr_version}, "
-        f"{_human(index.size_bytes())})"
-    )
+    _say(f"index   {index.path}")
+    _say(f"  {_human(index.size_bytes())} in all; schema {m.schema_version}, lcr {m.lcr_version}")
     _say(f"source  {m.source_chars:,} characters in {len(index.documents)} document(s)")
     for d in index.documents:
         pages = f", {d.pages} pages" if d.pages else ""
@@ -581,6 +521,7 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
         _say(f"methods none built (build the default ones with: {index.index_command([])})")
     for name in m.broken:
         _say(f"method  {name}: DAMAGED\n  damage    {problems[name][0]}")
+    source_bytes = max(sum(d.size for d in index.documents), 1)
     for name, e in methods.items():
         counts = ", ".join(f"{v} {k}" for k, v in e.counts.items())
         state = ""
@@ -588,22 +529,31 @@ def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool)
             state = "  DAMAGED"
         elif verified:
             state = "  verified" if e.sha256 else "  sizes ok (built without checksums)"
+        size = index.size_bytes(name)
         _say(
-            f"method  {name}: {counts}; built {e.built_at} in "
-            f"{e.build_seconds}s; {_human(index.size_bytes(name))}{state}"
+            f"method  {name}: {counts}; {_human(size)} ({size / source_bytes:.1f}x the "
+            f"source){state}"
         )
+        _say(f"  built     {e.built_at} in {e.build_seconds:.1f}s")
         if name in problems:
-            _say("  damage    " + problems[name][0])
+            _field("damage", problems[name][0])
         if e.models:
-            _say("  models    " + ", ".join(f"{k}={v}" for k, v in e.models.items()))
+            _field("models", ", ".join(f"{k}={v}" for k, v in e.models.items()))
         if e.settings:
-            _say("  settings  " + ", ".join(f"{k}={v}" for k, v in e.settings.items()))
+            _field("settings", ", ".join(f"{k}={value_text(v)}" for k, v in e.settings.items()))
         config = e.stats.get("llm_configuration")
         if isinstance(config, dict):
-            _say("  LLM ran   " + describe_configuration(config))
+            _field("LLM ran", describe_configuration(config))
         stats = {k: v for k, v in e.stats.items() if k != "llm_configuration"}
         if stats:
-            _say("  stats     " + ", ".join(f"{k}={v}" for k, v in stats.items()))
+            _field("stats", ", ".join(f"{k}={value_text(v)}" for k, v in stats.items()))
+
+
+def _field(label: str, text: str) -> None:
+    """``  label     text``, wrapped to :data:`WIDTH` under its text."""
+    import textwrap
+
+    _say(textwrap.fill(text, WIDTH, initial_indent=f"  {label:9} ", subsequent_indent=" " * 12))
 
 
 # ------------------------------------------------------------------ methods
@@ -621,6 +571,7 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
     and, per method, which of them its paper fixes or its own answer prompt ignores.
     """
     from lcr.answer import ANSWER_SETTINGS
+    from lcr.config import value_text
     from lcr.methods import get_method, method_names
 
     rows: list[dict[str, Any]] = []
@@ -651,36 +602,54 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
         return
     for r in rows:
         star = " (built by default)" if r["default"] else ""
-        _say(f"{r['name']}{star}\n  {r['summary']}\n  needs: {r['needs']}")
+        _say(f"{r['name']}{star}")
+        _field_text(r["summary"], "  ")
+        _field_text(f"needs: {r['needs']}", "  ")
         if r["paper"]:
-            _say(f"  paper: {r['paper']}")
+            _field_text(f"paper: {r['paper']}", "  ")
         if show_settings:
             for phase in ("build_settings", "query_settings"):
                 label = "index" if phase == "build_settings" else "query"
                 for key, s in r[phase].items():
                     mark = " (paper)" if s["paper"] else ""
-                    valid = s["valid"]
-                    _say(
-                        f"    {label}  {r['name']}.{key}={s['default']}{mark}  {s['help']}"
-                        + (f" [{valid}]" if valid else "")
-                    )
+                    valid = f" [{s['valid']}]" if s["valid"] else ""
+                    default = value_text(s["default"])
+                    line = f"{r['name']}.{key}={default}{mark}  {s['help']}{valid}"
+                    _field_text(line, f"    {label}  ")
             kept = [
-                f"answer.{k}={s['default']}" for k, s in r["answer_settings"].items() if s["paper"]
+                f"answer.{k}={value_text(s['default'])}"
+                for k, s in r["answer_settings"].items()
+                if s["paper"]
             ]
             if kept:
-                _say(f"    answer  keeps the paper's {', '.join(kept)} as its default")
+                _field_text(f"keeps the paper's {', '.join(kept)} as its default", "    answer  ")
             if r["answer_note"]:
-                _say(f"    answer  {r['answer_note']}")
+                _field_text(r["answer_note"], "    answer  ")
     if show_settings:
-        _say(
+        _field_text(
             "answer (the shared answer step, for every method without its own answer prompt; "
-            "--set answer.KEY=VALUE on ask and eval)"
+            "--set answer.KEY=VALUE on ask and eval)",
+            "",
         )
         for s in ANSWER_SETTINGS:
-            _say(f"    answer  answer.{s.name}={s.default}  {s.help} [{s.valid_text()}]")
-        _say(
-            "    answer  --max-new-tokens=256  the longest answer, in tokens (an option of its own)"
+            valid = f" [{s.valid_text()}]" if s.valid_text() else ""
+            line = f"answer.{s.name}={value_text(s.default)}  {s.help}{valid}"
+            _field_text(line, "    answer  ")
+        _field_text(
+            "--max-new-tokens=256  the longest answer, in tokens (an option of its own)",
+            "    answer  ",
         )
+
+
+def _field_text(text: str, indent: str) -> None:
+    """``text`` after ``indent``, wrapped to :data:`WIDTH` with the next lines under it
+    (a long choice list breaks after its ``|``)."""
+    import textwrap
+
+    wrapper = textwrap.TextWrapper(
+        WIDTH, initial_indent=indent, subsequent_indent=" " * (len(indent) + 2)
+    )
+    _say("\n".join(wrapper.wrap(text.replace("|", "| "))).replace("| ", "|"))
 
 
 def _setting_json(s: Setting) -> dict[str, Any]:

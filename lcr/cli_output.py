@@ -14,13 +14,17 @@ import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from lcr.citation import Citation, PageRange
 from lcr.errors import OutputError
 from lcr.evidence import EvidenceItem
+from lcr.progress import print_above_bars
+
+if TYPE_CHECKING:
+    from lcr.pipeline import Result
 
 WIDTH = 80  # plain output fits a classic terminal
 
@@ -53,7 +57,7 @@ def visible(text: str) -> str:
 
 def say(text: str = "") -> None:
     """One line of plain output, cleaned and flushed at once (click.echo flushes)."""
-    click.echo(printable(text))
+    echo(printable(text))
 
 
 def err(message: str) -> None:
@@ -62,10 +66,16 @@ def err(message: str) -> None:
 
 
 def note(line: str) -> None:
-    """A line on stderr. A stderr that is closed or full leaves nowhere to say anything,
-    so that is not an error of its own."""
+    """A line on stderr, above any progress bars. A stderr that is closed or full leaves
+    nowhere to say anything, so that is not an error of its own."""
     with suppress(OSError, ValueError):
-        click.echo(line, err=True)
+        echo(line, err=True)
+
+
+def echo(text: str, *, err: bool = False) -> None:
+    """``click.echo`` that never lands inside progress bars: the one way commands write."""
+    if not print_above_bars(text):
+        click.echo(text, err=err)
 
 
 class NonEmptyPath(click.Path):
@@ -160,7 +170,8 @@ def evidence_heading(rank: int, item: EvidenceItem, width: int = WIDTH) -> list[
     level for a summary; wrapped under a four-space indent past ``width``."""
     where = cite_text(item.citations) or item.document or f"document {item.doc}"
     level = f"  level {item.level}" if item.level else ""
-    line = f"[{rank}] score {item.score:.4g}  {where}{level}"
+    by = f" ({item.extra['ranked_by']})" if "ranked_by" in item.extra else ""
+    line = f"[{rank}] score {item.score:.4g}{by}  {where}{level}"
     if len(line) <= width:
         return [line]
     return textwrap.wrap(line, width=width, subsequent_indent="    ", break_on_hyphens=False)
@@ -280,3 +291,70 @@ def guarded_stdout() -> Iterator[_StdoutWriter | None]:
         with suppress(OSError, ValueError):
             sys.stdout.flush()
         sys.stdout = original
+
+
+class UnprintedReports:
+    """Build reports that could not be printed (stdout closed or full). The build they
+    report is committed, so that is a warning, not a failure: the build carries on, and
+    the command ends with one line saying what was committed."""
+
+    def __init__(self) -> None:
+        self.failure: OutputError | None = None
+        self.committed: dict[str, list[str]] = {}
+
+    def echo(self, line: str, target: str, method: str) -> None:
+        if self.failure is None:
+            try:
+                echo(line)
+                return
+            except OutputError as exc:
+                self.failure = exc
+        self.committed.setdefault(target, []).append(method)
+
+    def warn(self) -> None:
+        if self.failure is not None:
+            why = str(self.failure).removeprefix("cannot print the output: ")
+            done = "; ".join(f"{t}: {', '.join(ms)}" for t, ms in self.committed.items())
+            err(
+                f"warning: the build succeeded and is committed ({done}), "
+                f"but its report could not be printed: {why}"
+            )
+
+
+# info entries too long for the one-line summary (--json and --trace show them)
+_LONG_INFO = frozenset({"trace", "notebooks"})
+
+
+def print_result(result: Result, *, answer: bool, trace: bool = False) -> None:
+    """Answer first, then the evidence best first (as ``--json``): score, document, span,
+    excerpt, with terminal control sequences removed; with ``trace``, the method's steps."""
+    if answer:  # wrapped to 80 columns, as the rest; --json keeps them as they are
+        say(_wrapped(f"Q: {result.question}"))
+        say(_wrapped(f"A: {result.answer}") + "\n")
+    say(f"Evidence ({result.method}, {len(result.evidence.items)} nodes):")
+    for position, it in enumerate(result.evidence.items, 1):  # rank order, as in --json
+        rank = it.extra.get("rank", position)
+        for line in evidence_heading(int(rank), it):
+            say(line)
+        excerpt = " ".join(it.text.split())
+        excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."
+        say(textwrap.fill(excerpt, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
+    info = {k: v for k, v in result.evidence.info.items() if k not in _LONG_INFO}
+    if info:
+        say("info: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    if trace:
+        for step in result.evidence.info.get("trace", []):
+            say("trace: " + ", ".join(f"{k}={v!r}" for k, v in step.items()))
+    u = result.usage
+    if u.calls:
+        calls = "1 LLM call" if u.calls == 1 else f"{u.calls} LLM calls"
+        say(f"usage: {calls}, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens")
+
+
+def _wrapped(text: str) -> str:
+    """``text`` filled to :data:`WIDTH` columns, its own line breaks kept, later lines
+    indented under the first's text (``Q: ``, ``A: ``)."""
+    return "\n".join(
+        textwrap.fill(line, width=WIDTH, subsequent_indent="   ") if line else line
+        for line in text.splitlines() or [""]
+    )

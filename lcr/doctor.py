@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 from dataclasses import replace
 from typing import Any
 
@@ -31,7 +32,7 @@ def report(spec: ModelSpec) -> dict[str, Any]:
         "machine": m.to_json(),
         "models": _models(),
         "methods": _choices(spec),
-        "fixes": fixes(m, spec),
+        "fixes": fixes(m, spec) + model_fixes(spec),
         "backend": spec.backend,
         "device": spec.device,
     }
@@ -53,16 +54,76 @@ def _models() -> dict[str, Any]:
     return {"installed": installed, "cache_dir": str(folder), "cache_bytes": cached}
 
 
-def _choices(spec: ModelSpec) -> list[dict[str, Any]]:
-    """For each method: what its phases need of an LLM, and ``auto``'s pick for it."""
+def method_models(spec: ModelSpec) -> dict[str, list[dict[str, Any]]]:
+    """Every model each method loads with its default settings and ``spec``: the role,
+    the model, the phases that load it, and whether it is installed."""
     from lcr.methods import get_method, method_names
 
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name in method_names():
+        method = get_method(name)
+        build, query = method.build_settings(), method.query_settings()
+        phases = {
+            "build": method.build_needs(build),
+            "retrieve": method.retrieve_needs(query),
+            "answer": method.answer_needs(query),
+        }
+        roles: dict[tuple[str, str], list[str]] = {}
+        for phase, needs in phases.items():
+            if needs.embedder:
+                roles.setdefault(("embedder", spec.embedder), []).append(phase)
+            if needs.scorer and needs.scorer_model:
+                roles.setdefault(("scorer", needs.scorer_model), []).append(phase)
+            if needs.uses_llm:
+                roles.setdefault(("LLM", spec.llm), []).append(phase)
+        out[name] = [
+            {"role": role, "model": model, "phases": used, "installed": _installed(model)}
+            for (role, model), used in roles.items()
+        ]
+    return out
+
+
+def _installed(model: str) -> bool | None:
+    """Whether a preset is installed; None for a path, a hub id or a server's model,
+    which lcr does not install."""
+    from lcr.models.presets import PRESETS
+
+    preset = PRESETS.get(model)
+    return None if preset is None else preset.installed()
+
+
+def model_fixes(spec: ModelSpec) -> list[dict[str, str]]:
+    """One fix per preset a method would load that is not installed, naming the methods."""
+    wanted: dict[str, list[str]] = {}
+    for method, models in method_models(spec).items():
+        for m in models:
+            if m["installed"] is False and not (spec.base_url and m["role"] == "LLM"):
+                wanted.setdefault(f"{m['role']}|{m['model']}", []).append(method)
+    out = []
+    for key, methods in wanted.items():
+        role, model = key.split("|", 1)
+        users = "every method" if len(methods) > 5 else ", ".join(methods)
+        out.append(
+            {
+                "problem": f"the {role} {model} is not installed ({users} would load it)",
+                "command": f"lcr models install {model}",
+            }
+        )
+    return out
+
+
+def _choices(spec: ModelSpec) -> list[dict[str, Any]]:
+    """For each method: the models it loads, what its phases need of an LLM, and
+    ``auto``'s pick for it."""
+    from lcr.methods import get_method, method_names
+
+    models = method_models(spec)
     rows = []
     for name in method_names():
         method = get_method(name)
         build, query = method.build_settings(), method.query_settings()
         needs = method.build_needs(build) | method.retrieve_needs(query)
-        row: dict[str, Any] = {"method": name}
+        row: dict[str, Any] = {"method": name, "models": models[name]}
         for role, caps, model in (
             ("llm", needs.llm | frozenset({Capability.GENERATE}), spec.llm),
             ("scorer", needs.scorer, needs.scorer_model or ""),
@@ -147,11 +208,6 @@ def fixes(m: machine.Machine, spec: ModelSpec) -> list[dict[str, str]]:
             f"--quantize 4bit/8bit needs bitsandbytes {machine.BITSANDBYTES_MIN} or newer{have}",
             machine.BITSANDBYTES_COMMAND,
         )
-    from lcr.models.presets import PRESETS
-
-    preset = PRESETS.get(spec.llm)
-    if preset is not None and not preset.installed():
-        fix(f"the LLM {spec.llm} is not installed", f"lcr models install {spec.llm}")
     return out
 
 
@@ -191,6 +247,11 @@ def render(data: dict[str, Any]) -> list[str]:
     if not models["installed"]:
         lines.append("  no presets installed")
     lines.append(f"  cache          {models['cache_dir']} ({_human(models['cache_bytes'])})")
+    lines.append("models each method loads (with its default settings):")
+    for row in data["methods"]:
+        used = [_model_text(m) for m in row["models"]]
+        text = f"  {row['method']:12} " + ("; ".join(used) if used else "none")
+        lines += textwrap.wrap(text, width=80, subsequent_indent=" " * 15)
     lines.append(f"picks (--backend {data['backend']} --device {data['device']}):")
     for row in data["methods"]:
         for role in ("llm", "scorer"):
@@ -202,14 +263,18 @@ def render(data: dict[str, Any]) -> list[str]:
                 lines.append(f"  {label:18} cannot run: {pick['error']}")
             else:
                 dtype = f" ({pick['dtype']})" if pick["dtype"] else ""
-                lines.append(
-                    f"  {label:18} {pick['backend']} on {pick['device']}{dtype}: {pick['why']}"
-                )
+                text = f"  {label:18} {pick['backend']} on {pick['device']}{dtype}: {pick['why']}"
+                lines += textwrap.wrap(text, width=80, subsequent_indent=" " * 21)
     lines.append("to fix:" if data["fixes"] else "nothing to fix")
     for f in data["fixes"]:
         lines.append(f"  {f['problem']}:")
         lines.append(f"    {f['command']}")
     return lines
+
+
+def _model_text(m: dict[str, Any]) -> str:
+    state = {True: "installed", False: "NOT INSTALLED", None: "not a preset"}[m["installed"]]
+    return f"{m['role']} {m['model']} ({'/'.join(m['phases'])}): {state}"
 
 
 def _human(n: float | None) -> str:

@@ -32,6 +32,7 @@ from typing import Any
 import click
 
 from lcr._version import __version__
+from lcr.config import value_text
 
 DESCRIPTION = """\
 lcr answers questions about long documents (books, papers, meeting transcripts,
@@ -99,7 +100,7 @@ EXAMPLES: list[tuple[str, list[str]]] = [
      ["lcr ask book.idx - --json < questions.txt > answers.jsonl"]),
     ("Change a setting at build and at query time:",
      ["lcr index book.txt -m mixpr --set mixpr.threshold=0.3 --force",
-      'lcr ask book.idx "Summarise the book." -m raptor --set raptor.max_tokens=3000']),
+      'lcr ask book.idx "Summarise it." -m raptor --set raptor.max_tokens=3000']),
     ("Evaluate two methods on a generated task:",
      ["lcr eval generate hashhop --hops 4 --length 32k -o hh4.jsonl",
       "lcr eval hh4.jsonl --method bm25 --method mixpr --retrieval-only"]),
@@ -146,6 +147,14 @@ def _prose(text: str) -> list[str]:
 
 def _tp(tag: str, body: list[str]) -> list[str]:
     return [".TP", _line(tag), *body]
+
+
+def _valid(setting: dict[str, Any]) -> str:
+    """`` [one of: a, b, c]`` (a list troff can break across lines), the range, or nothing
+    (a boolean, free text)."""
+    if setting.get("choices"):
+        return f" [one of: {', '.join(setting['choices'])}]"
+    return f" [{setting['valid']}]" if setting.get("valid") else ""
 
 
 # ------------------------------------------------------------------ sources
@@ -244,8 +253,9 @@ def render() -> str:
         "lcr \\- answer questions about long documents from an on\\-disk index",
         ".SH SYNOPSIS",
     ]
-    synopsis = [esc(usage(p, c)) for p, c in documented_commands()]
-    out += [".nf", *synopsis, ".fi"]
+    out.append(".PP")
+    for p, c in documented_commands():  # filled, a long choice list broken after a |
+        out += [_line(esc(usage(p, c)).replace("|", "|\\:")), ".br"]
     out += [".SH DESCRIPTION", *_prose(DESCRIPTION)]
 
     out.append(".SH OPTIONS")
@@ -292,14 +302,18 @@ def render() -> str:
     )
     for r in rows:
         out.append(f'.SS "{esc(r["name"])}"')
+        if not (r["build_settings"] or r["query_settings"]):
+            out.append(esc(f"{r['name']} has no settings of its own."))
         for phase, label in (("build_settings", "index"), ("query_settings", "query")):
             for key, s in r[phase].items():
-                tag = f"\\fB{esc(r['name'])}.{esc(key)}\\fR={esc(str(s['default']))}"
+                tag = f"\\fB{esc(r['name'])}.{esc(key)}\\fR={esc(value_text(s['default']))}"
                 text = f"({label}{', paper' if s.get('paper') else ''}) {s['help']}"
-                if s.get("valid"):
-                    text += f" [{s['valid']}]"
-                out += _tp(tag, [_line(esc(text))])
-        kept = [f"answer.{k}={s['default']}" for k, s in r["answer_settings"].items() if s["paper"]]
+                out += _tp(tag, [_line(esc(text + _valid(s)))])
+        kept = [
+            f"answer.{k}={value_text(s['default'])}"
+            for k, s in r["answer_settings"].items()
+            if s["paper"]
+        ]
         if kept:
             out += [".PP", _line(esc(f"Keeps the paper's {', '.join(kept)} as its default."))]
         if r.get("answer_note"):
@@ -316,8 +330,8 @@ def render() -> str:
             if not r["answer_settings"][key]["paper"]:
                 default = r["answer_settings"][key]["default"]
                 break
-        tag = f"\\fBanswer.{esc(key)}\\fR={esc(str(default))}"
-        out += _tp(tag, [_line(esc(f"{s['help']} [{s['valid']}]"))])
+        tag = f"\\fBanswer.{esc(key)}\\fR={esc(value_text(default))}"
+        out += _tp(tag, [_line(esc(s["help"] + _valid(s)))])
 
     out.append(".SH ENVIRONMENT")
     env = option_env()
@@ -340,7 +354,7 @@ def render() -> str:
 
     out.append(".SH EXAMPLES")
     for what, commands in EXAMPLES:
-        out += [".PP", _line(esc(what)), ".PP", ".nf", ".RS 4"]
+        out += [".PP", _line(esc(what)), ".PP", ".nf", ".RS 2"]
         out += [_line(esc(c)) for c in commands]
         out += [".RE", ".fi"]
 

@@ -8,13 +8,14 @@ plain lines (:class:`LineProgress`) when stderr goes to a log or a pipe, and
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 ProgressMode = Literal["bars", "lines", "off"]
-LINE_SECONDS = 60.0  # a log line per task at most this often, and none for shorter work
+LINE_SECONDS = 30.0  # a log line at least this often during long work, and none for short work
 METER_AFTER_S = 2.0  # a generation call shows its tokens once it has run this long
 
 
@@ -66,45 +67,97 @@ class OneTask:
 
 
 class RichProgress:
-    """Rich progress bars with ETA on stderr; one bar per task."""
+    """Rich progress bars with ETA on stderr; one bar per task.
+
+    Bars are redrawn in place, so anything else written to the terminal while they
+    are shown goes through :func:`print_above_bars` (``lcr.cli_output.echo`` does).
+    """
 
     def __init__(self) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
-            MofNCompleteColumn,
             SpinnerColumn,
             TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
         )
         from rich.progress import Progress as _RichProgress
+        from rich.table import Column
 
         self._console = Console(stderr=True)
+        # the description and the bar give way on a narrow terminal, never the numbers
         self._progress = _RichProgress(
             SpinnerColumn(),
-            TextColumn("[progress.description]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
+            TextColumn(
+                "[progress.description]{task.description}",
+                table_column=Column(no_wrap=True, overflow="ellipsis", ratio=3),
+            ),
+            BarColumn(bar_width=None, table_column=Column(ratio=1, min_width=5)),
+            _numbers_column(),
             console=self._console,
             transient=True,
+            expand=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
 
     def __enter__(self) -> RichProgress:
+        global _SHOWN
         self._progress.start()
+        _SHOWN = self
         return self
 
     def __exit__(self, *exc: object) -> None:
+        global _SHOWN
+        _SHOWN = None
         self._progress.stop()
+
+    def print(self, text: str) -> None:
+        """One line above the bars (on their terminal), which are drawn again below it."""
+        self._console.print(text, markup=False, highlight=False, emoji=False, soft_wrap=True)
 
     def task(self, description: str, total: float | None = None) -> Task:
         return _RichTask(self._progress, self._progress.add_task(description, total=total))
 
     def log(self, message: str) -> None:
-        self._console.print(message)
+        self.print(message)
+
+
+def _numbers_column() -> Any:
+    """done/total, time elapsed and the ETA, worked out as the log lines do."""
+    from rich.progress import ProgressColumn
+    from rich.progress import Task as RichTask
+    from rich.table import Column
+    from rich.text import Text
+
+    class NumbersColumn(ProgressColumn):
+        def render(self, task: RichTask) -> Text:
+            elapsed = task.elapsed or 0.0
+            done = task.completed
+            text = _count_text(done, task.total)
+            text += f" {_clock_text(elapsed)}"
+            if task.total is not None and done < task.total:
+                eta = eta_seconds(elapsed, done, task.total)
+                text += f" eta {'?' if eta is None else _clock_text(eta)}"
+            return Text(text, style="progress.remaining")
+
+    return NumbersColumn(table_column=Column(no_wrap=True))
+
+
+_SHOWN: RichProgress | None = None  # the bars on the terminal now, if any
+
+
+def print_above_bars(text: str) -> bool:
+    """Print ``text`` above the progress bars if bars are shown (and say whether they were).
+
+    Bars are only drawn when stdout and stderr are both the terminal, so a result line
+    printed through the bars' console lands where the user reads it; printed past them,
+    it would be erased by the next redraw or glued onto a bar.
+    """
+    shown = _SHOWN
+    if shown is None:
+        return False
+    shown.print(text)
+    return True
 
 
 class _RichTask:
@@ -133,7 +186,10 @@ class LineProgress:
 
     A task says nothing until it has run ``every`` seconds, so short commands
     stay silent; then one line at most every ``every`` seconds, and a last
-    line when a task that has spoken finishes.
+    line when a task that has spoken finishes. :meth:`tick` (called once a second
+    by :func:`progress_for`) speaks for the newest unfinished task when nothing
+    was written for ``every`` seconds, so a log shows life even while one long
+    LLM call runs.
     """
 
     def __init__(
@@ -142,15 +198,33 @@ class LineProgress:
         every: float = LINE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._write = write
+        self._write_line = write
         self._every = every
         self._clock = clock
+        self._last_line = clock()
+        self._tasks: list[_LineTask] = []  # the newest task only
+        self._lock = threading.RLock()  # the heartbeat's thread speaks too
 
     def task(self, description: str, total: float | None = None) -> Task:
-        return _LineTask(self, description, total)
+        task = _LineTask(self, description, total)
+        with self._lock:
+            self._tasks = [task]
+        return task
 
     def log(self, message: str) -> None:
         self._write(message)
+
+    def tick(self) -> None:
+        """A line for the newest task, if unfinished, when the log has been quiet ``every``
+        seconds (an older task left open, such as a count without a total, is over)."""
+        with self._lock:
+            newest = self._tasks[-1] if self._tasks else None
+        if newest is not None and newest.open and self._clock() - self._last_line >= self._every:
+            newest.say()
+
+    def _write(self, line: str) -> None:
+        self._last_line = self._clock()
+        self._write_line(line)
 
 
 class _LineTask:
@@ -162,6 +236,13 @@ class _LineTask:
         self._start = owner._clock()
         self._last = self._start
         self._state: Literal["silent", "spoke", "ended"] = "silent"
+
+    @property
+    def open(self) -> bool:
+        return self._state != "ended" and not self._finished()
+
+    def _finished(self) -> bool:
+        return self._total is not None and self._done >= self._total
 
     def advance(self, n: float = 1) -> None:
         self._done += n
@@ -177,22 +258,40 @@ class _LineTask:
     def _maybe_say(self) -> None:
         if self._state == "ended":
             return
-        now = self._owner._clock()
-        finished = self._total is not None and self._done >= self._total
-        due = now - self._last >= self._owner._every
-        if not (due or (finished and self._state == "spoke")):
+        due = self._owner._clock() - self._last >= self._owner._every
+        if due or (self._finished() and self._state == "spoke"):
+            self.say()
+
+    def say(self) -> None:
+        """One line: done/total, elapsed, and the ETA at the rate measured so far."""
+        with self._owner._lock:
+            self._say()
+
+    def _say(self) -> None:
+        if self._state == "ended":
             return
+        now = self._owner._clock()
         self._last = now
+        finished = self._finished()
         elapsed = now - self._start
-        count = f"{self._done:g}" if self._total is None else f"{self._done:g}/{self._total:g}"
+        count = _count_text(self._done, self._total)
         line = f"{self._description}: {count}, {_clock_text(elapsed)} elapsed"
         if finished:
             line += ", done"
-        elif self._total and self._done > 0:
-            eta = elapsed / self._done * (self._total - self._done)
-            line += f", eta {_clock_text(eta)}"
+        else:
+            eta = eta_seconds(elapsed, self._done, self._total)
+            if eta is not None:
+                line += f", eta {_clock_text(eta)}"
         self._owner._write(line)
         self._state = "ended" if finished else "spoke"
+
+
+def eta_seconds(elapsed: float, done: float, total: float | None) -> float | None:
+    """Time left at the throughput measured since the task began; none before the
+    first piece of work is done (an ETA guessed from nothing misleads)."""
+    if total is None or done <= 0 or done >= total:
+        return None
+    return elapsed / done * (total - done)
 
 
 class TokenMeter:
@@ -202,7 +301,7 @@ class TokenMeter:
     nothing for minutes (a PECAN build: 8 minutes, then "1/1, done"). A backend
     calls :meth:`step` per decoding step; the task appears only once the call has
     run ``after_s`` seconds (short calls stay silent), and in a log it says a line
-    at most once a minute like every task.
+    every :data:`LINE_SECONDS` like every task.
     """
 
     def __init__(
@@ -233,13 +332,17 @@ class TokenMeter:
         if self._task is None:
             if now - self._start < self._after or self._progress is NULL_PROGRESS:
                 return
-            self._task = self._progress.task(self._label, total=self._total)
+            # no total: the call stops where the model does, mostly well before its
+            # limit, and an ETA counted to the limit lied (14 minutes for 1.5)
+            self._task = self._progress.task(f"{self._label} (at most {self._total})")
         self._task.advance(self._done - self._shown)
         self._shown = self._done
         since, first = self._first
         if now > since and self._done > first:
             rate = (self._done - first) / (now - since)
-            self._task.update(description=f"{self._label} ({rate:.1f} tokens/s)")
+            self._task.update(
+                description=f"{self._label} ({rate:.1f} tokens/s, at most {self._total})"
+            )
 
     def finish(self) -> None:
         """The call returned: a last line in a log where the task spoke, the bar removed."""
@@ -250,6 +353,20 @@ class TokenMeter:
         if remove is not None:
             remove()
         self._task = None
+
+
+def _heartbeat(lines: LineProgress, stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        lines.tick()
+
+
+def _count_text(done: float, total: float | None) -> str:
+    """``3/10``; whole counts in digits (a join's bytes were ``8.28375e+08``)."""
+
+    def number(x: float) -> str:
+        return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+    return number(done) if total is None else f"{number(done)}/{number(total)}"
 
 
 def _clock_text(seconds: float) -> str:
@@ -278,9 +395,17 @@ def progress_for(mode: ProgressMode) -> Iterator[Progress]:
         yield NULL_PROGRESS
         return
     if mode == "lines":
-        yield LineProgress(
+        lines = LineProgress(
             lambda line: print(f"lcr: {line}", file=sys.stderr, flush=True), every=LINE_SECONDS
         )
+        stop = threading.Event()
+        beat = threading.Thread(target=_heartbeat, args=(lines, stop), daemon=True)
+        beat.start()
+        try:
+            yield lines
+        finally:
+            stop.set()
+            beat.join()
         return
     with RichProgress() as rp:
         yield rp

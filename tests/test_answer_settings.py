@@ -270,7 +270,11 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
     lines = res.stdout.splitlines()
     assert "    answer  keeps the paper's answer.order=document as its default" in lines
     block = lines.index(next(line for line in lines if line.startswith("answer (")))
-    shown = [line.split()[1].split("=")[0] for line in lines[block + 1 :]]
+    shown = [  # each setting's first line (a long one goes on, indented further)
+        line.split()[1].split("=")[0]
+        for line in lines[block + 1 :]
+        if line.startswith("    answer  ")
+    ]
     assert shown == [
         "answer.order",
         "answer.passages",

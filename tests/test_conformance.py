@@ -25,7 +25,7 @@ from tests.fakes import ScriptedLLM
 # Settings that keep each method quick on a 2,600-word story; the defaults are the papers'.
 FAST_BUILD_SETTINGS: dict[str, list[str]] = {
     "raptor": ["raptor.summary_max_new_tokens=40"],
-    "pecan": ["pecan.chunk_tokens=100", "pecan.s=256", "pecan.max_new_tokens=24"],
+    "pecan": ["pecan.chunk_tokens=100", "pecan.s=256", "pecan.points_max_new_tokens=24"],
     "lightpal": ["lightpal.scorer=llm"],
 }
 # Methods that read attention and a KV cache, which the scripted LLM cannot give: they

@@ -690,7 +690,7 @@ def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
 
 
 def test_plain_output_shows_trace_only_when_asked(tmp_path: Path, embedder: Any) -> None:
-    from lcr.cli import _print_result
+    from lcr.cli_output import print_result
 
     index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
     models = Models.with_objects(ScriptedLLM(words=60), embedder)
@@ -698,9 +698,9 @@ def test_plain_output_shows_trace_only_when_asked(tmp_path: Path, embedder: Any)
     result = pipeline.retrieve(index, "graphreader", "Who lost a slipper?", models)
     plain, traced = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(plain):
-        _print_result(result, index, answer=False)
+        print_result(result, answer=False)
     with contextlib.redirect_stdout(traced):
-        _print_result(result, index, answer=False, trace=True)
+        print_result(result, answer=False, trace=True)
     steps = [s for s in result.evidence.info["trace"] if "action" in s]
     assert "trace:" not in plain.getvalue() and "notebooks=" not in plain.getvalue()
     assert traced.getvalue().count("trace: ") == len(result.evidence.info["trace"]) > len(steps)

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from lcr import manpage
 from lcr.cli import cli
+from lcr.config import value_text
 from lcr.methods import method_names
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +93,8 @@ def test_settings_follow_the_json_of_lcr_methods(page: str) -> None:
     for row in rows:
         for phase in ("build_settings", "query_settings"):
             for key, s in row[phase].items():
-                assert f"{row['name']}.{key}={s['default']}\n" in settings, (row["name"], key)
+                default = value_text(s["default"])  # as --set spells it: true, not True
+                assert f"{row['name']}.{key}={default}\n" in settings, (row["name"], key)
     assert "answer.not_found=abstain\n" in settings
 
 
@@ -117,7 +119,33 @@ def test_page_structure(page: str) -> None:
     for code in ("0", "1", "2", "130"):
         assert re.search(rf"^\\fB{code}\\fR$", exit_status, re.MULTILINE), code
     # a text line starting with ' or . would be read by roff as a request
-    requests = r"\.(?:\\\"|(?:TH|SH|SS|TP|PP|nf|fi|RS|RE|nh|ad)\b)"
+    requests = r"\.(?:\\\"|(?:TH|SH|SS|TP|PP|nf|fi|RS|RE|nh|ad|br)\b)"
     for line in page.splitlines():
         assert not line.startswith("'"), line
         assert not line.startswith(".") or re.match(requests, line), line
+
+
+def test_the_page_reads_cleanly_in_80_columns() -> None:
+    """Issue #41: troff could not break two long choice lists ("can't break line"), lines
+    ran past 80 columns, booleans showed Python's True/False and an empty [], and the
+    "full" method's settings section was empty."""
+    import shutil
+    import subprocess
+
+    text = MAN_PAGE.read_text(encoding="utf-8")
+    settings = _plain(_section(text, "SETTINGS"))
+    assert not re.search(r"=(True|False)$", settings, re.MULTILINE)
+    assert "[]" not in settings
+    assert re.search(r'^\.SS "full"\nfull has no settings of its own\.$', text, re.MULTILINE)
+    if shutil.which("groff") is None:
+        pytest.skip("groff is not installed here (apt-get install groff-base)")
+    done = subprocess.run(
+        ["groff", "-man", "-Tutf8", "-ww", "-rLL=80n", str(MAN_PAGE)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stderr == ""
+    shown = re.sub(r".\x08", "", done.stdout)  # overstrike bold and underline
+    wide = [line for line in shown.splitlines() if len(line) > 80]
+    assert not wide, wide

@@ -77,10 +77,52 @@ def test_a_long_generation_logs_tokens_and_rate_at_most_once_a_minute() -> None:
         now[0] += 0.5
     meter.finish()
     assert len(lines) == 3, lines  # at 1m30s and 2m30s, then the last one
-    assert lines[0].startswith("generating with m (2.0 tokens/s): ")
+    # no ETA: the model stops before its limit of 512 tokens, mostly far before
+    assert lines[0].startswith("generating with m (2.0 tokens/s, at most 512): ")
+    assert "eta" not in lines[0]
     assert lines[-1].endswith(", done") and "300/300" in lines[-1]
     short = TokenMeter(progress, "generating with m", 8, clock=lambda: now[0])
     for _ in range(8):
         short.step()
     short.finish()
     assert len(lines) == 3  # a short call stays silent
+
+
+def test_a_log_hears_from_a_long_call_every_period_with_an_eta_from_the_first_call() -> None:
+    """Issue #41: a RAPTOR build wrote nothing to its log for 2 minutes (one call ran);
+    now the newest unfinished task speaks every period, its ETA from the rate so far."""
+    lines: list[str] = []
+    clock = FakeClock()
+    progress = LineProgress(lines.append, every=30, clock=clock)
+    old = progress.task("chunking", total=None)  # never finished: not the one spoken for
+    task = progress.task("raptor: layer 1: summaries", total=4)
+    for now in (10, 29, 31, 45):
+        clock.now = now
+        progress.tick()
+    assert lines == ["raptor: layer 1: summaries: 0/4, 0m31s elapsed"]
+    clock.now = 40
+    task.advance()  # the first call returns: 40 s a call
+    clock.now = 61
+    progress.tick()
+    assert lines[-1] == "raptor: layer 1: summaries: 1/4, 1m01s elapsed, eta 3m03s"
+    progress.log("a note")
+    clock.now = 80
+    progress.tick()  # the log spoke at 61 s: quiet until 91 s
+    assert len(lines) == 3
+    task.advance(3)
+    assert lines[-1] == "raptor: layer 1: summaries: 4/4, 1m20s elapsed, done"
+    clock.now = 200
+    progress.tick()  # every task is done but the stale one, which is older: silence
+    assert lines[-1].endswith("done")
+    old.advance()
+
+
+def test_large_counts_are_digits_not_exponents() -> None:
+    """Issue #41: a model's join said "8.28375e+08/1.11732e+09" in a log."""
+    lines: list[str] = []
+    clock = FakeClock()
+    progress = LineProgress(lines.append, every=30, clock=clock)
+    task = progress.task("joining the parts of m", total=1_117_320_000)
+    clock.now = 31
+    task.advance(828_375_040)
+    assert lines == ["joining the parts of m: 828,375,040/1,117,320,000, 0m31s elapsed, eta 0m11s"]

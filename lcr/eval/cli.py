@@ -23,7 +23,9 @@ FORMAT_HELP = """\b
 Dataset format (JSONL, one question a line):
   {"id": "q1", "question": "...", "answers": ["...", "..."],
    "documents": [{"id": "d1", "title": "...", "text": "..."}],
-   "evidence": [{"doc": "d1", "start": 10, "end": 42}, {"doc": "d1", "text": "exact words"}]}
+   "evidence": [{"doc": "d1", "start": 10, "end": 42},
+                {"doc": "d1", "text": "exact words"}]}
+
 A document is inline {id, title, text}, {"id": ...} for one given inline on an
 earlier line, or a path relative to the data file, inside its folder (or inside
 --documents-root DIR). Evidence is optional: spans
@@ -248,15 +250,19 @@ def prepare_command(
     """Convert a real data set, as its authors publish it, to the eval format.
 
     \b
-    squality SOURCE=dev.jsonl        SQuALITY (nyu-mll/SQuALITY, data/v1-3/txt/):
-                                     story questions, 4 reference answers each
-    qmsum    SOURCE=val.jsonl        QMSum (Yale-LILY/QMSum, data/ALL/jsonl/): meeting
-                                     queries; gold evidence = relevant_text_span
-    odsum    SOURCE=folder           ODSum Story (yale-nlp/ODSum, data/Story/raw/:
-                                     story_docs_dev.jsonl, story_queries.jsonl): all dev
-                                     stories one corpus; document-level gold
-    babilong SOURCE=qaN_*_test.txt   bAbI v1.2 (tasks_1-20_v1-2/en) qa1-qa5: facts hidden
-                                     in --filler at --length; supporting facts are gold
+    squality  SOURCE=dev.jsonl
+              SQuALITY (nyu-mll/SQuALITY, data/v1-3/txt/): story
+              questions, 4 reference answers each
+    qmsum     SOURCE=val.jsonl
+              QMSum (Yale-LILY/QMSum, data/ALL/jsonl/): meeting
+              queries; gold evidence = relevant_text_span
+    odsum     SOURCE=folder
+              ODSum Story (yale-nlp/ODSum, data/Story/raw/:
+              story_docs_dev.jsonl, story_queries.jsonl): all dev
+              stories one corpus; document-level gold
+    babilong  SOURCE=qaN_*_test.txt
+              bAbI v1.2 (tasks_1-20_v1-2/en) qa1-qa5: facts hidden
+              in --filler at --length; supporting facts are gold
 
     Licences (the authors'): SQuALITY stories Project Gutenberg licence, its
     questions and answers CC BY 4.0; QMSum MIT; ODSum MIT; bAbI CC BY 3.0.

@@ -107,6 +107,25 @@ def question_links(
     return links
 
 
+LINKS_WARNED = 100  # graph links a chunk past which the index is far larger than usual
+GRAPH_ENTRY_BYTES = 12  # a stored link: its float64 weight and int32 column
+
+
+def dense_graph_warning(links: int, chunks: int, threshold: float) -> str | None:
+    """What to say, before the graph is written, when chunks link to far more chunks than
+    in prose (2-20 a chunk; 609 on 8 MB of repetitive logs made a 795 MB index)."""
+    per_chunk = links / max(chunks, 1)
+    if per_chunk <= LINKS_WARNED:
+        return None
+    size = links * GRAPH_ENTRY_BYTES / 2**20
+    return (
+        f"mixpr: the similarity graph links each chunk to {per_chunk:,.0f} others (prose: "
+        f"under 20), as many chunks of this text are alike, so it will take about "
+        f"{size:,.0f} MB on disk; --set mixpr.max_degree=20 keeps each chunk's 20 "
+        f"strongest links, or a higher mixpr.threshold (now {threshold:g}) fewer of them"
+    )
+
+
 def combine_ranking(walk: np.ndarray, sims: np.ndarray, k: int, sim_share: float) -> np.ndarray:
     """The k chunks to return: ``round(sim_share * k)`` by direct similarity, the rest by walk.
 
@@ -286,6 +305,9 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
             on_block=on_block,
         )
         timings["graph_s"] = time.perf_counter() - t0
+        dense_graph = dense_graph_warning(graph.nnz, n_nodes, ctx.settings.threshold)
+        if dense_graph:
+            ctx.warn(dense_graph)
         if gstats.auto_capped:
             ctx.warn(
                 f"mixpr: the exact graph would hold more than mixpr.max_edges="
@@ -377,9 +399,20 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         share = s.sim_share if mode == "local" else 0.0
         chosen = combine_ranking(np.asarray(walk, dtype=np.float64), sims, top_k, share)
         rank = {int(i): r + 1 for r, i in enumerate(chosen)}
+        # the first picks were ranked by similarity (a top-similarity pick at or below 0
+        # means every later chunk is too): their score is that similarity, not the walk's
+        n_direct = round(max(0.0, min(1.0, share)) * min(top_k, n))
+        by_similarity = {int(i) for i in chosen[:n_direct] if sims[i] > 0}
         nodes = dict(zip(rank, ctx.stored.nodes_at(rank), strict=True))
         items = [
-            item_from_node(nodes[i], float(walk[i]), rank=rank[i], similarity=float(sims[i]))
+            item_from_node(
+                nodes[i],
+                float(sims[i] if i in by_similarity else walk[i]),
+                rank=rank[i],
+                ranked_by="similarity" if i in by_similarity else "walk",
+                walk=float(walk[i]),
+                similarity=float(sims[i]),
+            )
             for i in sorted(rank, key=lambda j: (nodes[j].spans[0][0] if nodes[j].spans else 0, j))
         ]
         return Evidence(self.name, items, info=info)

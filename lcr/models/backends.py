@@ -161,7 +161,7 @@ def auto_choice(
     elif spec is not None and spec.quantize is not None:
         why_not = f"--quantize {spec.quantize} is bitsandbytes (transformers)"
     elif not _loads_as_gguf(spec):
-        why_not = "the model is not a GGUF preset or .gguf file"
+        why_not = _not_gguf_reason(spec)
     elif device.startswith("cuda") and not m.llamacpp_gpu:
         why_not = "--device cuda and this llama.cpp build has no GPU offload"
     elif device == "auto" and m.gpu and not m.llamacpp_gpu:
@@ -185,6 +185,17 @@ def auto_choice(
     else:
         dtype = m.gpu_dtype if on_gpu else "float32"
     return AutoChoice("transformers", "cuda" if on_gpu else "cpu", dtype, why_not)
+
+
+def _not_gguf_reason(spec: ModelSpec | None) -> str:
+    """Why llama.cpp cannot load the model: a preset not installed yet is no reason to
+    say it is not a GGUF (lcr doctor said so of the default LLM before its install)."""
+    from lcr.models.presets import PRESETS
+
+    preset = PRESETS.get(spec.llm) if spec is not None else None
+    if preset is not None and preset.parts and not preset.installed():
+        return f"{preset.name} is not installed yet"
+    return "the model is not a GGUF preset or .gguf file"
 
 
 def _loads_as_gguf(spec: ModelSpec | None) -> bool:

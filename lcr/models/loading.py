@@ -229,7 +229,7 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
     if isinstance(llm, TransformersCore):
         llm.progress = progress
         llm.follow_load_on_cpu()
-        threads = f", {llm.threads} threads" if llm.threads else ""
+        threads = f", {_threads_text(llm.threads)}" if llm.threads else ""
     _finish(task, f"loaded {source.model_id} ({device}{threads})")
     return llm
 
@@ -273,7 +273,7 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
     except MemoryError:
         raise ModelError(f"not enough memory to load {source.model_id}") from None
     llm.progress = progress
-    _finish(task, f"loaded {source.model_id} (llama.cpp, {device}, {llm.threads} threads)")
+    _finish(task, f"loaded {source.model_id} (llama.cpp, {device}, {_threads_text(llm.threads)})")
     return llm
 
 
@@ -512,3 +512,7 @@ def _guarded_embedder(source: Source, location: str, device: str, *, local_only:
         raise ModelError(f"not enough memory to load {source.model_id}") from None
     except Exception as exc:
         raise ModelError(f"cannot load {source.model_id}: {_one_line(exc)}") from None
+
+
+def _threads_text(n: int) -> str:
+    return "1 thread" if n == 1 else f"{n} threads"

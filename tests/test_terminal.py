@@ -1,0 +1,143 @@
+"""What a person sees on a terminal (issue #41): every result line is on the final screen,
+whatever the progress bars did before it, and nothing is wider than the terminal.
+
+Each command runs under a pseudo-terminal of 80 and of 120 columns, read by a terminal
+emulator (tests/terminal.py). LLM calls go to a scripted OpenAI-compatible server, so
+the quick tier loads no model.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.terminal import REPO, Screen, run_in_terminal, scripted_server
+
+WIDTHS = [80, 120]
+QUESTION = "What was the name of the boat that brought stores to Gull Rock every Thursday?"
+_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>78]")
+
+
+def written_lines(raw: bytes) -> list[str]:
+    """Every line as written, terminal controls removed; a bar's redraws are lines too."""
+    text = _CSI.sub("", raw.decode("utf-8", errors="replace"))
+    return [piece for line in re.split(r"\r?\n", text) for piece in line.split("\r")]
+
+
+def assert_fits(screen: Screen, columns: int) -> None:
+    wide = [line for line in written_lines(screen.raw) if len(line) > columns]
+    assert not wide, f"{len(wide)} lines wider than {columns} columns, e.g. {wide[0]!r}"
+
+
+def assert_bars_readable(screen: Screen) -> None:
+    """A bar shows its numbers in full: done/total, time elapsed (and the ETA)."""
+    bars = [row for row in screen.seen if re.search(r"━|[\d,]+/[\d,]+ \d+m\d\ds", row)]
+    assert bars, "no progress bar was drawn: the test did not test the bars"
+    for row in bars:
+        if "/" in row:
+            assert re.search(r"[\d,]+/[\d,]+ \d+m\d\ds", row), f"a bar lost its numbers: {row!r}"
+        assert "…" not in row.split("━")[-1], f"a bar's numbers were cut: {row!r}"
+
+
+@pytest.fixture
+def lighthouse(tmp_path: Path) -> Path:
+    return Path(shutil.copy(REPO / "examples" / "lighthouse.txt", tmp_path / "lighthouse.txt"))
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_index_results_stay_on_screen_below_the_bars(lighthouse: Path, columns: int) -> None:
+    """The bm25 line was glued onto a bar ("...eta 0:00:00x/lighthouse.idx: bm25 built") and
+    the mixpr line erased by the next redraw; at 80 columns a bar read "544... 0:0..."."""
+    screen = run_in_terminal(["index", "lighthouse.txt"], columns=columns, cwd=lighthouse.parent)
+    assert screen.code == 0, screen.text()
+    for method, unit in (("bm25", "40 nodes"), ("mixpr", "nodes")):
+        assert re.search(
+            rf"^lighthouse\.idx: {method} built in [\d.]+s \(.*{unit}\)$", screen.text(), re.M
+        ), screen.text()
+    assert_bars_readable(screen)
+    assert_fits(screen, columns)
+    again = run_in_terminal(["index", "lighthouse.txt"], columns=columns, cwd=lighthouse.parent)
+    assert again.has_line("lighthouse.idx: bm25 up to date (40 nodes)"), again.text()
+
+
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_ask_and_retrieve_show_the_whole_result(lighthouse: Path, columns: int) -> None:
+    quietly = ["index", "lighthouse.txt", "-m", "bm25", "-q"]
+    run_in_terminal(quietly, columns=120, cwd=lighthouse.parent)
+    with scripted_server() as url:
+        llm = ["--base-url", url, "--llm", "scripted"]
+        asked = run_in_terminal(
+            ["ask", "lighthouse.idx", QUESTION, "-m", "bm25", "-k", "3", *llm],
+            columns=columns,
+            cwd=lighthouse.parent,
+        )
+    assert asked.code == 0, asked.text()
+    assert asked.final[0].startswith("Q: What was the name"), asked.text()
+    assert QUESTION in " ".join(" ".join(asked.final[:3]).split()), asked.text()
+    assert re.search(r"^A: \S", asked.text(), re.M), asked.text()
+    assert re.search(r"^usage: 1 LLM call, \d+ prompt \+ 12 completion tokens$", asked.text(), re.M)
+    assert len(re.findall(r"^\[\d\] score ", asked.text(), re.M)) == 3, asked.text()
+    assert_fits(asked, columns)
+
+    found = run_in_terminal(
+        ["retrieve", "lighthouse.idx", "Who found the key?", "-m", "bm25", "-k", "2"],
+        columns=columns,
+        cwd=lighthouse.parent,
+    )
+    assert found.code == 0, found.text()
+    assert found.has_line("Evidence (bm25, 2 nodes):"), found.text()
+    assert_fits(found, columns)
+
+
+def test_eval_summary_fits_80_columns(tmp_path: Path) -> None:
+    data = tmp_path / "hh.jsonl"
+    made = run_in_terminal(
+        [
+            "eval",
+            "generate",
+            "hashhop",
+            "--hops",
+            "2",
+            "--length",
+            "2k",
+            "--count",
+            "2",
+            "-o",
+            "hh.jsonl",
+        ],
+        columns=80,
+        cwd=tmp_path,
+    )
+    assert made.code == 0 and data.exists(), made.text()
+    assert made.has_line("wrote 2 questions to hh.jsonl"), made.text()
+    screen = run_in_terminal(
+        ["eval", "hh.jsonl", "-m", "bm25", "-m", "mixpr", "--retrieval-only"],
+        columns=80,
+        cwd=tmp_path,
+    )
+    assert screen.code == 0, screen.text()
+    assert re.search(r"bm25", screen.text()) and re.search(r"mixpr", screen.text())
+    assert "questions x 2 methods" in screen.text(), screen.text()
+    assert_fits(screen, 80)
+
+
+@pytest.mark.slow  # loads the real embedder: 1.5 minutes on the loaded 2-core machine
+@pytest.mark.parametrize("columns", WIDTHS)
+def test_an_llm_build_keeps_its_result_line(lighthouse: Path, columns: int) -> None:
+    """A RAPTOR build's result line disappeared under its bars."""
+    with scripted_server(delay=0.05) as url:
+        screen = run_in_terminal(
+            ["index", "lighthouse.txt", "-m", "raptor", "--base-url", url, "--llm", "scripted"],
+            columns=columns,
+            cwd=lighthouse.parent,
+        )
+    assert screen.code == 0, screen.text()
+    assert re.search(r"^lighthouse\.idx: raptor built in [\d.]+s \(", screen.text(), re.M), (
+        screen.text()
+    )
+    assert any("raptor: layer 1: summaries" in row for row in screen.seen), screen.seen
+    assert_bars_readable(screen)
+    assert_fits(screen, columns)
