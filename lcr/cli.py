@@ -273,7 +273,7 @@ def index_cmd(
         jobs = [([f.path], default_index_path(f.path), f.found) for f in found]
         _refuse_shared_targets(jobs)
     unprinted = UnprintedReports()
-    if "-" in files and out is None:  # no file to put it beside: say where it goes
+    if "-" in files and out is None and not quiet:  # no file beside: say where it goes
         _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
     with progress_for(progress_mode(quiet)) as progress:
         extract = ExtractOptions(

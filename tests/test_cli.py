@@ -559,9 +559,11 @@ def test_index_of_stdin_says_where_it_goes(
 ) -> None:
     """Issue #41: `lcr index -` wrote ./stdin.idx without a word."""
     monkeypatch.chdir(tmp_path)
-    code, _out, err = run(["index", "-", "-m", "bm25", "-q"], stdin=cinderella.read_text())
+    code, _out, err = run(["index", "-", "-m", "bm25"], stdin=cinderella.read_text())
     assert code == 0, err
     assert "lcr: indexing stdin into stdin.idx (-o OUT names another)" in err
+    code, _out, err = run(["index", "-", "-m", "bm25", "-q"], stdin=cinderella.read_text())
+    assert code == 0 and err == "", err  # -q: quiet means quiet
     assert (tmp_path / "stdin.idx" / "manifest.json").exists()
     code, _out, err = run(["index", "-", "-o", "tale.idx", "-m", "bm25", "-q"], stdin="Once.")
     assert code == 0 and "indexing stdin" not in err, err
