@@ -63,7 +63,7 @@ EXTRA_COUNTERS = ("multi-line errors", "nondeterministic builds", "memory limit 
 GB = 1 << 30
 MEMORY_LIMIT = 4 * GB  # RLIMIT_AS of the memory cases
 RUN_TIMEOUT = 60.0  # one CLI run, unless the case says otherwise
-LLM_TIMEOUT = 240.0  # one LLM build against the fake server (the embedder loads first)
+LLM_TIMEOUT = 600.0  # one LLM build against the fake server (the embedder loads first)
 SIGINT_GRACE = 5.0  # "SIGINT ends a run within a few seconds"
 FAKE_LLM = "fake-llm"
 
@@ -1085,13 +1085,21 @@ def add_case(name: str, row: str, fn: Callable[[Lab], None], order: int = 1) -> 
 # row 1: concurrent --force writers with different documents ------------------
 
 
-def _force_race(lab: Lab, rounds: int, methods: Sequence[str]) -> None:
+def _force_race(lab: Lab, rounds: int, methods: Sequence[str], timeout: float) -> None:
     a, b = lab.copy_asset("story.txt", "a.txt"), lab.copy_asset("story_b.txt", "b.txt")
     idx = lab.dir / "r.idx"
     for turn in range(rounds):
         runs = [
             lab.start(
-                "index", doc.name, "-o", "r.idx", "--force", "-q", *_methods(methods), expect=(0, 1)
+                "index",
+                doc.name,
+                "-o",
+                "r.idx",
+                "--force",
+                "-q",
+                *_methods(methods),
+                expect=(0, 1),
+                timeout=timeout,
             )
             for doc in (a, b, a, b)
         ]
@@ -1107,12 +1115,12 @@ def _force_race(lab: Lab, rounds: int, methods: Sequence[str]) -> None:
 
 @case("race_force_two_documents_bm25", "1")
 def _race_bm25(lab: Lab) -> None:
-    _force_race(lab, 8, ["bm25"])
+    _force_race(lab, 4, ["bm25"], RUN_TIMEOUT)
 
 
 @case("race_force_two_documents_default_methods", "1", order=0)
 def _race_default(lab: Lab) -> None:
-    _force_race(lab, 3, [])
+    _force_race(lab, 3, [], 4 * RUN_TIMEOUT)  # four writers, each waiting for the others
 
 
 @case("race_create_same_document", "1")
@@ -1150,15 +1158,26 @@ def _race_force_same(lab: Lab) -> None:
 
 @case("read_during_rebuild", "17")
 def _read_during_rebuild(lab: Lab) -> None:
-    """A reader beside a --force rebuild of the same documents: never a false damage."""
-    idx = golden_copy(lab, "default.idx")
-    writer = lab.start("index", "story.txt", "-o", "story.idx", "--force", "-q")
-    reads = 0
-    while writer.alive and reads < 8:
-        lab.run("retrieve", "story.idx", QUERY, "-m", "bm25", "-q")
-        reads += 1
-    writer.wait()
-    lab.intact(idx, methods=["bm25", "mixpr"])
+    """Two readers beside --force rebuilds of the same documents: never a false damage
+    (the build a reader opened may be replaced, never reported damaged)."""
+    idx = golden_copy(lab)
+    stop = threading.Event()
+
+    def writer() -> None:
+        for _ in range(4):
+            lab.run("index", "story.txt", "-o", "story.idx", "--force", "-m", "bm25", "-q")
+        stop.set()
+
+    def reader() -> None:
+        while not stop.is_set():
+            lab.run("retrieve", "story.idx", QUERY, "-m", "bm25", "-q")
+
+    threads = [threading.Thread(target=f) for f in (writer, reader, reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lab.intact(idx, methods=["bm25"])
 
 
 # row 2: --force on a folder that is not an index -----------------------------
@@ -1259,7 +1278,7 @@ def _force_fsize(lab: Lab) -> None:
         "-m",
         "mixpr",
         "-q",
-        fsize=200_000,
+        fsize=800_000,
         expect=(1,),
     )
     old_or_new(lab, idx, ["bm25", "mixpr"], "big.txt", "mixpr")
@@ -1384,13 +1403,13 @@ def _force_again(lab: Lab, method: str, edit: bool) -> None:
     lab.intact(idx, docs=[story], methods=[method])
 
 
+add_case(
+    "graphreader_force_same_text",
+    "4",
+    partial(_force_again, method="graphreader", edit=False),
+    order=2,
+)
 for _method in ("raptor", "graphreader"):
-    add_case(
-        f"{_method}_force_same_text",
-        "4",
-        partial(_force_again, method=_method, edit=False),
-        order=2,
-    )
     add_case(
         f"{_method}_force_one_word_edit",
         "4",
@@ -2013,16 +2032,39 @@ def _answer_args(lab: Lab, mode: str) -> list[str]:
     ]
 
 
-@case("server_trickle_sigint", "9")
+def _trickle_then_sigint(lab: Lab, args: Sequence[str], scope: Scope) -> None:
+    run = lab.start(*args, expect=(130,), timeout=LLM_TIMEOUT)
+    wait_until(lambda: scope.arrived.is_set() or not run.alive, LLM_TIMEOUT)
+    time.sleep(1.0)
+    run.signal(signal.SIGINT)
+    run.wait(timeout=SIGINT_GRACE)
+
+
+@case("server_trickle_sigint_answer", "9")
 def _trickle_sigint(lab: Lab) -> None:
     """Ctrl-C while a server trickles one byte every 2 s: the run ends within seconds."""
     golden_copy(lab)
     scope = lab.env.server.scope(lab.name, "trickle")
-    run = lab.start(*_answer_args(lab, "trickle"), expect=(130,))
-    wait_until(lambda: scope.arrived.is_set() or not run.alive, 30)
-    time.sleep(1.0)
-    run.signal(signal.SIGINT)
-    run.wait(timeout=SIGINT_GRACE)
+    _trickle_then_sigint(lab, _answer_args(lab, "trickle"), scope)
+
+
+@case("server_trickle_sigint_batch_build", "9", order=0)
+def _trickle_sigint_batch(lab: Lab) -> None:
+    """The same during a build's batch of concurrent calls (GraphReader's extraction)."""
+    lab.copy_asset("story.txt")
+    scope = lab.env.server.scope(lab.name, "trickle")
+    args = [
+        "index",
+        "story.txt",
+        "-o",
+        "s.idx",
+        "-m",
+        "graphreader",
+        "-q",
+        *llm_args(lab.env, lab.name),
+        *GRAPHREADER_SETS,
+    ]
+    _trickle_then_sigint(lab, args, scope)
 
 
 def _deadline_option(lab: Lab) -> list[str]:
@@ -2756,7 +2798,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--lcr", default=None, metavar="CMD", help="the command under test (default: python -m lcr)"
     )
-    parser.add_argument("--jobs", type=int, default=3, help="cases run at once (default 3)")
+    parser.add_argument("--jobs", type=int, default=4, help="cases run at once (default 4)")
     parser.add_argument("--json", action="store_true", help="a JSON summary after the lines")
     parser.add_argument("--list", action="store_true", help="list the cases by row and exit")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
