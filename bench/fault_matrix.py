@@ -1160,24 +1160,24 @@ def _race_force_same(lab: Lab) -> None:
 def _read_during_rebuild(lab: Lab) -> None:
     """Two readers beside --force rebuilds of the same documents: never a false damage
     (the build a reader opened may be replaced, never reported damaged)."""
-    idx = golden_copy(lab)
+    idx = golden_copy(lab, "default.idx")
     stop = threading.Event()
 
     def writer() -> None:
-        for _ in range(4):
-            lab.run("index", "story.txt", "-o", "story.idx", "--force", "-m", "bm25", "-q")
+        for _ in range(3):
+            lab.run("index", "story.txt", "-o", "story.idx", "--force", "-m", "mixpr", "-q")
         stop.set()
 
     def reader() -> None:
         while not stop.is_set():
-            lab.run("retrieve", "story.idx", QUERY, "-m", "bm25", "-q")
+            lab.run("retrieve", "story.idx", QUERY, "-m", "mixpr", "-q")
 
     threads = [threading.Thread(target=f) for f in (writer, reader, reader)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    lab.intact(idx, methods=["bm25"])
+    lab.intact(idx, methods=["bm25", "mixpr"])
 
 
 # row 2: --force on a folder that is not an index -----------------------------
@@ -2682,7 +2682,7 @@ def _stale(lab: Lab) -> None:
     golden_copy(lab)
     cmd = [*lab.env.lcr, "index", "story.txt", "-o", "story.idx", "--force", "-m", "bm25", "-q"]
     code = f"""
-import subprocess, sys, lcr
+import re, subprocess, sys, lcr
 from lcr.errors import LcrError
 idx = lcr.open_index("story.idx")
 subprocess.run({cmd!r}, check=True)
@@ -2690,7 +2690,7 @@ try:
     lcr.retrieve(idx, "glass slipper", method="bm25")
 except LcrError as exc:
     print(f"lcr: {{exc}}", file=sys.stderr)
-    sys.exit(3 if "damaged" in str(exc) else 1)
+    sys.exit(3 if re.search("damaged|missing|rebuild", str(exc)) else 1)
 """
     lab.python(code, expect=(0, 1), label="lcr.retrieve(a stale lcr.Index)")
 
