@@ -1292,6 +1292,7 @@ def _raptor_force_sigint(lab: Lab) -> None:
     lab.copy_asset("story_b.txt")
     scope = _seeded_scope(lab, "raptor.idx")
     llm = [*llm_args(lab.env, lab.name), *RAPTOR_SETS]
+    scope.hold_after = scope.paid  # every call of the new build waits: it is stopped mid-way
     run = lab.start(
         "index",
         "story_b.txt",
@@ -1305,14 +1306,24 @@ def _raptor_force_sigint(lab: Lab) -> None:
         expect=(130,),
         timeout=LLM_TIMEOUT,
     )
-    wait_until(lambda: scope.arrived.is_set() or not run.alive, LLM_TIMEOUT)
+    wait_until(lambda: scope.held > 0 or not run.alive, LLM_TIMEOUT)
     time.sleep(0.5)
     run.signal(signal.SIGINT)
     run.wait(timeout=SIGINT_GRACE)
+    scope.stop_holding()
     old_or_new(lab, idx, ["raptor"], "story_b.txt", "raptor")
-    before = scope.repeated
+    before = scope.repeated  # the user builds story.txt again: its cache pays for it
     lab.run(
-        "index", "story.txt", "-o", "story.idx", "-m", "raptor", "-q", *llm, timeout=LLM_TIMEOUT
+        "index",
+        "story.txt",
+        "-o",
+        "story.idx",
+        "-m",
+        "raptor",
+        "--force",
+        "-q",
+        *llm,
+        timeout=LLM_TIMEOUT,
     )
     if scope.repeated > before:
         lab.fail("paid calls repeated", f"{scope.repeated - before} summaries paid again")
