@@ -211,10 +211,7 @@ def table_console() -> Any:
     return Console(width=wide)
 
 
-@eval_group.command("prepare")
-@click.argument("kind", type=click.Choice(["squality", "qmsum", "odsum", "babilong"]))
-@click.argument("source", type=NonEmptyPath(path_type=Path))
-@click.option(
+_out_option = click.option(
     "-o",
     "--out",
     "out",
@@ -222,6 +219,12 @@ def table_console() -> Any:
     required=True,
     help="Output JSONL ('-' for stdout).",
 )
+
+
+@eval_group.command("prepare")
+@click.argument("kind", type=click.Choice(["squality", "qmsum", "odsum", "babilong"]))
+@click.argument("source", type=NonEmptyPath(path_type=Path))
+@_out_option
 @click.option("--seed", type=int, default=0, show_default=True, help="BABILong sampling seed.")
 @click.option("--limit", type=int, default=None, help="At most N questions.")
 @click.option(
@@ -297,14 +300,7 @@ def prepare_command(
     required=True,
     help="Document length in tokens (4096, 32k, 128k) of the approximate counter.",
 )
-@click.option(
-    "-o",
-    "--out",
-    "out",
-    type=NonEmptyPath(readable=False),
-    required=True,
-    help="Output JSONL ('-' for stdout).",
-)
+@_out_option
 @click.option(
     "--seed",
     type=int,
