@@ -1505,7 +1505,12 @@ def _symlink_lock(lab: Lab) -> None:
     lab.outside_dir.mkdir(exist_ok=True)
     (idx / ".lock").unlink(missing_ok=True)
     (idx / ".lock").symlink_to(lab.outside_dir / "created-by-lcr")
-    lab.run("index", "story.txt", "-o", "story.idx", "-m", "tfidf", "-q", expect=(1,))
+    # lcr's writer lock lives beside the index now: an old .lock inside is inert
+    lab.run("index", "story.txt", "-o", "story.idx", "-m", "tfidf", "-q", expect=(0, 1))
+    lab.intact(idx, methods=["bm25"])
+    beside = lab.dir / ".story.idx.lock"  # the lock itself, a link: refused, not followed
+    beside.symlink_to(lab.outside_dir / "created-by-lcr-beside")
+    lab.run("index", "story.txt", "-o", "story.idx", "-m", "dense", "-q", expect=(1,))
 
 
 @case("symlink_method_folder_to_outside", "5")
@@ -2329,7 +2334,11 @@ def _lock_dir(lab: Lab) -> None:
     idx = golden_copy(lab)
     (idx / ".lock").unlink(missing_ok=True)
     (idx / ".lock").mkdir()
-    lab.run("index", "story.txt", "-o", "story.idx", "-m", "tfidf", "-q", expect=(1,))
+    # lcr's writer lock lives beside the index now: an old .lock inside is inert
+    lab.run("index", "story.txt", "-o", "story.idx", "-m", "tfidf", "-q", expect=(0, 1))
+    lab.intact(idx, methods=["bm25"])
+    (lab.dir / ".story.idx.lock").mkdir()  # the lock itself, a folder: one line, exit 1
+    lab.run("index", "story.txt", "-o", "story.idx", "-m", "dense", "-q", expect=(1,))
 
 
 @case("eval_prepare_binary_file", "15")
@@ -2670,7 +2679,8 @@ _API: dict[str, tuple[str, str]] = {
     ),
     "method_none": ('lcr.retrieve("story.idx", "slipper", method=None)', "method"),
     "force_as_string": ('lcr.index("story.txt", "n.idx", methods=["bm25"], force="yes")', "force"),
-    "methods_as_string": ('lcr.index("story.txt", "m.idx", methods="bm25")', "methods"),
+    # methods="bm25" is taken as one method, as `lcr index -m bm25` (not as b, m, 2, 5)
+    "methods_as_number": ('lcr.index("story.txt", "m.idx", methods=5)', "methods"),
     "index_as_number": ('lcr.retrieve(7, "slipper")', "index"),
 }
 

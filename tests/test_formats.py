@@ -457,3 +457,27 @@ def test_pdf_progress_counts_pages(tmp_path: Path) -> None:
     progress = _CountingProgress()
     _load(write_pdf(tmp_path / "r.pdf"), progress=progress)
     assert progress.tasks == [("reading r.pdf", 5)] and progress.advanced == 5
+
+
+def test_text_then_endless_nul_bytes_on_stdin_is_refused_at_once() -> None:
+    """A stream that starts as text and turns to NUL bytes is binary: refused at the
+    first such piece, not read on to the size limit (found by bench/fault_matrix.py)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    feed = "import sys; sys.stdout.write('Once upon a time.\\n' * 100); sys.stdout.flush()\n"
+    feed += "z = bytes(65536)\nwhile True: sys.stdout.buffer.write(z)\n"
+    writer = subprocess.Popen([sys.executable, "-c", feed], stdout=subprocess.PIPE)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "lcr", "index", "-", "-o", "in.idx", "-q", "-m", "bm25"],
+            stdin=writer.stdout,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            cwd=REPO / "tests",
+        )
+    finally:
+        writer.kill()
+        writer.wait()
+    assert done.returncode == 1 and "looks binary" in done.stderr, done.stderr
+    assert not (REPO / "tests" / "in.idx").exists()

@@ -522,3 +522,40 @@ def test_a_symlink_in_a_build_is_damage(idx: Path, capsys: pytest.CaptureFixture
     (mdir / "bm25_vocabulary.json").symlink_to(outside)
     code, _, err = run(["retrieve", str(idx), QUESTION, "-m", "bm25"], capsys)
     one_line_damage(code, err, "bm25/bm25_vocabulary.json")
+
+
+# ------------------------------------ found by bench/fault_matrix.py after the merge
+def test_a_linked_source_or_build_folder_is_never_read(
+    idx: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """source.txt or a whole build folder replaced by a link to a copy outside: the
+    copy is never read (the links read elsewhere; lcr writes none)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    mdir = method_dir(idx, "bm25")
+    shutil.copytree(mdir, outside / "bm25")
+    shutil.rmtree(mdir)
+    mdir.symlink_to(outside / "bm25")
+    code, _out, err = run(["retrieve", str(idx), QUESTION, "-m", "bm25"], capsys)
+    one_line_damage(code, err, "symbolic link")
+    shutil.copy(idx / "source.txt", outside / "source.txt")
+    (idx / "source.txt").unlink()
+    (idx / "source.txt").symlink_to(outside / "source.txt")
+    code, _out, err = run(["retrieve", str(idx), QUESTION, "-m", "tfidf"], capsys)
+    one_line_damage(code, err, "source.txt is a symbolic link")
+
+
+def test_a_null_source_checksum_is_repaired_by_force(
+    idx: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--force` over the same documents rebuilds an index whose source checksum is
+    gone (every index lcr writes records it), so `--verify` passes after."""
+    raw = manifest(idx)
+    raw["source_sha256"] = None
+    write_manifest(idx, raw)
+    assert run(["info", str(idx), "--verify"], capsys)[0] == 1
+    story = Path(raw["source_paths"][0])
+    code, _out, err = run(["index", str(story), "-o", str(idx), "-m", "bm25", "--force"], capsys)
+    assert code == 0, err
+    code, _out, err = run(["info", str(idx), "--verify"], capsys)
+    assert code == 0, err

@@ -384,6 +384,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
             walk = _stored_pagerank(ctx.stored, n)
             info.update(iterations=ctx.stored.stats.get("pagerank_iterations"), linked=0)
         else:
+            _stored_pagerank(ctx.stored, n)  # a header read: a damaged build is damage
             stored = self._graph(ctx, n)
             links = question_links(sims, s.link, ctx.built.threshold, s.link_m, s.link_ratio)
             self_weight = 1.0 if ctx.built.self_loops else 0.0

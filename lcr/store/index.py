@@ -212,13 +212,16 @@ class Index:
         (see :attr:`damaged`), and the others keep working."""
         src = self.path / "source.txt"
         try:
-            size = src.stat().st_size
+            info = src.lstat()
         except PermissionError:
             raise FileAccessError(f"permission denied: cannot read {src}") from None
         except OSError:
-            raise IndexDamagedError(f"{self.path} is damaged: source.txt is missing") from None
-        if size != self.manifest.source_bytes:
-            raise IndexDamagedError(f"{self.path} is damaged: source.txt has the wrong size")
+            raise self._source_damage("source.txt is missing") from None
+        for shared in (src, self.path / LAYOUT_FILE):  # a link would read outside the index
+            if shared.is_symlink():
+                raise self._source_damage(f"{shared.name} is a symbolic link (lcr writes none)")
+        if info.st_size != self.manifest.source_bytes:
+            raise self._source_damage("source.txt has the wrong size")
         self.damaged = {}
         for name, broken in self.manifest.broken.items():
             self.damaged[name] = (
@@ -230,10 +233,15 @@ class Index:
             if problem is not None:
                 self.damaged[name] = self.damage_message(name, problem)
 
+    def _source_damage(self, problem: str) -> IndexDamagedError:
+        return IndexDamagedError(f"{self.path} is damaged: {problem}; {self.repair_hint()}")
+
     def _size_problem(self, entry: MethodEntry) -> str | None:
         """The first listed file that is missing, of the wrong size, named outside the
         build's folder or a symbolic link (lcr writes none: a link reads elsewhere)."""
         mdir = self.path / entry.dir
+        if mdir.is_symlink():
+            return f"{entry.dir} is a symbolic link (lcr never writes one)"
         for rel, expected in entry.files.items():
             parts = Path(rel).parts
             if not parts or Path(rel).is_absolute() or ".." in parts:
@@ -473,7 +481,8 @@ class Index:
         """Whether source.txt no longer matches its checksum (reads it whole)."""
         expected = self.manifest.source_sha256
         try:
-            return expected is not None and file_sha256(self.path / "source.txt") != expected
+            # every index lcr writes records it: none is damage too
+            return expected is None or file_sha256(self.path / "source.txt") != expected
         except OSError:
             return True
 

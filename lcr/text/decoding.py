@@ -51,6 +51,14 @@ def normalise_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def is_plain_text_start(head: bytes) -> bool:
+    """Whether a stream that passed :func:`refuse_unreadable_start` is 8-bit text (no
+    PDF, zip or UTF-16/32 byte-order mark), in which no NUL byte belongs."""
+    if b"%PDF-" in head[:1024] or head.startswith(b"PK\x03\x04"):
+        return False
+    return not any(head.startswith(bom) for bom, _ in _UNICODE_BOMS)
+
+
 def refuse_unreadable_start(head: bytes, name: str) -> None:
     """Refuse a stream whose first bytes are neither a document format lcr reads
     (PDF, zip) nor text."""

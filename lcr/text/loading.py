@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lcr.errors import InputError
-from lcr.text.decoding import decode_bytes, normalise_newlines, refuse_unreadable_start
+from lcr.text.decoding import (
+    decode_bytes,
+    is_plain_text_start,
+    normalise_newlines,
+    refuse_unreadable_start,
+)
 from lcr.text.layout import DocumentLayout
 
 if TYPE_CHECKING:
@@ -134,10 +139,17 @@ def _read_stream(stream: BinaryIO, what: str, label: str) -> bytes:
     rest is read), the whole bounded by ``MAX_STREAM_BYTES``."""
     pieces: list[bytes] = []
     total = 0
+    plain = False  # began as plain 8-bit text: a NUL byte later means binary
     try:
         while piece := stream.read(_PIECE_BYTES):
             if not pieces:
                 refuse_unreadable_start(piece, label)
+                plain = is_plain_text_start(piece)
+            elif plain and b"\0" in piece:
+                raise InputError(
+                    f"{label} looks binary (NUL bytes after its first {total:,} bytes); "
+                    "give a plain text file"
+                )
             pieces.append(piece)
             total += len(piece)
             if total > MAX_STREAM_BYTES:
