@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import shutil
@@ -447,7 +448,12 @@ def test_graphreader_build_line_and_info_give_one_node_count(
     code, info, err = run(["info", str(doc.with_suffix(".idx"))])
     assert code == 0, err
     method_line = next(line for line in info.splitlines() if "graphreader:" in line)
-    stats_line = " ".join(info.split("  stats     ", 1)[1].split("\n  ", 1)[0].split())
+    # the stats field and its continuation lines (indented 12: wrapped to 80 columns)
+    field = info.split("  stats     ", 1)[1].split("\n")
+    stats_line = " ".join(
+        [field[0], *itertools.takewhile(lambda ln: ln.startswith(" " * 12), field[1:])]
+    )
+    stats_line = " ".join(stats_line.split())
     nodes = counts["nodes"]
     assert int(nodes) > 1 and int(counts["chunks"]) == 1
     listed = re.search(r"graphreader: (.*?);", method_line)
