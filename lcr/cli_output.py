@@ -341,7 +341,8 @@ def print_result(result: Result, *, answer: bool, trace: bool = False) -> None:
         say(textwrap.fill(excerpt, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
     info = {k: v for k, v in result.evidence.info.items() if k not in _LONG_INFO}
     if info:
-        say("info: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+        listed = ", ".join(f"{k}={v}" for k, v in info.items())
+        say(textwrap.fill("info: " + listed, WIDTH, subsequent_indent="      "))
     if trace:
         for step in result.evidence.info.get("trace", []):
             say("trace: " + ", ".join(f"{k}={v!r}" for k, v in step.items()))

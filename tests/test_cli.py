@@ -594,3 +594,17 @@ def test_plain_listings_fit_80_columns() -> None:
         assert code == 0, err
         wide = [line for line in out.splitlines() if len(line) > 80]
         assert not wide, (args, wide)
+
+
+def test_plain_retrieve_of_every_cheap_method_fits_80_columns(story: Path) -> None:
+    """MixPR's info line (mode, alpha, iterations, linking) ran past 80 columns and the
+    terminal broke it mid-word; every line of plain output fits."""
+    code, _out, err = run(["index", str(story), "-q", "-m", "bm25", "-m", "mixpr"])
+    assert code == 0, err
+    for method in ("bm25", "mixpr"):
+        code, out, err = run(
+            ["retrieve", str(story.with_suffix(".idx")), "the slipper", "-m", method]
+        )
+        assert code == 0, err
+        assert method == "bm25" or "info: " in out
+        assert max(len(line) for line in out.splitlines()) <= 80, out
