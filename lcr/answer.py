@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
@@ -434,6 +434,16 @@ def _cut_to_tokens(text: str, max_tokens: int, llm: LLM) -> str:
     return text[:lo]
 
 
+class AnswerStream(Protocol):
+    """Who watches the answer being written (``lcr ask`` on a terminal)."""
+
+    def reading(self, tokens: int) -> None:
+        """The model is about to read ``tokens`` tokens of evidence (before its prefill)."""
+
+    def text(self, piece: str) -> None:
+        """The next piece of the reply, as the model writes it."""
+
+
 @dataclass
 class AnswerResult:
     text: str
@@ -452,17 +462,24 @@ def answer(
     context_tokens: int | None = None,
     prompt: PromptBuilder = build_messages,
     abstain_on_nothing: bool = False,
+    stream: AnswerStream | None = None,
 ) -> AnswerResult:
     """Answer ``question`` from ``items``, read in the order given (fitted to the window).
 
     ``abstain_on_nothing``: when evidence was found but none of it fits the window,
-    reply :data:`NOT_FOUND` without a call instead of asking the LLM with nothing."""
+    reply :data:`NOT_FOUND` without a call instead of asking the LLM with nothing.
+    ``stream`` hears how much evidence is read, then the reply as it is written."""
     window = context_tokens or llm.context_window
     fitted = fit_to_budget(question, items, llm, window - max_new_tokens, prompt)
     if items and not fitted.items and abstain_on_nothing:
         return AnswerResult(NOT_FOUND, [], fitted.dropped)  # nothing read: nothing to ask
     before = llm.usage.copy()
-    gen = llm.generate(prompt(question, fitted.items), max_new_tokens=max_new_tokens)
+    if stream is not None:
+        stream.reading(sum(llm.count_tokens(excerpt_heading(i) + i.text) for i in fitted.items))
+    on_text = stream.text if stream is not None else None
+    gen = llm.generate(
+        prompt(question, fitted.items), max_new_tokens=max_new_tokens, on_text=on_text
+    )
     used = llm.usage.minus(before)
     return AnswerResult(gen.text.strip(), fitted.items, fitted.dropped, used)
 
@@ -478,6 +495,7 @@ def shared_answer(
     context_tokens: int | None = None,
     scorer: SentenceScorer | None = None,
     unselected: Callable[[], Sequence[EvidenceItem]] | None = None,
+    stream: AnswerStream | None = None,
 ) -> AnswerResult:
     """The shared answer step with ``settings``: select sentences (``answer.select``,
     scored by ``scorer``), merge and order the evidence, answer it (or, abstaining on
@@ -527,6 +545,7 @@ def shared_answer(
         context_tokens=context_tokens,
         prompt=shared_prompt(settings),
         abstain_on_nothing=settings.not_found == "abstain",
+        stream=stream,
     )
     if rereading and says_not_found(out.text):
         return reread(out.usage)

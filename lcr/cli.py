@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from lcr._version import __version__
+from lcr.cli_answer import ResultOutput, answer_only_option, evidence_option
 from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
 from lcr.cli_errors import report as report_error
 from lcr.cli_models import model_options, models_group, pop_model_spec
@@ -26,10 +27,8 @@ from lcr.cli_output import (
     UnprintedReports,
     check_stdout,
     guarded_stdout,
-    print_result,
     visible,
 )
-from lcr.cli_output import echo as _echo
 from lcr.cli_output import err as _err
 from lcr.cli_output import human as _human
 from lcr.cli_output import say as _say
@@ -358,6 +357,7 @@ def query_options(f: Any) -> Any:
     f = model_options(f)
     f = set_option(f)
     f = click.option("--json", "as_json", is_flag=True, help="One JSON object per question.")(f)
+    f = evidence_option(f)
     f = click.option(
         "--trace", is_flag=True, help="Also print the method's step-by-step trace (graphreader)."
     )(f)
@@ -400,6 +400,8 @@ def _run_queries(
     trace: bool = False,
     *,
     answer: bool,
+    evidence: int | None,
+    answer_only: bool = False,
     max_new_tokens: int = 256,
     **model: Any,
 ) -> None:
@@ -409,6 +411,7 @@ def _run_queries(
     from lcr.store import Index
 
     check_stdout()  # the answers are the whole product: none are paid for if unprintable
+    output = ResultOutput(as_json, answer_only, evidence, trace, quiet)
     # the question, -k and every --set are checked once, before any work
     query = pipeline.resolve_query(
         method,
@@ -422,16 +425,22 @@ def _run_queries(
     with progress_for(progress_mode(quiet)) as progress:
         models = _models(pop_model_spec(model), progress)
         for q in _questions(question):
-            run = pipeline.ask_query if answer else pipeline.retrieve_query
-            result = run(index, query.with_question(q), models, progress=progress, note=_err)
-            if as_json:
-                _echo(json.dumps(result.to_json(), ensure_ascii=False))
-            else:
-                print_result(result, answer=answer, trace=trace)
+            asked = query.with_question(q)
+            with output.screen(asked.question, answer) as screen:
+                if answer:
+                    result = pipeline.ask_query(
+                        index, asked, models, progress=progress, note=_err, stream=screen
+                    )
+                else:
+                    result = pipeline.retrieve_query(
+                        index, asked, models, progress=progress, note=_err
+                    )
+            output.show(result, answer, screen)
 
 
 @cli.command("ask")
 @query_options
+@answer_only_option
 @click.option(
     "--max-new-tokens", type=int, default=256, show_default=True, help="Longest answer, in tokens."
 )

@@ -325,20 +325,27 @@ class UnprintedReports:
 _LONG_INFO = frozenset({"trace", "notebooks"})
 
 
-def print_result(result: Result, *, answer: bool, trace: bool = False) -> None:
+def print_result(
+    result: Result, *, answer: bool, trace: bool = False, most: int | None = None
+) -> None:
     """Answer first, then the evidence best first (as ``--json``): score, document, span,
-    excerpt, with terminal control sequences removed; with ``trace``, the method's steps."""
+    excerpt, with terminal control sequences removed; with ``trace``, the method's steps.
+    ``most`` items are listed (None: all), then how many more there are."""
     if answer:  # wrapped to 80 columns, as the rest; --json keeps them as they are
-        say(_wrapped(f"Q: {result.question}"))
-        say(_wrapped(f"A: {result.answer}") + "\n")
-    say(f"Evidence ({result.method}, {len(result.evidence.items)} nodes):")
-    for position, it in enumerate(result.evidence.items, 1):  # rank order, as in --json
+        say(wrapped(f"Q: {result.question}"))
+        say(wrapped(f"A: {result.answer}") + "\n")
+    items = result.evidence.items
+    shown = items if most is None else items[:most]
+    say(f"Evidence ({result.method}, {len(items)} nodes):")
+    for position, it in enumerate(shown, 1):  # rank order, as in --json
         rank = it.extra.get("rank", position)
         for line in evidence_heading(int(rank), it):
             say(line)
         excerpt = " ".join(it.text.split())
         excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."
         say(textwrap.fill(excerpt, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
+    if len(items) > len(shown):
+        say(f"... and {len(items) - len(shown)} more (use --evidence all / --json)")
     info = {k: v for k, v in result.evidence.info.items() if k not in _LONG_INFO}
     if info:
         listed = ", ".join(f"{k}={v}" for k, v in info.items())
@@ -352,7 +359,7 @@ def print_result(result: Result, *, answer: bool, trace: bool = False) -> None:
         say(f"usage: {calls}, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens")
 
 
-def _wrapped(text: str) -> str:
+def wrapped(text: str) -> str:
     """``text`` filled to :data:`WIDTH` columns, its own line breaks kept, later lines
     indented under the first's text (``Q: ``, ``A: ``)."""
     return "\n".join(

@@ -21,6 +21,7 @@ from lcr.answer import (
     ANSWER_TARGET,
     AnswerResult,
     AnswerSettings,
+    AnswerStream,
     resolve_answer_settings,
     shared_answer,
 )
@@ -609,8 +610,9 @@ def ask_query(
     *,
     progress: Progress = NULL_PROGRESS,
     note: Callable[[str], None] | None = None,
+    stream: AnswerStream | None = None,
 ) -> Result:
-    """:func:`ask` for a resolved :class:`Query`."""
+    """:func:`ask` for a resolved :class:`Query`; ``stream`` watches the shared step."""
     method = query.method
     require(
         models,
@@ -646,6 +648,7 @@ def ask_query(
             if query.answer.select != "off"
             else None,
             unselected=None if own is query else unselected,
+            stream=stream,
         )
     if out.dropped and note is not None:
         note(_dropped_warning(len(result.evidence.items), out, llm.context_window))

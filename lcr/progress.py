@@ -111,6 +111,17 @@ class RichProgress:
         _SHOWN = None
         self._progress.stop()
 
+    def pause(self) -> None:
+        """Take the bars off the terminal (their redraws would tear a half-written line)."""
+        global _SHOWN
+        _SHOWN = None
+        self._progress.stop()
+
+    def resume(self) -> None:
+        global _SHOWN
+        self._progress.start()
+        _SHOWN = self
+
     def print(self, text: str) -> None:
         """One line above the bars (on their terminal), which are drawn again below it."""
         self._console.print(text, markup=False, highlight=False, emoji=False, soft_wrap=True)
@@ -158,6 +169,21 @@ def print_above_bars(text: str) -> bool:
         return False
     shown.print(text)
     return True
+
+
+@contextmanager
+def bars_paused() -> Iterator[None]:
+    """No bars on the terminal inside: for output written a piece at a time, mid-line
+    (an answer as the model writes it); the bars, if any, come back after."""
+    shown = _SHOWN
+    if shown is None:
+        yield
+        return
+    shown.pause()
+    try:
+        yield
+    finally:
+        shown.resume()
 
 
 class _RichTask:

@@ -6,7 +6,14 @@ import re
 from collections.abc import Callable, Sequence
 
 from lcr.evidence import Usage
-from lcr.models.base import ALL_CAPABILITIES, Capability, ContinuationScore, Generation, Message
+from lcr.models.base import (
+    ALL_CAPABILITIES,
+    Capability,
+    ContinuationScore,
+    Generation,
+    Message,
+    OnText,
+)
 
 
 class ScriptedLLM:
@@ -43,6 +50,7 @@ class ScriptedLLM:
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        on_text: OnText | None = None,
     ) -> Generation:
         self.prompts.append(list(messages))
         content = messages[-1]["content"]
@@ -50,6 +58,8 @@ class ScriptedLLM:
             content = content.split(self.after, 1)[1]
         words = content.split()[: min(self.words, max_new_tokens)]
         text = " ".join(words)
+        for i, word in enumerate(words if on_text is not None else []):
+            on_text(word if i == 0 else " " + word)  # a word at a time, as a model writes
         prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
         completion = self.count_tokens(text)
         self.usage.add(prompt_tokens, completion)

@@ -101,6 +101,7 @@ class ScriptedLLM(fakes.ScriptedLLM):
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        on_text: object = None,
     ) -> Generation:
         if self.fail_after is not None and self.calls >= self.fail_after:
             raise self.fail_with("scripted failure")

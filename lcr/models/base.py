@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 Message = dict[str, str]
 """A chat message: ``{"role": "system"|"user"|"assistant", "content": ...}``."""
 
+OnText = Callable[[str], None]
+"""Hears a generation's text as it is written, piece by piece (``lcr ask`` on a terminal).
+The pieces joined are the returned :attr:`Generation.text`: a backend holds back what a
+stop string may still cut, and a character's first bytes until it is whole."""
+
 
 @dataclass
 class Generation:
@@ -154,7 +159,10 @@ class LLM(Protocol):
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
-    ) -> Generation: ...
+        on_text: OnText | None = None,
+    ) -> Generation:
+        """One reply; ``on_text`` (when given) hears its text as it is decoded."""
+        ...
 
     def generate_batch(
         self,

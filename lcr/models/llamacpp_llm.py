@@ -38,12 +38,14 @@ from lcr.models.base import (
     ContinuationScore,
     Generation,
     Message,
+    OnText,
     answer_first_tokens,
     pairs_by_context_tail,
 )
 from lcr.models.llamacpp_setup import ChatTemplate, refuse_amx_build, silence_llama_logs
 from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_threads, usable_cores
 from lcr.models.machine import llamacpp_rebuild_command
+from lcr.models.text_stream import TextPieces
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 
 DEFAULT_CONTEXT = 16384  # tokens of KV cache; the presets were trained on 32k
@@ -227,22 +229,28 @@ class LlamaCppLLM:
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        on_text: OnText | None = None,
     ) -> Generation:
         prompt = self._fit(self.render(messages))
         logits, reused = self._extend_seq0(prompt)
         budget = max(1, min(max_new_tokens, self._n_ctx - len(prompt)))
         decoder = _Decoder(self, budget, stop)
+        pieces = TextPieces(on_text, stop) if on_text is not None else None
         meter = TokenMeter(self.progress, f"generating with {self.model_id}", budget)
         try:
             while True:
                 token = self._pick(logits, temperature)
                 if not decoder.accept(token):
                     break
+                if pieces is not None:
+                    pieces.update(decoder.text())
                 meter.step()
                 logits = self._decode_one(token)
         finally:
             meter.finish()
         gen = decoder.result(len(prompt))
+        if pieces is not None:
+            pieces.finish(gen.text)
         self.usage.add(len(prompt), gen.completion_tokens, cached_tokens=reused)
         return gen
 

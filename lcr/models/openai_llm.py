@@ -38,7 +38,8 @@ from typing import Any, Protocol
 
 from lcr.errors import LLMCallError, ModelError
 from lcr.evidence import Usage
-from lcr.models.base import Capability, ContinuationScore, Generation, Message
+from lcr.models.base import Capability, ContinuationScore, Generation, Message, OnText
+from lcr.models.openai_stream import StreamedReply, StreamFailure, is_event_stream, read_events
 from lcr.models.spec import DEFAULT_CALL_TIMEOUT, ModelSpec
 
 DEFAULT_SERVER_WINDOW = 8192  # when the server does not say (vLLM's /models does)
@@ -61,10 +62,17 @@ class ServerError(Exception):
 
 class Transport(Protocol):
     """How JSON reaches the server and comes back; raises :class:`ServerError`.
-    ``timeout``: seconds the whole request may take (connect, wait, read)."""
+    ``timeout``: seconds the whole request may take (connect, wait, read). With
+    ``on_event``, a reply streamed as server-sent events is handed on event by event
+    (and ``{}`` returned); a reply that is not a stream is returned as usual."""
 
     def request(
-        self, method: str, path: str, payload: dict[str, Any] | None, timeout: float
+        self,
+        method: str,
+        path: str,
+        payload: dict[str, Any] | None,
+        timeout: float,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]: ...
 
 
@@ -188,7 +196,12 @@ class UrllibTransport:
         self._aborted.clear()
 
     def request(
-        self, method: str, path: str, payload: dict[str, Any] | None, timeout: float
+        self,
+        method: str,
+        path: str,
+        payload: dict[str, Any] | None,
+        timeout: float,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         if self._aborted.is_set():
             raise ServerError("interrupted", transient=False)
@@ -210,7 +223,11 @@ class UrllibTransport:
         opener = urllib.request.build_opener(*_tracked_handlers(self._sockets, call))
         try:
             with opener.open(req, timeout=max(timeout, 0.001)) as resp:
-                body = _read_body(resp, self.max_bytes, f"{self.base_url}{path}")
+                if on_event is not None and is_event_stream(resp):
+                    read_events(resp, self.max_bytes, f"{self.base_url}{path}", on_event)
+                    body = b"{}"
+                else:
+                    body = _read_body(resp, self.max_bytes, f"{self.base_url}{path}")
             if expired.is_set() or self._aborted.is_set():  # a cut socket reads as the end
                 raise TimeoutError
         except urllib.error.HTTPError as exc:
@@ -221,6 +238,13 @@ class UrllibTransport:
                 transient=exc.code in _TRANSIENT_STATUS,
                 retry_after=retry_after,
             ) from None
+        except StreamFailure as exc:  # a stream cut by the deadline or an interrupt says so
+            why = str(exc)
+            if self._aborted.is_set():
+                why = "interrupted"
+            elif expired.is_set():
+                why = f"no complete reply from {self.base_url}{path} within {timeout:g} s"
+            raise ServerError(why, transient=False) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
             if self._aborted.is_set():
                 raise ServerError("interrupted", transient=False) from None
@@ -361,10 +385,19 @@ class OpenAILLM:
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        on_text: OnText | None = None,
     ) -> Generation:
+        """One chat call; with ``on_text``, the reply is streamed (``"stream": true``)
+        within the same deadline and byte limit, and not retried once text was shown."""
         payload = self._chat_payload(messages, max_new_tokens, stop, temperature)
-        reply = self._call("/chat/completions", payload)
-        return self._generation(reply, messages)
+        if on_text is None:
+            return self._generation(self._call("/chat/completions", payload), messages)
+        streamed = StreamedReply(on_text)
+        payload.update(stream=True, stream_options={"include_usage": True})
+        reply = self._call("/chat/completions", payload, streamed)
+        gen = self._generation(streamed.reply() if streamed.events else reply, messages)
+        streamed.finish(gen.text)  # a server that did not stream: its whole reply at once
+        return gen
 
     def generate_batch(
         self,
@@ -511,9 +544,12 @@ class OpenAILLM:
             payload["seed"] = 0
         return payload
 
-    def _call(self, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _call(
+        self, path: str, payload: dict[str, Any], streamed: StreamedReply | None = None
+    ) -> dict[str, Any]:
         """One request with retries on transient failures, all within ``call_timeout``;
-        LLMCallError when it fails for good."""
+        LLMCallError when it fails for good. A ``streamed`` reply is read into it, and
+        never tried again once part of it was shown."""
         deadline = time.monotonic() + self.call_timeout
         attempt = 0
         while True:
@@ -523,7 +559,9 @@ class OpenAILLM:
                     raise ServerError(
                         "interrupted" if left > 0 else "no time left", transient=False
                     )
-                return self.transport.request("POST", path, payload, left)
+                if streamed is None:
+                    return self.transport.request("POST", path, payload, left)
+                return self.transport.request("POST", path, payload, left, streamed.event)
             except ServerError as exc:
                 attempt += 1
                 tries = f" after {attempt} tries" if attempt > 1 else ""
@@ -532,7 +570,8 @@ class OpenAILLM:
                         f"LLM call failed{tries}: no complete reply within --call-timeout "
                         f"{self.call_timeout:g} s ({exc})"
                     ) from None
-                if not exc.transient or attempt >= self.retry.attempts:
+                shown = streamed is not None and streamed.shown
+                if not exc.transient or attempt >= self.retry.attempts or shown:
                     raise LLMCallError(f"LLM call failed{tries}: {exc}") from None
                 with self._lock:
                     self.retries += 1

@@ -25,6 +25,7 @@ from lcr.models.base import (
     ContinuationScore,
     Generation,
     Message,
+    OnText,
     answer_first_tokens,
     pairs_by_context_tail,
 )
@@ -34,6 +35,7 @@ from lcr.models.llamacpp_threads import (
     fixed_threads,
     usable_cores,
 )
+from lcr.models.text_stream import TextPieces, cut_at_stop
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 
 if TYPE_CHECKING:
@@ -309,9 +311,14 @@ class TransformersCore:
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        on_text: OnText | None = None,
     ) -> Generation:
         prompt = self.render(messages)
-        return self._generate([prompt], max_new_tokens, stop, temperature)[0]
+        pieces = TextPieces(on_text, stop) if on_text is not None else None
+        gen = self._generate([prompt], max_new_tokens, stop, temperature, pieces)[0]
+        if pieces is not None:
+            pieces.finish(gen.text)
+        return gen
 
     def generate_batch(
         self,
@@ -548,7 +555,10 @@ class TransformersCore:
         max_new_tokens: int,
         stop: Sequence[str],
         temperature: float,
+        pieces: TextPieces | None = None,
     ) -> list[Generation]:
+        """Greedy (or sampled) replies to left-padded ``prompts``; ``pieces`` hears the
+        one prompt's text as it is decoded."""
         import torch
         from transformers import GenerationConfig
 
@@ -578,7 +588,7 @@ class TransformersCore:
                     input_ids=input_ids.to(self.model.device),
                     attention_mask=mask.to(self.model.device),
                     generation_config=config,
-                    stopping_criteria=_each_step(self, meter, len(prompts)),
+                    stopping_criteria=_each_step(self, meter, len(prompts), longest, pieces),
                     **extra,
                 )
             finally:
@@ -594,7 +604,7 @@ class TransformersCore:
                     new = new[:i]
                     break
             text = self.tokenizer.decode(new, skip_special_tokens=True)
-            text = _cut_at_stop(text, stop)
+            text = cut_at_stop(text, stop)
             self.usage.add(len(p), count)
             results.append(Generation(text=text, prompt_tokens=len(p), completion_tokens=count))
         return results
@@ -624,9 +634,12 @@ def _silent_gguf_progress(active: bool) -> Iterator[None]:
         gguf_utils.tqdm = original
 
 
-def _each_step(llm: TransformersCore, meter: TokenMeter, rows: int) -> Any:
+def _each_step(
+    llm: TransformersCore, meter: TokenMeter, rows: int, prompt: int, pieces: TextPieces | None
+) -> Any:
     """A stopping criterion that never stops: generate's hook after each step, to follow
-    the machine's load and show the tokens generated."""
+    the machine's load, show the tokens generated and (``pieces``) the text so far, the
+    first row's tokens after its ``prompt`` columns up to an end token."""
     import torch
     from transformers import StoppingCriteria, StoppingCriteriaList
 
@@ -634,20 +647,16 @@ def _each_step(llm: TransformersCore, meter: TokenMeter, rows: int) -> Any:
         def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **_: Any) -> Any:
             llm._follow_load()
             meter.step(rows)
+            if pieces is not None:
+                new = [int(t) for t in input_ids[0, prompt:].tolist()]
+                ends = [i for i, t in enumerate(new) if t in llm.end_ids]
+                text = llm.tokenizer.decode(
+                    new[: ends[0]] if ends else new, skip_special_tokens=True
+                )
+                pieces.update(text)
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     return StoppingCriteriaList([EachStep()])
-
-
-def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
-    """The text before the earliest stop string (generation halts just after it)."""
-    cut = len(text)
-    for s in stop:
-        if s:
-            pos = text.find(s)
-            if pos != -1:
-                cut = min(cut, pos)
-    return text[:cut]
 
 
 def _length_batches(
