@@ -107,6 +107,7 @@ def run_in_terminal(
 # ------------------------------------------------------------ a scripted LLM server
 class _Handler(BaseHTTPRequestHandler):
     delay = 0.0
+    word_delay = 0.0  # between the words of a streamed reply
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
@@ -127,6 +128,9 @@ class _Handler(BaseHTTPRequestHandler):
         time.sleep(self.delay)
         words = payload["messages"][-1]["content"].split()
         text = " ".join(words[-12:])  # the end of the prompt: real words of the input
+        if payload.get("stream"):
+            self._stream(words[-12:], {"prompt_tokens": len(words), "completion_tokens": 12})
+            return
         self._reply(
             {
                 "choices": [{"message": {"content": text}, "finish_reason": "stop"}],
@@ -134,12 +138,26 @@ class _Handler(BaseHTTPRequestHandler):
             }
         )
 
+    def _stream(self, words: list[str], usage: dict[str, int]) -> None:
+        """The reply as server-sent events, a word each ``word_delay`` seconds."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for i, word in enumerate(words):
+            piece = {"choices": [{"delta": {"content": (" " if i else "") + word}}]}
+            self.wfile.write(f"data: {json.dumps(piece)}\n\n".encode())
+            self.wfile.flush()
+            time.sleep(self.word_delay)
+        last = {"choices": [], "usage": usage}
+        self.wfile.write(f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode())
+
 
 @contextmanager
-def scripted_server(delay: float = 0.0) -> Iterator[str]:
+def scripted_server(delay: float = 0.0, word_delay: float = 0.0) -> Iterator[str]:
     """An OpenAI-compatible server whose "model" repeats the prompt's last words after
-    ``delay`` seconds: a real HTTP server for the CLI's openai backend, no model."""
-    handler = type("Handler", (_Handler,), {"delay": delay})
+    ``delay`` seconds (streamed, when asked, a word each ``word_delay`` seconds): a real
+    HTTP server for the CLI's openai backend, no model."""
+    handler = type("Handler", (_Handler,), {"delay": delay, "word_delay": word_delay})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

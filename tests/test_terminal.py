@@ -92,6 +92,31 @@ def test_ask_and_retrieve_show_the_whole_result(lighthouse: Path, columns: int) 
     assert_fits(found, columns)
 
 
+def test_ask_shows_the_reading_then_the_answer_as_it_is_written(lighthouse: Path) -> None:
+    """Issue #40: how much evidence is read, then the answer word by word, on screen."""
+    run_in_terminal(
+        ["index", "lighthouse.txt", "-m", "bm25", "-q"], columns=80, cwd=lighthouse.parent
+    )
+    with scripted_server(word_delay=0.4) as url:
+        asked = run_in_terminal(
+            ["ask", "lighthouse.idx", QUESTION, "-m", "bm25", "-k", "8", "--base-url", url],
+            columns=80,
+            cwd=lighthouse.parent,
+        )
+    assert asked.code == 0, asked.text()
+    text = asked.text()
+    reading = re.search(r"^reading ([\d,]+) tokens of evidence$", text, re.M)
+    assert reading and int(reading[1].replace(",", "")) > 100, text
+    answer = re.search(r"^A: (.*)$", text, re.M)
+    assert answer and text.index(reading[0]) < text.index(answer[0]), text
+    # the screens drawn while the model wrote: the answer's line growing word by word
+    growing = sorted(row for row in asked.seen if row.startswith("A: ") and row != answer[0])
+    assert len(growing) >= 3 and all(answer[0].startswith(row) for row in growing), growing
+    assert "final answer" not in text
+    assert re.search(r"^\.\.\. and 3 more \(use --evidence all / --json\)$", text, re.M), text
+    assert_fits(asked, 80)
+
+
 def test_eval_summary_fits_80_columns(tmp_path: Path) -> None:
     data = tmp_path / "hh.jsonl"
     made = run_in_terminal(
