@@ -123,6 +123,33 @@ def test_generate_through_the_server(llm: OpenAILLM) -> None:
     assert "5" not in cut.text
 
 
+def test_a_streamed_reply_arrives_piece_by_piece(server: str) -> None:
+    """``stream: true`` through llama.cpp's server: the pieces are the reply the call
+    returns, the same reply as without streaming, and its usage is counted once."""
+    llm = OpenAILLM.connect(ModelSpec(llm=SMOL, backend="openai", base_url=server))
+    question = ask("Count from 1 to 20, separated by commas.")
+    whole = llm.generate(question, max_new_tokens=40)
+    pieces: list[str] = []
+    streamed = llm.generate(question, max_new_tokens=40, on_text=pieces.append)
+    assert streamed.text == whole.text and "3" in streamed.text
+    assert "".join(pieces) == streamed.text and len(pieces) > 5, pieces
+    assert llm.usage.calls == 2 and streamed.prompt_tokens > 5
+    # this server sends no usage when streaming: a token per event, as it sends them
+    assert streamed.completion_tokens == len(pieces) <= 40
+
+
+def test_a_streamed_reply_keeps_the_byte_limit_and_the_deadline(server: str) -> None:
+    question = ask("Count from 1 to 200, separated by commas.")
+    small = OpenAILLM(UrllibTransport(server, max_bytes=600), model_id=SMOL, context_window=4096)
+    shown: list[str] = []
+    with pytest.raises(LLMCallError, match=r"more than 600 bytes: not a chat reply"):
+        small.generate(question, max_new_tokens=200, on_text=shown.append)
+    assert shown  # cut mid-reply, after some of it was shown: not tried again
+    hasty = OpenAILLM(UrllibTransport(server), model_id=SMOL, context_window=4096, call_timeout=1.0)
+    with pytest.raises(LLMCallError, match=r"within --call-timeout 1 s"):
+        hasty.generate(question, max_new_tokens=400, on_text=shown.append)
+
+
 def test_batch_is_sent_concurrently_and_reported_as_it_returns(server: str) -> None:
     llm = OpenAILLM.connect(ModelSpec(llm=SMOL, base_url=server, concurrency=3))
     convs = [ask(f"Say the number {n} in words.") for n in range(5)]

@@ -86,6 +86,9 @@ def test_server_sent_events_become_one_reply() -> None:
     read_events(io.BytesIO(body), 10_000, "server", reply.event)
     assert shown == ["Toby", " found", " it"]
     assert reply.reply() == {"choices": [{"message": {"content": "Toby found it"}}], "usage": usage}
+    unsaid = StreamedReply(shown.append)
+    read_events(io.BytesIO(events(delta("a"), delta(" b"), "[DONE]")), 10_000, "s", unsaid.event)
+    assert unsaid.reply()["usage"] == {"completion_tokens": 2}  # a token an event
 
 
 @pytest.mark.parametrize(

@@ -93,6 +93,7 @@ class StreamedReply:
         self.text = ""
         self.events = 0
         self._usage: dict[str, Any] | None = None
+        self._written = 0  # events with text
 
     @property
     def shown(self) -> bool:
@@ -108,13 +109,17 @@ class StreamedReply:
         delta = first.get("delta") if isinstance(first, dict) else None
         content = delta.get("content") if isinstance(delta, dict) else None
         if isinstance(content, str) and content:
+            self._written += 1
             self.text += content
             self._pieces.update(self.text)
 
     def reply(self) -> dict[str, Any]:
+        """The reply joined; without the server's ``usage``, its pieces as the count of
+        tokens written (servers send a token per event), the prompt left to estimate."""
         out: dict[str, Any] = {"choices": [{"message": {"content": self.text}}]}
-        if self._usage is not None:
-            out["usage"] = self._usage
+        out["usage"] = (
+            self._usage if self._usage is not None else {"completion_tokens": self._written}
+        )
         return out
 
     def finish(self, text: str) -> None:
