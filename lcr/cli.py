@@ -447,7 +447,8 @@ def _run_queries(
 def ask_cmd(**options: Any) -> None:
     """Retrieve evidence for QUESTION from INDEX and answer it with the LLM.
 
-    QUESTION `-` reads one question per line from stdin (models load once).
+    QUESTION `-` reads one question per line from stdin (models load once). On a
+    terminal the answer appears as the model writes it (never in --json or a pipe).
     """
     _run_queries(**options, answer=True)
 

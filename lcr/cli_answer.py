@@ -47,6 +47,7 @@ def evidence_option(f: Any) -> Any:
         "--evidence",
         "evidence",
         type=EvidenceCount(),
+        metavar="N|all",
         default=str(DEFAULT_EVIDENCE),
         show_default=True,
         help="Evidence items listed in plain output, best first (N or all); "
