@@ -166,7 +166,7 @@ def test_json_and_plain_list_evidence_in_the_same_rank_order(
     evidence = json.loads(out)["evidence"]
     ranks = [ev["rank"] for ev in evidence]
     assert ranks == list(range(1, len(evidence) + 1))
-    code, out, _ = run(q, capsys)
+    code, out, _ = run([*q, "--evidence", "all"], capsys)  # plain lists five by default
     lines = [line for line in out.splitlines() if line.startswith("[")]
     source = (index / "source.txt").read_text()
     assert len(lines) == len(evidence)
