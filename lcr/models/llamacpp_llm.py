@@ -146,8 +146,8 @@ class LlamaCppLLM:
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
         cparams.n_ubatch = min(n_batch, MICRO_BATCH)
-        # the KV cache stays f16: an 8-bit one saves 224 MB of the 1.5B model's 16k window
-        # but cost 30% of prefill speed here (83 against 115 tokens/s, measured)
+        # the KV cache stays f16: an 8-bit one saves memory but slows prefill
+        # (docs/speed.md, "Threads")
         cparams.n_seq_max = parallel
         cparams.kv_unified = True  # every sequence may use all of n_ctx; shared prefixes
         cparams.n_outputs_max = 0  # logits for as many positions as a batch holds
