@@ -185,10 +185,6 @@ def _cache_dir() -> str:
     return visible(str(cache_dir()))
 
 
-def _yn(flag: bool | None) -> str:
-    return "-" if flag is None else ("yes" if flag else "no")
-
-
 @models_group.command("install")
 @click.argument("name")
 def models_install(name: str) -> None:
