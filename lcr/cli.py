@@ -19,6 +19,7 @@ import click
 from lcr._version import __version__
 from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
 from lcr.cli_errors import report as report_error
+from lcr.cli_methods import DerivedHelpOption, k_help, mode_help, trace_help
 from lcr.cli_models import model_options, models_group, pop_model_spec
 from lcr.cli_output import (
     WIDTH,
@@ -358,21 +359,15 @@ def query_options(f: Any) -> Any:
     f = model_options(f)
     f = set_option(f)
     f = click.option("--json", "as_json", is_flag=True, help="One JSON object per question.")(f)
-    f = click.option(
-        "--trace", is_flag=True, help="Also print the method's step-by-step trace (graphreader)."
-    )(f)
-    f = click.option(
-        "--mode",
-        default=None,
-        help="Shortcut for --set METHOD.mode=MODE (mixpr: auto|local|global; "
-        "raptor: collapsed|traversal).",
-    )(f)
+    f = click.option("--trace", is_flag=True, cls=DerivedHelpOption, derive_help=trace_help)(f)
+    f = click.option("--mode", default=None, cls=DerivedHelpOption, derive_help=mode_help)(f)
     f = click.option(
         "-k",
         "k",
         type=click.IntRange(min=1),
         default=None,
-        help="How many nodes to retrieve (default: the method's own).",
+        cls=DerivedHelpOption,
+        derive_help=k_help,
     )(f)
     f = click.option(
         "--method",
@@ -572,11 +567,10 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
     """
     from lcr.answer import ANSWER_SETTINGS
     from lcr.config import value_text
-    from lcr.methods import get_method, method_names
+    from lcr.methods import loadable_methods
 
     rows: list[dict[str, Any]] = []
-    for name in method_names():
-        m = get_method(name)
+    for name, m in loadable_methods(lambda line: _err(f"warning: {line}")):
         answer_settings = {}
         for s in ANSWER_SETTINGS:
             entry = _setting_json(s)
@@ -589,6 +583,7 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                 "summary": m.summary,
                 "needs": m.needs_text(),
                 "paper": m.paper,
+                "manual": m.manual,
                 "default": m.built_by_default,
                 "build_settings": {s.name: _setting_json(s) for s in m.build_settings.declared()},
                 "query_settings": {s.name: _setting_json(s) for s in m.query_settings.declared()},
