@@ -20,7 +20,14 @@ from lcr._version import __version__
 from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
 from lcr.cli_errors import report as report_error
 from lcr.cli_methods import DerivedHelpOption, k_help, mode_help, trace_help
-from lcr.cli_models import model_options, models_group, pop_model_spec
+from lcr.cli_models import (
+    ModelsFactory,
+    Seams,
+    command_models,
+    model_options,
+    models_group,
+    pop_model_spec,
+)
 from lcr.cli_output import (
     WIDTH,
     NonEmptyPath,
@@ -43,10 +50,7 @@ from lcr.errors import (
 
 if TYPE_CHECKING:
     from lcr.config import Setting
-    from lcr.models.container import Models
-    from lcr.models.spec import ModelSpec
     from lcr.pipeline import BuildReport
-    from lcr.progress import Progress
     from lcr.store import Index
 
 
@@ -64,12 +68,6 @@ def set_option(f: Any) -> Any:
 
 def quiet_option(f: Any) -> Any:
     return click.option("--quiet", "-q", is_flag=True, help="No progress bars or lines.")(f)
-
-
-def _models(spec: ModelSpec, progress: Progress) -> Models:
-    from lcr.models.container import Models
-
-    return Models(spec=spec, progress=progress)
 
 
 def _debug_wanted(ctx: click.Context | None = None) -> bool:
@@ -283,7 +281,7 @@ def index_cmd(
             progress=progress,
             warn=warn,
         )
-        models = _models(pop_model_spec(model), progress)
+        models = command_models(pop_model_spec(model), progress)
         for paths, target, walked in jobs:
 
             def report(r: BuildReport, target: Path = target) -> None:
@@ -415,7 +413,7 @@ def _run_queries(
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(progress_mode(quiet)) as progress:
-        models = _models(pop_model_spec(model), progress)
+        models = command_models(pop_model_spec(model), progress)
         for q in _questions(question):
             run = pipeline.ask_query if answer else pipeline.retrieve_query
             result = run(index, query.with_question(q), models, progress=progress, note=_err)
@@ -672,9 +670,10 @@ _attach_eval()
 
 
 # --------------------------------------------------------------------- main
-def main(argv: Sequence[str] | None = None) -> NoReturn:
+def main(argv: Sequence[str] | None = None, *, models: ModelsFactory | None = None) -> NoReturn:
     """``lcr`` as a process: its standard streams guarded for the run (a closed or full
-    stdout is one line, see :func:`lcr.cli_output.guarded_stdout`), then the exit code."""
+    stdout is one line, see :func:`lcr.cli_output.guarded_stdout`), then the exit code.
+    ``models`` makes each command's models from its model options (:class:`Seams`)."""
     with guarded_stdout():
-        code = cli.main(args=argv, prog_name="lcr", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="lcr", standalone_mode=False, obj=Seams(models))
     sys.exit(code)

@@ -18,12 +18,16 @@ class DerivedHelpOption(click.Option):
     so a new method (a plugin's too) needs no edit here and ``lcr --help`` imports none."""
 
     def __init__(self, *args: Any, derive_help: Callable[[], str], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
         self.derive_help = derive_help
+        super().__init__(*args, **kwargs)
 
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        self.help = self.derive_help()
-        return super().get_help_record(ctx)
+    @property
+    def help(self) -> str:
+        return self.derive_help()
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        """click sets the help it was given (none): the derived text stands."""
 
 
 def _declared_methods() -> list[tuple[str, Any]]:
