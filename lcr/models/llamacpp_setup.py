@@ -1,11 +1,12 @@
-"""llama-cpp-python set up for lcr: its logs silenced, a crashing build refused, the
-GGUF's chat template rendered as transformers renders it."""
+"""llama-cpp-python set up for lcr: its logs silenced during lcr's calls, a crashing
+build refused, the GGUF's chat template rendered as transformers renders it."""
 
 from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from lcr.errors import ModelError
@@ -16,8 +17,7 @@ from lcr.models.machine import llamacpp_rebuild_command
 _SILENT_LOG: Any = None
 
 
-def silence_llama_logs() -> None:
-    """Route llama.cpp's own log lines to nowhere (they would garble lcr's output)."""
+def _silent_log() -> Any:
     global _SILENT_LOG
     import llama_cpp
 
@@ -28,7 +28,24 @@ def silence_llama_logs() -> None:
             return None
 
         _SILENT_LOG = _drop  # kept alive: llama.cpp holds a raw pointer to it
-    llama_cpp.llama_log_set(_SILENT_LOG, ctypes.c_void_p(0))
+    return _SILENT_LOG
+
+
+@contextmanager
+def quiet_llama_logs() -> Iterator[None]:
+    """llama.cpp's log lines go nowhere during the block (they would garble lcr's
+    output); the callback the process had before (llama-cpp-python's own, or the
+    host application's) is put back after, so lcr changes it only for its own calls."""
+    import llama_cpp
+
+    before = llama_cpp.llama_log_callback()
+    user_data = ctypes.c_void_p()
+    llama_cpp.llama_log_get(ctypes.byref(before), ctypes.byref(user_data))
+    llama_cpp.llama_log_set(_silent_log(), ctypes.c_void_p(0))
+    try:
+        yield
+    finally:
+        llama_cpp.llama_log_set(before, user_data)
 
 
 def refuse_amx_build() -> None:
