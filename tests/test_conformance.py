@@ -58,7 +58,11 @@ def real_checks(
     """One MethodChecks per method on the real embedder (and smollm2 where declared)."""
     made: dict[str, MethodChecks] = {}
 
+    loaded: dict[str, Any] = {}  # smollm2, once a test that needs it has loaded it
+
     def get(name: str, request: pytest.FixtureRequest) -> MethodChecks:
+        if get_method(name).tested_with_real_llm and "smollm" not in loaded:
+            loaded["smollm"] = request.getfixturevalue("smollm")
         if name not in made:
             folder = tmp_path_factory.mktemp(f"real-{name}")
             made[name] = MethodChecks(
@@ -66,7 +70,7 @@ def real_checks(
                 text=cinderella,
                 workdir=folder,
                 embedder=embedder,
-                real_llm=lambda: request.getfixturevalue("smollm"),
+                real_llm=lambda: loaded["smollm"],
             )
         return made[name]
 

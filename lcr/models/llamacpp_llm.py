@@ -24,9 +24,7 @@ Attention weights are not exposed by llama.cpp: PECAN stays on transformers.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -44,7 +42,12 @@ from lcr.models.base import (
     answer_first_tokens,
     pairs_by_context_tail,
 )
-from lcr.models.llamacpp_setup import ChatTemplate, quiet_llama_logs, refuse_amx_build
+from lcr.models.llamacpp_setup import (
+    ChatTemplate,
+    close_at_exit,
+    quiet_llama_logs,
+    refuse_amx_build,
+)
 from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_threads, usable_cores
 from lcr.models.machine import llamacpp_rebuild_command
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
@@ -53,23 +56,6 @@ DEFAULT_CONTEXT = 16384  # tokens of KV cache; the presets were trained on 32k
 DEFAULT_BATCH = 512  # tokens per llama_decode call
 DEFAULT_PARALLEL = 4  # sequences decoded together by generate_batch / continuation scoring
 MICRO_BATCH = 256  # tokens per compute step: the compute buffer is 150 MB, not 300 (1.5B)
-
-
-_OPEN: weakref.WeakSet[LlamaCppLLM] = weakref.WeakSet()
-
-
-def _close_at_exit(llm: LlamaCppLLM) -> None:
-    """Models still open when the interpreter exits are freed before its teardown, while
-    llama.cpp's logs can still be kept quiet (teardown frees them in any order)."""
-    if not _OPEN:
-        atexit.register(_close_open_models)
-    _OPEN.add(llm)
-
-
-def _close_open_models() -> None:
-    for llm in list(_OPEN):
-        with contextlib.suppress(Exception):
-            llm.close()
 
 
 class LlamaCppLLM:
@@ -116,11 +102,12 @@ class LlamaCppLLM:
         self._first_tokens: dict[str, frozenset[int]] = {}
         self._template = self._load_template()
         self._rng = np.random.default_rng(0)
-        _close_at_exit(self)
+        close_at_exit(self)
 
     # ------------------------------------------------------------------ loading
 
     @classmethod
+    @quiet_llama_logs()
     def load(
         cls,
         path: str | Path,
@@ -133,29 +120,6 @@ class LlamaCppLLM:
         threads: int | None = None,
     ) -> LlamaCppLLM:
         """Load a GGUF file as it is (memory-mapped, quantised), llama.cpp's logs quiet."""
-        with quiet_llama_logs():
-            return cls._load(
-                path,
-                model_id=model_id,
-                context_window=context_window,
-                device=device,
-                parallel=parallel,
-                n_batch=n_batch,
-                threads=threads,
-            )
-
-    @classmethod
-    def _load(
-        cls,
-        path: str | Path,
-        *,
-        model_id: str,
-        context_window: int | None,
-        device: str,
-        parallel: int,
-        n_batch: int,
-        threads: int | None,
-    ) -> LlamaCppLLM:
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
 
@@ -232,16 +196,16 @@ class LlamaCppLLM:
             .decode("utf-8", errors="replace")
         )
 
+    @quiet_llama_logs()
     def close(self) -> None:
         """Free the context and the model now rather than at garbage collection."""
-        with quiet_llama_logs():
-            self._batch.close()
-            self._ctx.close()
-            self._model.close()
+        self._batch.close()
+        self._ctx.close()
+        self._model.close()
 
     def __del__(self) -> None:
         # llama.cpp logs as it frees a context: freed here (or at exit, see
-        # _close_at_exit), its lines stay quiet rather than reaching the host's callback
+        # close_at_exit), its lines stay quiet rather than reaching the host's callback
         with contextlib.suppress(Exception):
             self.close()
 
@@ -411,6 +375,7 @@ class LlamaCppLLM:
         self._seq0_logits = rows[-1]
         return rows[-1]
 
+    @quiet_llama_logs()
     def _decode(
         self,
         entries: Sequence[tuple[int, int, int]],
@@ -425,16 +390,6 @@ class LlamaCppLLM:
         flagged in ``outputs``; with ``consume`` each kept row is handed over as
         ``consume(entry index, logits view)`` instead of being copied.
         """
-        with quiet_llama_logs():
-            return self._decode_batches(entries, last_only, outputs, consume)
-
-    def _decode_batches(
-        self,
-        entries: Sequence[tuple[int, int, int]],
-        last_only: bool,
-        outputs: Sequence[bool] | None,
-        consume: Callable[[int, np.ndarray], None] | None,
-    ) -> list[np.ndarray]:
         kept: list[np.ndarray] = []
         batch = self._batch.batch
         total = len(entries)

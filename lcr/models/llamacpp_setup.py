@@ -3,11 +3,13 @@ build refused, the GGUF's chat template rendered as transformers renders it."""
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
+import weakref
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from contextlib import contextmanager, suppress
+from typing import Any, Protocol
 
 from lcr.errors import ModelError
 from lcr.models import machine
@@ -46,6 +48,29 @@ def quiet_llama_logs() -> Iterator[None]:
         yield
     finally:
         llama_cpp.llama_log_set(before, user_data)
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_OPEN: weakref.WeakSet[_Closable] = weakref.WeakSet()
+_OPEN_AT_EXIT: list[bool] = []  # one exit hook, registered with the first model
+
+
+def close_at_exit(model: _Closable) -> None:
+    """``model`` is closed before the interpreter's teardown if it is still open then,
+    while llama.cpp's logs can still be kept quiet (teardown frees in any order)."""
+    if not _OPEN_AT_EXIT:
+        atexit.register(_close_open_models)
+        _OPEN_AT_EXIT.append(True)
+    _OPEN.add(model)
+
+
+def _close_open_models() -> None:
+    for model in list(_OPEN):
+        with suppress(Exception):
+            model.close()
 
 
 def refuse_amx_build() -> None:
