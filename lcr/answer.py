@@ -8,8 +8,9 @@ adjacent chunks are merged into passages under their document's name, the
 instruction, and whether a question without an answer in its evidence gets the
 fixed reply :data:`NOT_FOUND`. The reply length is ``--max-new-tokens``.
 
-Everything here but :func:`answer`'s one generation is pure: prompt building,
-fitting, merging, telling a not-found reply.
+Prompt building, merging and telling a not-found reply are pure; fitting to the
+window counts tokens with the LLM's tokenizer, selection calls the sentence
+scorer it is given, and :func:`answer` makes the one generation.
 """
 
 from __future__ import annotations
@@ -44,14 +45,12 @@ _ROLE = "You answer questions about a document using only the numbered excerpts 
 _GUESS = "If the excerpts do not contain the answer, say that you do not know."
 _ABSTAIN = f'If the excerpts do not contain the answer, reply exactly "{NOT_FOUND}".'
 INSTRUCTIONS: dict[str, str] = {
-    # the instruction before issue 19, kept word for word
+    # the original instruction, word for word (answer.instruction=plain)
     "plain": _ROLE + "Answer concisely. ",
     "strict": _ROLE
     + "Use nothing else you know. Answer as concisely as possible: when the answer is short "
     "(a name, a place, a number, yes or no), reply with the answer alone, not a sentence. ",
 }
-SYSTEM_PROMPT = INSTRUCTIONS["plain"] + _GUESS
-"""The original instruction (``answer.instruction=plain``, ``answer.not_found=guess``)."""
 
 ANSWER_TARGET = "answer"
 """What ``--set`` names instead of a method for these settings: ``answer.KEY=VALUE``."""

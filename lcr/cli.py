@@ -20,7 +20,15 @@ from lcr._version import __version__
 from lcr.cli_answer import ResultOutput, answer_only_option, evidence_option
 from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
 from lcr.cli_errors import report as report_error
-from lcr.cli_models import model_options, models_group, pop_model_spec
+from lcr.cli_methods import DerivedHelpOption, k_help, mode_help, trace_help
+from lcr.cli_models import (
+    ModelsFactory,
+    Seams,
+    command_models,
+    model_options,
+    models_group,
+    pop_model_spec,
+)
 from lcr.cli_output import (
     WIDTH,
     NonEmptyPath,
@@ -41,10 +49,7 @@ from lcr.errors import (
 
 if TYPE_CHECKING:
     from lcr.config import Setting
-    from lcr.models.container import Models
-    from lcr.models.spec import ModelSpec
     from lcr.pipeline import BuildReport
-    from lcr.progress import Progress
     from lcr.store import Index
 
 
@@ -62,12 +67,6 @@ def set_option(f: Any) -> Any:
 
 def quiet_option(f: Any) -> Any:
     return click.option("--quiet", "-q", is_flag=True, help="No progress bars or lines.")(f)
-
-
-def _models(spec: ModelSpec, progress: Progress) -> Models:
-    from lcr.models.container import Models
-
-    return Models(spec=spec, progress=progress)
 
 
 def _debug_wanted(ctx: click.Context | None = None) -> bool:
@@ -281,7 +280,7 @@ def index_cmd(
             progress=progress,
             warn=warn,
         )
-        models = _models(pop_model_spec(model), progress)
+        models = command_models(pop_model_spec(model), progress)
         for paths, target, walked in jobs:
 
             def report(r: BuildReport, target: Path = target) -> None:
@@ -358,21 +357,15 @@ def query_options(f: Any) -> Any:
     f = set_option(f)
     f = click.option("--json", "as_json", is_flag=True, help="One JSON object per question.")(f)
     f = evidence_option(f)
-    f = click.option(
-        "--trace", is_flag=True, help="Also print the method's step-by-step trace (graphreader)."
-    )(f)
-    f = click.option(
-        "--mode",
-        default=None,
-        help="Shortcut for --set METHOD.mode=MODE (mixpr: auto|local|global; "
-        "raptor: collapsed|traversal).",
-    )(f)
+    f = click.option("--trace", is_flag=True, cls=DerivedHelpOption, derive_help=trace_help)(f)
+    f = click.option("--mode", default=None, cls=DerivedHelpOption, derive_help=mode_help)(f)
     f = click.option(
         "-k",
         "k",
         type=click.IntRange(min=1),
         default=None,
-        help="How many nodes to retrieve (default: the method's own).",
+        cls=DerivedHelpOption,
+        derive_help=k_help,
     )(f)
     f = click.option(
         "--method",
@@ -423,7 +416,7 @@ def _run_queries(
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(progress_mode(quiet)) as progress:
-        models = _models(pop_model_spec(model), progress)
+        models = command_models(pop_model_spec(model), progress)
         for q in _questions(question):
             asked = query.with_question(q)
             with output.screen(asked.question, answer) as screen:
@@ -582,11 +575,10 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
     """
     from lcr.answer import ANSWER_SETTINGS
     from lcr.config import value_text
-    from lcr.methods import get_method, method_names
+    from lcr.methods import loadable_methods
 
     rows: list[dict[str, Any]] = []
-    for name in method_names():
-        m = get_method(name)
+    for name, m in loadable_methods(lambda line: _err(f"warning: {line}")):
         answer_settings = {}
         for s in ANSWER_SETTINGS:
             entry = _setting_json(s)
@@ -599,6 +591,7 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                 "summary": m.summary,
                 "needs": m.needs_text(),
                 "paper": m.paper,
+                "manual": m.manual,
                 "default": m.built_by_default,
                 "build_settings": {s.name: _setting_json(s) for s in m.build_settings.declared()},
                 "query_settings": {s.name: _setting_json(s) for s in m.query_settings.declared()},
@@ -687,9 +680,10 @@ _attach_eval()
 
 
 # --------------------------------------------------------------------- main
-def main(argv: Sequence[str] | None = None) -> NoReturn:
+def main(argv: Sequence[str] | None = None, *, models: ModelsFactory | None = None) -> NoReturn:
     """``lcr`` as a process: its standard streams guarded for the run (a closed or full
-    stdout is one line, see :func:`lcr.cli_output.guarded_stdout`), then the exit code."""
+    stdout is one line, see :func:`lcr.cli_output.guarded_stdout`), then the exit code.
+    ``models`` makes each command's models from its model options (:class:`Seams`)."""
     with guarded_stdout():
-        code = cli.main(args=argv, prog_name="lcr", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="lcr", standalone_mode=False, obj=Seams(models))
     sys.exit(code)

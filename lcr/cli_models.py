@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +26,10 @@ from lcr.models.spec import (
     DEFAULT_LLM,
     ModelSpec,
 )
+
+if TYPE_CHECKING:
+    from lcr.models.container import Models
+    from lcr.progress import Progress
 
 MODEL_OPTION_NAMES = (
     "llm",
@@ -136,6 +142,32 @@ def pop_model_spec(options: dict[str, Any]) -> ModelSpec:
     return ModelSpec(**values)
 
 
+ModelsFactory = Callable[[ModelSpec, "Progress"], "Models"]
+
+
+@dataclass(frozen=True)
+class Seams:
+    """What a caller running the commands in-process supplies instead of lcr's own:
+    ``models`` makes each command's :class:`~lcr.models.container.Models` from its
+    model options (tests inject scripted or already loaded models this way). Passed
+    as click's ``obj``: ``lcr.cli.main(argv, models=...)``, or
+    ``CliRunner().invoke(cli, argv, obj=Seams(models=...))``."""
+
+    models: ModelsFactory | None = None
+
+
+def command_models(spec: ModelSpec, progress: Progress) -> Models:
+    """The models of the running command: the :class:`Seams`' factory, else lcr's own
+    (each role loaded at first use)."""
+    ctx = click.get_current_context(silent=True)
+    seams = ctx.find_root().obj if ctx is not None else None
+    if isinstance(seams, Seams) and seams.models is not None:
+        return seams.models(spec, progress)
+    from lcr.models.container import Models
+
+    return Models(spec=spec, progress=progress)
+
+
 # ------------------------------------------------------------------- models
 @click.group("models", invoke_without_command=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per preset.")
@@ -183,10 +215,6 @@ def _cache_dir() -> str:
     from lcr.models.cache import cache_dir
 
     return visible(str(cache_dir()))
-
-
-def _yn(flag: bool | None) -> str:
-    return "-" if flag is None else ("yes" if flag else "no")
 
 
 @models_group.command("install")

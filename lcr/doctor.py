@@ -57,11 +57,10 @@ def _models() -> dict[str, Any]:
 def method_models(spec: ModelSpec) -> dict[str, list[dict[str, Any]]]:
     """Every model each method loads with its default settings and ``spec``: the role,
     the model, the phases that load it, and whether it is installed."""
-    from lcr.methods import get_method, method_names
+    from lcr.methods import loadable_methods
 
     out: dict[str, list[dict[str, Any]]] = {}
-    for name in method_names():
-        method = get_method(name)
+    for name, method in loadable_methods(lambda line: None):  # `lcr methods` says why not
         build, query = method.build_settings(), method.query_settings()
         phases = {
             "build": method.build_needs(build),
@@ -115,12 +114,11 @@ def model_fixes(spec: ModelSpec) -> list[dict[str, str]]:
 def _choices(spec: ModelSpec) -> list[dict[str, Any]]:
     """For each method: the models it loads, what its phases need of an LLM, and
     ``auto``'s pick for it."""
-    from lcr.methods import get_method, method_names
+    from lcr.methods import loadable_methods
 
     models = method_models(spec)
     rows = []
-    for name in method_names():
-        method = get_method(name)
+    for name, method in loadable_methods(lambda line: None):  # `lcr methods` says why not
         build, query = method.build_settings(), method.query_settings()
         needs = method.build_needs(build) | method.retrieve_needs(query)
         row: dict[str, Any] = {"method": name, "models": models[name]}

@@ -63,6 +63,11 @@ class MethodNotBuiltError(LcrError):
     """The index has no artefacts for the requested method."""
 
 
+class MethodPluginError(LcrError):
+    """A method another package declares (entry point group ``lcr.methods``) cannot
+    be loaded: the message names the package and what failed."""
+
+
 class SettingError(UsageError):
     """An unknown ``--set`` key or a value of the wrong type."""
 

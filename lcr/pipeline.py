@@ -108,11 +108,12 @@ AnyMethod = Method[Any, Any]
 def check_sets(sets: Sequence[str]) -> None:
     """Every ``--set`` names a known method (or ``answer``) and setting with a valid value."""
     resolve_answer_settings(sets)  # answer.KEY=VALUE: the shared answer step's settings
-    declared = {}
-    for name in method_names():
-        m = get_method(name)
-        declared[name] = (m.build_settings, m.query_settings)
     method_sets = [s for s in sets if config.split_assignment(s)[0] != ANSWER_TARGET]
+    named = {config.split_assignment(s)[0] for s in method_sets}
+    declared: dict[str, tuple[type[config.Settings], ...]] = {}
+    for name in method_names():  # only the methods named are loaded (a plugin may fail)
+        m = get_method(name) if name in named else None
+        declared[name] = (m.build_settings, m.query_settings) if m is not None else ()
     config.check_targets(method_sets, declared)
 
 

@@ -2,14 +2,15 @@
 
 A retriever returns chunks of a few hundred tokens; the answer to a short question
 usually sits in one or two of their sentences, and a small model reads it worse
-among a thousand tokens of near-misses (issue 27). Selection splits each chunk into
+among a thousand tokens of near-misses. Selection splits each chunk into
 its sentences (exact sub-spans of the chunk's span), scores every sentence against
 the question, and keeps the best ones up to a token budget, read in document order.
 Evidence that is not a plain slice of the source (a RAPTOR summary, a GraphReader
 note) has no sentences of its own: it is kept or dropped whole.
 
-Everything here is pure: the scores come in as arrays, made by the caller with
-whatever it has loaded (BM25 over the sentences, the embedder's cosine, both).
+Splitting, fusing ranks and choosing within the budget are pure: they take the
+scores as arrays. The scorers at the end of the module make those arrays, and
+the embedder's and the LLM's call their model (loaded at first use).
 """
 
 from __future__ import annotations

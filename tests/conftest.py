@@ -15,6 +15,8 @@ Speed tiers: every test that loads a real model or starts a server is marked
 ``slow``, so ``pytest -m "not slow"`` is the quick tier. Tests that ask for one of
 the real-model fixtures below (``REAL_MODEL_FIXTURES``) are marked here
 automatically; tests that load a model some other way carry ``@pytest.mark.slow``.
+A quick-tier test over ``LCR_QUICK_TEST_SECONDS`` of CPU (default 20) fails
+(tests/quick_tier_guard.py), and the slowest are listed after every run.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest_plugins = ["tests.quick_tier_guard"]
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "data"

@@ -13,10 +13,10 @@ from lcr import pipeline
 from lcr.answer import (
     NOT_FOUND,
     ORIGINAL,
-    SYSTEM_PROMPT,
     AnswerSettings,
     build_messages,
     fit_to_budget,
+    instruction,
     prepare_evidence,
     resolve_answer_settings,
     says_not_found,
@@ -66,7 +66,7 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
         **{**ORIGINAL.to_json(), "not_found": "abstain"}
     )
     assert resolve_answer_settings(["answer.not_found=guess"]) == ORIGINAL
-    assert SYSTEM_PROMPT == (
+    assert instruction(ORIGINAL) == (
         "You answer questions about a document using only the numbered excerpts given. "
         "Answer concisely. If the excerpts do not contain the answer, say that you do not know."
     )

@@ -15,12 +15,16 @@ import pytest
 from click.testing import CliRunner
 
 from lcr.cli import cli
+from lcr.cli_models import ModelsFactory, Seams
 from tests.conftest import FIXTURES
 
 
-def run(args: list[str], stdin: str | None = None) -> tuple[int, str, str]:
-    """``lcr ARGS`` through click's test runner: exit code, stdout, stderr."""
-    result = CliRunner().invoke(cli, args, input=stdin, prog_name="lcr")
+def run(
+    args: list[str], stdin: str | None = None, models: ModelsFactory | None = None
+) -> tuple[int, str, str]:
+    """``lcr ARGS`` through click's test runner: exit code, stdout, stderr; ``models``
+    makes the command's models (the CLI's public seam, :class:`lcr.cli_models.Seams`)."""
+    result = CliRunner().invoke(cli, args, input=stdin, prog_name="lcr", obj=Seams(models))
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception  # a bug escaped the CLI's error handling
     return result.exit_code, result.stdout, result.stderr
@@ -268,18 +272,16 @@ def test_ask_end_to_end_with_smollm(story: Path) -> None:
             assert source[s:e] == ev["text"]
 
 
-def test_human_ask_output_with_scripted_llm(story: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_human_ask_output_with_scripted_llm(story: Path) -> None:
     from lcr.models.container import Models
     from tests.fakes import ScriptedLLM
 
     llm = ScriptedLLM(words=5)
     run(["index", str(story), "-q"])
     # the command's models, with the scripted LLM injected as a loaded one
-    monkeypatch.setattr(
-        "lcr.cli._models", lambda spec, progress: Models.with_objects(llm=llm, spec=spec)
-    )
     code, out, err = run(
-        ["ask", str(story.with_suffix(".idx")), "Who was kind to the bird?", "-k", "2"]
+        ["ask", str(story.with_suffix(".idx")), "Who was kind to the bird?", "-k", "2"],
+        models=lambda spec, progress: Models.with_objects(llm=llm, spec=spec),
     )
     assert code == 0, err
     assert out.startswith("Q: Who was kind to the bird?\nA: ")
@@ -364,9 +366,7 @@ def test_a_file_name_with_terminal_escapes_is_printed_as_it_is_on_disk(
     assert code == 1 and "\x1b" not in err and "evil\\x1b[2Kname.txt" in err
 
 
-def test_a_question_matching_nothing_gets_no_evidence_and_no_llm_call(
-    story: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_question_matching_nothing_gets_no_evidence_and_no_llm_call(story: Path) -> None:
     """bm25 and tfidf score 0 for a chunk sharing no term with the question: not evidence,
     so the answer step abstains without asking the LLM."""
     from lcr.models.container import Models
@@ -374,14 +374,14 @@ def test_a_question_matching_nothing_gets_no_evidence_and_no_llm_call(
 
     llm = ScriptedLLM()
     run(["index", str(story), "-q", "-m", "bm25", "-m", "tfidf"])
-    monkeypatch.setattr(
-        "lcr.cli._models", lambda spec, progress: Models.with_objects(llm=llm, spec=spec)
-    )
     idx = str(story.with_suffix(".idx"))
     # (tfidf keeps stop words, so only bm25 finds nothing in a question made of them)
     unmatched = [("bm25", "zzqx qqzz"), ("tfidf", "zzqx qqzz"), ("bm25", "the of and")]
     for method, question in unmatched:
-        code, out, err = run(["ask", idx, question, "-m", method, "--json"])
+        code, out, err = run(
+            ["ask", idx, question, "-m", method, "--json"],
+            models=lambda spec, progress: Models.with_objects(llm=llm, spec=spec),
+        )
         assert code == 0, err
         obj = json.loads(out)
         assert obj["evidence"] == [] and obj["answer"] == "not found in the document"
@@ -421,7 +421,7 @@ def test_an_unknown_scorer_says_no_such_model_and_lists_presets(
 
 
 def test_graphreader_build_line_and_info_give_one_node_count(
-    tmp_path: Path, embedder: object, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, embedder: object
 ) -> None:
     """Issue #31: the build line said 'graphreader: 1 nodes' (the chunks) where `lcr info`
     said 23 nodes (the graph's); now one count, the same in both."""
@@ -436,11 +436,10 @@ def test_graphreader_build_line_and_info_give_one_node_count(
         "The storm broke the north window on Thursday. Jonah mended the window with tin.\n"
     )
     llm = ScriptedLLM(words=200)  # echoes the chunk: the sentence fallback builds the graph
-    monkeypatch.setattr(
-        "lcr.cli._models",
-        lambda spec, progress: Models.with_objects(llm=llm, embedder=embedder, spec=spec),
+    code, out, err = run(
+        ["index", str(doc), "-m", "graphreader", "-q"],
+        models=lambda spec, progress: Models.with_objects(llm=llm, embedder=embedder, spec=spec),
     )
-    code, out, err = run(["index", str(doc), "-m", "graphreader", "-q"])
     assert code == 0, err
     built = re.search(r"graphreader built in \S+ \((.*)\)", out)
     assert built is not None, out
@@ -499,6 +498,7 @@ def test_transformers_threads_follow_the_load_and_long_generation_shows_tokens(
     assert code == 0 and "lcr: loaded smollm2-135m (cpu, 2 threads)" in err, err
 
 
+@pytest.mark.slow  # loads smollm2 on llama.cpp: not the quick tier
 def test_llamacpp_long_generation_shows_tokens_and_rate(
     story: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -103,7 +103,7 @@ def test_resolve_device_uses_the_same_check(monkeypatch: pytest.MonkeyPatch) -> 
 
     fake(monkeypatch, DRIVER_CPU_TORCH)
     assert resolve_device("auto") == "cpu"
-    assert backends.gpu_visible()  # the driver is there ...
+    assert machine.current().gpu_present  # the driver is there ...
     with pytest.raises(ModelError, match=r"CPU build; install a CUDA one: pip install"):
         resolve_device("cuda")  # ... and the error says how torch gets to use it
     fake(monkeypatch, A100)

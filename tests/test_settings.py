@@ -12,7 +12,6 @@ import pytest
 from lcr.cli import main
 from lcr.config import Setting, SettingRenamed, Settings, parse_sets, setting
 from lcr.errors import SettingError
-from lcr.methods import get_method, method_names
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -21,22 +20,6 @@ def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
     out = capsys.readouterr()
     code = exc.value.code
     return (code if isinstance(code, int) else 1), out.out, out.err
-
-
-def all_settings() -> list[tuple[str, Setting]]:
-    return [
-        (name, s)
-        for name in method_names()
-        for cls in (get_method(name).build_settings, get_method(name).query_settings)
-        for s in cls.declared()
-    ]
-
-
-@pytest.mark.parametrize(("method", "setting"), all_settings(), ids=lambda x: getattr(x, "name", x))
-def test_every_setting_declares_its_valid_values(method: str, setting: Setting) -> None:
-    assert setting.declares_valid_values(), f"{method}.{setting.name} has no range or choices"
-    # the default itself is valid: parsing its text gives it back
-    assert setting.parse(str(setting.default)) == setting.default
 
 
 @pytest.fixture(scope="module")

@@ -116,11 +116,11 @@ def test_same_source_reuses_other_source_refuses(tmp_path: Path) -> None:
     index = Index.create(tmp_path / "x.idx", [A])
     build_demo(index)
     same = Index.create(tmp_path / "x.idx", [A])
-    assert same.has_method("demo")
+    assert "demo" in same.methods
     with pytest.raises(SourceMismatchError, match="--force"):
         Index.create(tmp_path / "x.idx", [B])
     replaced = Index.create(tmp_path / "x.idx", [B], force=True)
-    assert replaced.source == B.text and not replaced.has_method("demo")
+    assert replaced.source == B.text and "demo" not in replaced.methods
 
 
 def test_refuses_to_overwrite_non_index(tmp_path: Path) -> None:

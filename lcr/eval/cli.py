@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from lcr.cli_models import model_options, pop_model_spec
+from lcr.cli_models import command_models, model_options, pop_model_spec
 from lcr.cli_output import NonEmptyPath, check_stdout, note
 from lcr.errors import OutOfMemoryError, OutputError
 
@@ -155,7 +155,6 @@ def run_command(
     """
     from lcr.errors import UsageError
     from lcr.eval import runner, summary
-    from lcr.models.container import Models
     from lcr.progress import progress_for, progress_mode
 
     if max_new_tokens < 1:
@@ -173,7 +172,7 @@ def run_command(
         note=lambda message: _note(message, quiet),
     )
     with progress_for(progress_mode(quiet, bars_need_stdout=False)) as progress:
-        models = Models(spec=pop_model_spec(model), progress=progress)
+        models = command_models(pop_model_spec(model), progress)
         outcome = runner.run(data, models, opts, progress=progress)
     names = [p.name for p in outcome.plans]
     result = summary.summarize(

@@ -309,8 +309,8 @@ class QueryGraph:
         yc, yq = y[: self.n], y[self.n]
         out[self._linked] += self._link_w * yq
         # over the linked chunks only: a full-length ``links @ yc`` goes to BLAS,
-        # whose threads fight the walk's own on a busy machine (measured: 0.24 s
-        # -> 0.16 s a question) and whose sum depends on the BLAS thread count
+        # whose threads fight the walk's own on a busy machine (docs/speed.md) and
+        # whose sum depends on the BLAS thread count
         out[self.n] = float(np.dot(self._link_w, yc[self._linked])) + self.self_weight * yq
         return out
 

@@ -1,19 +1,36 @@
-"""The registry of methods. Adding a method is one line here; nothing else changes.
+"""The registry of methods: lcr's own, and those other packages declare.
 
-Modules are imported lazily so ``lcr --help`` and ``lcr methods`` stay fast.
+A package adds a method without editing lcr by declaring an entry point in the
+group ``lcr.methods`` (the name is the method's name, the value its class)::
+
+    [project.entry-points."lcr.methods"]
+    overlap = "lcr_overlap:Overlap"
+
+Entry points are read the first time the registry is needed, and a method's
+module is imported only when that method is used, so ``lcr --help`` stays fast.
+A plugin never replaces one of lcr's methods or another plugin's: the second of
+two with one name is left out, and :func:`problems` says so. A plugin that
+cannot be imported fails with a one-line :class:`~lcr.errors.MethodPluginError`
+naming it, only where it is used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from importlib import import_module
-from typing import TYPE_CHECKING
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
 
-from lcr.errors import UsageError
+from lcr.errors import MethodPluginError, UsageError
 
 if TYPE_CHECKING:
     from lcr.methods.base import Method
 
-_REGISTRY: dict[str, str] = {
+ENTRY_POINT_GROUP = "lcr.methods"
+
+BUILT_IN: dict[str, str] = {
     "bm25": "lcr.methods.baselines:BM25",
     "tfidf": "lcr.methods.baselines:TfIdf",
     "dense": "lcr.methods.baselines:Dense",
@@ -27,18 +44,125 @@ _REGISTRY: dict[str, str] = {
 }
 
 
+@dataclass(frozen=True)
+class Registration:
+    """Where a method's class is (``module:Class``) and who declared it."""
+
+    name: str
+    target: str
+    origin: str = "lcr"  # or "the plugin DIST"
+    cls: type[Method] | None = None  # a class registered in-process (:func:`registered`)
+
+    @property
+    def plugin(self) -> bool:
+        return self.origin != "lcr"
+
+
+_registry: dict[str, Registration] | None = None
+_problems: list[str] = []
+
+
+def _registrations() -> dict[str, Registration]:
+    global _registry
+    if _registry is None:
+        found = {n: Registration(n, t) for n, t in BUILT_IN.items()}
+        _problems.clear()
+        for ep in entry_points(group=ENTRY_POINT_GROUP):
+            dist = ep.dist.name if ep.dist is not None else "an unnamed distribution"
+            origin = f"the plugin {dist}"
+            if ep.name in found:
+                _problems.append(
+                    f"method {ep.name!r} of {origin} ({ep.value}) left out: "
+                    f"{found[ep.name].origin} already has a method of that name"
+                )
+                continue
+            found[ep.name] = Registration(ep.name, ep.value, origin)
+        _registry = found
+    return _registry
+
+
+def problems() -> list[str]:
+    """One line per plugin method left out of the registry (its name was taken)."""
+    _registrations()
+    return list(_problems)
+
+
 def method_names() -> list[str]:
-    return list(_REGISTRY)
+    """Every registered method: lcr's own first, then the plugins' (not imported)."""
+    return list(_registrations())
+
+
+def registration(name: str) -> Registration:
+    found = _registrations().get(name)
+    if found is None:
+        raise UsageError(f"unknown method {name!r}; known: {', '.join(_registrations())}")
+    return found
 
 
 def get_method(name: str) -> Method:
-    target = _REGISTRY.get(name)
-    if target is None:
-        raise UsageError(f"unknown method {name!r}; known: {', '.join(_REGISTRY)}")
-    module, _, cls = target.partition(":")
-    method: Method = getattr(import_module(module), cls)()
+    """An instance of the method called ``name``, its module imported on first use."""
+    from lcr.methods.base import Method
+
+    reg = registration(name)
+    if reg.cls is not None:
+        return reg.cls()
+    if not reg.plugin:
+        module, _, attr = reg.target.partition(":")
+        builtin: Method = getattr(import_module(module), attr)()
+        return builtin
+    try:
+        module, _, attr = reg.target.partition(":")
+        found: Any = import_module(module)
+        for part in attr.split(".") if attr else ():
+            found = getattr(found, part)
+        method = found()
+    except Exception as exc:  # any failure of someone else's code: one line, named
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise MethodPluginError(
+            f"method {name!r} of {reg.origin} cannot be loaded from {reg.target}: "
+            f"{type(exc).__name__}: {text}"
+        ) from None
+    if not isinstance(method, Method):
+        raise MethodPluginError(
+            f"method {name!r} of {reg.origin}: {reg.target} is not an lcr.methods.base.Method"
+        )
+    if getattr(method, "name", None) != name:
+        raise MethodPluginError(
+            f"method {name!r} of {reg.origin}: its class says name = "
+            f"{getattr(method, 'name', None)!r}; the entry point's name must be the same"
+        )
     return method
 
 
+def loadable_methods(on_problem: Callable[[str], None]) -> Iterator[tuple[str, Method]]:
+    """Every method that loads, in registry order; each plugin left out or failing to
+    load is reported through ``on_problem`` (one line) and skipped."""
+    for line in problems():
+        on_problem(line)
+    for name in method_names():
+        try:
+            yield name, get_method(name)
+        except MethodPluginError as exc:
+            on_problem(str(exc))
+
+
 def default_build_methods() -> list[str]:
-    return [n for n in _REGISTRY if get_method(n).built_by_default]
+    """The methods a plain ``lcr index`` builds: lcr's own that say so."""
+    return [n for n in BUILT_IN if get_method(n).built_by_default]
+
+
+@contextmanager
+def registered(method: type[Method]) -> Iterator[str]:
+    """``method`` in the registry for the block, under its ``name``: how
+    :func:`lcr.testing.check_method` runs a class no package has declared yet."""
+    regs = _registrations()
+    name = method.name
+    if name in regs:
+        raise UsageError(f"a method named {name!r} is registered already ({regs[name].origin})")
+    regs[name] = Registration(
+        name, f"{method.__module__}:{method.__qualname__}", "the caller", method
+    )
+    try:
+        yield name
+    finally:
+        regs.pop(name, None)

@@ -85,6 +85,24 @@ NOTHING = Needs()
 ANSWER_WITH_LLM = Needs(llm=GENERATE)
 
 
+@dataclass(frozen=True)
+class KMeaning:
+    """What ``-k`` means for a method: said in ``--help``, and checked by
+    :func:`lcr.testing.check_method`.
+
+    ``counts`` says in words what it counts; ``info_key`` names a list in
+    ``evidence.info`` that ``-k`` bounds when it does not bound the evidence itself
+    (GraphReader's exploration paths start from ``initial_nodes``); ``applies`` is
+    False for a method that ignores ``-k`` (``full`` returns the whole text)."""
+
+    counts: str = "the evidence items returned"
+    info_key: str = ""
+    applies: bool = True
+
+
+EVIDENCE_ITEMS = KMeaning()
+
+
 @dataclass
 class BuildContext(Generic[B]):
     """Everything a build may use. ``cache`` keeps LLM outputs across interruptions."""
@@ -149,6 +167,17 @@ class Method(ABC, Generic[B, Q]):
     # how the method's answer relates to the shared ``answer.*`` settings, for
     # `lcr methods --settings` ("" when they all apply as they are)
     answer_note: ClassVar[str] = ""
+
+    # What the CLI, the man page and the conformance checks (lcr.testing) read, so none
+    # of them names a method.
+    manual: ClassVar[str] = ""  # its manual: a path in lcr's source tree, or a URL
+    k_means: ClassVar[KMeaning] = EVIDENCE_ITEMS  # what -k counts
+    traces: ClassVar[bool] = False  # its evidence.info has a step-by-step "trace" (--trace)
+    # build settings (by name) that keep a build of a few KB of text quick, for tests
+    quick_build_settings: ClassVar[Mapping[str, SettingValue]] = {}
+    # True when a scripted LLM cannot exercise it (it reads attention or a KV cache):
+    # check_method then runs it on a real small model
+    tested_with_real_llm: ClassVar[bool] = False
 
     # What each phase needs whatever the settings: a method declares these, or
     # overrides the matching ``*_needs`` method where a setting changes what is needed.

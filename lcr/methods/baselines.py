@@ -19,6 +19,7 @@ from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     BuildContext,
+    KMeaning,
     Method,
     Needs,
     QueryContext,
@@ -234,6 +235,7 @@ def _bm25_tokenize(texts: list[str], settings: BM25Settings) -> list[list[str]]:
 
 class BM25(Method[BM25Settings, TopK]):
     name = "bm25"
+    manual = "docs/methods/baselines.md"
     summary = "Okapi BM25 over sentence-respecting chunks (bm25s)"
     paper = ""
     built_by_default = True
@@ -263,6 +265,7 @@ class BM25(Method[BM25Settings, TopK]):
 
 class TfIdf(Method[ChunkSettings, TopK]):
     name = "tfidf"
+    manual = "docs/methods/baselines.md"
     summary = "TF-IDF cosine similarity over chunks (after the MixPR paper's RAG-Sparse)"
     paper = ""
     build_settings = ChunkSettings
@@ -286,6 +289,7 @@ class TfIdf(Method[ChunkSettings, TopK]):
 
 class Dense(Method[ChunkSettings, TopK]):
     name = "dense"
+    manual = "docs/methods/baselines.md"
     summary = "cosine similarity of sentence-transformer embeddings over chunks"
     paper = ""
     build_settings = ChunkSettings
@@ -309,6 +313,7 @@ class Dense(Method[ChunkSettings, TopK]):
 
 class Hybrid(Method[ChunkSettings, HybridQuery]):
     name = "hybrid"
+    manual = "docs/methods/baselines.md"
     summary = "0.15 x TF-IDF cosine + 0.85 x dense cosine (after the MixPR paper's RAG-Hybrid)"
     paper = "Alonso & Millidge 2024 (MixPR), RAG baselines"
     build_settings = ChunkSettings
@@ -335,6 +340,8 @@ class Hybrid(Method[ChunkSettings, HybridQuery]):
 
 class FullText(Method[NoSettings, NoSettings]):
     name = "full"
+    manual = "docs/methods/baselines.md"
+    k_means = KMeaning(counts="nothing: the whole text is the evidence", applies=False)
     summary = "the whole text, cut to the LLM's context window by the answer step"
     paper = ""
 

@@ -1,7 +1,9 @@
-"""A build's LLM calls through the index's cache: the one home of "pay for each call once".
+"""A build's generation calls through the index's cache, so each is paid for once.
 
 RAPTOR's summaries and GraphReader's chunk extractions are independent calls
-whose replies a build cannot do without. Each goes through here: a reply already
+whose replies a build cannot do without. Each goes through here (PECAN's
+build and LightPAL's scoring read and write ``ctx.cache`` themselves: their
+calls are not plain generations): a reply already
 in the index's cache (``cache/<method>.jsonl``) costs nothing; a new one is
 stored the moment the backend reports it (``generate_batch(on_result=)``), so a
 build killed at any point pays for no call twice. The counters feed the

@@ -245,6 +245,7 @@ QueryCtx = QueryContext[MixPRBuild, MixPRQuery]
 
 class MixPR(Method[MixPRBuild, MixPRQuery]):
     name = "mixpr"
+    manual = "docs/methods/mixpr.md"
     summary = "mixture of PageRanks over a TF-IDF sentence graph; no LLM to build, real-time on CPU"
     answer_paper: ClassVar[Mapping[str, SettingValue]] = {
         "order": "document"

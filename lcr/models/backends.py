@@ -209,11 +209,6 @@ def _loads_as_gguf(spec: ModelSpec | None) -> bool:
         return False
 
 
-def gpu_visible() -> bool:
-    """A GPU is present (the one check, in :mod:`lcr.models.machine`)."""
-    return machine.current().gpu_present
-
-
 def _check_server(spec: ModelSpec, needs: frozenset[Capability], purpose: str) -> None:
     """The server must be named, and return log-probabilities if yes/no is needed."""
     if not spec.base_url:

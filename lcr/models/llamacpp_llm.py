@@ -24,6 +24,7 @@ Attention weights are not exposed by llama.cpp: PECAN stays on transformers.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,12 @@ from lcr.models.base import (
     answer_first_tokens,
     pairs_by_context_tail,
 )
-from lcr.models.llamacpp_setup import ChatTemplate, refuse_amx_build, silence_llama_logs
+from lcr.models.llamacpp_setup import (
+    ChatTemplate,
+    close_at_exit,
+    quiet_llama_logs,
+    refuse_amx_build,
+)
 from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_threads, usable_cores
 from lcr.models.machine import llamacpp_rebuild_command
 from lcr.models.text_stream import TextPieces
@@ -98,10 +104,12 @@ class LlamaCppLLM:
         self._first_tokens: dict[str, frozenset[int]] = {}
         self._template = self._load_template()
         self._rng = np.random.default_rng(0)
+        close_at_exit(self)
 
     # ------------------------------------------------------------------ loading
 
     @classmethod
+    @quiet_llama_logs()
     def load(
         cls,
         path: str | Path,
@@ -113,11 +121,10 @@ class LlamaCppLLM:
         n_batch: int = DEFAULT_BATCH,
         threads: int | None = None,
     ) -> LlamaCppLLM:
-        """Load a GGUF file as it is (memory-mapped, quantised)."""
+        """Load a GGUF file as it is (memory-mapped, quantised), llama.cpp's logs quiet."""
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
 
-        silence_llama_logs()
         gpu = device.startswith("cuda")
         if gpu and not llama_cpp.llama_supports_gpu_offload():
             raise ModelError(
@@ -148,8 +155,8 @@ class LlamaCppLLM:
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
         cparams.n_ubatch = min(n_batch, MICRO_BATCH)
-        # the KV cache stays f16: an 8-bit one saves 224 MB of the 1.5B model's 16k window
-        # but cost 30% of prefill speed here (83 against 115 tokens/s, measured)
+        # the KV cache stays f16: an 8-bit one saves memory but slows prefill
+        # (docs/speed.md, "Threads")
         cparams.n_seq_max = parallel
         cparams.kv_unified = True  # every sequence may use all of n_ctx; shared prefixes
         cparams.n_outputs_max = 0  # logits for as many positions as a batch holds
@@ -191,11 +198,18 @@ class LlamaCppLLM:
             .decode("utf-8", errors="replace")
         )
 
+    @quiet_llama_logs()
     def close(self) -> None:
         """Free the context and the model now rather than at garbage collection."""
         self._batch.close()
         self._ctx.close()
         self._model.close()
+
+    def __del__(self) -> None:
+        # llama.cpp logs as it frees a context: freed here (or at exit, see
+        # close_at_exit), its lines stay quiet rather than reaching the host's callback
+        with contextlib.suppress(Exception):
+            self.close()
 
     # ------------------------------------------------------------ LLM protocol
 
@@ -369,6 +383,7 @@ class LlamaCppLLM:
         self._seq0_logits = rows[-1]
         return rows[-1]
 
+    @quiet_llama_logs()
     def _decode(
         self,
         entries: Sequence[tuple[int, int, int]],

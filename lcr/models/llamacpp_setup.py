@@ -1,12 +1,15 @@
-"""llama-cpp-python set up for lcr: its logs silenced, a crashing build refused, the
-GGUF's chat template rendered as transformers renders it."""
+"""llama-cpp-python set up for lcr: its logs silenced during lcr's calls, a crashing
+build refused, the GGUF's chat template rendered as transformers renders it."""
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
-from collections.abc import Sequence
-from typing import Any
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any, Protocol
 
 from lcr.errors import ModelError
 from lcr.models import machine
@@ -16,8 +19,7 @@ from lcr.models.machine import llamacpp_rebuild_command
 _SILENT_LOG: Any = None
 
 
-def silence_llama_logs() -> None:
-    """Route llama.cpp's own log lines to nowhere (they would garble lcr's output)."""
+def _silent_log() -> Any:
     global _SILENT_LOG
     import llama_cpp
 
@@ -28,7 +30,47 @@ def silence_llama_logs() -> None:
             return None
 
         _SILENT_LOG = _drop  # kept alive: llama.cpp holds a raw pointer to it
-    llama_cpp.llama_log_set(_SILENT_LOG, ctypes.c_void_p(0))
+    return _SILENT_LOG
+
+
+@contextmanager
+def quiet_llama_logs() -> Iterator[None]:
+    """llama.cpp's log lines go nowhere during the block (they would garble lcr's
+    output); the callback the process had before (llama-cpp-python's own, or the
+    host application's) is put back after, so lcr changes it only for its own calls."""
+    import llama_cpp
+
+    before = llama_cpp.llama_log_callback()
+    user_data = ctypes.c_void_p()
+    llama_cpp.llama_log_get(ctypes.byref(before), ctypes.byref(user_data))
+    llama_cpp.llama_log_set(_silent_log(), ctypes.c_void_p(0))
+    try:
+        yield
+    finally:
+        llama_cpp.llama_log_set(before, user_data)
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_OPEN: weakref.WeakSet[_Closable] = weakref.WeakSet()
+_OPEN_AT_EXIT: list[bool] = []  # one exit hook, registered with the first model
+
+
+def close_at_exit(model: _Closable) -> None:
+    """``model`` is closed before the interpreter's teardown if it is still open then,
+    while llama.cpp's logs can still be kept quiet (teardown frees in any order)."""
+    if not _OPEN_AT_EXIT:
+        atexit.register(_close_open_models)
+        _OPEN_AT_EXIT.append(True)
+    _OPEN.add(model)
+
+
+def _close_open_models() -> None:
+    for model in list(_OPEN):
+        with suppress(Exception):
+            model.close()
 
 
 def refuse_amx_build() -> None:

@@ -39,9 +39,8 @@ def default_threads() -> int:
     """``LCR_THREADS``, else the cores this process may use that other work leaves idle.
 
     llama.cpp's threads spin at every barrier, so on a busy machine one thread
-    more than there are idle cores is ruinous: on 2 cores under load, 40 tokens of
-    smollm2 took 72 s with 2 threads and 2.5 s with 1 (measured). This is the
-    count at load time; `ThreadGovernor` keeps it right as the load changes.
+    more than there are idle cores is ruinous (docs/speed.md, "Threads"). This is
+    the count at load time; `ThreadGovernor` keeps it right as the load changes.
     """
     fixed = fixed_threads()
     if fixed is not None:

@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 from lcr.errors import LcrError, ModelError
 from lcr.models import cache
 from lcr.models.base import LLM, Embedder
+from lcr.models.hashing import hashing_dim
 from lcr.models.presets import PRESETS, Kind, Preset, preset_names
 from lcr.models.spec import ModelSpec
 from lcr.progress import Progress, Task
@@ -35,7 +36,7 @@ _HUB_TIMEOUT_S = 3.0
 class Source:
     """Where a named model comes from."""
 
-    kind: Literal["preset", "dir", "gguf", "hub"]
+    kind: Literal["preset", "dir", "gguf", "hub", "hashing"]
     model_id: str  # what the index records, loadable again by the same name
     location: str  # folder, hub id or the folder of the .gguf
     gguf_file: str | None = None
@@ -47,6 +48,8 @@ def resolve(name: str, kind: Kind) -> Source:
     name = name.strip()
     if not name:
         raise ModelError(f"empty {kind} name")
+    if kind == "embedder" and hashing_dim(name) is not None:
+        return Source("hashing", name, name)  # lcr.models.hashing: no model to load
     preset = PRESETS.get(name)
     if preset is not None:
         if preset.kind != kind:
@@ -473,6 +476,11 @@ def load_embedder(spec: ModelSpec, progress: Progress) -> Embedder:
 
 
 def _load_embedder_source(source: Source, device: str) -> Embedder:
+    dim = hashing_dim(source.model_id) if source.kind == "hashing" else None
+    if dim is not None:
+        from lcr.models.hashing import HashingEmbedder
+
+        return HashingEmbedder(dim)
     if source.kind == "preset":
         assert source.preset is not None
         folder = source.preset.locate_model_dir()

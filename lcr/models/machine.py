@@ -3,9 +3,9 @@
 :func:`current` is the one place that asks about the GPU. Every decision that
 depends on the hardware (``--device auto``, ``--backend auto``, the compute
 dtype, llama.cpp's GPU offload, the set-up hints, ``lcr doctor``) reads the
-:class:`Machine` it returns, so two checks can never disagree (a driver that
-is loaded while torch is a CPU build used to send ``auto`` to fp32 transformers
-on the CPU). Tests replace :func:`current` to fake a GPU.
+:class:`Machine` it returns, so two checks can never disagree (a loaded driver
+with a CPU build of torch is one machine, not a GPU to one check and a CPU to
+another). Tests replace :func:`current` to fake a GPU.
 """
 
 from __future__ import annotations

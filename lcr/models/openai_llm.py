@@ -14,8 +14,10 @@ Token counts for fitting evidence into the window are lcr's model-free
 approximation with a 10% margin: servers disagree on how (or whether) they
 tokenize on request.
 
-HTTP goes through a small :class:`Transport` (stdlib ``urllib``), so the
-protocol logic stays apart from the wire, as in httpx.
+HTTP goes through a small :class:`Transport`, so the protocol logic stays apart
+from the wire, as in httpx: :class:`UrllibTransport` (stdlib ``urllib``) talks
+to a server, :class:`~lcr.models.openai_handler.HandlerTransport` hands each
+request to a function (the tests of the error paths).
 """
 
 from __future__ import annotations
@@ -231,12 +233,15 @@ class UrllibTransport:
             if expired.is_set() or self._aborted.is_set():  # a cut socket reads as the end
                 raise TimeoutError
         except urllib.error.HTTPError as exc:
-            detail = _error_detail(exc)
-            retry_after = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
-            raise ServerError(
-                f"HTTP {exc.code} from {self.base_url}{path}: {detail}",
-                transient=exc.code in _TRANSIENT_STATUS,
-                retry_after=retry_after,
+            try:
+                error_body = exc.read(4096)
+            except Exception:
+                error_body = b""
+            raise status_error(
+                exc.code,
+                error_body or str(exc.reason or "").encode("utf-8"),
+                exc.headers.get("Retry-After") if exc.headers else None,
+                f"{self.base_url}{path}",
             ) from None
         except StreamFailure as exc:  # a stream cut by the deadline or an interrupt says so
             why = str(exc)
@@ -258,31 +263,44 @@ class UrllibTransport:
         finally:
             timer.cancel()
             self._sockets.forget(call)
-        try:
-            parsed = json.loads(body)
-        except ValueError:
-            raise ServerError(
-                f"{self.base_url}{path} answered with something that is not JSON", transient=True
-            ) from None
-        if not isinstance(parsed, dict):
-            raise ServerError(
-                f"{self.base_url}{path} answered with unexpected JSON", transient=False
-            )
-        return parsed
+        return reply_json(body, f"{self.base_url}{path}")
 
 
-def _error_detail(exc: urllib.error.HTTPError) -> str:
+# ------------------------------------------------ what a reply means, whatever the wire
+
+
+def reply_json(body: bytes, where: str) -> dict[str, Any]:
+    """A 2xx reply's body as a JSON object, or the :class:`ServerError` it is."""
     try:
-        body = exc.read(4096).decode("utf-8", errors="replace")
-    except Exception:
-        return exc.reason or ""
+        parsed = json.loads(body)
+    except ValueError:
+        raise ServerError(
+            f"{where} answered with something that is not JSON", transient=True
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ServerError(f"{where} answered with unexpected JSON", transient=False)
+    return parsed
+
+
+def status_error(status: int, body: bytes, retry_after: str | None, where: str) -> ServerError:
+    """The :class:`ServerError` of an HTTP error status: transient or not by its code,
+    with the server's message on one line and its ``Retry-After`` hint."""
+    return ServerError(
+        f"HTTP {status} from {where}: {_error_detail(body)}",
+        transient=status in _TRANSIENT_STATUS,
+        retry_after=_retry_after(retry_after),
+    )
+
+
+def _error_detail(raw: bytes) -> str:
+    body = raw[:4096].decode("utf-8", errors="replace")
     try:
         parsed = json.loads(body)
         err = parsed.get("error", parsed) if isinstance(parsed, dict) else parsed
         message = err.get("message") if isinstance(err, dict) else None
         return " ".join(str(message or err).split())[:200]  # one line, whatever the server sent
     except ValueError:
-        return body.strip().splitlines()[0][:200] if body.strip() else str(exc.reason)
+        return body.strip().splitlines()[0][:200] if body.strip() else ""
 
 
 def _retry_after(value: str | None) -> float | None:

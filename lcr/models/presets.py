@@ -208,10 +208,6 @@ PRESETS: dict[str, Preset] = {
 }
 
 
-def get_preset(name: str) -> Preset | None:
-    return PRESETS.get(name)
-
-
 def preset_names(kind: Kind | None = None) -> list[str]:
     return [p.name for p in PRESETS.values() if kind is None or p.kind == kind]
 

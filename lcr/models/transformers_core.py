@@ -171,8 +171,8 @@ class TransformersCore:
         """torch threads as llama.cpp's: the cores other work leaves idle, re-measured about
         once a second while generating (``LCR_THREADS`` fixes the count).
 
-        torch's threads spin at every barrier like llama.cpp's: with another job on one of
-        2 cores, `lcr ask -m pecan` on smollm2 took 46.9 s on 2 threads and 7.2 s on 1.
+        torch's threads spin at every barrier like llama.cpp's, so a thread more than
+        there are idle cores costs several times the time (docs/speed.md, "Threads").
         """
         if not self.device.startswith("cpu"):
             return

@@ -550,9 +550,6 @@ class Index:
     def methods(self) -> dict[str, MethodEntry]:
         return dict(self.manifest.methods)
 
-    def has_method(self, name: str) -> bool:
-        return name in self.manifest.methods
-
     def reader(self, name: str) -> MethodReader:
         if name in self.damaged:
             raise self.damage_error(self.damaged[name])

@@ -32,6 +32,7 @@ from lcr.methods.base import (
     GENERATE,
     AnswerContext,
     BuildContext,
+    KMeaning,
     Method,
     Needs,
     QueryContext,
@@ -135,6 +136,9 @@ RETRIEVE_NEEDS = Needs(
 
 class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
     name = "graphreader"
+    manual = "docs/methods/graphreader.md"
+    k_means = KMeaning(counts="exploration paths, the paper's N", info_key="initial_nodes")
+    traces = True
     summary = (
         "graph of key elements and atomic facts (LLM-extracted), explored by an LLM agent "
         "with a notebook"

@@ -15,13 +15,14 @@ call at query time.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from lcr.answer import AnswerResult, answer
-from lcr.config import Settings, setting
+from lcr.config import Settings, SettingValue, setting
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     NOTHING,
@@ -172,6 +173,8 @@ class LightPALQuery(Settings):
 
 class LightPAL(Method[LightPALBuild, LightPALQuery]):
     name = "lightpal"
+    manual = "docs/methods/lightpal.md"
+    quick_build_settings: ClassVar[Mapping[str, SettingValue]] = {"scorer": "llm"}
     summary = (
         "passage graph whose edges an LLM scores by P(d_j | d_i); BM25/dense passages plus "
         "personalised-PageRank context passages"

@@ -11,11 +11,13 @@ not the shared answer prompt.
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
 from lcr.answer import AnswerResult
+from lcr.config import SettingValue
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     AnswerContext,
@@ -46,6 +48,13 @@ LLM_AND_EMBEDDER = Needs(llm=NEEDS, embedder=True)
 
 class Pecan(Method[PecanBuild, PecanQuery]):
     name = "pecan"
+    manual = "docs/methods/pecan.md"
+    quick_build_settings: ClassVar[Mapping[str, SettingValue]] = {
+        "chunk_tokens": 100,
+        "s": 256,
+        "points_max_new_tokens": 24,
+    }
+    tested_with_real_llm = True  # its build reads attention, its search a KV cache
     summary = (
         "graph of LLM Information Points weighted by attention; LLM-guided search over a "
         "node-level KV cache that stops when the LLM says the question can be answered"

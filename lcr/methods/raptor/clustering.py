@@ -113,7 +113,7 @@ def soft_memberships(
     best: object | None = None
     best_bic = math.inf
     # The fits do many tiny (dim x dim) solves: BLAS threads only add overhead
-    # there (measured 40x slower per solve with 2 threads on a busy 2-core CPU).
+    # there (docs/speed.md, "Threads").
     with threadpool_limits(limits=1):
         for k in range(1, min(params.max_clusters, n) + 1):
             gm = _fit_mixture(points, k, params.seed, params.reg_covar)

@@ -19,13 +19,13 @@ chunkers, so the tree and the budget do not depend on which LLM reads them.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from lcr.config import MOST_NEW_TOKENS, Settings, setting
+from lcr.config import MOST_NEW_TOKENS, Settings, SettingValue, setting
 from lcr.evidence import Evidence, merge_spans
 from lcr.methods.base import (
     GENERATE,
@@ -135,6 +135,8 @@ def _embed(ctx: BuildContext[RaptorBuild], texts: list[str], what: str) -> np.nd
 
 class Raptor(Method[RaptorBuild, RaptorQuery]):
     name = "raptor"
+    manual = "docs/methods/raptor.md"
+    quick_build_settings: ClassVar[Mapping[str, SettingValue]] = {"summary_max_new_tokens": 40}
     summary = "tree of recursive cluster summaries (UMAP + GMM + LLM), collapsed-tree retrieval"
     paper = (
         "Sarthi et al. 2024, RAPTOR: Recursive Abstractive Processing for "

@@ -1,0 +1,440 @@
+"""The checks every method must pass, importable by a method's own tests.
+
+After scikit-learn's ``check_estimator``: a package that adds a method runs
+
+    from lcr.testing import check_method
+    check_method(MyMethod)            # or a registered name: check_method("overlap")
+
+in its own test suite, and each failure is an ``AssertionError`` naming the check.
+What a method declares (:class:`~lcr.methods.base.Method`'s ``k_means``,
+``quick_build_settings``, ``tested_with_real_llm``, its ``Needs``) says which
+checks apply and how; no check names a method. :class:`MethodChecks` runs one
+check at a time, for a test suite that reports each on its own (lcr's own
+tests/test_conformance.py).
+
+The models are real components: :class:`~lcr.models.hashing.HashingEmbedder`
+unless an embedder is given, and :class:`ScriptedLLM`, a deterministic LLM made
+of string operations, unless the method declares it needs a real one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import random
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from lcr import integrity, pipeline
+from lcr.config import Settings, value_text
+from lcr.errors import SettingError, UsageError
+from lcr.evidence import Usage
+from lcr.methods import get_method, method_names, registered
+from lcr.methods.base import Method
+from lcr.models.base import (
+    ALL_CAPABILITIES,
+    LLM,
+    Capability,
+    ContinuationScore,
+    Embedder,
+    Generation,
+    Message,
+    OnText,
+)
+from lcr.models.container import Models
+from lcr.models.hashing import HashingEmbedder
+from lcr.store import DocumentInput, Index
+
+QUESTION = "What did the prince do with the golden slipper?"
+REAL_LLM_TEXT_CHARS = 1500  # a real small model builds over this much of the text
+
+
+class ScriptedLLM:
+    """A deterministic LLM: replies are cut from its prompt, probabilities are fixed.
+
+    ``generate`` answers with the first ``words`` words (at most ``max_new_tokens``)
+    of the last message, from the first ``after`` on when it is given, so summaries
+    are real text made from their input; ``choice_probability`` returns
+    ``yes_probability``; a continuation scores higher the more words it shares with
+    its context. Every call is counted in ``usage`` and its prompt kept in ``prompts``.
+    """
+
+    model_id = "scripted-test-llm"
+    backend = "scripted"
+    capabilities: frozenset[Capability] = ALL_CAPABILITIES
+
+    def __init__(self, yes_probability: float = 0.5, words: int = 20, after: str = "") -> None:
+        self.usage = Usage()
+        self.yes_probability = yes_probability
+        self.words = words
+        self.after = after
+        self.prompts: list[list[Message]] = []
+
+    @property
+    def context_window(self) -> int:
+        return 4096
+
+    def count_tokens(self, text: str) -> int:
+        return len(re.findall(r"\w+|[^\w\s]", text))
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+        on_text: OnText | None = None,
+    ) -> Generation:
+        self.prompts.append(list(messages))
+        content = messages[-1]["content"]
+        if self.after and self.after in content:
+            content = content.split(self.after, 1)[1]
+        words = content.split()[: min(self.words, max_new_tokens)]
+        text = " ".join(words)
+        if on_text is not None:
+            for i, word in enumerate(words):
+                on_text(word if i == 0 else " " + word)  # a word at a time, as a model writes
+        prompt_tokens = sum(self.count_tokens(m["content"]) for m in messages)
+        completion = self.count_tokens(text)
+        self.usage.add(prompt_tokens, completion)
+        return Generation(text, prompt_tokens, completion)
+
+    def generate_batch(
+        self,
+        conversations: Sequence[Sequence[Message]],
+        *,
+        max_new_tokens: int = 256,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+        on_result: Callable[[int, Generation], None] | None = None,
+    ) -> list[Generation]:
+        out = []
+        for i, c in enumerate(conversations):
+            gen = self.generate(c, max_new_tokens=max_new_tokens, stop=stop)
+            out.append(gen)
+            if on_result is not None:
+                on_result(i, gen)
+        return out
+
+    def choice_probability(
+        self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
+    ) -> float:
+        self.prompts.append(list(messages))
+        self.usage.add(sum(self.count_tokens(m["content"]) for m in messages), 0)
+        return self.yes_probability
+
+    def continuation_logprob(self, context: str, continuation: str) -> float:
+        self.usage.add(self.count_tokens(context + continuation), 0)
+        shared = len(set(context.lower().split()) & set(continuation.lower().split()))
+        return -float(self.count_tokens(continuation)) + 0.5 * shared
+
+    def continuation_logprobs(
+        self, context: str, continuations: Sequence[str], *, max_tokens: int | None = None
+    ) -> list[ContinuationScore]:
+        return [
+            ContinuationScore(self.continuation_logprob(context, c), self.count_tokens(c))
+            for c in continuations
+        ]
+
+
+class NoLLMModels(Models):
+    """Models whose LLM must never be touched."""
+
+    @property
+    def llm(self) -> Any:
+        raise AssertionError("the LLM was loaded although the method's retrieval needs none")
+
+
+def sample_text() -> str:
+    """A few KB of plain English in paragraphs, the same on every run: the text the
+    checks build over when none is given (its words overlap :data:`QUESTION`'s)."""
+    rng = random.Random(38)
+    people = ["the prince", "the king", "the sister", "the mother", "the girl", "a pigeon"]
+    verbs = ["found", "kept", "hid", "carried", "lost", "showed", "tried on", "polished"]
+    things = ["the golden slipper", "a silver dress", "the hazel tree", "the ashes", "a lentil"]
+    places = ["in the garden", "at the ball", "by the hearth", "in the tower", "on the stairs"]
+    paragraphs = []
+    for _ in range(40):
+        sentences = [
+            f"{rng.choice(people).capitalize()} {rng.choice(verbs)} {rng.choice(things)} "
+            f"{rng.choice(places)}."
+            for _ in range(rng.randint(3, 6))
+        ]
+        paragraphs.append(" ".join(sentences))
+    return "\n\n".join(paragraphs) + "\n"
+
+
+# ------------------------------------------------------------------ the checks
+
+
+class MethodChecks:
+    """The checks of one method, run one at a time, sharing a build where a check
+    needs only a built index (``check_build_twice_is_identical`` builds its own two).
+
+    ``real_llm`` makes the LLM of a method that declares ``tested_with_real_llm``;
+    ``workdir`` holds the indexes (a temporary folder when None, removed by
+    :meth:`close`).
+    """
+
+    def __init__(
+        self,
+        method: str | type[Method],
+        *,
+        embedder: Embedder | None = None,
+        real_llm: Callable[[], LLM] | None = None,
+        text: str | Path | None = None,
+        workdir: Path | None = None,
+    ) -> None:
+        self._stack = ExitStack()
+        if isinstance(method, str):
+            self.name = method
+        else:
+            self.name = self._stack.enter_context(_registered_unless_known(method))
+        self.method: Method = get_method(self.name)
+        self.embedder = embedder if embedder is not None else HashingEmbedder()
+        self.real_llm = real_llm
+        if workdir is None:
+            workdir = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
+        self.workdir = workdir
+        self.text = self._text(text)
+        self._shared: Path | None = None
+        self._count = 0
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def __enter__(self) -> MethodChecks:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def names(self) -> list[str]:
+        """The checks that apply to this method, by what it declares."""
+        return applicable_checks(self.method)
+
+    def run(self, check: str) -> None:
+        """Run one check; an ``AssertionError`` says what failed."""
+        CHECKS[check](self)
+
+    # ------------------------------------------------------------- helpers
+    def _text(self, text: str | Path | None) -> str:
+        if text is None:
+            body = sample_text()
+        elif isinstance(text, Path):
+            body = text.read_text(encoding="utf-8")
+        else:
+            body = text
+        return body[:REAL_LLM_TEXT_CHARS] if self.method.tested_with_real_llm else body
+
+    def llm(self, yes_probability: float = 0.5) -> LLM:
+        if not self.method.tested_with_real_llm:
+            return ScriptedLLM(yes_probability=yes_probability)
+        if self.real_llm is None:
+            raise ValueError(
+                f"{self.name} declares tested_with_real_llm: pass real_llm= (a callable "
+                "returning a small real LLM with the capabilities it needs)"
+            )
+        return self.real_llm()
+
+    def models(self, yes_probability: float = 0.5) -> Models:
+        return Models.with_objects(llm=self.llm(yes_probability), embedder=self.embedder)
+
+    def build_sets(self) -> list[str]:
+        return [
+            f"{self.name}.{key}={value_text(value)}"
+            for key, value in self.method.quick_build_settings.items()
+        ]
+
+    def fresh_build(self) -> Index:
+        self._count += 1
+        path = self.workdir / f"{self.name}-{self._count}.idx"
+        raw = self.text.encode("utf-8")
+        doc = DocumentInput("text.txt", self.text, hashlib.sha256(raw).hexdigest(), len(raw))
+        index = Index.create(path, [doc])
+        pipeline.build(index, [self.name], self.models(), self.build_sets())
+        return Index.open(path)
+
+    def built(self) -> Index:
+        """A copy of the shared build, for a check that may change it."""
+        if self._shared is None:
+            self._shared = self.fresh_build().path
+        self._count += 1
+        copy = self.workdir / f"{self.name}-{self._count}.idx"
+        shutil.copytree(self._shared, copy)
+        return Index.open(copy)
+
+
+@contextmanager
+def _registered_unless_known(method: type[Method]) -> Iterator[str]:
+    if method.name in method_names() and type(get_method(method.name)) is method:
+        yield method.name
+        return
+    with registered(method) as name:
+        yield name
+
+
+def _method_files(index: Index, name: str) -> dict[str, bytes]:
+    mdir = index.path / index.methods[name].dir
+    return {str(p.relative_to(mdir)): p.read_bytes() for p in mdir.rglob("*") if p.is_file()}
+
+
+def check_build_twice_is_identical(c: MethodChecks) -> None:
+    """Two builds of the same text with the same settings write the same bytes."""
+    one, two = c.fresh_build(), c.fresh_build()
+    assert _method_files(one, c.name) == _method_files(two, c.name), "two builds differ"
+    assert one.methods[c.name].counts.get("nodes", 0) > 0, "the build recorded no nodes"
+
+
+def check_reopen_gives_same_evidence_with_valid_spans(c: MethodChecks) -> None:
+    """A reopened index gives the same evidence; every span lies in source.txt and a
+    level-0 item with one span is exactly its text; the build passes --verify."""
+    index = c.built()
+    models = c.models(0.2)
+    first = pipeline.retrieve(index, c.name, QUESTION, models)
+    reopened = Index.open(index.path)
+    second = pipeline.retrieve(reopened, c.name, QUESTION, models)
+    assert [it.to_json() for it in first.evidence.items] == [
+        it.to_json() for it in second.evidence.items
+    ], "a reopened index gave other evidence"
+    assert first.evidence.items, "no evidence returned"
+    source = reopened.source
+    for it in first.evidence.items:
+        assert it.spans, f"{it.id} has no spans"
+        for s, e in it.spans:
+            assert 0 <= s < e <= len(source), f"{it.id}: span {(s, e)} outside source.txt"
+        if len(it.spans) == 1 and it.level == 0:
+            s, e = it.spans[0]
+            assert source[s:e] == it.text, f"{it.id}: text is not its span"
+        assert 0 <= it.doc < len(reopened.documents), f"{it.id}: no document {it.doc}"
+    assert integrity.verify_index(reopened) == {}, "a fresh build fails lcr info --verify"
+
+
+def check_bad_input_refused(c: MethodChecks) -> None:
+    """An empty question and an unknown setting are refused with lcr's errors."""
+    index = c.built()
+    models = c.models()
+    _raises(UsageError, "empty", lambda: pipeline.retrieve(index, c.name, "   ", models))
+    bad = [f"{c.name}.no_such_key=1"]
+    _raises(SettingError, "valid", lambda: pipeline.retrieve(index, c.name, QUESTION, models, bad))
+    _raises(SettingError, "", lambda: pipeline.build(index, [c.name], models, bad))
+
+
+def check_retrieval_needs_no_llm(c: MethodChecks) -> None:
+    """A method whose retrieval declares no LLM retrieves without touching one."""
+    index = c.built()
+    result = pipeline.retrieve(
+        index, c.name, QUESTION, NoLLMModels.with_objects(embedder=c.embedder)
+    )
+    assert result.usage.calls == 0, "retrieval made LLM calls"
+
+
+def check_k_limits(c: MethodChecks) -> None:
+    """``-k`` bounds what the method declares it counts (``k_means``)."""
+    index = c.built()
+    models = c.models(0.2)
+    unlimited = pipeline.retrieve(index, c.name, QUESTION, models, k=1000)
+    key = c.method.k_means.info_key
+    if not key:
+        assert len(unlimited.evidence.items) > 3, "too little evidence to test a limit of 3"
+    result = pipeline.retrieve(index, c.name, QUESTION, models, k=3)
+    counted = result.evidence.info[key] if key else result.evidence.items
+    assert 1 <= len(counted) <= 3, f"-k 3 gave {len(counted)} {key or 'items'}"
+
+
+def check_k_ignored(c: MethodChecks) -> None:
+    """A method that declares ``-k`` does not apply gives the same evidence whatever it is."""
+    index = c.built()
+    models = c.models()
+    one = pipeline.retrieve(index, c.name, QUESTION, models, k=1)
+    many = pipeline.retrieve(index, c.name, QUESTION, models, k=1000)
+    assert [it.to_json() for it in one.evidence.items] == [
+        it.to_json() for it in many.evidence.items
+    ], "-k changed the evidence of a method that says it ignores -k"
+
+
+def check_settings_declared_once_and_typed(c: MethodChecks) -> None:
+    """Each phase's settings are one frozen, typed declaration: one-line help, valid
+    values stated, defaults that pass their own checks and parse back from their text,
+    old names that map to new ones."""
+    for cls in (c.method.build_settings, c.method.query_settings):
+        assert issubclass(cls, Settings) and dataclasses.is_dataclass(cls), f"{cls} not Settings"
+        defaults = cls()
+        _raises(dataclasses.FrozenInstanceError, "", partial(defaults.__setattr__, "x", 1))
+        for s in cls.declared():
+            label = f"{c.name}.{s.name}"
+            assert "\n" not in s.help and len(s.help) <= 100, f"{label}: help too long"
+            assert s.declares_valid_values(), f"{label} accepts anything"
+            assert s.check(getattr(defaults, s.name), label) == s.default, f"{label}: default"
+            assert s.parse(str(s.default)) == s.default, f"{label}: default's text"
+            for old in s.renamed_from:
+                assert cls.renamed()[old] == s.name, f"{label}: old name {old} unmapped"
+                assert old not in cls.by_name(), f"{label}: old name {old} still declared"
+        assert cls.from_stored(defaults.to_json()) == defaults, f"{cls.__name__} round trip"
+    for key in c.method.quick_build_settings:
+        assert key in c.method.build_settings.by_name(), f"quick_build_settings: no {key}"
+
+
+def check_needs_line_is_derived(c: MethodChecks) -> None:
+    """``lcr methods``' needs line is written from the declared ``Needs``."""
+    method = c.method
+    text = method.needs_text()
+    build = method.build_needs(method.build_settings())
+    assert text.startswith(f"build: {build.describe()};"), f"needs line: {text}"
+
+
+def _raises(kind: type[BaseException], match: str, call: Callable[[], object]) -> None:
+    try:
+        call()
+    except kind as exc:
+        assert re.search(match, str(exc)), f"{kind.__name__} without {match!r}: {exc}"
+        return
+    raise AssertionError(f"expected {kind.__name__}, nothing was raised")
+
+
+CHECKS: dict[str, Callable[[MethodChecks], None]] = {
+    f.__name__: f
+    for f in (
+        check_build_twice_is_identical,
+        check_reopen_gives_same_evidence_with_valid_spans,
+        check_bad_input_refused,
+        check_retrieval_needs_no_llm,
+        check_k_limits,
+        check_k_ignored,
+        check_settings_declared_once_and_typed,
+        check_needs_line_is_derived,
+    )
+}
+
+
+def applicable_checks(method: Method) -> list[str]:
+    """The checks that apply to ``method``, by its declarations."""
+    skip = set()
+    if method.retrieve_needs(method.query_settings()).uses_llm:
+        skip.add(check_retrieval_needs_no_llm.__name__)
+    skip.add(check_k_ignored.__name__ if method.k_means.applies else check_k_limits.__name__)
+    return [name for name in CHECKS if name not in skip]
+
+
+def check_method(
+    method: str | type[Method],
+    *,
+    embedder: Embedder | None = None,
+    real_llm: Callable[[], LLM] | None = None,
+    text: str | Path | None = None,
+) -> None:
+    """Run every check that applies to ``method`` (a registered name or a class); the
+    first failure raises ``AssertionError`` naming its check."""
+    with MethodChecks(method, embedder=embedder, real_llm=real_llm, text=text) as checks:
+        for name in checks.names():
+            try:
+                checks.run(name)
+            except AssertionError as exc:
+                raise AssertionError(f"{checks.name}: {name}: {exc}") from exc
