@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from lcr.cli_answer import _LineWrapper
+from lcr.cli_models import ModelsFactory
 from lcr.cli_output import wrapped
 from lcr.models.base import Generation, Message, OnText
 from lcr.models.openai_stream import StreamedReply, StreamFailure, read_events
 from lcr.models.text_stream import TextPieces
 from tests.fakes import ScriptedLLM
-from tests.test_cli import run
+from tests.test_cli import run as run_cli
 
 QUESTION = "Who was kind to the bird?"
 
@@ -168,12 +169,18 @@ def index(tmp_path: Path, cinderella: Path) -> Path:
     return story.with_suffix(".idx")
 
 
+_MODELS: ModelsFactory | None = None  # the models `use` injects through the CLI's seam
+
+
+def run(args: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+    return run_cli(args, stdin=stdin, models=_MODELS)
+
+
 def use(monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM, *, terminal: bool) -> None:
     from lcr.models.container import Models
 
-    monkeypatch.setattr(
-        "lcr.cli._models", lambda spec, progress: Models.with_objects(llm=llm, spec=spec)
-    )
+    factory: ModelsFactory = lambda spec, progress: Models.with_objects(llm=llm, spec=spec)  # noqa: E731
+    monkeypatch.setattr(sys.modules[__name__], "_MODELS", factory)
     monkeypatch.setattr("lcr.cli_answer.stdout_is_terminal", lambda: terminal)
 
 
