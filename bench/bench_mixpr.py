@@ -374,15 +374,28 @@ def recall(idx: Index, method: str, q: str, gold: list[str], sets: list[str]) ->
     return sum(any(g in t for t in texts) for g in gold) / len(gold)
 
 
-# sim_share=0 is the paper's pure walk ranking; the default (0.5) is the last mixpr row
+# sim_share=0 is the paper's pure walk ranking; the default (0.5) is the last mixpr row.
+# question=whole is lcr's first reading of the question (one node, the stored
+# vocabulary); last-chunks (the default) is the paper's (its last chunk(s), refit idf).
+_WHOLE = "mixpr.question=whole"
+_LAST = "mixpr.question=last-chunks"
 VARIANTS = {
-    "threshold": ["mixpr.link=threshold", "mixpr.sim_share=0"],
-    "topm5": ["mixpr.link=topm", "mixpr.link_m=5", "mixpr.sim_share=0"],
-    "threshold+topm5": ["mixpr.link=threshold+topm", "mixpr.link_m=5", "mixpr.sim_share=0"],
-    "relative": ["mixpr.link=relative", "mixpr.link_m=5", "mixpr.sim_share=0"],
-    "all": ["mixpr.link=all", "mixpr.sim_share=0"],
-    "thr+topm5,share.5": ["mixpr.link=threshold+topm", "mixpr.sim_share=0.5"],
-    "tfidf(alpha=1)": ["mixpr.alpha_local=1.0", "mixpr.link=all", "mixpr.sim_share=0"],
+    "threshold": ["mixpr.link=threshold", "mixpr.sim_share=0", _WHOLE],
+    "topm5": ["mixpr.link=topm", "mixpr.link_m=5", "mixpr.sim_share=0", _WHOLE],
+    "threshold+topm5": ["mixpr.link=threshold+topm", "mixpr.link_m=5", "mixpr.sim_share=0", _WHOLE],
+    "relative": ["mixpr.link=relative", "mixpr.link_m=5", "mixpr.sim_share=0", _WHOLE],
+    "all": ["mixpr.link=all", "mixpr.sim_share=0", _WHOLE],
+    "thr+topm5,share.5": ["mixpr.link=threshold+topm", "mixpr.sim_share=0.5", _WHOLE],
+    "tfidf(alpha=1)": ["mixpr.alpha_local=1.0", "mixpr.link=all", "mixpr.sim_share=0", _WHOLE],
+    "threshold,last-chunks": ["mixpr.link=threshold", "mixpr.sim_share=0", _LAST],
+    "threshold+topm5,last-chunks": ["mixpr.link=threshold+topm", "mixpr.sim_share=0", _LAST],
+    "thr+topm5,share.5,last-chunks": ["mixpr.link=threshold+topm", "mixpr.sim_share=0.5", _LAST],
+    "tfidf(alpha=1),last-chunks": [
+        "mixpr.alpha_local=1.0",
+        "mixpr.link=all",
+        "mixpr.sim_share=0",
+        _LAST,
+    ],
 }
 
 
