@@ -31,7 +31,8 @@ time: the build still computes every entry of the exact graph before the cap
 drops most of them, which is quadratic on a text whose chunks are nearly all
 alike. So before any block runs, the exact graph's entries are estimated from a
 sample of chunk pairs (:func:`estimate_entries`), and a graph of more than
-``REFUSE_OVER`` times ``max_edges`` entries is refused (:class:`GraphTooLarge`).
+``REFUSE_OVER`` times ``max_edges`` entries, on a text where at least
+``ALIKE_SHARE`` of the chunk pairs are edges, is refused (:class:`GraphTooLarge`).
 
 Everything here is exact: no approximate neighbour search, no sampling.
 """
@@ -59,11 +60,16 @@ _MAX_BLOCK_ROWS = 16384
 _SLACK = 1e-5
 # Directed entries held before the per-row top-``max_degree`` pruning runs.
 _PRUNE_EVERY = 40_000_000
-# A graph estimated at over this many times ``max_edges`` entries is refused: the capped
-# build would compute them all (about 1.5M a second on low-vocabulary text) to keep few.
-REFUSE_OVER = 4
+# A graph estimated at over this many times ``max_edges`` entries, on a text where at
+# least ALIKE_SHARE of all chunk pairs are edges, is refused: the capped build would
+# compute every entry (a few hundred thousand a second on text of a few words, where
+# the cap keeps thousands a chunk) to keep under half; and its peak memory, 4-6 GB at
+# the default max_edges, would be spent on a graph mostly dropped. Prose stays far under 1% (0.13%
+# at 12k chunks, less as texts grow) and is capped at any size instead.
+REFUSE_OVER = 2
+ALIKE_SHARE = 0.01
 # Chunk pairs sampled to estimate the graph's entries: ~0.4 s, and at the refusal point
-# of the default max_edges (600M entries) thousands of sampled pairs are edges up to
+# of the default max_edges (300M entries) thousands of sampled pairs are edges up to
 # ~20M chunks (over 400M tokens of prose), so the estimate is within a few percent.
 PAIR_SAMPLE = 1 << 21
 _SAMPLE_BATCH = 1 << 17
@@ -455,8 +461,9 @@ def similarity_graph(
     stays under that many stored entries; once the build sees it will not, it
     switches to the largest ``max_degree`` that fits, which gives the same graph
     as asking for that cap from the start (``GraphStats.max_degree`` says which);
-    an exact graph estimated at over ``REFUSE_OVER * max_edges`` entries raises
-    :class:`GraphTooLarge` before any block runs, whatever ``max_degree``.
+    an exact graph estimated at over ``REFUSE_OVER * max_edges`` entries, with at
+    least ``ALIKE_SHARE`` of the row pairs edges, raises :class:`GraphTooLarge`
+    before any block runs, whatever ``max_degree``.
     ``backend``: "auto" (the split kernel when numba is installed, else scipy),
     "numba" (the split kernel), "product" (the compiled full product, bitwise
     scipy's; the reference for tests) or "scipy"; all give the same edges.
@@ -480,7 +487,7 @@ def similarity_graph(
     estimated = 0
     if max_edges > 0 and n * n > REFUSE_OVER * max_edges:  # else it cannot be over
         estimated, share = estimate_entries(emb, threshold, n_diag)
-        if estimated > REFUSE_OVER * max_edges:
+        if estimated > REFUSE_OVER * max_edges and share >= ALIKE_SHARE:
             raise GraphTooLarge(estimated, int(max_edges), n, share)
     df = np.bincount(emb.indices, minlength=emb.shape[1]).astype(np.int64)
     # multiply-adds row i causes against all rows (an upper bound of its upper-triangle work)

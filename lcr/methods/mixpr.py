@@ -5,8 +5,11 @@ rows, L2-normalised; ``A`` = column-normalised ``E^T E`` with entries below
 0.27 removed, computed block by block (:mod:`lcr.graph.similarity`). Plain
 PageRank does not depend on the question, so it is computed once here.
 
-Retrieve: the question is vectorised with the stored vectoriser, linked into
-the graph as one more node and made the one-hot personalisation node;
+Retrieve: under ``question=last-chunks`` (the paper's reading, section 3) the
+question is chunked like the text and its last chunk (the last two at 0.5 each when
+the last is short) is vectorised as a fit counting the question's chunks would, then
+linked into the graph as one more node and made the one-hot personalisation node
+(``question=whole``: the whole question, by the stored vocabulary alone);
 personalised PageRank (alpha 0.6) for local questions, plain PageRank (alpha
 0) for global ones. ``mode=auto`` lets the paper's zero-shot y/n router (it
 reads the context's first and last two chunks and the question) choose; the
