@@ -282,8 +282,8 @@ class MixPRQuery(Settings):
     )
     question: Literal["last-chunks", "whole"] = setting(
         "last-chunks",
-        "the walk's start: the question's last chunk (last two at 0.5 when it has under 3 "
-        "words), its words in the idf; 'whole': one node, stored vocabulary only",
+        "the walk's start: the question's last chunk (last two if short), idf refit; "
+        "whole: one node",
         paper=True,
     )
     link: Literal["threshold", "topm", "threshold+topm", "relative", "all"] = setting(
