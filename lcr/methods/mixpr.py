@@ -531,7 +531,8 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         chunks, starts = question_chunks(question, ctx.built.chunk_words)
         out: list[tuple[float, np.ndarray]] = []
         for text, weight in starts:
-            vector = refit_question_vector(model, text, chunks, n)
+            # float32, as the chunks' rows: scipy would copy the whole matrix to float64
+            vector = refit_question_vector(model, text, chunks, n).astype(emb.dtype)
             out.append((weight, np.asarray(emb @ vector, dtype=np.float64)))
         return out
 
