@@ -6,6 +6,8 @@
     .venv/bin/python bench/bench_mixpr.py kernels --tokens 1000000 --text real --product
     .venv/bin/python bench/bench_mixpr.py edges --tokens 10000000 --text synth --sample 3000
     .venv/bin/python bench/bench_mixpr.py linking
+    .venv/bin/python bench/bench_mixpr.py text --tokens 1000000 --text real --out real1m.txt
+    .venv/bin/python bench/bench_mixpr.py walks --index real1m.idx   # tol: steps a walk takes
 
 Text: distinct real prose from ../shared/data (``real``, about 1M tokens), prose
 generated with its statistics beyond that (``synth``, bench/synth_text.py), or
@@ -368,21 +370,54 @@ def edges(tokens: int, kind: str, sample: int, seed: int = 0) -> None:
     print("\n".join(lines), flush=True)
 
 
+def walks(path: Path, count: int = 20) -> None:
+    """How many steps the default ``tol`` lets a local walk take, under both readings of
+    the question: every 5th of the first ``5 * count`` SQuALITY dev questions."""
+    questions = [
+        q["question_text"]
+        for line in (DATA / "squality" / "dev.jsonl").open()
+        for q in json.loads(line)["questions"]
+    ][: 5 * count : 5]
+    idx = Index.open(path)
+    print(f"load {os.getloadavg()[0]:.1f}; {len(questions)} questions", flush=True)
+    for reading in ("last-chunks", "whole"):
+        steps = []
+        for q in questions:
+            r = pipeline.retrieve(
+                idx, "mixpr", q, Models.with_objects(), [f"mixpr.question={reading}"]
+            )
+            steps.append(r.evidence.info["iterations"])
+        print(f"question={reading}: iterations {sorted(steps)}", flush=True)
+
+
 def recall(idx: Index, method: str, q: str, gold: list[str], sets: list[str]) -> float:
     r = pipeline.retrieve(idx, method, q, Models.with_objects(), sets, k=100)
     texts = [it.text for it in r.evidence.items]
     return sum(any(g in t for t in texts) for g in gold) / len(gold)
 
 
-# sim_share=0 is the paper's pure walk ranking; the default (0.5) is the last mixpr row
+# sim_share=0 is the paper's pure walk ranking; the default (0.5) is the last mixpr row.
+# question=whole is lcr's first reading of the question (one node, the stored
+# vocabulary); last-chunks (the default) is the paper's (its last chunk(s), refit idf).
+_WHOLE = "mixpr.question=whole"
+_LAST = "mixpr.question=last-chunks"
 VARIANTS = {
-    "threshold": ["mixpr.link=threshold", "mixpr.sim_share=0"],
-    "topm5": ["mixpr.link=topm", "mixpr.link_m=5", "mixpr.sim_share=0"],
-    "threshold+topm5": ["mixpr.link=threshold+topm", "mixpr.link_m=5", "mixpr.sim_share=0"],
-    "relative": ["mixpr.link=relative", "mixpr.link_m=5", "mixpr.sim_share=0"],
-    "all": ["mixpr.link=all", "mixpr.sim_share=0"],
-    "thr+topm5,share.5": ["mixpr.link=threshold+topm", "mixpr.sim_share=0.5"],
-    "tfidf(alpha=1)": ["mixpr.alpha_local=1.0", "mixpr.link=all", "mixpr.sim_share=0"],
+    "threshold": ["mixpr.link=threshold", "mixpr.sim_share=0", _WHOLE],
+    "topm5": ["mixpr.link=topm", "mixpr.link_m=5", "mixpr.sim_share=0", _WHOLE],
+    "threshold+topm5": ["mixpr.link=threshold+topm", "mixpr.link_m=5", "mixpr.sim_share=0", _WHOLE],
+    "relative": ["mixpr.link=relative", "mixpr.link_m=5", "mixpr.sim_share=0", _WHOLE],
+    "all": ["mixpr.link=all", "mixpr.sim_share=0", _WHOLE],
+    "thr+topm5,share.5": ["mixpr.link=threshold+topm", "mixpr.sim_share=0.5", _WHOLE],
+    "tfidf(alpha=1)": ["mixpr.alpha_local=1.0", "mixpr.link=all", "mixpr.sim_share=0", _WHOLE],
+    "threshold,last-chunks": ["mixpr.link=threshold", "mixpr.sim_share=0", _LAST],
+    "threshold+topm5,last-chunks": ["mixpr.link=threshold+topm", "mixpr.sim_share=0", _LAST],
+    "thr+topm5,share.5,last-chunks": ["mixpr.link=threshold+topm", "mixpr.sim_share=0.5", _LAST],
+    "tfidf(alpha=1),last-chunks": [
+        "mixpr.alpha_local=1.0",
+        "mixpr.link=all",
+        "mixpr.sim_share=0",
+        _LAST,
+    ],
 }
 
 
@@ -430,7 +465,10 @@ def linking() -> None:
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["speed", "query", "kernels", "edges", "linking"])
+    ap.add_argument(
+        "what", choices=["speed", "query", "kernels", "edges", "linking", "text", "walks"]
+    )
+    ap.add_argument("--out", type=Path, help="text: where the text is written")
     ap.add_argument("--index", type=Path, help="query: a kept mixpr index")
     ap.add_argument("--tokens", type=int, default=1_000_000)
     ap.add_argument("--text", choices=["real", "synth", "repeated"], default="real")
@@ -454,6 +492,14 @@ if __name__ == "__main__":
         query(args.index)
     elif args.what == "kernels":
         kernels(args.tokens, args.text, args.product)
+    elif args.what == "text":
+        if args.out is None:
+            ap.error("text needs --out PATH")
+        args.out.write_text(text_for(args.text, args.tokens), encoding="utf-8")
+    elif args.what == "walks":
+        if args.index is None:
+            ap.error("walks needs --index PATH (an index built with --method mixpr)")
+        walks(args.index)
     elif args.what == "edges":
         edges(args.tokens, args.text, args.sample, args.seed)
     else:

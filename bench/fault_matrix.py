@@ -2006,21 +2006,31 @@ add_case("hint_repairs_source_flipped_byte", "12", _hint_case(_source_flip, "bm2
 # row 8: memory stays bounded whatever the text ------------------------------
 
 
-@case("mixpr_low_vocabulary_memory_guard", "8", order=0)
-def _low_vocabulary(lab: Lab) -> None:
-    """15 words repeated to 4 MB, under a 4 GB address-space limit: the max_edges guard
-    engages (a build within the limit, or a one-line refusal before the memory is spent)."""
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi"
-    text = " ".join(words.split(" ")[(i * 7) % 15] for i in range(4 * 1024 * 1024 // 6))
-    lab.write("low.txt", text)
-    said = lab.run(
-        "index", "low.txt", "-m", "mixpr", "-q", memory=MEMORY_LIMIT, timeout=240, expect=(0, 1)
-    )
-    oom = said.code == 1 and re.search(r"memory|cannot allocate", said.stderr, re.I)
-    if oom or said.code not in (0, 1):
-        lab.fail("memory limit reached", f"the guard did not engage: {said.stderr.strip()}")
-    if said.code == 0:
-        lab.intact(lab.dir / "low.idx", methods=["mixpr"])
+def _low_vocabulary_case(megabytes: int, timeout: float) -> Callable[[Lab], None]:
+    def run(lab: Lab) -> None:
+        """15 words repeated, under a 4 GB address-space limit: the max_edges guard
+        engages (a build within the limit, or a one-line refusal, exit 2, that names
+        mixpr.max_edges, before the memory is spent)."""
+        words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi pi"
+        count = megabytes * 1024 * 1024 // 6
+        text = " ".join(words.split(" ")[(i * 7) % 15] for i in range(count))
+        lab.write("low.txt", text)
+        said = lab.run(
+            "index", "low.txt", "-m", "mixpr", "-q", memory=MEMORY_LIMIT, timeout=timeout,
+            expect=(0, 1, 2),
+        )  # fmt: skip
+        if said.code == 1:  # out of memory, or any other failure: the guard did not hold
+            lab.fail("memory limit reached", f"the guard did not engage: {said.stderr.strip()}")
+        if said.code == 2 and "mixpr.max_edges" not in said.stderr:
+            lab.fail("wrong exit codes", f"exit 2 without the guard's line: {said.stderr.strip()}")
+        if said.code == 0:
+            lab.intact(lab.dir / "low.idx", methods=["mixpr"])
+
+    return run
+
+
+add_case("mixpr_low_vocabulary_memory_guard", "8", _low_vocabulary_case(4, 240), order=0)
+add_case("mixpr_low_vocabulary_50mb_refused", "8", _low_vocabulary_case(50, 600), order=0)
 
 
 @case("memory_error_under_ulimit", "15")

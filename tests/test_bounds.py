@@ -61,13 +61,14 @@ def _vm_peak_kb() -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
 def test_mixpr_guard_bounds_memory_on_low_vocabulary_text(tmp_path: Path) -> None:
-    """About 7.8k chunks that are all alike hold ~30M graph entries (over 1.5 GB to
-    assemble); the guard counts them as they come, so a build under a small
-    ``max_edges`` fits in an address space only ~1 GB above a tiny build's."""
+    """About 6.3k chunks that are all alike hold ~39M graph entries (over 1.5 GB to
+    assemble); the guard counts them as they come, so a build under a smaller
+    ``max_edges`` (within the 2x past which it is refused) fits in an address space
+    only ~1 GB above a tiny build's."""
     tiny = tmp_path / "tiny.txt"
     tiny.write_text(low_vocabulary_text(2000), encoding="utf-8")
     big = tmp_path / "big.txt"
-    big.write_text(low_vocabulary_text(250_000), encoding="utf-8")  # ~1.2 MB
+    big.write_text(low_vocabulary_text(200_000), encoding="utf-8")  # ~1 MB
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     probe = (
         "import resource, runpy, sys\n"
@@ -91,13 +92,68 @@ def test_mixpr_guard_bounds_memory_on_low_vocabulary_text(tmp_path: Path) -> Non
     assert small.returncode == 0, small.stderr
     base_kb = int(small.stderr.strip().splitlines()[-1].split()[1])
     limit = (base_kb + 1_000_000) * 1024
-    done = index(big, limit, "--set", "mixpr.max_edges=2000000")
+    done = index(big, limit, "--set", "mixpr.max_edges=20000000")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "keeps its" in done.stderr  # the guard engaged, and said so
     _, out, _ = run(["info", str(big.with_suffix(".idx")), "--json"])
     stats = json.loads(out)["methods"]["mixpr"]["stats"]
-    assert stats["degree_cap_auto"] and stats["nnz"] <= 2_000_000
-    assert stats["chunks"] > 7_000
+    assert stats["degree_cap_auto"] and stats["nnz"] <= 20_000_000
+    assert stats["chunks"] > 6_000
+
+
+def test_mixpr_refuses_a_graph_far_over_max_edges_before_building_it(tmp_path: Path) -> None:
+    """625 chunks of 15 words are nearly all alike (~390k graph entries): far over
+    2 x max_edges, the build is refused in one line naming the setting, with exit 2,
+    instead of computing every entry for the cap to drop (quadratic on such text:
+    2 MB took 119 s, 20 MB did not end in 17 min); the index keeps no mixpr."""
+    doc = tmp_path / "low.txt"
+    doc.write_text(low_vocabulary_text(20_000), encoding="utf-8")
+    code, _, err = run(["index", str(doc), "-m", "mixpr", "--set", "mixpr.max_edges=20000"])
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1
+    assert "mixpr.max_edges" in err and "-m bm25" in err
+    need = int(err.split("mixpr.max_edges=")[1].split()[0])
+    assert 390_000 // 2 <= need <= 392_000 // 2 + 1  # 625 x 625 entries, counted exactly
+    # a max_edges the refusal names builds the (capped) graph
+    code, _, err = run(["index", str(doc), "-m", "mixpr", "--set", f"mixpr.max_edges={need}"])
+    assert code == 0, err
+    _, out, _ = run(["info", str(doc.with_suffix(".idx")), "--json"])
+    stats = json.loads(out)["methods"]["mixpr"]["stats"]
+    assert stats["degree_cap_auto"] and stats["nnz"] <= need
+
+
+def _unit_rows(vocab: int, per_row: int, n: int = 3000) -> sp.csr_array:
+    rng = np.random.default_rng(3)
+    cols = rng.integers(0, vocab, size=(n, per_row))
+    rows = np.repeat(np.arange(n), per_row)
+    counts = sp.csr_array((np.ones(n * per_row), (rows, cols.ravel())), shape=(n, vocab))
+    norms = np.sqrt(np.asarray(counts.multiply(counts).sum(axis=1)).ravel())
+    return sp.csr_array(sp.diags_array(1 / norms) @ counts, dtype=np.float32)
+
+
+@pytest.mark.parametrize(("vocab", "alike"), [(400, False), (15, True)])
+def test_the_entry_estimate_and_the_refusal(vocab: int, alike: bool) -> None:
+    """The sampled estimate is close to the exact count, on rows with few pairs alike
+    (as prose) and rows of a few shared terms (nearly all alike). Far over max_edges,
+    the alike rows are refused before any block runs; the others are capped."""
+    from lcr.graph.similarity import ALIKE_SHARE, GraphTooLarge, estimate_entries
+
+    emb = _unit_rows(vocab, 8)
+    n = emb.shape[0]
+    exact, _ = similarity_graph(emb, 0.27)
+    sampled, share = estimate_entries(emb, 0.27, n, sample=200_000)
+    assert abs(sampled - exact.nnz) <= 0.1 * exact.nnz + 2000, (sampled, exact.nnz)
+    assert (share >= ALIKE_SHARE) == alike
+    counted, _ = estimate_entries(emb, 0.27, n, sample=n * n)  # every pair: exact
+    assert abs(counted - exact.nnz) <= 0.001 * exact.nnz  # float rounding at 0.27 only
+    budget = exact.nnz // 6
+    if alike:
+        with pytest.raises(GraphTooLarge) as refused:
+            similarity_graph(emb, 0.27, max_edges=budget)
+        assert refused.value.estimate > 2 * budget
+    else:
+        _, stats = similarity_graph(emb, 0.27, max_edges=budget)  # over 2 x, yet built
+        assert stats.auto_capped and stats.estimated_entries > 2 * budget
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -116,14 +172,14 @@ def test_a_block_handed_back_in_pieces_gives_the_same_graph(
     emb = sp.csr_array(dense)
     whole, _ = similarity_graph(emb, 0.27, backend=backend, workers=workers)
     capped, cap_stats = similarity_graph(
-        emb, 0.27, backend=backend, workers=workers, max_edges=whole.nnz // 4
+        emb, 0.27, backend=backend, workers=workers, max_edges=whole.nnz * 2 // 3
     )
     monkeypatch.setattr(similarity, "_TASK_ENTRIES", 5)
     monkeypatch.setattr(similarity, "_BUFFER_ENTRIES", 1)
     pieces, _ = similarity_graph(emb, 0.27, backend=backend, workers=workers)
     assert (pieces != whole).nnz == 0
     capped_pieces, stats = similarity_graph(
-        emb, 0.27, backend=backend, workers=workers, max_edges=whole.nnz // 4
+        emb, 0.27, backend=backend, workers=workers, max_edges=whole.nnz * 2 // 3
     )
     assert stats.auto_capped and stats.max_degree == cap_stats.max_degree
     assert (capped_pieces != capped).nnz == 0

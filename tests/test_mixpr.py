@@ -587,7 +587,8 @@ def test_question_cosines_are_bitwise_the_sparse_product(tmp_path: Path, cindere
     emb, model = reader.csr("tfidf"), TfidfModel.load(reader)
     order = {node.id: i for i, node in enumerate(reader.nodes())}
     for question in ("What did the bird throw down?", "Who went to the festival at the palace?"):
-        res = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=local"])
+        sets = ["mixpr.mode=local", "mixpr.question=whole"]  # the whole question's cosines
+        res = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), sets)
         q = model.transform([question])
         expected = np.asarray((emb @ q.T).toarray(), dtype=np.float64).ravel()
         got = [(it.extra["similarity"], expected[order[it.id]]) for it in res.evidence.items]

@@ -15,12 +15,13 @@ from lcr.graph.pagerank import (
     power_iteration,
     transition_matrix,
 )
-from lcr.graph.similarity import GraphStats, column_sums, similarity_graph
+from lcr.graph.similarity import GraphStats, GraphTooLarge, column_sums, similarity_graph
 
 __all__ = [
     "PAPER_MAX_ITER",
     "GraphOperator",
     "GraphStats",
+    "GraphTooLarge",
     "PageRankResult",
     "QueryGraph",
     "StoredGraph",

@@ -259,10 +259,11 @@ class StoredGraph:
 class QueryGraph:
     """A stored symmetric graph plus one question node, walked without copying the graph.
 
-    The question links to chunk ``j`` with weight ``links[j]`` in both directions
-    (as in the paper, where the question is one more chunk of the same graph),
-    and to itself with ``self_weight``. Columns are normalised on the fly:
-    ``A x = S (x / colsum)``, so the stored matrix is never rewritten. Pass a
+    The question links to chunk ``j`` with weight ``links[j]`` in both directions,
+    and to itself with ``self_weight``. (In the paper the question is the input's last
+    chunk(s), already in the graph built with the text; here it comes after the build,
+    so it is joined as one more node with the links the caller chose.) Columns are
+    normalised on the fly: ``A x = S (x / colsum)``, so the stored matrix is never rewritten. Pass a
     :class:`StoredGraph` (kept across questions) instead of the matrix and its
     column sums to skip the per-question preparation.
     """

@@ -5,8 +5,11 @@ rows, L2-normalised; ``A`` = column-normalised ``E^T E`` with entries below
 0.27 removed, computed block by block (:mod:`lcr.graph.similarity`). Plain
 PageRank does not depend on the question, so it is computed once here.
 
-Retrieve: the question is vectorised with the stored vectoriser, linked into
-the graph as one more node and made the one-hot personalisation node;
+Retrieve: under ``question=last-chunks`` (the paper's reading, section 3) the
+question is chunked like the text and its last chunk (the last two at 0.5 each when
+the last is short) is vectorised as a fit counting the question's chunks would, then
+linked into the graph as one more node and made the one-hot personalisation node
+(``question=whole``: the whole question, by the stored vocabulary alone);
 personalised PageRank (alpha 0.6) for local questions, plain PageRank (alpha
 0) for global ones. ``mode=auto`` lets the paper's zero-shot y/n router (it
 reads the context's first and last two chunks and the question) choose; the
@@ -30,8 +33,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcr.config import Settings, SettingValue, setting
+from lcr.errors import SettingError
 from lcr.evidence import Evidence
 from lcr.graph.pagerank import PAPER_MAX_ITER, StoredGraph
+from lcr.graph.similarity import REFUSE_OVER, GraphTooLarge
 from lcr.methods.base import (
     NOTHING,
     BuildContext,
@@ -107,6 +112,57 @@ def question_links(
     return links
 
 
+SHORT_LAST_CHUNK = 3  # words under which the paper's walk also starts from the chunk before
+
+
+def question_chunks(question: str, chunk_words: int) -> tuple[list[str], list[tuple[str, float]]]:
+    """The question chunked like the text, and the paper's start of the walk among them
+    (section 3, "Personalization Vector"): the last chunk with weight 1, or the last two
+    at 0.5 each when the last is short (fewer than 3 words, the rule of the paper's
+    appendix for its sparse baseline's query)."""
+    from lcr.text.chunking import sentence_word_chunks
+
+    chunks = [c.text for c in sentence_word_chunks(question, max_words=chunk_words)]
+    if not chunks:
+        return [question], [(question, 1.0)]
+    if len(chunks) >= 2 and len(chunks[-1].split()) < SHORT_LAST_CHUNK:
+        return chunks, [(chunks[-2], 0.5), (chunks[-1], 0.5)]
+    return chunks, [(chunks[-1], 1.0)]
+
+
+def refit_question_vector(
+    model: Any, chunk: str, all_chunks: list[str], n_chunks: int
+) -> np.ndarray:
+    """One question chunk's TF-IDF vector over the stored vocabulary as a fit that also
+    counted the question's chunks would make it: every word of the chunk, including
+    words the context lacks, gets the idf of that fit (n + q documents) and counts in
+    the L2 norm, and only then are the context-less words dropped (they match no chunk).
+    The context's own vectors keep the stored fit (a question moves their idf by under
+    1/n). Needs scikit-learn's smoothed idf, ln((1 + n) / (1 + df)) + 1, which gives df
+    back from the stored idf."""
+    from collections import Counter
+
+    from lcr.scoring.tfidf import compile_token_pattern, tokenise
+
+    pattern = compile_token_pattern(model.token_pattern)
+    words = [tokenise(c, pattern, model.stop_word_list) for c in all_chunks]
+    in_question = Counter(t for w in words for t in set(w))
+    counts = Counter(tokenise(chunk, pattern, model.stop_word_list))
+    docs = n_chunks + len(all_chunks)
+    vector = np.zeros(model.vocabulary_size, dtype=np.float64)
+    squares = 0.0
+    for term, count in counts.items():
+        col = model.vocabulary.get(term)
+        df = 0 if col is None else round((1 + n_chunks) * np.exp(1.0 - model.idf[col]) - 1)
+        idf = np.log((1 + docs) / (1 + df + in_question[term])) + 1.0
+        tf = 1.0 + np.log(count) if model.sublinear_tf else float(count)
+        weight = tf * idf
+        squares += weight * weight
+        if col is not None:
+            vector[col] = weight
+    return vector / np.sqrt(squares) if squares > 0 else vector
+
+
 LINKS_WARNED = 100  # graph links a chunk past which the index is far larger than usual
 GRAPH_ENTRY_BYTES = 12  # a stored link: its float64 weight and int32 column
 
@@ -123,6 +179,24 @@ def dense_graph_warning(links: int, chunks: int, threshold: float) -> str | None
         f"under 20), as many chunks of this text are alike, so it will take about "
         f"{size:,.0f} MB on disk; --set mixpr.max_degree=20 keeps each chunk's 20 "
         f"strongest links, or a higher mixpr.threshold (now {threshold:g}) fewer of them"
+    )
+
+
+BUILD_PEAK_ENTRY_BYTES = 40  # the build's peak memory per graph entry kept (bench/README.md)
+
+
+def graph_refusal(too_large: GraphTooLarge) -> str:
+    """The one line that refuses a graph far over ``max_edges``, with what to do."""
+    need = -(-too_large.estimate // REFUSE_OVER)  # the max_edges under which it would build
+    peak = need * BUILD_PEAK_ENTRY_BYTES
+    size = f"{peak / 1e9:,.1f} GB" if peak >= 1e9 else f"{peak / 1e6:,.0f} MB"
+    return (
+        f"mixpr: this text's similarity graph would hold about {too_large.estimate:,} "
+        f"entries ({too_large.edge_share:.0%} of its {too_large.nodes:,} chunks' pairs are "
+        f"alike; prose: under 1%), over {REFUSE_OVER} x mixpr.max_edges "
+        f"({too_large.max_edges:,}), and building it would compute every one; index this "
+        f"text with another method (-m bm25), or --set mixpr.max_edges={need} to build it "
+        f"anyway (about {size} at the build's peak)"
     )
 
 
@@ -205,6 +279,12 @@ class MixPRQuery(Settings):
     tol: float = setting(1e-4, "stop when the L1 change of the scores falls below this", low=0)
     top_k: int = setting(
         100, "chunks handed to the answer step (-k overrides; the paper's k)", paper=True, low=1
+    )
+    question: Literal["last-chunks", "whole"] = setting(
+        "last-chunks",
+        "the walk's start: the question's last chunk (last two if short), idf refit; "
+        "whole: one node",
+        paper=True,
     )
     link: Literal["threshold", "topm", "threshold+topm", "relative", "all"] = setting(
         "threshold+topm",
@@ -296,15 +376,18 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
             graph_task.update(total=total)
             graph_task.advance()
 
-        graph, gstats = similarity_graph(
-            emb,
-            ctx.settings.threshold,
-            self_loops=ctx.settings.self_loops,
-            max_degree=ctx.settings.max_degree,
-            max_edges=ctx.settings.max_edges,
-            workers=_threads(),
-            on_block=on_block,
-        )
+        try:
+            graph, gstats = similarity_graph(
+                emb,
+                ctx.settings.threshold,
+                self_loops=ctx.settings.self_loops,
+                max_degree=ctx.settings.max_degree,
+                max_edges=ctx.settings.max_edges,
+                workers=_threads(),
+                on_block=on_block,
+            )
+        except GraphTooLarge as too_large:
+            raise SettingError(graph_refusal(too_large)) from None
         timings["graph_s"] = time.perf_counter() - t0
         dense_graph = dense_graph_warning(graph.nnz, n_nodes, ctx.settings.threshold)
         if dense_graph:
@@ -375,7 +458,10 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         if n == 0:
             return Evidence(self.name, [], info=info)
 
-        sims = self._question_sims(ctx, question, n)
+        starts = self._question_starts(ctx, question, n)
+        sims = starts[0][1]
+        if len(starts) > 1:
+            sims = np.add.reduce([w * x for w, x in starts])
         alpha = s.alpha_local if mode == "local" else s.alpha_global
         max_iter, tol = s.max_iter, s.tol
         info["alpha"] = alpha
@@ -387,17 +473,25 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         else:
             _stored_pagerank(ctx.stored, n)  # a header read: a damaged build is damage
             stored = self._graph(ctx, n)
-            links = question_links(sims, s.link, ctx.built.threshold, s.link_m, s.link_ratio)
             self_weight = 1.0 if ctx.built.self_loops else 0.0
-            qg = QueryGraph(stored, None, links, self_weight)
-            result = qg.personalised(alpha, max_iter=max_iter, tol=tol / (n + 1))
-            walk = result.scores[:n]
-            info.update(
-                iterations=result.iterations,
-                converged=result.converged,
-                linked=int((links > 0).sum()),
-            )
+            walk = np.zeros(n)
+            steps: list[int] = []
+            converged, linked = True, 0
+            # the walk is linear in its restart: two start chunks at 0.5 each are the
+            # mean of the walks from each (each with its own question node)
+            for weight, chunk_sims in starts:
+                links = question_links(
+                    chunk_sims, s.link, ctx.built.threshold, s.link_m, s.link_ratio
+                )
+                qg = QueryGraph(stored, None, links, self_weight)
+                result = qg.personalised(alpha, max_iter=max_iter, tol=tol / (n + 1))
+                walk = result.scores[:n] if len(starts) == 1 else walk + weight * result.scores[:n]
+                steps.append(result.iterations)
+                converged = converged and result.converged
+                linked += int((links > 0).sum())
+            info.update(iterations=max(steps), converged=converged, linked=linked)
         info["link"] = s.link
+        info["question"] = s.question
         share = s.sim_share if mode == "local" else 0.0
         chosen = combine_ranking(np.asarray(walk, dtype=np.float64), sims, top_k, share)
         rank = {int(i): r + 1 for r, i in enumerate(chosen)}
@@ -428,8 +522,24 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         return stored
 
     @staticmethod
+    def _question_starts(ctx: QueryCtx, question: str, n: int) -> list[tuple[float, np.ndarray]]:
+        """Where the walk starts, as (weight, cosine with every chunk): under
+        ``question=last-chunks`` the paper's last chunk(s) of the question, vectorised as a
+        fit that counted them would; under ``whole`` the whole question, one node."""
+        if ctx.settings.question == "whole":
+            return [(1.0, MixPR._question_sims(ctx, question, n))]
+        model, emb = _stored_vectors(ctx.stored, n)
+        chunks, starts = question_chunks(question, ctx.built.chunk_words)
+        out: list[tuple[float, np.ndarray]] = []
+        for text, weight in starts:
+            # float32, as the chunks' rows: scipy would copy the whole matrix to float64
+            vector = refit_question_vector(model, text, chunks, n).astype(emb.dtype)
+            out.append((weight, np.asarray(emb @ vector, dtype=np.float64)))
+        return out
+
+    @staticmethod
     def _question_sims(ctx: QueryCtx, question: str, n: int) -> np.ndarray:
-        """Cosine of the question with every chunk, by the stored vectoriser."""
+        """Cosine of the whole question with every chunk, by the stored vectoriser."""
         model, emb = _stored_vectors(ctx.stored, n)
         q = model.transform([question])
         # the question as a dense vector: a matrix-vector product streams the chunks'
