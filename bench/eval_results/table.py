@@ -67,18 +67,17 @@ def _recall(row: dict[str, Any], questions: int) -> str:
 
 
 def compact(sources: list[tuple[str, str]]) -> None:
-    """Recall (mean [95%]) and mean evidence tokens, one row a task, one column a method."""
+    """Recall (mean [95%]) and mean evidence tokens, one row a task, one column a method
+    (no times: they mean something only from a run on an idle machine)."""
     rows = {t: f for t in TASKS if (f := merged(t, sources)) is not None}
     head = "| task | " + " | ".join(METHODS) + " |"
     sep = "|---|" + "---|" * len(METHODS)
-    recall = [head[:-1] + "| mixpr s/query (bm25) |", sep + "---|"]
-    tokens = [head, sep]
+    recall = [head, sep]
+    tokens = [head.replace("| task |", "| task, evidence tokens (mean) |"), sep]
     for task, (questions, summary) in rows.items():
         got = summary["methods"]
         cells = [_recall(got[m], questions) if m in got else "not run" for m in METHODS]
-        wall = {m: got[m]["wall_s"]["mean"] for m in ("mixpr", "bm25") if m in got}
-        speed = f"{wall.get('mixpr', float('nan')):.2f} ({wall.get('bm25', float('nan')):.3f})"
-        recall.append(f"| {NAMES[task]} | " + " | ".join(cells) + f" | {speed} |")
+        recall.append(f"| {NAMES[task]} | " + " | ".join(cells) + " |")
         toks = [f"{got[m]['evidence_tokens']['mean']:,.0f}" if m in got else "" for m in METHODS]
         tokens.append(f"| {NAMES[task]} | " + " | ".join(toks) + " |")
     print("\n".join(recall) + "\n")
