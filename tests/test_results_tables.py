@@ -6,16 +6,16 @@ The stamp is the first line after the table (a blank line between):
     Made at commit `abc1234` with `lcr eval data.jsonl -m bm25 --retrieval-only`.
 
 The code span after "with" is the command; more follow " then " (run one after the
-other); a note in brackets may follow. The
-commit is the one whose code made the figures; a table whose commit git cannot tell
-says ``commit unknown (why)`` instead. ``grep -rn "^Made at commit"`` lists them all.
+other); a note in brackets may follow. The commit is the one whose code made the
+figures; a table whose commit git cannot tell says ``commit unknown (why)`` instead.
+``grep -rn "^Made at commit"`` lists them all.
+
 A table kept as history whose command has since changed says so: ``Made at commit
 `abc1234` with `CMD`, which no longer runs (why).``; then CMD must indeed fail the
 check, so the wording cannot outlive the reason. A table measured by hand says
-``with no recorded command (how it was measured)``.
-A table that only gathers figures of other tables (README's method table) says instead
-``Summarises the stamped tables of [page](link), ...``: each page linked must hold
-stamped tables.
+``with no recorded command (how it was measured)``. A table that only gathers
+figures of other tables (README's method table) says instead ``Summarises the
+stamped tables of [page](link), ...``: each page linked must hold stamped tables.
 
 A results table is one where some column other than the first holds a measured figure
 (a decimal, a time, a rate, a size, a percentage) in at least half its rows. A stamp's
