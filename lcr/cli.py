@@ -614,7 +614,7 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
             for phase in ("build_settings", "query_settings"):
                 label = "index" if phase == "build_settings" else "query"
                 for key, s in r[phase].items():
-                    mark = " (paper)" if s["paper"] else ""
+                    mark = _origin_mark(s)
                     valid = f" [{s['valid']}]" if s["valid"] else ""
                     default = value_text(s["default"])
                     line = f"{r['name']}.{key}={default}{mark}  {s['help']}{valid}"
@@ -655,8 +655,16 @@ def _field_text(text: str, indent: str) -> None:
     _say("\n".join(wrapper.wrap(text.replace("|", "| "))).replace("| ", "|"))
 
 
+def _origin_mark(s: dict[str, Any]) -> str:
+    """Where a default comes from: the paper's text, or only the authors' released code."""
+    if s["paper"]:
+        return " (paper)"
+    return " (reference code)" if s.get("reference_code") else ""
+
+
 def _setting_json(s: Setting) -> dict[str, Any]:
     out: dict[str, Any] = {"default": s.default, "help": s.help, "paper": s.paper}
+    out["reference_code"] = s.reference_code
     out["valid"] = s.valid_text()
     if s.low is not None:
         out["low"] = s.low

@@ -1,8 +1,9 @@
 """Typed settings: each method declares its settings once, as a frozen dataclass.
 
 A settings class subclasses :class:`Settings`; each field is declared with
-:func:`setting`, which records its default (the paper's value where the paper
-gives one), a one-line help text and what values are valid. Everything else is
+:func:`setting`, which records its default (the paper's value where the paper's
+text gives one, marked apart from a value taken from the authors' reference code),
+a one-line help text and what values are valid. Everything else is
 derived from that one declaration: ``--set method.key=value`` parsing and range
 checks, ``lcr methods --settings``, the values an index records, and the
 mapping of a renamed setting's old name (accepted for one release, with a
@@ -44,8 +45,9 @@ class SettingRenamed(UserWarning):
 class Setting:
     """How one setting is shown and checked: derived from its :func:`setting` field.
 
-    ``paper`` says the default is the published value; ``paper_symbol`` is the
-    paper's name for it (PECAN's ``s``, MixPR's ``alpha``), shown in the help.
+    ``paper`` says the default is the value the paper's text gives; ``reference_code``
+    that it comes from the authors' released code instead (the paper names no value),
+    so a reader can tell a published claim from an implementation detail.
     """
 
     name: str
@@ -53,6 +55,7 @@ class Setting:
     help: str
     choices: tuple[str, ...] | None = None
     paper: bool = False
+    reference_code: bool = False
     kind: type | None = None  # the value's type; None: the default's (str for None)
     low: float | None = None  # numbers: the smallest valid value (inclusive)
     high: float | None = None  # numbers: the largest valid value (inclusive)
@@ -181,6 +184,7 @@ def setting(
     *,
     choices: Sequence[str] | None = None,
     paper: bool = False,
+    reference_code: bool = False,
     low: float | None = None,
     high: float | None = None,
     free_text: str | None = None,
@@ -195,10 +199,13 @@ def setting(
     none), so reading such an index back gives the truth."""
     if "\n" in help:
         raise ValueError("a setting's help is one line; figures belong in the docs")
+    if paper and reference_code:
+        raise ValueError("a default comes from the paper's text or from its reference code")
     meta = {
         "help": help,
         "choices": tuple(choices) if choices is not None else None,
         "paper": paper,
+        "reference_code": reference_code,
         "low": low,
         "high": high,
         "free_text": free_text,
@@ -288,6 +295,7 @@ def _declared(cls: type[Settings]) -> tuple[Setting, ...]:
                 help=meta["help"],
                 choices=choices,
                 paper=meta["paper"],
+                reference_code=meta["reference_code"],
                 kind=kind,
                 low=meta["low"],
                 high=meta["high"],

@@ -305,7 +305,8 @@ def _settings(rows: list[dict[str, Any]]) -> list[str]:
         "--set METHOD.KEY=VALUE changes one setting: build settings on lcr index (a "
         "changed build setting is a new build), query settings on ask, retrieve and "
         "eval. Values outside the range shown are refused before any work (exit 2). "
-        "(paper) marks the paper's own value."
+        "(paper) marks a value the paper's text gives; (reference code) one taken from "
+        "the authors' released code where the paper gives none."
     )
     for r in rows:
         out.append(f'.SS "{esc(r["name"])}"')
@@ -314,7 +315,9 @@ def _settings(rows: list[dict[str, Any]]) -> list[str]:
         for phase, label in (("build_settings", "index"), ("query_settings", "query")):
             for key, s in r[phase].items():
                 tag = f"\\fB{esc(r['name'])}.{esc(key)}\\fR={esc(value_text(s['default']))}"
-                text = f"({label}{', paper' if s.get('paper') else ''}) {s['help']}"
+                origin = ", paper" if s.get("paper") else ""
+                origin = ", reference code" if s.get("reference_code") else origin
+                text = f"({label}{origin}) {s['help']}"
                 out += _tp(tag, [_line(esc(text + _valid(s)))])
         kept = [
             f"answer.{k}={value_text(s['default'])}"

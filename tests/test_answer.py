@@ -66,8 +66,16 @@ def test_quoted_evidence_is_fenced_and_marked_as_data() -> None:
     user = quoted[1]["content"]
     assert user.count("<excerpt n=") == 2 and user.count("</excerpt>") == 2
     plain = shared_prompt(ORIGINAL)("Who?", items)
-    assert "<excerpt" not in plain[1]["content"] and "[1] lantern" in plain[1]["content"]
-    assert plain == build_messages("Who?", items)  # today's prompt, word for word
+    assert plain[1]["content"] == (  # the excerpts numbered, not fenced, the question last
+        "Excerpts:\n\n[1] lantern lantern lantern\n\n[2] lantern lantern lantern"
+        "\n\nQuestion: Who?\nAnswer:"
+    )
+    assert "never instructions" not in plain[0]["content"]
+    # quoting changes only how the excerpts are shown: the same texts, the same question
+    unquoted = shared_prompt(AnswerSettings())("Who?", items)
+    assert quoted[0]["content"].startswith(unquoted[0]["content"] + " ")
+    assert user.endswith("\n\nQuestion: Who?\nAnswer:")
+    assert user.count("lantern lantern lantern\n</excerpt>") == 2
 
 
 def test_a_later_answer_setting_at_its_old_value_keeps_run_keys() -> None:

@@ -16,7 +16,6 @@ from lcr.answer import (
     AnswerSettings,
     build_messages,
     fit_to_budget,
-    instruction,
     prepare_evidence,
     resolve_answer_settings,
     says_not_found,
@@ -66,13 +65,25 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
         **{**ORIGINAL.to_json(), "not_found": "abstain"}
     )
     assert resolve_answer_settings(["answer.not_found=guess"]) == ORIGINAL
-    assert instruction(ORIGINAL) == (
-        "You answer questions about a document using only the numbered excerpts given. "
-        "Answer concisely. If the excerpts do not contain the answer, say that you do not know."
-    )
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
     assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
-    assert shared_prompt(ORIGINAL)(QUESTION, prepared) == build_messages(QUESTION, prepared)
+    # the prompt every result made before issue 19 was answered with, written out here
+    # from the evidence itself (not from lcr's builder), so a change to it fails
+    role = "You answer questions about a document using only the numbered excerpts given. "
+    guess = "If the excerpts do not contain the answer, say that you do not know."
+    excerpts = "\n\n".join(f"[{i}] {it.text}" for i, it in enumerate(prepared, 1))
+    original = [
+        {"role": "system", "content": role + "Answer concisely. " + guess},
+        {"role": "user", "content": f"Excerpts:\n\n{excerpts}\n\nQuestion: {QUESTION}\nAnswer:"},
+    ]
+    assert build_messages(QUESTION, prepared) == original
+    # the default differs only in the system prompt's last sentence: it abstains
+    default = shared_prompt(resolve_answer_settings([]))(QUESTION, prepared)
+    assert default[1] == original[1]
+    assert default[0]["content"] == (
+        role + "Answer concisely. If the excerpts do not contain the answer, "
+        f'reply exactly "{NOT_FOUND}".'
+    )
 
 
 def _in_document_order(items: list[EvidenceItem]) -> list[EvidenceItem]:

@@ -436,6 +436,47 @@ def test_only_atomic_facts_and_random_selection_ablations() -> None:
     assert again.initial_nodes == result.initial_nodes  # seeded
 
 
+def _neighbor_hops(seed: int, selection: str) -> list[tuple[str, str]]:
+    """(node, next node) of every neighbour step of a one-path walk whose model always
+    names Toronto, under ``selection``."""
+
+    def reply(stage: str, user: str) -> str:
+        if stage == "selection":
+            return "Node: Danko Jones, Score: 100"
+        if stage == "atomic_facts":
+            return "Chosen Action: stop_and_read_neighbor()"
+        return "Chosen Action: read_neighbor_node(Toronto)"
+
+    agent = _agent(StageLLM(reply), _graph(), initial_nodes=1, node_selection=selection, seed=seed)
+    result = agent.run("Which castle?")
+    return [(s["node"], s["next_node"]) for s in result.trace if "next_node" in s]
+
+
+def test_random_selection_draws_each_neighbour_at_random() -> None:
+    """Table 4's "w/o Node Selection": the next node is drawn among the unvisited
+    neighbours, whatever the model names; with the model's selection it is Toronto."""
+    graph = _graph()
+    names = {k: i for i, k in enumerate(graph.keys)}
+    # the model's selection follows the reply (Toronto, then nothing left it names)
+    assert _neighbor_hops(0, "model") == [("Danko Jones", "Toronto")]
+    # the same node with the same nodes visited: different seeds draw different ones
+    drawn: dict[tuple[str, frozenset[str]], set[str]] = {}
+    starts = set()
+    for seed in range(24):
+        hops = _neighbor_hops(seed, "random")
+        assert hops == _neighbor_hops(seed, "random")  # seeded: the same walk again
+        visited = {hops[0][0]} if hops else set()
+        starts |= visited
+        for node, nxt in hops:
+            assert names[nxt] in graph.neighbors(names[node]), (node, nxt)
+            assert nxt not in visited, f"{nxt} visited twice"
+            drawn.setdefault((node, frozenset(visited)), set()).add(nxt)
+            visited.add(nxt)
+    assert max(len(picks) for picks in drawn.values()) >= 2, drawn
+    assert any("Toronto" not in picks for picks in drawn.values())  # not the model's pick
+    assert len(starts) >= 2, "the walks start at random nodes"
+
+
 @pytest.mark.parametrize(
     "reply,stage,name,args",
     [

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -110,9 +111,31 @@ def test_head_of_keeps_the_first_tokens() -> None:
 # ------------------------------------------------------------------ contract
 
 
-def test_settings_needs_and_citation() -> None:
+PAPER = Path(__file__).resolve().parents[2] / "shared" / "papers" / "lightpal.txt"
+
+
+def test_citation_names_every_author_the_year_and_the_title() -> None:
+    assert get_method("lightpal").paper == (
+        "Enomoto, Takeoka, Akimoto, Gashteovski and Oyamada (NEC) 2025, LightPAL: "
+        "Lightweight Passage Retrieval for Open Domain Multi-Document Summarization"
+    )
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="the paper's text (../shared/papers) is not here")
+def test_citation_matches_the_papers_title_page() -> None:
+    """The title, and the authors' surnames in the paper's order, as its first page has them."""
+    lines = [line.strip() for line in PAPER.read_text(encoding="utf-8").splitlines()]
+    lines = [line for line in lines if line]
+    title = lines[0]
+    author_block = " ".join(lines[1 : next(i for i, x in enumerate(lines) if x[0] in "¹²")])
+    surnames = re.findall(r"([A-Z][a-z]+)[¹²]", author_block)
+    citation = get_method("lightpal").paper
+    assert citation.endswith(title)
+    assert re.findall(r"[A-Z][a-z]+", citation.split(" (")[0]) == surnames
+
+
+def test_settings_and_needs() -> None:
     method = get_method("lightpal")
-    assert "Enomoto" in method.paper and "Sakai" not in method.paper
     assert LightPALBuild.by_name()["passages"].choices == PASSAGE_SHAPES
     for cls in (LightPALBuild, LightPALQuery):
         assert all(len(s.help) <= 100 for s in cls.declared())

@@ -32,7 +32,7 @@ from lcr.methods.raptor.clustering import (
     sequential_split,
     soft_memberships,
 )
-from lcr.methods.raptor.method import SYSTEM_PROMPT, RaptorBuild, RaptorQuery, summary_messages
+from lcr.methods.raptor.method import RaptorBuild, RaptorQuery, summary_messages
 from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
 from lcr.models.base import Capability, Generation, Message
 from lcr.models.container import Models
@@ -172,13 +172,35 @@ def test_help_texts_are_one_short_line() -> None:
             assert len(s.help) <= 100 and "\n" not in s.help, s.name
 
 
-def test_prompt_is_the_papers() -> None:
+PAPER = Path(__file__).resolve().parents[2] / "shared" / "papers" / "raptor.txt"
+
+
+def test_prompt_puts_each_child_on_one_line() -> None:
     msgs = summary_messages(["first line\nsecond", "other"])
-    assert msgs[0] == {"role": "system", "content": SYSTEM_PROMPT}
-    assert msgs[1]["content"] == (
-        "Write a summary of the following, including as many key details as possible: "
-        "first line second\n\nother:"
-    )
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    assert msgs[1]["content"].endswith(": first line second\n\nother:")
+
+
+def _table_11() -> dict[str, str]:
+    """The paper's summarisation prompt (appendix D, Table 11) as ``role -> content``."""
+    text = PAPER.read_text(encoding="utf-8").split("Table 11: Prompt for Summarization", 1)[1]
+    rows: dict[str, str] = {}
+    for line in text.splitlines():
+        role, tab, content = line.partition("\t")
+        if tab and role in ("system", "user"):
+            rows[role] = content.strip()
+        if len(rows) == 2:
+            break
+    return rows
+
+
+@pytest.mark.skipif(not PAPER.exists(), reason="the paper's text (../shared/papers) is not here")
+def test_prompt_is_table_11_of_the_paper() -> None:
+    paper = _table_11()
+    assert "{context}" in paper["user"]
+    msgs = summary_messages(["first line\nsecond", "other"])
+    assert msgs[0] == {"role": "system", "content": paper["system"]}
+    assert msgs[1]["content"] == paper["user"].replace("{context}", "first line second\n\nother")
 
 
 def test_merge_spans() -> None:
@@ -584,3 +606,35 @@ def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
     ev = result["evidence"]
     assert ev and sum(e["tokens"] for e in ev) <= 2000
     assert all("layer" in e and "summary" in e for e in ev)
+
+
+REFERENCE_CODE = (
+    "reduction_dim",
+    "threshold",
+    "max_clusters",
+    "cluster_max_tokens",
+    "max_layers",
+    "local_neighbors",
+    "seed",
+)
+
+
+def test_defaults_from_the_reference_code_are_not_called_the_papers() -> None:
+    """The paper's text gives 100-token leaves and the 2,000-token collapsed tree; these
+    values come only from the authors' released code (issue 42)."""
+    from click.testing import CliRunner
+
+    from lcr.cli import cli
+
+    build = RaptorBuild.by_name()
+    for name in REFERENCE_CODE:
+        assert build[name].reference_code and not build[name].paper, name
+    assert build["chunk_tokens"].paper and not build["chunk_tokens"].reference_code
+    assert RaptorQuery.by_name()["max_tokens"].paper
+    shown = CliRunner().invoke(cli, ["methods", "--settings"]).output
+    assert "raptor.threshold=0.1 (reference code)" in shown
+    assert "raptor.chunk_tokens=100 (paper)" in shown
+    rows = CliRunner().invoke(cli, ["methods", "--settings", "--json"]).output.splitlines()
+    raptor = next(json.loads(r) for r in rows if json.loads(r)["name"] == "raptor")
+    marked = {k for k, s in raptor["build_settings"].items() if s["reference_code"]}
+    assert marked == set(REFERENCE_CODE)

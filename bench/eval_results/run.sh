@@ -5,22 +5,27 @@
 #      TASKS="vt hashhop2 ..." picks and orders the tasks (default: all five); DEVICE=cuda on a GPU.
 # MixPR runs with mixpr.mode=local (all these questions are local; skips the LLM router).
 # Data and indexes stay in WORKDIR, outside the project; ../shared/data is read in place.
+# PYTHON picks the interpreter (default: the tree's .venv); this tree's lcr is first on the path,
+# and WORKDIR/commit.txt records the commit the figures were made at.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")/../.." && pwd)"
-LCR="$HERE/.venv/bin/python -m lcr"
+PY="${PYTHON:-$HERE/.venv/bin/python}"
+export PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}"
 DATA="${LCR_SHARED_DATA:-$HERE/../shared/data}"
 WORK="${1:-/tmp/lcr-eval-bench}"; shift || true
 METHODS=("${@:-bm25 tfidf dense hybrid mixpr}"); METHODS=(${METHODS[@]})
-mkdir -p "$WORK"; cd "$WORK"
+mkdir -p "$WORK"
+git -C "$HERE" rev-parse --short HEAD > "$WORK/commit.txt"
+cd "$WORK"
 
 # BABILong filler: the SQuALITY dev stories (Project Gutenberg texts, as BABILong's PG-19).
-"$HERE/.venv/bin/python" - "$DATA/squality/dev.jsonl" > filler.txt <<'PY'
+"$PY" - "$DATA/squality/dev.jsonl" > filler.txt <<'PY'
 import json, sys
 for line in open(sys.argv[1], encoding="utf-8"):
     print(json.loads(line)["document"])
 PY
 
-ev() { "$HERE/.venv/bin/python" -c 'import sys; from lcr.eval.cli import eval_group; eval_group(sys.argv[1:], prog_name="lcr eval")' "$@"; }
+ev() { "$PY" -c 'import sys; from lcr.eval.cli import eval_group; eval_group(sys.argv[1:], prog_name="lcr eval")' "$@"; }
 
 ev generate hashhop --hops 2 --length 32k --count 50 --seed 0 -o hashhop2.jsonl
 ev generate hashhop --hops 4 --length 32k --count 50 --seed 0 -o hashhop4.jsonl

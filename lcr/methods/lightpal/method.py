@@ -140,8 +140,7 @@ class LightPALQuery(Settings):
     initial: Literal["bm25", "dense"] = setting("bm25", "initial retriever of D_init")
     initial_share: float = setting(
         0.6,
-        "share of K taken from the initial ranking (the paper's |D_init| / K)",
-        paper=True,
+        "share of K taken from the initial ranking (|D_init| / K; the paper gives no value)",
         low=0.0,
         high=1.0,
     )

@@ -1,15 +1,15 @@
 """RAPTOR's clustering of one tree layer: UMAP + Gaussian mixtures, soft membership.
 
-Pure functions over arrays (no I/O, no models), following section 3 of the paper
-and its reference implementation:
+Pure functions over arrays (no I/O, no models), following section 3 of the paper;
+its text gives none of the numbers below, which are the reference code's:
 
 - embeddings are reduced with UMAP (cosine) to ``dim`` dimensions, first globally
-  with ``n_neighbors = sqrt(n - 1)`` (capped so a large book stays cheap), then
+  with ``n_neighbors = sqrt(n - 1)`` (lcr caps it at 50, unmeasured), then
   locally within each global cluster with ``n_neighbors = 10``;
 - the number of mixture components is chosen by BIC among 1..50;
 - membership is soft: a node joins every cluster whose posterior exceeds the
-  threshold (0.1), and at least its most probable one, so no text falls out of
-  the upper layers;
+  threshold (0.1), and at least its most probable one (lcr's: the reference code
+  drops such an orphan), so no text falls out of the upper layers;
 - a cluster whose text exceeds the summariser's budget is clustered again; when
   that makes no progress (or nodes are too few for UMAP) it is cut into
   consecutive groups that fit, so the recursion always terminates.
@@ -32,7 +32,7 @@ Cluster = tuple[int, ...]
 
 @dataclass(frozen=True)
 class ClusterParams:
-    """The knobs of one layer's clustering; defaults are the paper's."""
+    """The knobs of one layer's clustering; defaults are the reference code's."""
 
     dim: int = 10
     threshold: float = 0.1
@@ -55,6 +55,8 @@ class ClusterReport:
     reclustered: int = 0
     split_sequentially: int = 0
     orphans_attached: int = 0
+    mixture_retries: int = 0  # fits that collapsed and were retried with 10x reg_covar
+    mixture_failures: int = 0  # numbers of components given up after every retry
 
 
 def reduce_dims(emb: np.ndarray, n_neighbors: int, dim: int, seed: int) -> np.ndarray:
@@ -77,7 +79,9 @@ def reduce_dims(emb: np.ndarray, n_neighbors: int, dim: int, seed: int) -> np.nd
     return np.asarray(out, dtype=np.float64)
 
 
-def _fit_mixture(points: np.ndarray, k: int, seed: int, reg_covar: float) -> object | None:
+def _fit_mixture(
+    points: np.ndarray, k: int, seed: int, reg_covar: float, report: ClusterReport | None = None
+) -> object | None:
     """A full-covariance mixture; a collapse retries with stronger regularisation."""
     from sklearn.mixture import GaussianMixture
 
@@ -93,6 +97,10 @@ def _fit_mixture(points: np.ndarray, k: int, seed: int, reg_covar: float) -> obj
             return gm
         except ValueError:  # ill-defined covariance: singleton or collapsed samples
             reg *= 10.0
+            if report is not None:
+                report.mixture_retries += 1
+    if report is not None:
+        report.mixture_failures += 1
     return None
 
 
@@ -116,7 +124,7 @@ def soft_memberships(
     # there (docs/speed.md, "Threads").
     with threadpool_limits(limits=1):
         for k in range(1, min(params.max_clusters, n) + 1):
-            gm = _fit_mixture(points, k, params.seed, params.reg_covar)
+            gm = _fit_mixture(points, k, params.seed, params.reg_covar, report)
             if gm is None:
                 continue
             bic = float(gm.bic(points))  # type: ignore[attr-defined]

@@ -65,19 +65,24 @@ class RaptorBuild(Settings):
         100, "leaf size in tokens; sentences are never cut", paper=True, low=1
     )
     # UMAP holds n x reduction_dim floats, and more dimensions than leaves mean nothing
-    reduction_dim: int = setting(10, "UMAP output dimensions", paper=True, low=1, high=1000)
+    reduction_dim: int = setting(
+        10, "UMAP output dimensions", reference_code=True, low=1, high=1000
+    )
     threshold: float = setting(
-        0.1, "soft membership: join every cluster above it", paper=True, low=0, high=1
+        0.1, "soft membership: join every cluster above it", reference_code=True, low=0, high=1
     )
     max_clusters: int = setting(
-        50, "largest number of mixture components tried (BIC)", paper=True, low=1
+        50, "largest number of mixture components tried (BIC)", reference_code=True, low=1
     )
     cluster_max_tokens: int = setting(
-        3500, "summariser budget; a cluster with more text is clustered again", paper=True, low=1
+        3500,
+        "summariser budget; a cluster with more text is clustered again",
+        reference_code=True,
+        low=1,
     )
-    max_layers: int = setting(5, "most summary layers above the leaves", paper=True, low=0)
+    max_layers: int = setting(5, "most summary layers above the leaves", reference_code=True, low=0)
     local_neighbors: int = setting(
-        10, "UMAP n_neighbors inside a global cluster", paper=True, low=2
+        10, "UMAP n_neighbors inside a global cluster", reference_code=True, low=2
     )
     global_neighbors_cap: int = setting(
         50, "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory", low=2
@@ -95,7 +100,7 @@ class RaptorBuild(Settings):
         low=0,
     )
     seed: int = setting(
-        224, "seed of UMAP and the mixtures (the reference code's)", low=0, high=2**32 - 1
+        224, "seed of UMAP and the mixtures", reference_code=True, low=0, high=2**32 - 1
     )
 
 
