@@ -19,6 +19,7 @@ import click
 from lcr._version import __version__
 from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
 from lcr.cli_errors import report as report_error
+from lcr.cli_estimate import estimate_options, pop_estimate, run_estimate
 from lcr.cli_models import model_options, models_group, pop_model_spec
 from lcr.cli_output import (
     WIDTH,
@@ -232,6 +233,7 @@ def cli() -> None:
 )
 @set_option
 @model_options
+@estimate_options
 @quiet_option
 def index_cmd(
     files: tuple[str, ...],
@@ -253,7 +255,7 @@ def index_cmd(
     the index's layout.json.
     """
     from lcr.pipeline import default_index_path, index_files
-    from lcr.progress import progress_for, progress_mode
+    from lcr.progress import NULL_PROGRESS, progress_for, progress_mode
     from lcr.text.formats import ExtractOptions
     from lcr.text.inputs import expand_inputs
 
@@ -272,6 +274,15 @@ def index_cmd(
         found = expand_inputs(files, globs=globs, excludes=excludes, warn=warn)
         jobs = [([f.path], default_index_path(f.path), f.found) for f in found]
         _refuse_shared_targets(jobs)
+    estimate, as_json, price = pop_estimate(model)
+    if estimate:  # the bill before paying: nothing built, written or called
+        run_estimate(
+            jobs, methods, _models(pop_model_spec(model), NULL_PROGRESS), sets,
+            as_json=as_json, price=price, warn=warn, note=_err, globs=globs, excludes=excludes,
+            extract=ExtractOptions(format=None if doc_format == "auto" else doc_format,
+                                   password=password, warn=warn),
+        )  # fmt: skip
+        return
     unprinted = UnprintedReports()
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes
         _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
