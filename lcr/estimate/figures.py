@@ -42,7 +42,7 @@ ZERO = Range(0, 0)
 
 
 def _rounded(value: float) -> float:
-    return round(value) if abs(value) >= 100 or value == int(value) else round(value, 3)
+    return round(value) if abs(value) >= 100 or value == int(value) else float(f"{value:.4g}")
 
 
 @dataclass(frozen=True)
