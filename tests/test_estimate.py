@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from click.testing import CliRunner
@@ -126,11 +126,10 @@ def test_json_goes_with_estimate(story: Path, tmp_path: Path) -> None:
 def test_estimate_calls_no_server_and_writes_nothing(story: Path, tmp_path: Path) -> None:
     """Nothing listens at the URL: a single call would fail the estimate."""
     out = tmp_path / "s.idx"
-    code, stdout, stderr = run(
-        ["index", str(story), "-o", str(out), "-m", "graphreader", "-m", "bm25", "--estimate"]
-        + ["--base-url", "http://127.0.0.1:9/v1", "--llm", "remote-model", "--json"]
-        + ["--price-per-mtok", "0.5/1.5"]
-    )
+    server = ["--base-url", "http://127.0.0.1:9/v1", "--llm", "remote-model"]
+    methods = ["-m", "graphreader", "-m", "bm25"]
+    args = ["index", str(story), "-o", str(out), *methods, *server]
+    code, stdout, stderr = run([*args, "--estimate", "--json", "--price-per-mtok", "0.5/1.5"])
     assert code == 0, stderr
     assert not out.exists() and not (tmp_path / ".s.idx.lock").exists()
     rows = [json.loads(line) for line in stdout.splitlines()]
@@ -162,7 +161,7 @@ def test_an_up_to_date_method_costs_nothing(story: Path, tmp_path: Path) -> None
 
 # ------------------------------------------------------ a counting server (slow)
 class _Counting(_Handler):
-    requests: list[str] = []
+    requests: ClassVar[list[str]] = []
 
     def do_GET(self) -> None:
         self.requests.append("GET")
@@ -239,9 +238,7 @@ SHORT_SETS = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["graphreader", "lightpal", "pecan"])
-def test_counts_the_input_decides_match_the_build(
-    method: str, story: Path, tmp_path: Path
-) -> None:
+def test_counts_the_input_decides_match_the_build(method: str, story: Path, tmp_path: Path) -> None:
     """Calls and prompt tokens are exact where the input decides them."""
     text = tmp_path / "short.txt"
     text.write_text(story.read_text(encoding="utf-8")[:3500], encoding="utf-8")
