@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from lcr import cli_estimate as est
 from lcr._version import __version__
 from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
 from lcr.cli_errors import report as report_error
-from lcr.cli_estimate import estimate_options, pop_estimate, run_estimate
 from lcr.cli_models import model_options, models_group, pop_model_spec
 from lcr.cli_output import (
     WIDTH,
@@ -233,7 +233,7 @@ def cli() -> None:
 )
 @set_option
 @model_options
-@estimate_options
+@est.estimate_options
 @quiet_option
 def index_cmd(
     files: tuple[str, ...],
@@ -255,7 +255,7 @@ def index_cmd(
     the index's layout.json.
     """
     from lcr.pipeline import default_index_path, index_files
-    from lcr.progress import NULL_PROGRESS, progress_for, progress_mode
+    from lcr.progress import progress_for, progress_mode
     from lcr.text.formats import ExtractOptions
     from lcr.text.inputs import expand_inputs
 
@@ -274,14 +274,11 @@ def index_cmd(
         found = expand_inputs(files, globs=globs, excludes=excludes, warn=warn)
         jobs = [([f.path], default_index_path(f.path), f.found) for f in found]
         _refuse_shared_targets(jobs)
-    estimate, as_json, price = pop_estimate(model)
+    estimate, as_json, price = est.pop_estimate(model)
     if estimate:  # the bill before paying: nothing built, written or called
-        run_estimate(
-            jobs, methods, _models(pop_model_spec(model), NULL_PROGRESS), sets,
-            as_json=as_json, price=price, warn=warn, note=_err, globs=globs, excludes=excludes,
-            extract=ExtractOptions(format=None if doc_format == "auto" else doc_format,
-                                   password=password, warn=warn),
-        )  # fmt: skip
+        est.run_estimate(jobs, methods, pop_model_spec(model), sets, as_json=as_json, price=price,
+                         warn=warn, globs=globs, excludes=excludes, doc_format=doc_format,
+                         password=password)  # fmt: skip
         return
     unprinted = UnprintedReports()
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes
@@ -474,7 +471,8 @@ def retrieve_cmd(**options: Any) -> None:
     help="Also check every file against its sha256 and for its structure: node spans, arrays "
     "(reads the whole index).",
 )
-def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
+@est.info_estimate_option
+def info_cmd(index_path: str, as_json: bool, verify: bool, estimate: bool) -> None:
     """Sources, methods built, their settings, models, counts and sizes.
 
     A damaged method is reported (with how to rebuild it alone) and the exit
@@ -499,9 +497,13 @@ def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
         out["damaged"] = {name: found[0] for name, found in problems.items()}
         if verify:
             out["verified"] = not problems
+        if estimate:
+            est.rebuild_figures(index, True, out)
         click.echo(json.dumps(out, ensure_ascii=False))
     else:
         _print_info(index, problems, verified=verify)
+        if estimate:
+            est.rebuild_figures(index, False)
     if problems:
         raise IndexDamagedError(
             next(iter(problems.values()))[0]

@@ -20,6 +20,7 @@ from lcr.errors import UsageError
 if TYPE_CHECKING:
     from lcr.estimate.figures import Range
     from lcr.estimate.plan import MethodBill, Price
+    from lcr.models.spec import ModelSpec
 
 ESTIMATE_OPTIONS = ("estimate", "as_json", "price_per_mtok")
 
@@ -61,21 +62,40 @@ def pop_estimate(options: dict[str, Any]) -> tuple[bool, bool, Price | None]:
 def run_estimate(
     jobs: Sequence[tuple[list[str | Path], Path, bool]],
     methods: Sequence[str],
-    models: Any,
+    spec: ModelSpec,
     sets: Sequence[str],
     *,
     as_json: bool,
     price: Price | None,
     warn: Callable[[str], None],
-    note: Callable[[str], None],
-    **read: Any,
+    globs: Sequence[str],
+    excludes: Sequence[str],
+    doc_format: str,
+    password: str | None,
 ) -> None:
     """Estimate each index ``lcr index`` would build (``jobs``) and print the bills."""
+    from lcr.cli_output import err
     from lcr.estimate.plan import estimate_index
+    from lcr.models.container import Models
+    from lcr.text.formats import ExtractOptions
 
+    models = Models(spec=spec)
+    extract = ExtractOptions(
+        format=None if doc_format == "auto" else doc_format, password=password, warn=warn
+    )
     for paths, target, _walked in jobs:
         summary, bills = estimate_index(
-            paths, target, methods, models, sets, price=price, warn=warn, note=note, **read
+            paths,
+            target,
+            methods,
+            models,
+            sets,
+            price=price,
+            warn=warn,
+            note=err,
+            globs=globs,
+            excludes=excludes,
+            extract=extract,
         )
         if as_json:
             for bill in bills:
@@ -137,3 +157,42 @@ def print_bills(summary: dict[str, Any], bills: Sequence[MethodBill]) -> None:
             _line("cost", _range(bill.cost, "", _money))
         for key, text in {**work.basis, **bill.sources}.items():
             _line("how" if key == next(iter(work.basis), key) else "", f"{key}: {text}")
+
+
+def info_estimate_option(f: Any) -> Any:
+    return click.option(
+        "--estimate",
+        is_flag=True,
+        help="Also estimate rebuilding each method from scratch (its settings and models; "
+        "a tokenizer is read, no LLM called), beside what its last build paid.",
+    )(f)
+
+
+def rebuild_figures(index: Any, as_json: bool, out: dict[str, Any] | None = None) -> None:
+    """``lcr info --estimate``: into ``out`` (``--json``: each method's ``rebuild``), else
+    printed, one block a method."""
+    from lcr.cli_output import err
+    from lcr.estimate.plan import estimate_rebuilds
+
+    rebuilds = estimate_rebuilds(index, note=err)
+    if as_json and out is not None:
+        for name, rebuild in rebuilds.items():
+            out.setdefault("methods", {}).setdefault(name, {})["rebuild"] = rebuild.to_json()
+        return
+    for name, rebuild in rebuilds.items():
+        work = rebuild.bill.work
+        usage = rebuild.last_usage
+        _say(f"rebuild {name} from scratch (estimate)")
+        if work.llm is not None:
+            _line("calls", _range(work.llm.calls, ""))
+            tokens = work.llm.prompt_tokens + work.llm.completion_tokens
+            _line("tokens", _range(tokens, ""))
+        if rebuild.bill.seconds is not None:
+            _line("time", _range(rebuild.bill.seconds, "", _duration))
+        paid = (
+            f"{usage.get('calls', 0):,} calls, "
+            f"{usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0):,} tokens"
+            if usage
+            else "no LLM"
+        )
+        _line("last", f"{paid} in {_duration(rebuild.last_seconds)} ({rebuild.built_at})")

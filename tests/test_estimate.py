@@ -159,6 +159,17 @@ def test_an_up_to_date_method_costs_nothing(story: Path, tmp_path: Path) -> None
     assert sorted(p.name for p in out.iterdir()) == before
 
 
+def test_info_estimates_rebuilding_each_method(story: Path, tmp_path: Path) -> None:
+    out = tmp_path / "s.idx"
+    assert run(["index", str(story), "-o", str(out), "-m", "bm25", "-q"])[0] == 0
+    code, stdout, _ = run(["info", str(out), "--estimate"])
+    assert code == 0 and "rebuild bm25 from scratch (estimate)" in stdout
+    code, stdout, _ = run(["info", str(out), "--estimate", "--json"])
+    rebuild = json.loads(stdout)["methods"]["bm25"]["rebuild"]
+    assert rebuild["estimate"]["method"] == "bm25" and rebuild["estimate"]["llm"] is None
+    assert rebuild["last_build"]["seconds"] >= 0
+
+
 # ------------------------------------------------------ a counting server (slow)
 class _Counting(_Handler):
     requests: ClassVar[list[str]] = []
@@ -251,6 +262,11 @@ def test_counts_the_input_decides_match_the_build(method: str, story: Path, tmp_
         usage["prompt_tokens"],
     )
     assert usage["completion_tokens"] <= work.llm.completion_tokens.high
+    code, stdout, stderr = run(["info", str(tmp_path / "b.idx"), "--estimate", "--json"])
+    assert code == 0, stderr
+    rebuild = json.loads(stdout)["methods"][method]["rebuild"]
+    assert rebuild["estimate"]["llm"]["calls"]["expected"] == usage["calls"]
+    assert rebuild["last_build"]["llm_usage"]["calls"] == usage["calls"]
 
 
 @pytest.mark.slow

@@ -386,3 +386,66 @@ def _time(
         seconds = seconds + work.embedder_texts.scaled(1 / max(rate, 1e-9)) + Range.exact(load)
         bill.sources["time"] += f"; embedder {rate:.0f} texts/s, {source}"
     bill.seconds = seconds
+
+
+@dataclass
+class Rebuild:
+    """One built method of an index: what rebuilding it from scratch would cost, beside
+    what its last build paid (``lcr info --estimate``)."""
+
+    bill: MethodBill
+    last_usage: dict[str, Any]
+    last_seconds: float
+    built_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "estimate": self.bill.to_json(),
+            "last_build": {
+                "llm_usage": self.last_usage,
+                "seconds": self.last_seconds,
+                "built_at": self.built_at,
+            },
+        }
+
+
+def estimate_rebuilds(
+    index: Any,
+    price: Price | None = None,
+    note: Callable[[str], None] | None = None,
+    timed: bool = True,
+) -> dict[str, Rebuild]:
+    """Each built method of ``index`` estimated from scratch, with the settings and models
+    it was built with."""
+    from dataclasses import replace
+
+    from lcr.methods import get_method
+    from lcr.models.spec import ModelSpec
+    from lcr.pipeline import require
+
+    source = index.source
+    documents = [(i, d.start, source[d.start : d.end]) for i, d in enumerate(index.documents)]
+    out: dict[str, Rebuild] = {}
+    for name, entry in index.methods.items():
+        method = get_method(name)
+        settings = method.build_settings.from_stored(entry.settings)
+        recorded = entry.models
+        spec = ModelSpec()
+        spec = replace(
+            spec,
+            llm=recorded.get("llm", spec.llm),
+            embedder=recorded.get("embedder", spec.embedder),
+        )
+        models = Models(spec=spec)
+        needs = method.build_needs(settings)
+        require(models, needs, f"estimating {name}")
+        estimator = Estimator(models, note or (lambda message: None))
+        bill = _bill(estimator, method, settings, needs, documents, {}, price, timed)
+        usage = entry.stats.get("llm_usage")
+        out[name] = Rebuild(
+            bill,
+            dict(usage) if isinstance(usage, dict) else {},
+            entry.build_seconds,
+            entry.built_at,
+        )
+    return out

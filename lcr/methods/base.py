@@ -126,8 +126,8 @@ class EstimateContext(Generic[B]):
         where the value came from, for the estimate's basis."""
         value = self.observed.get(key)
         if isinstance(value, (int, float)) and value > 0:
-            return float(value), f"{value:.3g}, observed in the last build with this model"
-        return default, f"{default:.3g} by default ({why})"
+            return float(value), f"{value:.2g}, observed in the last build with this model"
+        return default, f"{default:.2g}, lcr's default ({why})"
 
 
 @dataclass

@@ -55,9 +55,9 @@ def estimate_extraction(
             "calls": f"exact: one extraction per chunk ({calls} chunks of the build's chunker)",
             "prompt_tokens": "exact: each chunk's prompt with the model's tokenizer and template",
             "completion_tokens": (
-                f"range: replies of {share[1]} tokens per prompt token, at most "
-                f"{max_new_tokens} each (graphreader.extraction_max_new_tokens)"
+                f"range: reply tokens per prompt token {share[1]}; at most "
+                f"{max_new_tokens} a reply (graphreader.extraction_max_new_tokens)"
             ),
-            "embedder_texts": f"key elements: {keys_share[1]} per reply token",
+            "embedder_texts": f"key elements per reply token {keys_share[1]}",
         },
     )

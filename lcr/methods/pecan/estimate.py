@@ -103,8 +103,8 @@ def estimate_graph(
             ),
             "prompt_tokens": "first level exact (the build's prompts through the tokenizer)",
             "completion_tokens": (
-                f"range: replies of {reply_share[1]} of pecan.points_max_new_tokens={budget}, "
-                "at most all of it"
+                f"range: share of pecan.points_max_new_tokens={budget} a reply uses "
+                f"{reply_share[1]}; at most all of it"
             ),
         },
     )

@@ -108,14 +108,14 @@ def estimate_tree(
         basis={
             "leaves": f"exact: {n} leaves of the build's chunker, each embedded once",
             "calls": (
-                f"range: expected layers {sizes} (each layer {shrink[1]} of the one below, "
-                f"and enough clusters for raptor.cluster_max_tokens={s.cluster_max_tokens}); "
+                f"range: expected layers {sizes} (nodes per node below {shrink[1]}; at least "
+                f"enough clusters for raptor.cluster_max_tokens={s.cluster_max_tokens}); "
                 f"upper bound: each layer one node shorter, up to raptor.max_layers="
                 f"{s.max_layers}"
             ),
             "completion_tokens": (
-                f"range: summaries of {reply[1]} of raptor.summary_max_new_tokens={budget}, "
-                "at most all of it"
+                f"range: share of raptor.summary_max_new_tokens={budget} a summary uses "
+                f"{reply[1]}; at most all of it"
             ),
             "prompt_tokens": (
                 "expected: the leaves' model tokens read once (+10% for soft membership) and the "
