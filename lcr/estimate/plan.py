@@ -256,6 +256,8 @@ def estimate_index(
         _bill(estimator, method, settings, needs, documents, existing, price, timed)
         for method, settings, needs in plans
     ]
+    for bill in bills:
+        _note_cache(bill, Path(out))
     summary = {
         "documents": len(docs),
         "characters": len(source),
@@ -282,6 +284,24 @@ def _existing(out: str | Path, digests: list[str]) -> dict[str, Any]:
         return {name: e for name, e in index.methods.items() if name not in index.damaged}
     except LcrError:
         return {}
+
+
+def _note_cache(bill: MethodBill, out: Path) -> None:
+    """Replies an index's cache already holds are free to a build (resumed, or rebuilt
+    with --force): the estimate counts every call, so it says so."""
+    path = out / "cache" / f"{bill.method}.jsonl"
+    if bill.up_to_date or bill.work.llm is None or not path.is_file():
+        return
+    try:
+        with path.open("rb") as fh:
+            held = sum(1 for _ in fh)
+    except OSError:
+        return
+    if held:
+        bill.sources["cache"] = (
+            f"the index's cache already holds {held} paid replies of {bill.method}: the build "
+            "reuses those whose prompt is unchanged, so it may pay less than estimated"
+        )
 
 
 def _bill(

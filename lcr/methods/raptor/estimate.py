@@ -16,16 +16,12 @@ the model, so the layers above are a range:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from lcr.estimate.calls import encoded_tokens, shared_prefix
 from lcr.estimate.figures import BuildEstimate, LLMWork, Range
-from lcr.methods.raptor.method import summary_messages
-from lcr.models.base import Tokenizer
-
-if TYPE_CHECKING:
-    from lcr.methods.raptor.method import RaptorBuild
+from lcr.models.base import Message, Tokenizer
 
 CLUSTERS_PER_NODE = 0.2  # layer size over the layer below; measured by bench_estimate
 REPLY_SHARE = 0.9  # summaries run to about this share of summary_max_new_tokens
@@ -33,8 +29,19 @@ OVERLAP = 1.1  # soft membership: a node joins every cluster above the threshold
 CHARS_PER_TOKEN = 4.0
 
 
+@dataclass(frozen=True)
+class TreeShape:
+    """The build settings the tree's size depends on (``RaptorBuild``'s), and the prompt."""
+
+    max_layers: int
+    reduction_dim: int
+    cluster_max_tokens: int
+    summary_max_new_tokens: int
+    messages: Callable[[Sequence[str]], list[Message]]
+
+
 def _layers(
-    n: int, free_tokens: float, s: RaptorBuild, shrink: float, reply: float, ratio: float
+    n: int, free_tokens: float, s: TreeShape, shrink: float, reply: float, ratio: float
 ) -> list[tuple[int, float]]:
     """Per layer, the number of summaries and the model tokens of the text they read."""
     out: list[tuple[int, float]] = []
@@ -50,7 +57,7 @@ def _layers(
     return out
 
 
-def _upper_layers(n: int, s: RaptorBuild) -> list[int]:
+def _upper_layers(n: int, s: TreeShape) -> list[int]:
     sizes: list[int] = []
     nodes = n
     for _ in range(s.max_layers):
@@ -65,7 +72,7 @@ def estimate_tree(
     leaves: Sequence[str],
     leaf_tokens: Sequence[int],
     tokenizer: Tokenizer,
-    s: RaptorBuild,
+    s: TreeShape,
     shrink: tuple[float, str],
     reply: tuple[float, str],
 ) -> BuildEstimate:
@@ -73,8 +80,8 @@ def estimate_tree(
     free = float(sum(leaf_tokens))
     model_tokens = float(sum(tokenizer.count_tokens(t) for t in leaves))
     ratio = model_tokens / free if free else 1.0  # model tokens per lcr (model-free) token
-    overhead = len(tokenizer.render(summary_messages([""])))
-    prefix = shared_prefix(tokenizer, [summary_messages(["a"]), summary_messages(["b"])])
+    overhead = len(tokenizer.render(s.messages([""])))
+    prefix = shared_prefix(tokenizer, [s.messages(["a"]), s.messages(["b"])])
     budget = s.summary_max_new_tokens
 
     layers = _layers(n, free, s, shrink[0], reply[0], ratio)

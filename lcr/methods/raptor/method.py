@@ -287,16 +287,29 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
     def estimate(self, ctx: EstimateContext[RaptorBuild]) -> BuildEstimate:
         """The leaves are the build's own; the layers above them are a range (clusters
         depend on the embeddings, summaries on the model)."""
-        from lcr.methods.raptor.estimate import CLUSTERS_PER_NODE, REPLY_SHARE, estimate_tree
+        from lcr.methods.raptor.estimate import (
+            CLUSTERS_PER_NODE,
+            REPLY_SHARE,
+            TreeShape,
+            estimate_tree,
+        )
 
-        leaves = leaf_nodes(ctx.documents, ctx.settings.chunk_tokens)
+        s = ctx.settings
+        shape = TreeShape(
+            s.max_layers,
+            s.reduction_dim,
+            s.cluster_max_tokens,
+            s.summary_max_new_tokens,
+            summary_messages,
+        )
+        leaves = leaf_nodes(ctx.documents, s.chunk_tokens)
         shrink = ctx.prior("clusters_per_node", CLUSTERS_PER_NODE, "smollm2 on the examples")
         reply = ctx.prior("completion_share", REPLY_SHARE, "smollm2 on the examples")
         return estimate_tree(
             [n.text for n in leaves],
             [int(n.meta["tokens"]) for n in leaves],
             ctx.tokenizer(ctx.llm),
-            ctx.settings,
+            shape,
             shrink,
             reply,
         )
