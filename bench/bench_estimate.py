@@ -47,43 +47,64 @@ def _ratio(estimate: float, actual: float) -> str:
     return f"{estimate / actual:.2f}"
 
 
-def one_row(doc: Path, method: str, llm: str, workdir: Path) -> dict[str, Any]:
-    out = workdir / f"{doc.stem}-{method}.idx"
-    spec = ModelSpec(llm=llm)
-    load_before = _load()
+def estimate_row(doc: Path, method: str, llm: str, out: Path) -> dict[str, Any]:
+    """The estimate's figures for one build, timed."""
+    load = _load()
     started = time.perf_counter()
-    _, bills = estimate_index([doc], out, [method], Models(spec=spec), SETS)
+    _, bills = estimate_index([doc], out, [method], Models(spec=ModelSpec(llm=llm)), SETS)
     estimate_s = time.perf_counter() - started
     bill = bills[0]
     assert bill.work.llm is not None and bill.seconds is not None
-    models = Models(spec=spec)
-    started = time.perf_counter()
-    index, _ = index_files([doc], out, [method], models, SETS)
-    wall = time.perf_counter() - started
-    entry = index.methods[method]
-    usage = entry.stats.get("llm_usage", {})
     work = bill.work.llm
     return {
         "doc": doc.name,
         "method": method,
         "backend": bill.backend,
         "estimate_s": round(estimate_s, 2),
-        "calls": [work.calls.expected, work.calls.high, usage.get("calls", 0)],
-        "prompt": [
-            work.prompt_tokens.expected,
-            work.prompt_tokens.high,
-            usage.get("prompt_tokens"),
-        ],
-        "replies": [
-            work.completion_tokens.expected,
-            work.completion_tokens.high,
-            usage.get("completion_tokens"),
-        ],
-        "seconds": [bill.seconds.expected, bill.seconds.high, round(wall, 1)],
-        "build_s": entry.build_seconds,
-        "load": [load_before, _load()],
+        "estimate_load": load,
+        "calls": [work.calls.expected, work.calls.high],
+        "prompt": [work.prompt_tokens.expected, work.prompt_tokens.high],
+        "replies": [work.completion_tokens.expected, work.completion_tokens.high],
+        "seconds": [round(bill.seconds.expected, 1), round(bill.seconds.high, 1)],
         "rates": bill.sources.get("time", ""),
     }
+
+
+def one_row(doc: Path, method: str, llm: str, workdir: Path) -> dict[str, Any]:
+    """Estimate, then build, one method on one document; the figures side by side."""
+    out = workdir / f"{doc.stem}-{method}.idx"
+    row = estimate_row(doc, method, llm, out)
+    load_before = _load()
+    started = time.perf_counter()
+    index, _ = index_files([doc], out, [method], Models(spec=ModelSpec(llm=llm)), SETS)
+    wall = time.perf_counter() - started
+    entry = index.methods[method]
+    usage = entry.stats.get("llm_usage", {})
+    row["calls"].append(usage.get("calls", 0))
+    row["prompt"].append(usage.get("prompt_tokens", 0))
+    row["replies"].append(usage.get("completion_tokens", 0))
+    row["seconds"].append(round(wall, 1))
+    row["build_s"] = entry.build_seconds
+    row["load"] = [load_before, _load()]
+    return row
+
+
+def reestimate(rows_file: Path, docs: list[Path], llm: str, workdir: Path) -> list[dict[str, Any]]:
+    """The estimates again (this code, the load now) against builds measured before."""
+    by_name = {d.name: d for d in docs}
+    rows = []
+    for line in rows_file.read_text(encoding="utf-8").splitlines():
+        built = json.loads(line)
+        if "method" not in built or built["doc"] not in by_name:
+            continue
+        out = workdir / f"{built['doc']}-{built['method']}.idx"
+        row = estimate_row(by_name[built["doc"]], built["method"], llm, out)
+        for key in ("calls", "prompt", "replies", "seconds"):
+            row[key].append(built[key][-1])
+        row["build_s"], row["load"] = built["build_s"], built["load"]
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
 
 
 def big_estimate(docs: list[Path], llm: str, workdir: Path, tokens: int) -> dict[str, Any]:
@@ -111,6 +132,11 @@ def main() -> None:
     parser.add_argument("--big", type=int, default=0, help="also time an estimate of N tokens")
     parser.add_argument("--fresh-observations", action="store_true")
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--reestimate",
+        type=Path,
+        help="estimate again against the builds of an earlier --out file (no build)",
+    )
     args = parser.parse_args()
     if args.fresh_observations:
         from lcr.models.cache import cache_dir
@@ -118,7 +144,9 @@ def main() -> None:
         (cache_dir() / "observed.json").unlink(missing_ok=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="lcr-estimate-bench-") as tmp:
-        for doc in args.doc:
+        if args.reestimate:
+            rows = reestimate(args.reestimate, args.doc, args.llm, Path(tmp))
+        for doc in [] if args.reestimate else args.doc:
             for method in args.method or METHODS:
                 row = one_row(doc, method, args.llm, Path(tmp))
                 rows.append(row)
@@ -130,7 +158,7 @@ def main() -> None:
     print()
     print(
         "| doc | method | calls est (max) / actual | prompt est / actual | replies est / actual "
-        "| time est / actual s | load |"
+        "| time est / actual s | load (estimate; build) |"
     )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
@@ -139,7 +167,8 @@ def main() -> None:
             f"| {r['doc']} | {r['method']} ({r['backend']}) | {c[0]:.0f} ({c[1]:.0f}) / {c[2]} "
             f"({_ratio(c[0], c[2])}) | {p[0]:.0f} / {p[2]} ({_ratio(p[0], p[2] or 0)}) | "
             f"{o[0]:.0f} / {o[2]} ({_ratio(o[0], o[2] or 0)}) | {s[0]:.0f} / {s[2]:.0f} "
-            f"({_ratio(s[0], s[2])}) | {r['load'][0]}-{r['load'][1]} |"
+            f"({_ratio(s[0], s[2])}) | {r.get('estimate_load', '?')}; "
+            f"{r['load'][0]}-{r['load'][1]} |"
         )
     if big:
         print()

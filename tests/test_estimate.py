@@ -248,6 +248,7 @@ SHORT_SETS = {
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.parametrize("method", ["graphreader", "lightpal", "pecan"])
 def test_counts_the_input_decides_match_the_build(method: str, story: Path, tmp_path: Path) -> None:
     """Calls and prompt tokens are exact where the input decides them."""

@@ -38,14 +38,23 @@ def encoded_tokens(prompt_tokens: float, calls: float, prefix: int) -> float:
     return max(prompt_tokens - prefix * (calls - batches), 0.0)
 
 
+def decode_context(prompt: float, reply: float) -> float:
+    """The contexts a reply's tokens are decoded after, summed (see ``LLMWork``)."""
+    return reply * (prompt + reply / 2)
+
+
 def replies(
     prompts: Sequence[int], max_new_tokens: int, window: int, per_prompt_token: float
-) -> Range:
+) -> tuple[Range, Range]:
     """Reply tokens of calls with these prompt sizes: expected ``per_prompt_token`` of the
-    prompt (capped by the budget), at most the whole budget (and the room the window leaves)."""
-    expected = high = 0.0
+    prompt (capped by the budget), at most the whole budget (and the room the window
+    leaves); and their decode contexts."""
+    expected = high = context_e = context_h = 0.0
     for p in prompts:
         room = max(1, min(max_new_tokens, window - p))
-        expected += min(room, per_prompt_token * p)
+        reply = min(room, per_prompt_token * p)
+        expected += reply
         high += room
-    return Range(expected, high)
+        context_e += decode_context(p, reply)
+        context_h += decode_context(p, room)
+    return Range(expected, high), Range(context_e, context_h)

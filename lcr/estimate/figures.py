@@ -62,6 +62,9 @@ class LLMWork:
     encoded_tokens: Range
     batched: bool = True
     kind: str = "generate"  # generate | score (log-probs, no decoding) | attention
+    # sum over reply tokens of the context each is decoded after (prompt + reply so far):
+    # a decoded token costs more the longer its context (measured: 4x at 1.6k tokens)
+    decode_context: Range = Range(0, 0)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -71,6 +74,7 @@ class LLMWork:
             "prompt_tokens": self.prompt_tokens.to_json(),
             "completion_tokens": self.completion_tokens.to_json(),
             "encoded_tokens": self.encoded_tokens.to_json(),
+            "decode_context": self.decode_context.to_json(),
             "kind": self.kind,
         }
 

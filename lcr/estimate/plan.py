@@ -89,24 +89,36 @@ class MethodBill:
             "sources": dict(self.sources),
         }
         if self.rates is not None:
+            r = self.rates
             out["rates"] = {
-                "prefill_tokens_per_s": round(self.rates.prefill, 1),
-                "decode_tokens_per_s": round(self.rates.decode, 1),
-                "batch_decode_tokens_per_s": round(self.rates.batch_decode, 1),
+                "prefill_tokens_per_s": round(r.prefill, 1),
+                "decode_tokens_per_s": round(r.decode, 1),
+                "batch_decode_tokens_per_s": round(r.batch_decode, 1),
+                "decode_tokens_per_s_long": round(r.decode_long, 1),
+                "long_context": round(r.long_context),
             }
         return out
 
 
 def llm_seconds(work: LLMWork, rates: throughput.Rates) -> Range:
-    """The LLM's share of a build's time at these rates (pure)."""
-    if work.kind == "attention" and rates.attention_decode > 0:
-        prefill, decode = rates.attention_prefill, rates.attention_decode
-    else:
-        prefill = rates.prefill
-        decode = rates.batch_decode if work.batched else rates.decode
-    decode = max(decode, 1e-9)
-    return work.encoded_tokens.scaled(1 / max(prefill, 1e-9)) + work.completion_tokens.scaled(
-        1 / decode
+    """The LLM's share of a build's time at these rates (pure).
+
+    A decoded token costs ``base + slope * context``: the slope from the decode rates
+    after a short and a long prompt, the base from the one-sequence or the batched rate.
+    """
+    attention = work.kind == "attention" and rates.attention_decode > 0
+    prefill = rates.attention_prefill if attention else rates.prefill
+    short = rates.attention_decode if attention else rates.decode
+    long = rates.attention_decode_long if attention else rates.decode_long
+    slope = 0.0
+    if long > 0 and short > 0 and rates.long_context > rates.short_context:
+        slope = max((1 / long - 1 / short) / (rates.long_context - rates.short_context), 0.0)
+    at_short = rates.batch_decode if work.batched and not attention else short
+    base = max(1 / max(at_short, 1e-9) - slope * rates.short_context, 0.0)
+    return (
+        work.encoded_tokens.scaled(1 / max(prefill, 1e-9))
+        + work.completion_tokens.scaled(base)
+        + work.decode_context.scaled(slope)
     )
 
 
@@ -165,9 +177,8 @@ class Estimator:
             return self.rates[key]
         found = throughput.cached_rates(key)
         if found is not None:
-            found = _with_source(
-                found, f"measured here {found.measured_at} at load {found.load_avg:.1f} (cached)"
-            )
+            source = f"measured here {found.measured_at} at load {found.load_avg:.1f} (cached)"
+            found = _with_source(found, source).at_load(throughput.current_load())
         else:
             self.note(f"measuring {name} on {backend} once (cached for later estimates)")
             started = time.perf_counter()
@@ -185,6 +196,7 @@ class Estimator:
         key = throughput.rates_key(name, "embedder", self.models.spec.device)
         found = throughput.cached_rates(key)
         if found is not None:
+            found = found.at_load(throughput.current_load())
             return found.prefill, found.load_s, f"measured here {found.measured_at} (cached)"
         self.note(f"measuring the embedder {name} once (cached for later estimates)")
         started = time.perf_counter()

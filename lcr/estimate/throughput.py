@@ -21,12 +21,12 @@ import json
 import math
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcr.estimate.calls import BATCH_LANES
-from lcr.models.base import LLM, Capability, Role
+from lcr.models.base import LLM, Capability, Message, Role
 
 if TYPE_CHECKING:
     from lcr.models.container import Models
@@ -46,12 +46,31 @@ class Rates:
     load_s: float = 0.0
     attention_prefill: float = 0.0  # transformers with attention weights (PECAN)
     attention_decode: float = 0.0
+    # decoding slows as the context grows: the rates after a short and a long prompt
+    short_context: float = 0.0
+    long_context: float = 0.0
+    decode_long: float = 0.0
+    attention_decode_long: float = 0.0
     load_avg: float = 0.0
     measured_at: str = ""
     source: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def at_load(self, now: float) -> Rates:
+        """These rates as a process would see them at the load ``now``: on a busy CPU a
+        process gets about ``cores / (load + 1)`` of it (``load_share``)."""
+        factor = load_share(now) / load_share(self.load_avg)
+        if abs(math.log(factor)) < 0.05:
+            return self
+        fields = ("prefill", "decode", "batch_decode", "attention_prefill", "attention_decode")
+        scaled = {f: getattr(self, f) * factor for f in (*fields, "decode_long")}
+        scaled["attention_decode_long"] = self.attention_decode_long * factor
+        note = (
+            f"; scaled x{factor:.2f} to the load now ({now:.1f}; {self.load_avg:.1f} when measured)"
+        )
+        return replace(self, **scaled, source=self.source + note)
 
 
 def _cache_file(name: str) -> Path:
@@ -99,13 +118,22 @@ def current_load() -> float:
         return 0.0
 
 
+def load_share(load: float) -> float:
+    """The share of the CPU one more busy process gets at this load average."""
+    cores = os.cpu_count() or 1
+    return min(1.0, cores / (load + 1.0))
+
+
 def load_differs(then: float, now: float) -> bool:
     ratio = (1.0 + now) / (1.0 + then)
     return abs(math.log(ratio)) > math.log(LOAD_FACTOR)
 
 
+PROBE_VERSION = 2  # rates measured by an older probe lack what the time model reads
+
+
 def rates_key(model: str, backend: str, device: str) -> str:
-    return f"{model}|{backend}|{device}|{machine_key()}"
+    return f"v{PROBE_VERSION}|{model}|{backend}|{device}|{machine_key()}"
 
 
 def cached_rates(key: str) -> Rates | None:
@@ -128,43 +156,65 @@ _PROBE = (
 )
 
 
+def _timed(run: Any) -> tuple[Any, float]:
+    started = time.perf_counter()
+    out = run()
+    return out, time.perf_counter() - started
+
+
+def _prompt(what: str, repeats: int) -> list[Message]:
+    """A fresh prompt (its head differs, so no cached prefix serves it)."""
+    return [{"role": "user", "content": f"{what} {time.time_ns()}. " + _PROBE * repeats}]
+
+
 def measure_rates(llm: LLM, load_s: float) -> Rates:
-    """Time a prefill, one decode and a batch of decodes (a few seconds on a small model)."""
-    prompt = [{"role": "user", "content": f"Log {time.time_ns()}. " + _PROBE * 6}]
-    started = time.perf_counter()
-    first = llm.generate(prompt, max_new_tokens=1)
-    prefill = first.prompt_tokens / max(time.perf_counter() - started, 1e-6)
+    """Time a long prefill, decoding after a short and after a long prompt, and a batch
+    of decodes (seconds on a small model; the 1.5B takes longer on a busy CPU)."""
+    first, spent = _timed(lambda: llm.generate(_prompt("Log", LONG), max_new_tokens=1))
+    prefill = first.prompt_tokens / max(spent, 1e-6)
+
+    def decode_rate(prompt: list[Message], new: int) -> tuple[float, float]:
+        gen, spent = _timed(lambda: llm.generate(prompt, max_new_tokens=new))
+        rest = spent - gen.prompt_tokens / prefill
+        return max(gen.completion_tokens, 1) / max(rest, 1e-6), gen.prompt_tokens + new / 2
+
     story = [{"role": "user", "content": f"Story {time.time_ns()}: tell a long story."}]
-    started = time.perf_counter()
-    one = llm.generate(story, max_new_tokens=32)
-    spent = time.perf_counter() - started - one.prompt_tokens / prefill
-    decode = max(one.completion_tokens, 1) / max(spent, 1e-6)
+    decode, short = decode_rate(story, 32)
+    decode_long, long = decode_rate(_prompt("Tell the story of", LONG), 24)
     convs = [
         [{"role": "user", "content": f"Story {i} {time.time_ns()}: tell a long story."}]
         for i in range(BATCH_LANES)
     ]
-    started = time.perf_counter()
-    gens = llm.generate_batch(convs, max_new_tokens=24)
-    spent = time.perf_counter() - started - sum(g.prompt_tokens for g in gens) / prefill
+    gens, spent = _timed(lambda: llm.generate_batch(convs, max_new_tokens=24))
+    spent -= sum(g.prompt_tokens for g in gens) / prefill
     batch = max(sum(g.completion_tokens for g in gens), 1) / max(spent, 1e-6)
-    att_prefill = att_decode = 0.0
+    attention = (0.0, 0.0)
     if Capability.ATTENTION in llm.capabilities and hasattr(llm, "generate_with_attention"):
-        ids = llm.render(prompt)  # type: ignore[attr-defined]
-        started = time.perf_counter()
-        gen = llm.generate_with_attention(ids, max_new_tokens=16)
-        total = time.perf_counter() - started
-        att_prefill = prefill
-        att_decode = max(gen.completion_tokens, 1) / max(total - len(ids) / prefill, 1e-6)
+        attention = (_attention_rate(llm, prefill, SHORT), _attention_rate(llm, prefill, LONG))
     return Rates(
         prefill=prefill,
         decode=decode,
         batch_decode=max(batch, decode),
         load_s=load_s,
-        attention_prefill=att_prefill,
-        attention_decode=att_decode,
+        attention_prefill=prefill if attention[0] else 0.0,
+        attention_decode=attention[0],
+        short_context=short,
+        long_context=long,
+        decode_long=decode_long,
+        attention_decode_long=attention[1],
         load_avg=current_load(),
         measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     )
+
+
+SHORT, LONG = 1, 20  # repeats of the probe text: ~50 and ~800 tokens
+
+
+def _attention_rate(llm: Any, prefill: float, repeats: int) -> float:
+    """Decoding with attention weights (PECAN's build) after a prompt of ``repeats``."""
+    ids = llm.render(_prompt("Sum up", repeats))
+    gen, spent = _timed(lambda: llm.generate_with_attention(ids, max_new_tokens=12))
+    return float(max(gen.completion_tokens, 1) / max(spent - len(ids) / prefill, 1e-6))
 
 
 def store_rates(key: str, rates: Rates) -> None:

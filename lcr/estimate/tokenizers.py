@@ -14,11 +14,14 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lcr.errors import ModelError
 from lcr.models.base import Message, Tokenizer
 from lcr.models.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from lcr.models.loading import Source
 
 TEMPLATE_TOKENS_PER_MESSAGE = 5  # a server's chat template, when its tokenizer is unknown
 SERVER_WINDOW = 32768  # a server's window when --context-window does not say
@@ -174,25 +177,35 @@ def load_tokenizer(name: str, backend: str, spec: ModelSpec) -> Tokenizer:
 
 
 def _llamacpp_tokenizer(name: str, spec: ModelSpec) -> LlamaCppTokenizer:
-    from lcr.models import cache
     from lcr.models.loading import gguf_source
 
     source = gguf_source(name)
     if source is None:
         raise ModelError(f"{name} is not a GGUF model llama.cpp can read")
+    return LlamaCppTokenizer(_gguf_path(source), source.model_id, spec.context_window)
+
+
+def _gguf_path(source: Source) -> Path:
+    """The GGUF file of a preset (its part, or the parts joined by a first load) or a file."""
+    from lcr.models import cache
+
     if source.preset is not None:
         parts = source.preset.part_paths() or []
         joined = cache.gguf_path(source.preset.name)
         path = joined if source.preset.multi_part else (parts[0] if parts else joined)
         if not path.is_file():
-            raise ModelError(f"{name}'s GGUF file is not prepared yet")
-    else:
-        assert source.gguf_file is not None
-        path = Path(source.location) / source.gguf_file
-    return LlamaCppTokenizer(path, source.model_id, spec.context_window)
+            raise ModelError(
+                f"{source.model_id}'s GGUF file is not prepared yet (a first load joins it)"
+            )
+        return path
+    if source.gguf_file is None:
+        raise ModelError(f"{source.model_id} is not a GGUF file")
+    return Path(source.location) / source.gguf_file
 
 
 def _hf_tokenizer(name: str, spec: ModelSpec) -> Tokenizer:
+    """What the transformers backend reads: the converted copy's tokenizer, else (before
+    the first load converts it) the GGUF's, read by transformers as that load reads it."""
     from transformers import AutoConfig, AutoTokenizer
 
     from lcr.models import cache
@@ -200,17 +213,22 @@ def _hf_tokenizer(name: str, spec: ModelSpec) -> Tokenizer:
     from lcr.models.transformers_core import DEFAULT_CONTEXT_CAP
 
     source = resolve(name, "llm")
+    options: dict[str, Any] = {"local_files_only": True}
+    cap = spec.context_window
     if source.preset is not None:
-        folder = cache.hf_dir(source.preset.name)
+        cap = cap or source.preset.context_window
+        location = str(cache.hf_dir(source.preset.name))
         if not cache.has_dequantized(source.preset.name):
-            return _llamacpp_tokenizer(name, spec)  # not converted yet: the same vocabulary
-        location = str(folder)
+            gguf = _gguf_path(source)
+            location, options["gguf_file"] = str(gguf.parent), gguf.name
     else:
         location = source.location
+        if source.gguf_file is not None:
+            options["gguf_file"] = source.gguf_file
     quiet_libraries()
     with hub_offline():
-        tokenizer = AutoTokenizer.from_pretrained(location, local_files_only=True)
-        config = AutoConfig.from_pretrained(location, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(location, **options)
+        config = AutoConfig.from_pretrained(location, **options)
     trained = getattr(config, "max_position_embeddings", None) or DEFAULT_CONTEXT_CAP
-    window = int(min(trained, spec.context_window or DEFAULT_CONTEXT_CAP))
+    window = int(min(trained, cap or DEFAULT_CONTEXT_CAP))
     return HFTokenizer(tokenizer, source.model_id, window)

@@ -33,7 +33,7 @@ def estimate_extraction(
     calls = len(chunks)
     prompt = float(sum(sizes))
     window = tokenizer.context_window
-    completion = replies(sizes, max_new_tokens, window, share[0])
+    completion, context = replies(sizes, max_new_tokens, window, share[0])
     prefix = shared_prefix(tokenizer, convs[:2]) if calls > 1 else 0
     encoded = encoded_tokens(prompt, calls, prefix)
     keys = completion.scaled(keys_share[0])
@@ -45,6 +45,7 @@ def estimate_extraction(
             prompt_tokens=Range.exact(prompt),
             completion_tokens=completion,
             encoded_tokens=Range(encoded, prompt),
+            decode_context=context,
         ),
         embedder_texts=keys,
         nodes=Range(calls, calls) + keys.scaled(2),

@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from lcr.estimate.calls import decode_context
 from lcr.estimate.figures import BuildEstimate, LLMWork, Range
 from lcr.methods.pecan.graph import batch_nodes
 from lcr.methods.pecan.prompts import build_overhead, build_prompt
@@ -78,6 +79,12 @@ def estimate_graph(
         prompt_first + up_e[1] + up_e[0] * overhead, prompt_first + up_h[1] + up_h[0] * overhead
     )
     completion = Range(first * reply + up_e[2], first * budget + up_h[2])
+    context = Range(
+        sum(decode_context(q, reply) for q in first_prompts)
+        + up_e[0] * decode_context(overhead + s, reply),
+        sum(decode_context(q, budget) for q in first_prompts)
+        + up_h[0] * decode_context(overhead + s, budget),
+    )
     points = completion.scaled(1 / 20)  # a point is a sentence, ~20 tokens
     n = len(leaves)
     return BuildEstimate(
@@ -90,6 +97,7 @@ def estimate_graph(
             encoded_tokens=prompt,
             batched=False,
             kind="attention",
+            decode_context=context,
         ),
         embedder_texts=Range(n, n) + points,
         nodes=Range(n, n) + points,
