@@ -102,6 +102,47 @@ def test_a_price_per_million_tokens() -> None:
     assert Price.parse("2") == Price(2.0, 2.0)
 
 
+def _work(reply: float, context: float, batched: bool = False) -> Any:
+    from lcr.estimate.figures import LLMWork, Range
+
+    return LLMWork(
+        role="llm",
+        model="m",
+        calls=Range.exact(1),
+        prompt_tokens=Range.exact(200),
+        completion_tokens=Range.exact(reply),
+        encoded_tokens=Range.exact(200),
+        batched=batched,
+        decode_context=Range.exact(context),
+    )
+
+
+def test_decoding_costs_more_after_a_longer_context() -> None:
+    from lcr.estimate.plan import llm_seconds
+    from lcr.estimate.throughput import Rates
+
+    rates = Rates(
+        prefill=100, decode=20, batch_decode=40, short_context=50, long_context=850,
+        decode_long=5,
+    )  # fmt: skip
+    # at the short context a token takes 1/20 s, at the long one 1/5 s
+    assert llm_seconds(_work(10, 10 * 50), rates).expected == pytest.approx(2 + 10 / 20)
+    assert llm_seconds(_work(10, 10 * 850), rates).expected == pytest.approx(2 + 10 / 5)
+    batched = llm_seconds(_work(10, 10 * 50, batched=True), rates).expected
+    assert batched == pytest.approx(2 + 10 / 40)
+
+
+def test_cached_rates_follow_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lcr.estimate.throughput import Rates
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    rates = Rates(prefill=100, decode=20, batch_decode=40, load_avg=1.0)
+    busy = rates.at_load(7.0)  # one more process gets 2 / 8 of two cores, not all of them
+    assert (busy.prefill, busy.decode) == pytest.approx((25, 5))
+    assert "scaled x0.25" in busy.source
+    assert rates.at_load(0.5) is rates  # both idle: the same rates
+
+
 # ------------------------------------------------------------------------- the CLI
 def test_bad_price_exits_2_in_one_line(story: Path, tmp_path: Path) -> None:
     out = tmp_path / "s.idx"
