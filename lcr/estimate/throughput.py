@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from lcr.models.container import Models
     from lcr.store.manifest import MethodEntry
 
-LOAD_FACTOR = 2.0  # (1 + load) changing by this factor either way: measure again
+LOAD_FACTOR = 1.5  # (1 + load) changing by this factor either way: measure again
 DECODE_COST = 10.0  # a server's decoded token against a prompt token, with one observation
 
 
@@ -207,7 +207,7 @@ def measure_rates(llm: LLM, load_s: float) -> Rates:
     )
 
 
-SHORT, LONG = 1, 20  # repeats of the probe text: ~50 and ~800 tokens
+SHORT, LONG = 1, 10  # repeats of the probe text: ~50 and ~400 tokens
 
 
 def _attention_rate(llm: Any, prefill: float, repeats: int) -> float:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from lcr.methods.pecan.settings import PecanBuild
     from lcr.models.base import Tokenizer
 
-REPLY_SHARE = 0.5  # of points_max_new_tokens; measured by bench_estimate with smollm2
+REPLY_SHARE = 0.9  # of points_max_new_tokens: smollm2's replies ran to it (bench_estimate)
 CHARS_PER_TOKEN = 4.0
 
 

@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from lcr.estimate.calls import encoded_tokens, shared_prefix
+from lcr.estimate.calls import decode_context, encoded_tokens, shared_prefix
 from lcr.estimate.figures import BuildEstimate, LLMWork, Range
 from lcr.models.base import Message, Tokenizer
 
@@ -90,10 +90,15 @@ def estimate_tree(
     completion = calls * reply[0] * budget
     encoded = sum(encoded_tokens(c * overhead + text, c, prefix) for c, text in layers)
 
+    per_call = prompt / calls if calls else 0.0
+    reply_tokens = reply[0] * budget
+    context = calls * decode_context(per_call, reply_tokens)
+
     upper = _upper_layers(n, s)
     calls_high = sum(upper)
     per_call_high = overhead + s.cluster_max_tokens * ratio + s.cluster_max_tokens
-    prompt_high = calls_high * min(per_call_high, tokenizer.context_window)
+    window = tokenizer.context_window
+    prompt_high = calls_high * min(per_call_high, window)
     completion_high = calls_high * budget
     sizes = [n, *(c for c, _ in layers)]
     return BuildEstimate(
@@ -104,6 +109,10 @@ def estimate_tree(
             prompt_tokens=Range(prompt, max(prompt, prompt_high)),
             completion_tokens=Range(completion, completion_high),
             encoded_tokens=Range(encoded, max(encoded, prompt_high)),
+            decode_context=Range(
+                context,
+                max(context, calls_high * decode_context(min(per_call_high, window), budget)),
+            ),
         ),
         embedder_texts=Range(n + calls, n + calls_high),
         nodes=Range(n + calls, n + calls_high),
