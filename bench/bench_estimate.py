@@ -133,11 +133,20 @@ def main() -> None:
     parser.add_argument("--fresh-observations", action="store_true")
     parser.add_argument("--out", type=Path)
     parser.add_argument(
+        "--defaults",
+        action="store_true",
+        help="estimate with lcr's defaults, not what earlier builds observed",
+    )
+    parser.add_argument(
         "--reestimate",
         type=Path,
         help="estimate again against the builds of an earlier --out file (no build)",
     )
     args = parser.parse_args()
+    if args.defaults:
+        from lcr.estimate import throughput
+
+        throughput.observed = lambda *key: {}  # type: ignore[assignment]
     if args.fresh_observations:
         from lcr.models.cache import cache_dir
 
