@@ -278,7 +278,7 @@ def index_cmd(
     if estimate:  # the bill before paying: nothing built, written or called
         est.run_estimate(jobs, methods, pop_model_spec(model), sets, as_json=as_json, price=price,
                          warn=warn, globs=globs, excludes=excludes, doc_format=doc_format,
-                         password=password)  # fmt: skip
+                         password=password, force=force, quiet=quiet)  # fmt: skip
         return
     unprinted = UnprintedReports()
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes

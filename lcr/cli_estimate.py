@@ -72,6 +72,8 @@ def run_estimate(
     excludes: Sequence[str],
     doc_format: str,
     password: str | None,
+    force: bool = False,
+    quiet: bool = False,
 ) -> None:
     """Estimate each index ``lcr index`` would build (``jobs``) and print the bills."""
     from lcr.cli_output import err
@@ -92,10 +94,11 @@ def run_estimate(
             sets,
             price=price,
             warn=warn,
-            note=err,
+            note=None if quiet else err,
             globs=globs,
             excludes=excludes,
             extract=extract,
+            force=force,
         )
         if as_json:
             for bill in bills:

@@ -198,6 +198,10 @@ def test_an_up_to_date_method_costs_nothing(story: Path, tmp_path: Path) -> None
     code, stdout, _ = run(["index", str(story), "-o", str(out), "-m", "bm25", "--estimate"])
     assert code == 0 and "bm25: up to date in the index, nothing to pay" in stdout
     assert sorted(p.name for p in out.iterdir()) == before
+    forced = ["index", str(story), "-o", str(out), "-m", "bm25", "--estimate", "--force"]
+    code, stdout, _ = run([*forced, "--json"])
+    assert code == 0 and json.loads(stdout)["up_to_date"] is False  # --force rebuilds it
+    assert sorted(p.name for p in out.iterdir()) == before
 
 
 def test_info_estimates_rebuilding_each_method(story: Path, tmp_path: Path) -> None:

@@ -238,9 +238,11 @@ def estimate_index(
     excludes: Sequence[str] = (),
     extract: ExtractOptions | None = None,
     timed: bool = True,
+    force: bool = False,
 ) -> tuple[dict[str, Any], list[MethodBill]]:
     """Every method's bill for indexing ``paths`` into ``out``; nothing is written and no
-    LLM call is made for the work (``timed`` measures rates the cache lacks)."""
+    LLM call is made for the work (``timed`` measures rates the cache lacks; ``force``:
+    builds already up to date are counted as rebuilt, as ``--force`` rebuilds them)."""
     from lcr.methods import get_method
     from lcr.pipeline import build_settings, check_sets, expand_methods, load_documents, require
     from lcr.store.documents import join_documents
@@ -262,7 +264,7 @@ def estimate_index(
     docs = load_documents(files, warn=warn, options=extract)
     source, joined = join_documents(docs)
     documents = [(i, d.start, source[d.start : d.end]) for i, d in enumerate(joined)]
-    existing = _existing(out, [d.sha256 for d in docs])
+    existing = {} if force else _existing(out, [d.sha256 for d in docs])
     estimator = Estimator(models, note or (lambda message: None))
     bills = [
         _bill(estimator, method, settings, needs, documents, existing, price, timed)
