@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from lcr.store.manifest import MethodEntry
 
 LOAD_FACTOR = 1.5  # (1 + load) changing by this factor either way: measure again
+REAL_BACKENDS = frozenset({"llamacpp", "transformers", "openai"})
 DECODE_COST = 10.0  # a server's decoded token against a prompt token, with one observation
 
 
@@ -329,6 +330,8 @@ def observe_build(method: str, uses_llm: bool, models: Models, entry: MethodEntr
     if not isinstance(usage, dict) or not models.loaded(role):
         return
     backend = str(models.backend_of(role))
+    if backend not in REAL_BACKENDS:  # a test's scripted LLM teaches nothing about models
+        return
     url = models.spec.base_url if backend == "openai" else None
     record_build(
         method,
