@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from lcr import cli_estimate as est
 from lcr._version import __version__
 from lcr.cli_answer import ResultOutput, answer_only_option, evidence_option
 from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
 from lcr.cli_errors import report as report_error
+from lcr.cli_info import print_info
 from lcr.cli_methods import DerivedHelpOption, k_help, mode_help, trace_help
 from lcr.cli_models import (
     ModelsFactory,
@@ -38,7 +40,6 @@ from lcr.cli_output import (
     visible,
 )
 from lcr.cli_output import err as _err
-from lcr.cli_output import human as _human
 from lcr.cli_output import say as _say
 from lcr.config import SettingRenamed
 from lcr.errors import (
@@ -50,7 +51,6 @@ from lcr.errors import (
 if TYPE_CHECKING:
     from lcr.config import Setting
     from lcr.pipeline import BuildReport
-    from lcr.store import Index
 
 
 # ------------------------------------------------------------------ options
@@ -230,6 +230,7 @@ def cli() -> None:
 )
 @set_option
 @model_options
+@est.estimate_options
 @quiet_option
 def index_cmd(
     files: tuple[str, ...],
@@ -270,6 +271,12 @@ def index_cmd(
         found = expand_inputs(files, globs=globs, excludes=excludes, warn=warn)
         jobs = [([f.path], default_index_path(f.path), f.found) for f in found]
         _refuse_shared_targets(jobs)
+    estimate, as_json, price = est.pop_estimate(model)
+    if estimate:  # the bill before paying: nothing built, written or called
+        est.run_estimate(jobs, methods, pop_model_spec(model), sets, as_json=as_json, price=price,
+                         warn=warn, globs=globs, excludes=excludes, doc_format=doc_format,
+                         password=password, force=force, quiet=quiet)  # fmt: skip
+        return
     unprinted = UnprintedReports()
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes
         _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
@@ -466,7 +473,8 @@ def retrieve_cmd(**options: Any) -> None:
     help="Also check every file against its sha256 and for its structure: node spans, arrays "
     "(reads the whole index).",
 )
-def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
+@est.info_estimate_option
+def info_cmd(index_path: str, as_json: bool, verify: bool, estimate: bool) -> None:
     """Sources, methods built, their settings, models, counts and sizes.
 
     A damaged method is reported (with how to rebuild it alone) and the exit
@@ -491,72 +499,19 @@ def info_cmd(index_path: str, as_json: bool, verify: bool) -> None:
         out["damaged"] = {name: found[0] for name, found in problems.items()}
         if verify:
             out["verified"] = not problems
+        if estimate:
+            est.rebuild_figures(index, True, out)
         click.echo(json.dumps(out, ensure_ascii=False))
     else:
-        _print_info(index, problems, verified=verify)
+        print_info(index, problems, verified=verify)
+        if estimate:
+            est.rebuild_figures(index, False)
     if problems:
         raise IndexDamagedError(
             next(iter(problems.values()))[0]
             if len(problems) == 1
             else f"{index.path} is damaged: {', '.join(problems)} (see above)"
         )
-
-
-def _print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) -> None:
-    from lcr.config import value_text
-    from lcr.models.backends import describe_configuration
-
-    m = index.manifest
-    methods = index.methods
-    _say(f"index   {index.path}")
-    _say(f"  {_human(index.size_bytes())} in all; schema {m.schema_version}, lcr {m.lcr_version}")
-    _say(f"source  {m.source_chars:,} characters in {len(index.documents)} document(s)")
-    for d in index.documents:
-        pages = f", {d.pages} pages" if d.pages else ""
-        made_by = f"{d.extractor} {d.extractor_version}".strip()
-        _say(
-            f"  - {d.name}  {d.format}{pages}, {d.end - d.start:,} chars  {_human(d.size)}  "
-            f"sha256 {d.sha256[:12]}  by {made_by}"
-        )
-    if "source" in problems:
-        _say("  DAMAGED  source.txt does not match its checksum")
-    if not methods and not m.broken:
-        _say(f"methods none built (build the default ones with: {index.index_command([])})")
-    for name in m.broken:
-        _say(f"method  {name}: DAMAGED\n  damage    {problems[name][0]}")
-    source_bytes = max(sum(d.size for d in index.documents), 1)
-    for name, e in methods.items():
-        counts = ", ".join(f"{v} {k}" for k, v in e.counts.items())
-        state = ""
-        if name in problems:
-            state = "  DAMAGED"
-        elif verified:
-            state = "  verified" if e.sha256 else "  sizes ok (built without checksums)"
-        size = index.size_bytes(name)
-        _say(
-            f"method  {name}: {counts}; {_human(size)} ({size / source_bytes:.1f}x the "
-            f"source){state}"
-        )
-        _say(f"  built     {e.built_at} in {e.build_seconds:.1f}s")
-        if name in problems:
-            _field("damage", problems[name][0])
-        if e.models:
-            _field("models", ", ".join(f"{k}={v}" for k, v in e.models.items()))
-        if e.settings:
-            _field("settings", ", ".join(f"{k}={value_text(v)}" for k, v in e.settings.items()))
-        config = e.stats.get("llm_configuration")
-        if isinstance(config, dict):
-            _field("LLM ran", describe_configuration(config))
-        stats = {k: v for k, v in e.stats.items() if k != "llm_configuration"}
-        if stats:
-            _field("stats", ", ".join(f"{k}={value_text(v)}" for k, v in stats.items()))
-
-
-def _field(label: str, text: str) -> None:
-    """``  label     text``, wrapped to :data:`WIDTH` under its text."""
-    import textwrap
-
-    _say(textwrap.fill(text, WIDTH, initial_indent=f"  {label:9} ", subsequent_indent=" " * 12))
 
 
 # ------------------------------------------------------------------ methods

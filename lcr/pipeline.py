@@ -28,6 +28,7 @@ from lcr.answer import (
 from lcr.citation import Citer
 from lcr.config import Settings
 from lcr.errors import InputError, SettingError, UsageError
+from lcr.estimate.throughput import observe_build
 from lcr.evidence import Evidence, EvidenceItem, Usage
 from lcr.integrity import check_evidence, stored_build_settings
 from lcr.methods import get_method, method_names
@@ -260,6 +261,7 @@ def build(
                     out.stats["llm_backend"] = str(models.backend_of(role))
                     out.stats["llm_configuration"] = models.configuration(role)
         entry = index.methods[method.name]
+        observe_build(method.name, needs.uses_llm, models, entry)  # for lcr index --estimate
         # the build's own time, from the manifest: a wait for another writer is not in it
         reports.append(BuildReport(method.name, True, entry.build_seconds, dict(entry.counts)))
         report_to(reports[-1])

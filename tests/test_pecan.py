@@ -668,7 +668,7 @@ def _levels(monkeypatch: pytest.MonkeyPatch, leaves: list[str], reply: Any, **kw
     monkeypatch.setattr(
         pecan_build,
         "leaf_nodes",
-        lambda ctx, llm, n: [
+        lambda documents, count, n: [
             Node(f"c{i}", 0, t, [(i, i + 1)], 0, meta={"tokens": len(t.split()) + 1})
             for i, t in enumerate(leaves)
         ],
@@ -677,7 +677,11 @@ def _levels(monkeypatch: pytest.MonkeyPatch, leaves: list[str], reply: Any, **kw
         pecan_build, "_batch_points", lambda ctx, llm, texts, p, c, level: reply(texts)
     )
     ctx = SimpleNamespace(
-        settings=params, progress=NULL_PROGRESS, out=SimpleNamespace(stats={}), warn=print
+        settings=params,
+        progress=NULL_PROGRESS,
+        out=SimpleNamespace(stats={}),
+        warn=print,
+        doc_texts=lambda: iter(()),
     )
     return pecan_build.build_graph(ctx, _Words(), pecan_build.BuildCounters())  # type: ignore[arg-type]
 

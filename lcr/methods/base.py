@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 import numpy as np
 
 from lcr.config import NoSettings, Settings, SettingValue
+from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence, EvidenceItem
-from lcr.models.base import LLM, Capability, describe_capabilities
+from lcr.models.base import LLM, Capability, Tokenizer, describe_capabilities
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
 
@@ -122,6 +123,29 @@ class BuildContext(Generic[B]):
         """``(doc index, start offset in source.txt, text)`` for each document."""
         for i, d in enumerate(self.documents):
             yield i, d.start, self.source[d.start : d.end]
+
+
+@dataclass
+class EstimateContext(Generic[B]):
+    """What an estimate may read (``lcr index --estimate``): the documents, the build
+    settings, the tokenizer of a model (never its weights), and what past builds of
+    this method with this model observed (``observed``: e.g. ``completion_per_call``),
+    for the figures the LLM's replies decide."""
+
+    documents: list[tuple[int, int, str]]  # (doc index, start offset, text), as doc_texts()
+    settings: B
+    tokenizer: Callable[[str], Tokenizer]  # model name -> its tokenizer, loaded on first use
+    llm: str  # the --llm model's name
+    embedder_dim: int = 384
+    observed: Mapping[str, Any] = field(default_factory=dict)
+
+    def prior(self, key: str, default: float, why: str) -> tuple[float, str]:
+        """An observed figure of the last build with this model, else ``default``; and
+        where the value came from, for the estimate's basis."""
+        value = self.observed.get(key)
+        if isinstance(value, (int, float)) and value > 0:
+            return float(value), f"{value:.2g}, observed in the last build with this model"
+        return default, f"{default:.2g}, lcr's default ({why})"
 
 
 @dataclass
@@ -224,6 +248,12 @@ class Method(ABC, Generic[B, Q]):
         build, after the store has checked every file's checksum, every node's spans
         and every array's structure. Retrieval makes the same checks as it loads."""
         stored.nodes()
+
+    def estimate(self, ctx: EstimateContext[B]) -> BuildEstimate:
+        """What building costs, without building (``lcr index --estimate``): a method that
+        calls an LLM computes it from its own chunking code, so the counts its input
+        decides are exact. The default: no LLM call, nothing else estimated."""
+        return BuildEstimate(basis={"llm": "no LLM call"})
 
     def uses_shared_answer(self, settings: Q) -> bool:
         """Whether the shared answer step answers (so ``answer.select`` applies); a

@@ -207,6 +207,30 @@ class LLM(Protocol):
         ...
 
 
+class Tokenizer(Protocol):
+    """A model's tokens and chat template without its weights: what an estimate reads
+    (``lcr.estimate.tokenizers``). Every in-process :class:`LLM` offers the same calls."""
+
+    model_id: str
+
+    @property
+    def context_window(self) -> int: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def encode(self, text: str) -> list[int]:
+        """Plain-text token ids, no special tokens added."""
+        ...
+
+    def render(self, messages: Sequence[Message]) -> list[int]:
+        """Token ids of the chat-templated conversation, ending with the assistant prompt."""
+        ...
+
+    def render_text(self, messages: Sequence[Message]) -> str:
+        """The text :meth:`render` tokenizes."""
+        ...
+
+
 @runtime_checkable
 class Embedder(Protocol):
     model_id: str

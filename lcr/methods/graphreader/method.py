@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,11 +28,13 @@ import scipy.sparse as sp
 
 from lcr.answer import AnswerResult
 from lcr.config import MOST_NEW_TOKENS, Settings, setting
+from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.methods.base import (
     GENERATE,
     AnswerContext,
     BuildContext,
+    EstimateContext,
     KMeaning,
     Method,
     Needs,
@@ -134,6 +137,27 @@ RETRIEVE_NEEDS = Needs(
 )
 
 
+def chunk_nodes(documents: Iterable[tuple[int, int, str]], chunk_tokens: int) -> list[Node]:
+    """The chunks extraction reads: paragraphs kept whole, at most ``chunk_tokens`` each
+    (the build's and the estimate's one chunker)."""
+    from lcr.text.chunking import paragraph_windows
+
+    chunks: list[Node] = []
+    for doc, start, text in documents:
+        for c in paragraph_windows(text, chunk_tokens, offset=start):
+            chunks.append(
+                Node(
+                    f"c{len(chunks)}",
+                    0,
+                    c.text,
+                    [(c.start, c.end)],
+                    doc,
+                    meta={"tokens": count_tokens(c.text)},
+                )
+            )
+    return chunks
+
+
 class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
     name = "graphreader"
     manual = "docs/methods/graphreader.md"
@@ -163,24 +187,10 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[GraphReaderBuild]) -> None:
-        from lcr.text.chunking import paragraph_windows
-
         s = ctx.settings
         seconds: dict[str, float] = {}
         t = time.perf_counter()
-        chunks: list[Node] = []
-        for doc, start, text in ctx.doc_texts():
-            for c in paragraph_windows(text, s.chunk_tokens, offset=start):
-                chunks.append(
-                    Node(
-                        f"c{len(chunks)}",
-                        0,
-                        c.text,
-                        [(c.start, c.end)],
-                        doc,
-                        meta={"tokens": count_tokens(c.text)},
-                    )
-                )
+        chunks = chunk_nodes(ctx.doc_texts(), s.chunk_tokens)
         seconds["chunking"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -286,6 +296,22 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
                 **extractor.stats(),
                 "seconds": {k: round(v, 3) for k, v in seconds.items()},
             }
+        )
+
+    def estimate(self, ctx: EstimateContext[GraphReaderBuild]) -> BuildEstimate:
+        """One extraction per chunk of the build's own chunker: calls and prompts exact."""
+        from lcr.methods.graphreader.estimate import (
+            KEYS_PER_REPLY_TOKEN,
+            REPLY_SHARE,
+            estimate_extraction,
+        )
+
+        s = ctx.settings
+        chunks = [c.text for c in chunk_nodes(ctx.documents, s.chunk_tokens)]
+        share = ctx.prior("completion_per_prompt_token", REPLY_SHARE, "smollm2 on the examples")
+        keys = ctx.prior("keys_per_completion_token", KEYS_PER_REPLY_TOKEN, "smollm2")
+        return estimate_extraction(
+            chunks, ctx.tokenizer(ctx.llm), s.extraction_max_new_tokens, share, keys
         )
 
     # --------------------------------------------------------------- retrieve

@@ -23,11 +23,13 @@ import numpy as np
 
 from lcr.answer import AnswerResult, answer
 from lcr.config import Settings, SettingValue, setting
+from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     NOTHING,
     AnswerContext,
     BuildContext,
+    EstimateContext,
     Method,
     Needs,
     QueryContext,
@@ -218,6 +220,19 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             ctx.llm,
             max_new_tokens=ctx.answer.max_new_tokens,
             prompt=prompt,
+        )
+
+    def estimate(self, ctx: EstimateContext[LightPALBuild]) -> BuildEstimate:
+        """k' scored pairs per passage of the build's own cutter: the pairs exact."""
+        from lcr.methods.lightpal.estimate import estimate_scoring
+
+        s = ctx.settings
+        texts = [p.text for p in cut_passages(ctx.documents, s.passages, s.chunk_chars)]
+        heads = [head_of(x, s.continuation_tokens) for x in texts]
+        scorer = ctx.llm if s.scorer == USE_LLM else s.scorer
+        role = "llm" if s.scorer == USE_LLM else "scorer"
+        return estimate_scoring(
+            texts, heads, ctx.tokenizer(scorer), s.candidates, s.max_tokens, role
         )
 
     # ------------------------------------------------------------------ build

@@ -23,6 +23,7 @@ exist, so a killed build resumes without generating any finished batch again.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,13 @@ from lcr.methods.pecan.graph import (
     point_weights,
     tokens_in,
 )
-from lcr.methods.pecan.prompts import PROMPT_VERSION, build_overhead, build_prompt, segment_line
+from lcr.methods.pecan.prompts import (
+    PROMPT_VERSION,
+    WindowedTokens,
+    build_overhead,
+    build_prompt,
+    segment_line,
+)
 from lcr.methods.pecan.settings import PecanBuild
 from lcr.store import Node, cache_key
 
@@ -65,7 +72,7 @@ class BuildCounters:
     empty_batches: int = 0
 
 
-def effective_s(llm: AttentionLLM, params: PecanBuild) -> int:
+def effective_s(llm: WindowedTokens, params: PecanBuild) -> int:
     """``s``, lowered when a batch of ``s`` tokens plus the prompt and the reply would not
     fit the model's window (a small model's window is below the paper's 8K)."""
     room = llm.context_window - build_overhead(llm) - params.points_max_new_tokens - 1
@@ -77,12 +84,16 @@ def effective_s(llm: AttentionLLM, params: PecanBuild) -> int:
     return min(params.s, room)
 
 
-def leaf_nodes(ctx: BuildContext[PecanBuild], llm: AttentionLLM, chunk_tokens: int) -> list[Node]:
+def leaf_nodes(
+    documents: Iterable[tuple[int, int, str]], count: Callable[[str], int], chunk_tokens: int
+) -> list[Node]:
+    """Level 0: ``chunk_tokens``-token chunks by the model's own count (the build's and
+    the estimate's one chunker)."""
     from lcr.text.chunking import token_windows
 
     nodes: list[Node] = []
-    for doc, start, text in ctx.doc_texts():
-        for chunk in token_windows(text, chunk_tokens, count=llm.count_tokens, offset=start):
+    for doc, start, text in documents:
+        for chunk in token_windows(text, chunk_tokens, count=count, offset=start):
             nodes.append(
                 Node(
                     f"c{len(nodes)}",
@@ -90,7 +101,7 @@ def leaf_nodes(ctx: BuildContext[PecanBuild], llm: AttentionLLM, chunk_tokens: i
                     chunk.text,
                     [(chunk.start, chunk.end)],
                     doc,
-                    meta={"tokens": llm.count_tokens(segment_line(chunk.text))},
+                    meta={"tokens": count(segment_line(chunk.text))},
                 )
             )
     return nodes
@@ -164,7 +175,7 @@ def tree_node(points: list[str], weights: list[list[float]]) -> tuple[list[str],
 def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, counters: BuildCounters) -> Graph:
     params = ctx.settings
     s = effective_s(llm, params)
-    graph = Graph(nodes=leaf_nodes(ctx, llm, params.chunk_tokens))
+    graph = Graph(nodes=leaf_nodes(ctx.doc_texts(), llm.count_tokens, params.chunk_tokens))
     current = list(range(len(graph.nodes)))
     graph.levels.append(len(current))
     level = 0

@@ -18,10 +18,12 @@ import numpy as np
 
 from lcr.answer import AnswerResult
 from lcr.config import SettingValue
+from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     AnswerContext,
     BuildContext,
+    EstimateContext,
     Method,
     Needs,
     QueryContext,
@@ -72,6 +74,24 @@ class Pecan(Method[PecanBuild, PecanQuery]):
 
     # the answer is the second turn, from the search's own model and KV cache
     needs_to_build = needs_to_retrieve = needs_to_answer = LLM_AND_EMBEDDER
+
+    def estimate(self, ctx: EstimateContext[PecanBuild]) -> BuildEstimate:
+        """The chunks and first level's batches of the build itself: that level exact."""
+        from lcr.methods.pecan.build import effective_s, leaf_nodes
+        from lcr.methods.pecan.estimate import REPLY_SHARE, estimate_graph
+
+        tokenizer = ctx.tokenizer(ctx.llm)
+        params = ctx.settings
+        leaves = leaf_nodes(ctx.documents, tokenizer.count_tokens, params.chunk_tokens)
+        reply = ctx.prior("completion_share", REPLY_SHARE, "smollm2 on the examples")
+        return estimate_graph(
+            [n.text for n in leaves],
+            [int(n.meta["tokens"]) for n in leaves],
+            tokenizer,
+            params,
+            effective_s(tokenizer, params),
+            reply,
+        )
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[PecanBuild]) -> None:

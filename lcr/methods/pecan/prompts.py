@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lcr.errors import ModelError
 from lcr.models.base import Message
@@ -52,18 +52,36 @@ SECOND_TURNS = ("paper", "question")  # PecanQuery.second_turn
 _SLOT = "\u0000PECAN-SLOT\u0000"
 
 
+class PromptTokens(Protocol):
+    """What assembling a build prompt reads of a model: its tokens and chat template
+    (an :class:`~lcr.models.base.AttentionLLM`, or its tokenizer alone for an estimate)."""
+
+    model_id: str
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def render_text(self, messages: Sequence[Message]) -> str: ...
+
+
+class WindowedTokens(PromptTokens, Protocol):
+    """:class:`PromptTokens` and the window a build prompt must fit."""
+
+    @property
+    def context_window(self) -> int: ...
+
+
 def segment_line(text: str) -> str:
     """A node as one line of a prompt."""
     return "* " + " ".join(text.split()) + "\n"
 
 
-def render_text(llm: AttentionLLM, messages: Sequence[Message]) -> str:
+def render_text(llm: PromptTokens, messages: Sequence[Message]) -> str:
     """The chat-templated conversation as text, ending with the assistant's turn opening
     (a tokenizer without a template: contents joined by blank lines, as the backend does)."""
     return llm.render_text(messages)
 
 
-def _split(llm: AttentionLLM, messages: Sequence[Message]) -> tuple[str, str]:
+def _split(llm: PromptTokens, messages: Sequence[Message]) -> tuple[str, str]:
     text = render_text(llm, messages)
     if text.count(_SLOT) != 1:
         raise ModelError(f"the chat template of {llm.model_id} does not keep the message text")
@@ -79,7 +97,7 @@ class BuildPrompt:
     spans: list[tuple[int, int]]
 
 
-def build_prompt(llm: AttentionLLM, texts: Sequence[str]) -> BuildPrompt:
+def build_prompt(llm: PromptTokens, texts: Sequence[str]) -> BuildPrompt:
     before, after = _split(llm, [{"role": "user", "content": BUILD_HEAD + _SLOT + BUILD_TAIL}])
     ids = llm.encode(before)
     spans: list[tuple[int, int]] = []
@@ -91,7 +109,7 @@ def build_prompt(llm: AttentionLLM, texts: Sequence[str]) -> BuildPrompt:
     return BuildPrompt(ids, spans)
 
 
-def build_overhead(llm: AttentionLLM) -> int:
+def build_overhead(llm: PromptTokens) -> int:
     """Tokens of the build prompt around the segments."""
     return len(build_prompt(llm, []).ids)
 

@@ -19,17 +19,19 @@ chunkers, so the tree and the budget do not depend on which LLM reads them.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from lcr.config import MOST_NEW_TOKENS, Settings, SettingValue, setting
+from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence, merge_spans
 from lcr.methods.base import (
     GENERATE,
     BuildContext,
+    EstimateContext,
     Method,
     Needs,
     QueryContext,
@@ -138,6 +140,32 @@ def _embed(ctx: BuildContext[RaptorBuild], texts: list[str], what: str) -> np.nd
     return np.asarray(emb, dtype=np.float32)
 
 
+def leaf_nodes(
+    documents: Iterable[tuple[int, int, str]],
+    chunk_tokens: int,
+    each_document: Callable[[], object] = lambda: None,
+) -> list[Node]:
+    """The leaves: ~``chunk_tokens``-token windows that never cut a sentence (the build's
+    and the estimate's one chunker)."""
+    from lcr.text.chunking import token_windows
+
+    nodes: list[Node] = []
+    for doc, start, text in documents:
+        for chunk in token_windows(text, chunk_tokens, offset=start):
+            nodes.append(
+                Node(
+                    f"c{len(nodes)}",
+                    0,
+                    chunk.text,
+                    [(chunk.start, chunk.end)],
+                    doc,
+                    meta={"tokens": count_tokens(chunk.text)},
+                )
+            )
+        each_document()
+    return nodes
+
+
 class Raptor(Method[RaptorBuild, RaptorQuery]):
     name = "raptor"
     manual = "docs/methods/raptor.md"
@@ -159,8 +187,6 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[RaptorBuild]) -> None:
-        from lcr.text.chunking import token_windows
-
         s = ctx.settings
         params = ClusterParams(
             dim=s.reduction_dim,
@@ -183,22 +209,8 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
         breaks = [d.start for d in ctx.documents[1:]]
 
         t = time.perf_counter()
-        nodes: list[Node] = []
         task = ctx.progress.task("raptor: chunking", total=len(ctx.documents))
-        for doc, start, text in ctx.doc_texts():
-            for chunk in token_windows(text, s.chunk_tokens, offset=start):
-                n_tok = count_tokens(chunk.text)
-                nodes.append(
-                    Node(
-                        f"c{len(nodes)}",
-                        0,
-                        chunk.text,
-                        [(chunk.start, chunk.end)],
-                        doc,
-                        meta={"tokens": n_tok},
-                    )
-                )
-            task.advance()
+        nodes = leaf_nodes(ctx.doc_texts(), s.chunk_tokens, task.advance)
         seconds["chunking"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -277,6 +289,36 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
                 **summariser.stats(),
                 "seconds": {k: round(v, 3) for k, v in seconds.items()},
             }
+        )
+
+    def estimate(self, ctx: EstimateContext[RaptorBuild]) -> BuildEstimate:
+        """The leaves are the build's own; the layers above them are a range (clusters
+        depend on the embeddings, summaries on the model)."""
+        from lcr.methods.raptor.estimate import (
+            CLUSTERS_PER_NODE,
+            REPLY_SHARE,
+            TreeShape,
+            estimate_tree,
+        )
+
+        s = ctx.settings
+        shape = TreeShape(
+            s.max_layers,
+            s.reduction_dim,
+            s.cluster_max_tokens,
+            s.summary_max_new_tokens,
+            summary_messages,
+        )
+        leaves = leaf_nodes(ctx.documents, s.chunk_tokens)
+        shrink = ctx.prior("clusters_per_node", CLUSTERS_PER_NODE, "smollm2 on the examples")
+        reply = ctx.prior("completion_share", REPLY_SHARE, "smollm2 on the examples")
+        return estimate_tree(
+            [n.text for n in leaves],
+            [int(n.meta["tokens"]) for n in leaves],
+            ctx.tokenizer(ctx.llm),
+            shape,
+            shrink,
+            reply,
         )
 
     # --------------------------------------------------------------- retrieve

@@ -1,0 +1,201 @@
+"""``lcr index ... --estimate``: the options and the printing (the figures live in
+:mod:`lcr.estimate.plan`)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from lcr.cli_output import WIDTH
+from lcr.cli_output import echo as _echo
+from lcr.cli_output import human as _human
+from lcr.cli_output import say as _say
+from lcr.errors import UsageError
+
+if TYPE_CHECKING:
+    from lcr.estimate.figures import Range
+    from lcr.estimate.plan import MethodBill, Price
+    from lcr.models.spec import ModelSpec
+
+ESTIMATE_OPTIONS = ("estimate", "as_json", "price_per_mtok")
+
+
+def estimate_options(f: Any) -> Any:
+    f = click.option(
+        "--price-per-mtok",
+        "price_per_mtok",
+        envvar="LCR_PRICE_PER_MTOK",
+        metavar="IN[/OUT]",
+        default=None,
+        help="With --estimate: the price of 1M prompt tokens (and of 1M reply tokens after a "
+        "slash), to show the bill in money. [env: LCR_PRICE_PER_MTOK]",
+    )(f)
+    f = click.option(
+        "--json", "as_json", is_flag=True, help="With --estimate: one JSON object per method."
+    )(f)
+    f = click.option(
+        "--estimate",
+        is_flag=True,
+        help="Print what building would cost (LLM calls, tokens, time, disk, memory, money) "
+        "and build nothing: no LLM call, nothing written to the index.",
+    )(f)
+    return f
+
+
+def pop_estimate(options: dict[str, Any]) -> tuple[bool, bool, Price | None]:
+    """Take ``--estimate``, ``--json`` and ``--price-per-mtok`` out of a command's options,
+    checked: the last two only go with the first."""
+    from lcr.estimate.plan import Price
+
+    estimate, as_json, price = (options.pop(name) for name in ESTIMATE_OPTIONS)
+    if as_json and not estimate:
+        raise UsageError("--json goes with --estimate (a build prints its own lines)")
+    parsed = Price.parse(price) if price is not None else None
+    return bool(estimate), bool(as_json), parsed
+
+
+def run_estimate(
+    jobs: Sequence[tuple[list[str | Path], Path, bool]],
+    methods: Sequence[str],
+    spec: ModelSpec,
+    sets: Sequence[str],
+    *,
+    as_json: bool,
+    price: Price | None,
+    warn: Callable[[str], None],
+    globs: Sequence[str],
+    excludes: Sequence[str],
+    doc_format: str,
+    password: str | None,
+    force: bool = False,
+    quiet: bool = False,
+) -> None:
+    """Estimate each index ``lcr index`` would build (``jobs``) and print the bills."""
+    from lcr.cli_output import err
+    from lcr.estimate.plan import estimate_index
+    from lcr.models.container import Models
+    from lcr.text.formats import ExtractOptions
+
+    models = Models(spec=spec)
+    extract = ExtractOptions(
+        format=None if doc_format == "auto" else doc_format, password=password, warn=warn
+    )
+    for paths, target, _walked in jobs:
+        summary, bills = estimate_index(
+            paths,
+            target,
+            methods,
+            models,
+            sets,
+            price=price,
+            warn=warn,
+            note=None if quiet else err,
+            globs=globs,
+            excludes=excludes,
+            extract=extract,
+            force=force,
+        )
+        if as_json:
+            for bill in bills:
+                _echo(json.dumps({**summary, **bill.to_json()}, ensure_ascii=False))
+        else:
+            print_bills(summary, bills)
+
+
+def _n(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _range(r: Range, unit: str, fmt: Callable[[float], str] = _n) -> str:
+    if r.is_exact:
+        return f"{fmt(r.expected)}{unit} (exact)"
+    return f"{fmt(r.expected)}{unit} expected, at most {fmt(r.high)}{unit}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _money(value: float) -> str:
+    return f"{value:,.4f}" if value < 1 else f"{value:,.2f}"
+
+
+def _line(label: str, text: str) -> None:
+    _say(textwrap.fill(text, WIDTH, initial_indent=f"  {label:9} ", subsequent_indent=" " * 12))
+
+
+def print_bills(summary: dict[str, Any], bills: Sequence[MethodBill]) -> None:
+    _say(
+        f"estimate for {summary['index']}: {summary['documents']} document(s), "
+        f"{summary['characters']:,} characters, ~{summary['tokens']:,} tokens"
+    )
+    for bill in bills:
+        work = bill.work
+        if bill.up_to_date:
+            _say(f"{bill.method}: up to date in the index, nothing to pay")
+            continue
+        llm = work.llm
+        who = f"{llm.role} {llm.model} ({bill.backend})" if llm else "no LLM"
+        _say(f"{bill.method}: {who}")
+        if llm is not None:
+            _line("calls", _range(llm.calls, ""))
+            _line("prompt", _range(llm.prompt_tokens, " tokens"))
+            _line("replies", _range(llm.completion_tokens, " tokens"))
+        if work.embedder_texts.high > 0:
+            _line("embedder", _range(work.embedder_texts, " texts"))
+        if bill.seconds is not None:
+            _line("time", _range(bill.seconds, "", _duration))
+        memory = _human(bill.memory_bytes) if bill.memory_bytes is not None else "unknown"
+        _line("disk", f"{_range(bill.disk_bytes, '', _human)}; peak memory {memory}")
+        if bill.cost is not None:
+            _line("cost", _range(bill.cost, "", _money))
+        for key, text in {**work.basis, **bill.sources}.items():
+            _line("how" if key == next(iter(work.basis), key) else "", f"{key}: {text}")
+
+
+def info_estimate_option(f: Any) -> Any:
+    return click.option(
+        "--estimate",
+        is_flag=True,
+        help="Also estimate rebuilding each method from scratch (its settings and models; "
+        "a tokenizer is read, no LLM called), beside what its last build paid.",
+    )(f)
+
+
+def rebuild_figures(index: Any, as_json: bool, out: dict[str, Any] | None = None) -> None:
+    """``lcr info --estimate``: into ``out`` (``--json``: each method's ``rebuild``), else
+    printed, one block a method."""
+    from lcr.cli_output import err
+    from lcr.estimate.plan import estimate_rebuilds
+
+    rebuilds = estimate_rebuilds(index, note=err)
+    if as_json and out is not None:
+        for name, rebuild in rebuilds.items():
+            out.setdefault("methods", {}).setdefault(name, {})["rebuild"] = rebuild.to_json()
+        return
+    for name, rebuild in rebuilds.items():
+        work = rebuild.bill.work
+        usage = rebuild.last_usage
+        _say(f"rebuild {name} from scratch (estimate)")
+        if work.llm is not None:
+            _line("calls", _range(work.llm.calls, ""))
+            tokens = work.llm.prompt_tokens + work.llm.completion_tokens
+            _line("tokens", _range(tokens, ""))
+        if rebuild.bill.seconds is not None:
+            _line("time", _range(rebuild.bill.seconds, "", _duration))
+        paid = (
+            f"{usage.get('calls', 0):,} calls, "
+            f"{usage.get('prompt_tokens', 0) + usage.get('completion_tokens', 0):,} tokens"
+            if usage
+            else "no LLM"
+        )
+        _line("last", f"{paid} in {_duration(rebuild.last_seconds)} ({rebuild.built_at})")

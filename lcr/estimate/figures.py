@@ -1,0 +1,95 @@
+"""The figures an estimate is made of: pure records, no models, no I/O.
+
+Each method's ``estimate`` hook (``lcr.methods.base.Method.estimate``) returns a
+:class:`BuildEstimate` computed from the same chunking code its build runs, so a
+count the input decides (GraphReader's extraction calls, LightPAL's pairs,
+PECAN's first level, RAPTOR's leaves) is exact, and a count the LLM's replies
+decide is a :class:`Range` with the reasoning that bounds it in ``basis``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Range:
+    """An expected value and an upper bound (equal when the input decides it)."""
+
+    expected: float
+    high: float
+
+    @classmethod
+    def exact(cls, value: float) -> Range:
+        return cls(value, value)
+
+    @property
+    def is_exact(self) -> bool:
+        return self.expected == self.high
+
+    def __add__(self, other: Range) -> Range:
+        return Range(self.expected + other.expected, self.high + other.high)
+
+    def scaled(self, factor: float) -> Range:
+        return Range(self.expected * factor, self.high * factor)
+
+    def to_json(self) -> dict[str, float]:
+        return {"expected": _rounded(self.expected), "high": _rounded(self.high)}
+
+
+ZERO = Range(0, 0)
+
+
+def _rounded(value: float) -> float:
+    return round(value) if abs(value) >= 100 or value == int(value) else float(f"{value:.4g}")
+
+
+@dataclass(frozen=True)
+class LLMWork:
+    """What a build asks of one LLM role, as the backend's usage counters will count it.
+
+    ``encoded_tokens`` are the prompt tokens actually computed (a shared prefix
+    counted in ``prompt_tokens`` but reused from the KV cache is not): time
+    follows them. ``batched`` calls decode several at a time (``generate_batch``).
+    """
+
+    role: str  # "llm" or "scorer"
+    model: str
+    calls: Range
+    prompt_tokens: Range
+    completion_tokens: Range
+    encoded_tokens: Range
+    batched: bool = True
+    kind: str = "generate"  # generate | score (log-probs, no decoding) | attention
+    # sum over reply tokens of the context each is decoded after (prompt + reply so far):
+    # a decoded token costs more the longer its context (measured: 4x at 1.6k tokens)
+    decode_context: Range = Range(0, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "model": self.model,
+            "calls": self.calls.to_json(),
+            "prompt_tokens": self.prompt_tokens.to_json(),
+            "completion_tokens": self.completion_tokens.to_json(),
+            "encoded_tokens": self.encoded_tokens.to_json(),
+            "decode_context": self.decode_context.to_json(),
+            "kind": self.kind,
+        }
+
+
+@dataclass(frozen=True)
+class BuildEstimate:
+    """One method's build, estimated: the LLM work, embedder passes, what is stored.
+
+    ``basis`` says, per figure, where it comes from ("exact: one extraction per
+    chunk", "range: ..."), for the user and for ``--json``.
+    """
+
+    llm: LLMWork | None = None
+    embedder_texts: Range = ZERO  # texts the embedder encodes (one pass each)
+    nodes: Range = ZERO  # stored nodes (for disk)
+    stored_text_chars: Range = ZERO  # characters of stored node text
+    vectors: Range = ZERO  # stored embedding rows
+    basis: dict[str, str] = field(default_factory=dict)

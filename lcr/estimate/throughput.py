@@ -1,0 +1,345 @@
+"""How fast a backend reads and writes tokens on this machine, and what builds observed.
+
+Two files in lcr's cache folder (``$LCR_CACHE_DIR``), both small JSON:
+
+- ``throughput.json``: per model, backend, device and machine, the prefill and
+  decode rates measured once by loading the model and timing a few calls (a few
+  seconds), with the load average then; measured again when the load differs a
+  lot (the rates of a shared CPU follow it);
+- ``observed.json``: per method and model (and server), what its last real
+  build paid and took: the source of a server's rates (``--base-url``: nothing
+  to measure in process) and of the figures an estimate cannot know before the
+  model replies (summary lengths, clusters per layer).
+
+Written atomically; a damaged file is read as empty (it is a cache).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lcr.estimate.calls import BATCH_LANES
+from lcr.models.base import LLM, Capability, Message, Role
+
+if TYPE_CHECKING:
+    from lcr.models.container import Models
+    from lcr.store.manifest import MethodEntry
+
+LOAD_FACTOR = 1.5  # (1 + load) changing by this factor either way: measure again
+REAL_BACKENDS = frozenset({"llamacpp", "transformers", "openai"})
+DECODE_COST = 10.0  # a server's decoded token against a prompt token, with one observation
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Tokens per second; ``source`` says where they come from, for the user."""
+
+    prefill: float
+    decode: float
+    batch_decode: float  # summed over BATCH_LANES sequences decoded together
+    load_s: float = 0.0
+    attention_prefill: float = 0.0  # transformers with attention weights (PECAN)
+    attention_decode: float = 0.0
+    # decoding slows as the context grows: the rates after a short and a long prompt
+    short_context: float = 0.0
+    long_context: float = 0.0
+    decode_long: float = 0.0
+    attention_decode_long: float = 0.0
+    load_avg: float = 0.0
+    measured_at: str = ""
+    source: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def at_load(self, now: float) -> Rates:
+        """These rates as a process would see them at the load ``now``: on a busy CPU a
+        process gets about ``cores / (load + 1)`` of it (``load_share``)."""
+        factor = load_share(now) / load_share(self.load_avg)
+        if abs(math.log(factor)) < 0.05:
+            return self
+        fields = ("prefill", "decode", "batch_decode", "attention_prefill", "attention_decode")
+        scaled = {f: getattr(self, f) * factor for f in (*fields, "decode_long")}
+        scaled["attention_decode_long"] = self.attention_decode_long * factor
+        note = (
+            f"; scaled x{factor:.2f} to the load now ({now:.1f}; {self.load_avg:.1f} when measured)"
+        )
+        return replace(self, **scaled, source=self.source + note)
+
+
+def _cache_file(name: str) -> Path:
+    from lcr.models.cache import cache_dir
+
+    return cache_dir() / name
+
+
+def _read(name: str) -> dict[str, Any]:
+    try:
+        data = json.loads(_cache_file(name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write(name: str, data: dict[str, Any]) -> None:
+    path = _cache_file(name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache: the next estimate measures again
+
+
+def machine_key() -> str:
+    """The CPU model and its core count: rates measured on another machine do not apply."""
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model or 'cpu'} x{os.cpu_count() or 1}"
+
+
+def current_load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+def load_share(load: float) -> float:
+    """The share of the CPU one more busy process gets at this load average."""
+    cores = os.cpu_count() or 1
+    return min(1.0, cores / (load + 1.0))
+
+
+def load_differs(then: float, now: float) -> bool:
+    ratio = (1.0 + now) / (1.0 + then)
+    return abs(math.log(ratio)) > math.log(LOAD_FACTOR)
+
+
+PROBE_VERSION = 2  # rates measured by an older probe lack what the time model reads
+
+
+def rates_key(model: str, backend: str, device: str) -> str:
+    return f"v{PROBE_VERSION}|{model}|{backend}|{device}|{machine_key()}"
+
+
+def cached_rates(key: str) -> Rates | None:
+    """Rates measured here before, unless the load then and now differ a lot."""
+    entry = _read("throughput.json").get(key)
+    if not isinstance(entry, dict):
+        return None
+    try:
+        rates = Rates(**{k: v for k, v in entry.items() if k in Rates.__dataclass_fields__})
+    except TypeError:
+        return None
+    if load_differs(rates.load_avg, current_load()):
+        return None
+    return rates
+
+
+_PROBE = (
+    "The keeper of the lighthouse on Gull Rock wrote in his log every evening: the wind, "
+    "the boats that passed, the state of the lamp and the oil it burned. "
+)
+
+
+def _timed(run: Any) -> tuple[Any, float]:
+    started = time.perf_counter()
+    out = run()
+    return out, time.perf_counter() - started
+
+
+def _prompt(what: str, repeats: int) -> list[Message]:
+    """A fresh prompt (its head differs, so no cached prefix serves it)."""
+    return [{"role": "user", "content": f"{what} {time.time_ns()}. " + _PROBE * repeats}]
+
+
+def measure_rates(llm: LLM, load_s: float) -> Rates:
+    """Time a long prefill, decoding after a short and after a long prompt, and a batch
+    of decodes (seconds on a small model; the 1.5B takes longer on a busy CPU)."""
+    first, spent = _timed(lambda: llm.generate(_prompt("Log", LONG), max_new_tokens=1))
+    prefill = first.prompt_tokens / max(spent, 1e-6)
+
+    def decode_rate(prompt: list[Message], new: int) -> tuple[float, float]:
+        gen, spent = _timed(lambda: llm.generate(prompt, max_new_tokens=new))
+        rest = spent - gen.prompt_tokens / prefill
+        return max(gen.completion_tokens, 1) / max(rest, 1e-6), gen.prompt_tokens + new / 2
+
+    story = [{"role": "user", "content": f"Story {time.time_ns()}: tell a long story."}]
+    decode, short = decode_rate(story, 32)
+    decode_long, long = decode_rate(_prompt("Tell the story of", LONG), 24)
+    convs = [
+        [{"role": "user", "content": f"Story {i} {time.time_ns()}: tell a long story."}]
+        for i in range(BATCH_LANES)
+    ]
+    gens, spent = _timed(lambda: llm.generate_batch(convs, max_new_tokens=24))
+    spent -= sum(g.prompt_tokens for g in gens) / prefill
+    batch = max(sum(g.completion_tokens for g in gens), 1) / max(spent, 1e-6)
+    attention = (0.0, 0.0)
+    if Capability.ATTENTION in llm.capabilities and hasattr(llm, "generate_with_attention"):
+        attention = (_attention_rate(llm, prefill, SHORT), _attention_rate(llm, prefill, LONG))
+    return Rates(
+        prefill=prefill,
+        decode=decode,
+        batch_decode=max(batch, decode),
+        load_s=load_s,
+        attention_prefill=prefill if attention[0] else 0.0,
+        attention_decode=attention[0],
+        short_context=short,
+        long_context=long,
+        decode_long=decode_long,
+        attention_decode_long=attention[1],
+        load_avg=current_load(),
+        measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    )
+
+
+SHORT, LONG = 1, 10  # repeats of the probe text: ~50 and ~400 tokens
+
+
+def _attention_rate(llm: Any, prefill: float, repeats: int) -> float:
+    """Decoding with attention weights (PECAN's build) after a prompt of ``repeats``."""
+    ids = llm.render(_prompt("Sum up", repeats))
+    gen, spent = _timed(lambda: llm.generate_with_attention(ids, max_new_tokens=12))
+    return float(max(gen.completion_tokens, 1) / max(spent - len(ids) / prefill, 1e-6))
+
+
+def store_rates(key: str, rates: Rates) -> None:
+    data = _read("throughput.json")
+    data[key] = rates.to_json()
+    _write("throughput.json", data)
+
+
+# ------------------------------------------------------------------ observations
+
+
+def observation_key(method: str, model: str, backend: str, base_url: str | None) -> str:
+    return f"{method}|{model}|{backend}|{base_url or ''}"
+
+
+def record_build(
+    method: str,
+    model: str,
+    backend: str,
+    base_url: str | None,
+    usage: dict[str, int],
+    stats: dict[str, Any],
+    settings: dict[str, Any],
+    seconds: float,
+) -> None:
+    """Remember what a build paid and took: the estimate's source for a server's rates
+    and for the figures the model's replies decide. Builds served from the cache alone
+    teach nothing and are not recorded."""
+    calls = int(usage.get("calls", 0))
+    if calls <= 0:
+        return
+    prompt = int(usage.get("prompt_tokens", 0))
+    completion = int(usage.get("completion_tokens", 0))
+    encoded = prompt - int(usage.get("cached_tokens", 0))
+    llm_seconds = stats.get("llm_seconds") or stats.get("scoring_s") or seconds
+    if not isinstance(llm_seconds, (int, float)):
+        llm_seconds = seconds
+    entry: dict[str, Any] = {
+        "calls": calls,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "encoded_tokens": encoded,
+        "llm_seconds": float(llm_seconds),
+        "build_seconds": seconds,
+        "load_avg": current_load(),
+        "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "completion_per_call": completion / calls,
+    }
+    if prompt:
+        entry["completion_per_prompt_token"] = completion / prompt
+    budget = next((v for k, v in settings.items() if k.endswith("max_new_tokens")), None)
+    if isinstance(budget, int) and budget > 0:
+        entry["completion_share"] = completion / calls / budget
+    layers = stats.get("layers")
+    if isinstance(layers, list) and len(layers) > 1 and all(isinstance(x, int) for x in layers):
+        shrink = [b / a for a, b in itertools.pairwise(layers) if a > 0]
+        if shrink:
+            entry["clusters_per_node"] = sum(shrink) / len(shrink)
+    keys = stats.get("key_forms")
+    if isinstance(keys, int) and completion:
+        entry["keys_per_completion_token"] = keys / completion
+    data = _read("observed.json")
+    data[observation_key(method, model, backend, base_url)] = entry
+    _write("observed.json", data)
+
+
+def observed(method: str, model: str, backend: str, base_url: str | None) -> dict[str, Any]:
+    found = _read("observed.json").get(observation_key(method, model, backend, base_url))
+    return found if isinstance(found, dict) else {}
+
+
+def server_rates(model: str, base_url: str) -> Rates | None:
+    """A server's rates from the builds observed against it: with runs of different
+    shapes, prompt and reply costs fitted apart; with one, a reply token taken as
+    :data:`DECODE_COST` prompt tokens."""
+    runs = [
+        v
+        for k, v in _read("observed.json").items()
+        if isinstance(v, dict) and k.endswith(f"|{model}|openai|{base_url}")
+    ]
+    runs = [r for r in runs if r.get("llm_seconds", 0) > 0]
+    if not runs:
+        return None
+    last = max(runs, key=lambda r: str(r.get("at", "")))
+    enc = sum(float(r["encoded_tokens"]) for r in runs)
+    out = sum(float(r["completion_tokens"]) for r in runs)
+    secs = sum(float(r["llm_seconds"]) for r in runs)
+    units = enc + DECODE_COST * out
+    per_unit = secs / units if units > 0 else 0.0
+    if per_unit <= 0:
+        return None
+    prefill = 1.0 / per_unit
+    decode = prefill / DECODE_COST
+    return Rates(
+        prefill=prefill,
+        decode=decode,
+        batch_decode=decode,  # a server's concurrency is already inside what was observed
+        measured_at=str(last.get("at", "")),
+        load_avg=float(last.get("load_avg", 0.0)),
+        source=(
+            f"observed in {len(runs)} build(s) against {base_url} (last {last.get('at')}); a "
+            f"reply token taken as {DECODE_COST:g} prompt tokens"
+        ),
+    )
+
+
+def observe_build(method: str, uses_llm: bool, models: Models, entry: MethodEntry) -> None:
+    """What a committed build paid and took (its manifest entry), remembered for
+    ``lcr index --estimate``; a build that loaded no LLM is not recorded."""
+    usage = entry.stats.get("llm_usage")
+    role = Role.LLM if uses_llm else Role.SCORER
+    if not isinstance(usage, dict) or not models.loaded(role):
+        return
+    backend = str(models.backend_of(role))
+    if backend not in REAL_BACKENDS:  # a test's scripted LLM teaches nothing about models
+        return
+    url = models.spec.base_url if backend == "openai" else None
+    record_build(
+        method,
+        models.model_id(role),
+        backend,
+        url,
+        usage,
+        entry.stats,
+        entry.settings,
+        entry.build_seconds,
+    )

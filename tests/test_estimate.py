@@ -1,0 +1,327 @@
+"""``lcr index ... --estimate``: the bill before paying it.
+
+Quick tier: the pure arithmetic against brute force, the CLI's checks, that an
+estimate calls no server and writes nothing, the ``--json`` shape. Slow tier:
+the estimate's counts against the exact counts of real builds with SmolLM2
+where the input decides them (GraphReader's extractions, LightPAL's pairs,
+PECAN's first level, RAPTOR's leaves), and a server's rates recorded by a build
+and used by the next estimate, which sends no request.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from click.testing import CliRunner
+
+from lcr.cli import cli
+from lcr.estimate.plan import Price
+from lcr.methods.lightpal.estimate import pair_tokens
+from lcr.models.base import split_token_budget
+from tests.terminal import _Handler
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rates and observations go to a cache of the test's own."""
+    monkeypatch.setenv("LCR_CACHE_DIR", str(tmp_path / "lcr-cache"))
+    monkeypatch.delenv("LCR_PRICE_PER_MTOK", raising=False)
+
+
+def run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, args, prog_name="lcr", env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return result.exit_code, result.stdout, result.stderr
+
+
+@pytest.fixture()
+def story(tmp_path: Path, cinderella: Path) -> Path:
+    path = tmp_path / "story.txt"
+    path.write_text(cinderella.read_text(encoding="utf-8"), encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------ pure arithmetic
+def _brute_pairs(ctx: list[int], cont: list[int], budget: int) -> tuple[int, int]:
+    """Every pair (i, j != i) as llama.cpp's continuation scoring counts it."""
+    calls = tokens = 0
+    for i, c in enumerate(ctx):
+        for j, n in enumerate(cont):
+            if i == j or n == 0:
+                continue
+            kept_ctx, kept_cont = split_token_budget(max(c, 1), n, budget)
+            calls += 1
+            tokens += kept_ctx + kept_cont - 1
+    return calls, tokens
+
+
+@pytest.mark.parametrize(
+    ("ctx", "cont", "budget"),
+    [
+        ([40, 300, 7, 0, 120], [40, 300, 7, 0, 120], 1024),  # nothing cut, an empty passage
+        ([900, 800, 50, 600], [16, 16, 16, 3], 1000),  # heads only, some pairs cut
+        ([700, 700, 700], [700, 20, 400], 512),  # most pairs cut to the budget
+    ],
+)
+def test_pairs_are_exact_when_every_passage_is_a_candidate(
+    ctx: list[int], cont: list[int], budget: int
+) -> None:
+    calls, prompt, _encoded, exact = pair_tokens(ctx, cont, candidates=100, budget=budget)
+    assert exact
+    assert (calls.expected, prompt.expected) == _brute_pairs(ctx, cont, budget)
+
+
+def test_pairs_of_a_few_candidates_are_bounded_by_the_longest() -> None:
+    lengths = [10, 400, 30, 250, 90, 5, 600, 75]
+    calls, prompt, _encoded, exact = pair_tokens(lengths, lengths, candidates=3, budget=512)
+    assert not exact
+    assert calls.expected == calls.high == 3 * len(lengths)
+    everything = _brute_pairs(lengths, lengths, 512)[1]
+    assert prompt.expected == pytest.approx(everything * 3 / (len(lengths) - 1))
+    assert prompt.expected < prompt.high <= everything
+
+
+@pytest.mark.parametrize(
+    "text", ["abc", "-1", "0.1/", "1/2/3", "nan", "inf", "0.15/-0.6", "", "1e999"]
+)
+def test_a_bad_price_is_refused(text: str) -> None:
+    with pytest.raises(Exception, match="--price-per-mtok must be"):
+        Price.parse(text)
+
+
+def test_a_price_per_million_tokens() -> None:
+    assert Price.parse("0.15/0.60") == Price(0.15, 0.60)
+    assert Price.parse("2") == Price(2.0, 2.0)
+
+
+def _work(reply: float, context: float, batched: bool = False) -> Any:
+    from lcr.estimate.figures import LLMWork, Range
+
+    return LLMWork(
+        role="llm",
+        model="m",
+        calls=Range.exact(1),
+        prompt_tokens=Range.exact(200),
+        completion_tokens=Range.exact(reply),
+        encoded_tokens=Range.exact(200),
+        batched=batched,
+        decode_context=Range.exact(context),
+    )
+
+
+def test_decoding_costs_more_after_a_longer_context() -> None:
+    from lcr.estimate.plan import llm_seconds
+    from lcr.estimate.throughput import Rates
+
+    rates = Rates(
+        prefill=100, decode=20, batch_decode=40, short_context=50, long_context=850,
+        decode_long=5,
+    )  # fmt: skip
+    # at the short context a token takes 1/20 s, at the long one 1/5 s
+    assert llm_seconds(_work(10, 10 * 50), rates).expected == pytest.approx(2 + 10 / 20)
+    assert llm_seconds(_work(10, 10 * 850), rates).expected == pytest.approx(2 + 10 / 5)
+    batched = llm_seconds(_work(10, 10 * 50, batched=True), rates).expected
+    assert batched == pytest.approx(2 + 10 / 40)
+
+
+def test_cached_rates_follow_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lcr.estimate.throughput import Rates
+
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    rates = Rates(prefill=100, decode=20, batch_decode=40, load_avg=1.0)
+    busy = rates.at_load(7.0)  # one more process gets 2 / 8 of two cores, not all of them
+    assert (busy.prefill, busy.decode) == pytest.approx((25, 5))
+    assert "scaled x0.25" in busy.source
+    assert rates.at_load(0.5) is rates  # both idle: the same rates
+
+
+# ------------------------------------------------------------------------- the CLI
+def test_bad_price_exits_2_in_one_line(story: Path, tmp_path: Path) -> None:
+    out = tmp_path / "s.idx"
+    code, stdout, stderr = run(
+        ["index", str(story), "-o", str(out), "--estimate", "--price-per-mtok", "cheap"]
+    )
+    assert code == 2 and stdout == ""
+    assert len(stderr.strip().splitlines()) == 1 and "--price-per-mtok" in stderr
+    code, _, stderr = run(
+        ["index", str(story), "-o", str(out), "--estimate"], env={"LCR_PRICE_PER_MTOK": "-3"}
+    )
+    assert code == 2 and len(stderr.strip().splitlines()) == 1 and "'-3'" in stderr
+    assert not out.exists()
+
+
+def test_json_goes_with_estimate(story: Path, tmp_path: Path) -> None:
+    code, _, stderr = run(["index", str(story), "-o", str(tmp_path / "s.idx"), "--json"])
+    assert code == 2 and "--json goes with --estimate" in stderr
+    assert not (tmp_path / "s.idx").exists()
+
+
+def test_estimate_calls_no_server_and_writes_nothing(story: Path, tmp_path: Path) -> None:
+    """Nothing listens at the URL: a single call would fail the estimate."""
+    out = tmp_path / "s.idx"
+    server = ["--base-url", "http://127.0.0.1:9/v1", "--llm", "remote-model"]
+    methods = ["-m", "graphreader", "-m", "bm25"]
+    args = ["index", str(story), "-o", str(out), *methods, *server]
+    code, stdout, stderr = run([*args, "--estimate", "--json", "--price-per-mtok", "0.5/1.5"])
+    assert code == 0, stderr
+    assert not out.exists() and not (tmp_path / ".s.idx.lock").exists()
+    rows = [json.loads(line) for line in stdout.splitlines()]
+    assert [r["method"] for r in rows] == ["graphreader", "bm25"]
+    graph, bm25 = rows
+    assert graph["backend"] == "openai" and graph["llm"]["model"] == "remote-model"
+    assert graph["llm"]["calls"]["expected"] == graph["llm"]["calls"]["high"] >= 1
+    assert "approximate" in graph["sources"]["tokens"]
+    assert graph["seconds"] is None and "no build has run" in graph["sources"]["time"]
+    prompt = graph["llm"]["prompt_tokens"]["expected"]
+    replies = graph["llm"]["completion_tokens"]
+    assert graph["cost"]["expected"] == pytest.approx(
+        (prompt * 0.5 + replies["expected"] * 1.5) / 1e6, rel=1e-3
+    )
+    assert bm25["llm"] is None and bm25["cost"] is None and bm25["seconds"]["expected"] >= 0
+    for row in rows:
+        assert {"documents", "characters", "tokens", "index", "disk_bytes", "basis"} <= set(row)
+        assert row["disk_bytes"]["expected"] <= row["disk_bytes"]["high"]
+
+
+def test_an_up_to_date_method_costs_nothing(story: Path, tmp_path: Path) -> None:
+    out = tmp_path / "s.idx"
+    assert run(["index", str(story), "-o", str(out), "-m", "bm25", "-q"])[0] == 0
+    before = sorted(p.name for p in out.iterdir())
+    code, stdout, _ = run(["index", str(story), "-o", str(out), "-m", "bm25", "--estimate"])
+    assert code == 0 and "bm25: up to date in the index, nothing to pay" in stdout
+    assert sorted(p.name for p in out.iterdir()) == before
+    forced = ["index", str(story), "-o", str(out), "-m", "bm25", "--estimate", "--force"]
+    code, stdout, _ = run([*forced, "--json"])
+    assert code == 0 and json.loads(stdout)["up_to_date"] is False  # --force rebuilds it
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_info_estimates_rebuilding_each_method(story: Path, tmp_path: Path) -> None:
+    out = tmp_path / "s.idx"
+    assert run(["index", str(story), "-o", str(out), "-m", "bm25", "-q"])[0] == 0
+    code, stdout, _ = run(["info", str(out), "--estimate"])
+    assert code == 0 and "rebuild bm25 from scratch (estimate)" in stdout
+    code, stdout, _ = run(["info", str(out), "--estimate", "--json"])
+    rebuild = json.loads(stdout)["methods"]["bm25"]["rebuild"]
+    assert rebuild["estimate"]["method"] == "bm25" and rebuild["estimate"]["llm"] is None
+    assert rebuild["last_build"]["seconds"] >= 0
+
+
+# ------------------------------------------------------ a counting server (slow)
+class _Counting(_Handler):
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.requests.append("GET")
+        super().do_GET()
+
+    def do_POST(self) -> None:
+        self.requests.append("POST")
+        super().do_POST()
+
+
+@contextmanager
+def counting_server() -> Iterator[tuple[str, list[str]]]:
+    seen: list[str] = []
+    handler = type("Handler", (_Counting,), {"requests": seen})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+@pytest.mark.slow
+def test_a_server_build_records_the_rates_the_next_estimate_uses(
+    story: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "s.idx"
+    with counting_server() as (url, seen):
+        server = ["--base-url", url, "--llm", "scripted", "-m", "graphreader"]
+        code, _, stderr = run(["index", str(story), "-o", str(out), *server, "-q"])
+        assert code == 0, stderr
+        paid = len(seen)
+        assert paid > 0
+        code, stdout, stderr = run(
+            ["index", str(story), "-o", str(tmp_path / "t.idx"), *server, "--estimate", "--json"]
+        )
+        assert code == 0, stderr
+        assert len(seen) == paid  # the estimate sent nothing
+    (row,) = [json.loads(line) for line in stdout.splitlines()]
+    assert f"observed in 1 build(s) against {url}" in row["sources"]["time"]
+    assert row["seconds"]["expected"] > 0
+
+
+# ------------------------------------------------ against real builds (slow)
+def _built(text: Path, out: Path, method: str, sets: list[str]) -> dict[str, Any]:
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
+    from lcr.pipeline import index_files
+
+    index, _ = index_files([text], out, [method], Models(spec=ModelSpec(llm="smollm2-135m")), sets)
+    return index.methods[method].stats
+
+
+def _estimated(text: Path, out: Path, method: str, sets: list[str]) -> Any:
+    from lcr.estimate.plan import estimate_index
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
+
+    models = Models(spec=ModelSpec(llm="smollm2-135m"))
+    _, (bill,) = estimate_index([text], out, [method], models, sets, timed=False)
+    assert not models.llm_loaded and not models.embedder_loaded  # a tokenizer at most
+    return bill.work
+
+
+SHORT_SETS = {
+    "graphreader": ["graphreader.chunk_tokens=400", "graphreader.extraction_max_new_tokens=24"],
+    "lightpal": ["lightpal.scorer=llm", "lightpal.continuation_tokens=8"],
+    "pecan": ["pecan.points_max_new_tokens=24"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("one_torch_thread")
+@pytest.mark.parametrize("method", ["graphreader", "lightpal", "pecan"])
+def test_counts_the_input_decides_match_the_build(method: str, story: Path, tmp_path: Path) -> None:
+    """Calls and prompt tokens are exact where the input decides them."""
+    text = tmp_path / "short.txt"
+    text.write_text(story.read_text(encoding="utf-8")[:3500], encoding="utf-8")
+    sets = SHORT_SETS[method]
+    work = _estimated(text, tmp_path / "e.idx", method, sets)
+    usage = _built(text, tmp_path / "b.idx", method, sets)["llm_usage"]
+    assert work.llm.calls.is_exact and work.llm.prompt_tokens.is_exact
+    assert (work.llm.calls.expected, work.llm.prompt_tokens.expected) == (
+        usage["calls"],
+        usage["prompt_tokens"],
+    )
+    assert usage["completion_tokens"] <= work.llm.completion_tokens.high
+    code, stdout, stderr = run(["info", str(tmp_path / "b.idx"), "--estimate", "--json"])
+    assert code == 0, stderr
+    rebuild = json.loads(stdout)["methods"][method]["rebuild"]
+    assert rebuild["estimate"]["llm"]["calls"]["expected"] == usage["calls"]
+    assert rebuild["last_build"]["llm_usage"]["calls"] == usage["calls"]
+
+
+@pytest.mark.slow
+def test_raptor_leaves_match_the_build(story: Path, tmp_path: Path) -> None:
+    sets = ["raptor.summary_max_new_tokens=16"]
+    work = _estimated(story, tmp_path / "e.idx", "raptor", sets)
+    stats = _built(story, tmp_path / "b.idx", "raptor", sets)
+    leaves = stats["layers"][0]
+    assert f"exact: {leaves} leaves" in work.basis["leaves"]
+    calls = stats["llm_usage"]["calls"]
+    assert work.llm.calls.expected - 0.5 * calls <= calls <= work.llm.calls.high
+    assert stats["llm_usage"]["completion_tokens"] <= work.llm.completion_tokens.high
