@@ -76,7 +76,7 @@ class ContinuationScore:
 
     @property
     def mean(self) -> float:
-        """Mean log-probability per scored token (LightPAL's ContextScore); 0 for none."""
+        """Mean log-probability per scored token (lightpal.context_score=mean); 0 for none."""
         return self.logprob / self.tokens if self.tokens else 0.0
 
 
