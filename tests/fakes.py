@@ -43,6 +43,7 @@ class ScriptedLLM:
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        seed: int | None = None,
     ) -> Generation:
         self.prompts.append(list(messages))
         content = messages[-1]["content"]

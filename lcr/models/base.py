@@ -154,7 +154,11 @@ class LLM(Protocol):
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
-    ) -> Generation: ...
+        seed: int | None = None,
+    ) -> Generation:
+        """One reply. ``seed`` fixes the sampling of this call (temperature > 0), so the
+        same call gives the same reply; None samples from the backend's running state."""
+        ...
 
     def generate_batch(
         self,

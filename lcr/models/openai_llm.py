@@ -361,8 +361,11 @@ class OpenAILLM:
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        seed: int | None = None,
     ) -> Generation:
         payload = self._chat_payload(messages, max_new_tokens, stop, temperature)
+        if seed is not None:
+            payload["seed"] = seed  # honoured by llama.cpp's server, vLLM and OpenAI (best effort)
         reply = self._call("/chat/completions", payload)
         return self._generation(reply, messages)
 

@@ -309,9 +309,10 @@ class TransformersCore:
         max_new_tokens: int = 256,
         stop: Sequence[str] = (),
         temperature: float = 0.0,
+        seed: int | None = None,
     ) -> Generation:
         prompt = self.render(messages)
-        return self._generate([prompt], max_new_tokens, stop, temperature)[0]
+        return self._generate([prompt], max_new_tokens, stop, temperature, seed)[0]
 
     def generate_batch(
         self,
@@ -548,9 +549,13 @@ class TransformersCore:
         max_new_tokens: int,
         stop: Sequence[str],
         temperature: float,
+        seed: int | None = None,
     ) -> list[Generation]:
         import torch
         from transformers import GenerationConfig
+
+        if seed is not None and temperature > 0:
+            torch.manual_seed(seed)  # generate() samples from torch's global generator
 
         longest = max(len(p) for p in prompts)
         self._fit(max(prompts, key=len))
