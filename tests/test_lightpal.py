@@ -137,7 +137,9 @@ def test_old_passage_chars_still_works() -> None:
     with pytest.warns(SettingRenamed, match=r"lightpal\.passage_chars is now lightpal\.chunk"):
         settings = pipeline.build_settings(get_method("lightpal"), ["lightpal.passage_chars=800"])
     assert settings == LightPALBuild(chunk_chars=800)
-    assert LightPALBuild.from_stored({"passage_chars": 800}) == settings
+    # a manifest that old predates context_score too: it was built with the mean
+    old = LightPALBuild.from_stored({"passage_chars": 800})
+    assert old == LightPALBuild(chunk_chars=800, context_score="mean")
 
 
 # --------------------------------------------------------------------- graph
@@ -394,6 +396,30 @@ def test_index_recording_passage_chars_is_up_to_date(
     assert not report.built
     (report,) = pipeline.build(old, ["lightpal"], models, [*sets[:-1], "lightpal.chunk_chars=500"])
     assert report.built  # a different value still rebuilds
+
+
+def test_index_from_before_context_score_was_built_with_the_mean(
+    tmp_path: Path, cinderella: Path, embedder: Any
+) -> None:
+    """A manifest without context_score is read as mean: up to date for mean, rebuilt
+    for the paper's sum (from the cache: no pair is scored again)."""
+    path = tmp_path / "c.idx"
+    index = _index(path, [("cinderella.txt", cinderella.read_text("utf-8")[:4000])])
+    sets = [*FAST, "lightpal.candidates=3", "lightpal.context_score=mean"]
+    pipeline.build(
+        index, ["lightpal"], Models.with_objects(llm=CountingLLM(), embedder=embedder), sets
+    )
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["methods"]["lightpal"]["settings"]["context_score"]
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    old = Index.open(path)
+    assert old.methods["lightpal"].settings.get("context_score", "mean") == "mean"
+    llm = CountingLLM()
+    models = Models.with_objects(llm=llm, embedder=embedder)
+    (report,) = pipeline.build(old, ["lightpal"], models, sets)
+    assert not report.built
+    (report,) = pipeline.build(old, ["lightpal"], models, sets[:-1])  # the default: sum
+    assert report.built and llm.passages == 0
 
 
 def test_missing_scorer_is_one_clear_error(
