@@ -34,6 +34,9 @@ its initial retriever, and the two restart sets against each other):
         --set lightpal.scorer=smollm2-135m --set lightpal.candidates=10 \
         --set lightpal.continuation_tokens=32 --set lightpal.max_tokens=256
 
+``--stories N`` makes the corpus the first N stories and keeps only their queries
+(a cheaper build on a loaded machine; fewer distractors than the full corpus).
+
 ``--per-query FILE`` writes every query's figures; ``--against FILE`` (another
 graph's, e.g. k' = 10 against k' = 100) adds paired tests of each LightPAL row
 against the same row on that graph:
@@ -196,6 +199,10 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
         _skip_scorer(args.set)
     questions = odsum(DATA.parent)
     docs = questions[0].documents
+    if args.stories:  # a corpus of the first N stories, and only their queries
+        docs = docs[: args.stories]
+        kept = {d.id for d in docs}
+        questions = [q for q in questions if q.evidence[0].doc in kept]
     path = Path(args.odsum)
     sets = [*args.set, "lightpal.passages=sections"]
     if (path / "manifest.json").exists():
@@ -265,6 +272,7 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
         paired.update(against(table, json.loads(Path(args.against).read_text())))
     return {
         "query_settings": args.query_set,
+        "stories": len(docs),
         "queries": len(chosen),
         "passages": len(nodes),
         "gold_passages_mean": round(
@@ -367,6 +375,9 @@ def main() -> None:
         "--query-set", action="append", default=[], help="lightpal query setting (--odsum runs)"
     )
     ap.add_argument("--limit", type=int, default=125)
+    ap.add_argument(
+        "--stories", type=int, default=0, help="--odsum on the first N stories only (0: all 25)"
+    )
     ap.add_argument("--unscored", action="store_true", help="k' = k: skip the scorer (see above)")
     ap.add_argument("--per-query", metavar="JSON", help="write every query's P@k and R@k here")
     ap.add_argument(

@@ -91,6 +91,7 @@ class ScriptedLLM:
         stop: Sequence[str] = (),
         temperature: float = 0.0,
         on_text: OnText | None = None,
+        seed: int | None = None,
     ) -> Generation:
         self.prompts.append(list(messages))
         content = messages[-1]["content"]

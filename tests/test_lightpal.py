@@ -30,10 +30,17 @@ from lcr.methods.lightpal.graph import (
 )
 from lcr.methods.lightpal.method import LightPALBuild, LightPALQuery
 from lcr.methods.lightpal.passages import PASSAGE_SHAPES, cut_passages, head_of
-from lcr.methods.lightpal.scoring import SCORER_NEEDS
+from lcr.methods.lightpal.scoring import (
+    CONTEXT_SCORES,
+    MEAN_ONLY_VERSION,
+    SCORER_NEEDS,
+    PairScorer,
+    context_scores,
+)
 from lcr.models.base import ContinuationScore
 from lcr.models.container import Models
-from lcr.store import DocumentInput, Index
+from lcr.progress import NULL_PROGRESS
+from lcr.store import DocumentInput, Index, LLMCache
 from tests.conftest import FIXTURES, SHARED_DATA, needs_shared_data
 from tests.fakes import ScriptedLLM
 
@@ -153,7 +160,9 @@ def test_old_passage_chars_still_works() -> None:
     with pytest.warns(SettingRenamed, match=r"lightpal\.passage_chars is now lightpal\.chunk"):
         settings = pipeline.build_settings(get_method("lightpal"), ["lightpal.passage_chars=800"])
     assert settings == LightPALBuild(chunk_chars=800)
-    assert LightPALBuild.from_stored({"passage_chars": 800}) == settings
+    # a manifest that old predates context_score too: it was built with the mean
+    old = LightPALBuild.from_stored({"passage_chars": 800})
+    assert old == LightPALBuild(chunk_chars=800, context_score="mean")
 
 
 # --------------------------------------------------------------------- graph
@@ -303,23 +312,87 @@ def test_killed_build_resumes_without_scoring_a_pair_twice(
     assert edges.diagonal().sum() == 0
 
 
+@pytest.mark.parametrize("context_score", ["sum", "mean"])
 def test_at_most_k_edges_each_the_best_scored(
-    tmp_path: Path, cinderella: Path, embedder: Any
+    tmp_path: Path, cinderella: Path, embedder: Any, context_score: str
 ) -> None:
     index = _index(tmp_path / "c.idx", [("cinderella.txt", cinderella.read_text("utf-8"))])
     llm = CountingLLM()
-    pipeline.build(index, ["lightpal"], Models.with_objects(llm=llm, embedder=embedder), FAST)
+    sets = [*FAST, f"lightpal.context_score={context_score}"]
+    pipeline.build(index, ["lightpal"], Models.with_objects(llm=llm, embedder=embedder), sets)
     reader = index.reader("lightpal")
     edges = reader.csr("edges")
     nodes = reader.nodes()
     assert np.diff(edges.indptr).max() <= 5 and edges.nnz > 0
+    per_token = context_score == "mean"
     for i, node in enumerate(nodes):
         row = edges[[i], :].toarray().ravel()
         kept = np.flatnonzero(row)
-        scored = {c: llm.continuation_logprob(node.text, c) / llm.count_tokens(c) for _, c in
-                  [p for p in llm.pairs if p[0] == node.text]}  # fmt: skip
+        scored = {
+            c: llm.continuation_logprob(node.text, c) / (llm.count_tokens(c) if per_token else 1)
+            for _, c in [p for p in llm.pairs if p[0] == node.text]
+        }
         best = sorted(scored.values(), reverse=True)[: len(kept)]
-        assert sorted(row[kept].tolist(), reverse=True) == pytest.approx(best, abs=1e-4)
+        assert sorted(row[kept].tolist(), reverse=True) == pytest.approx(best, abs=1e-3)
+
+
+def test_context_score_is_the_papers_sum_or_lcrs_mean_per_token() -> None:
+    assert LightPALBuild().context_score == "sum"  # the paper's P_LM(d_j | d_i)
+    declared = LightPALBuild.by_name()["context_score"]
+    assert declared.paper and declared.choices == CONTEXT_SCORES
+    logprobs, tokens = np.array([-30.0, -8.0, -5.0]), np.array([30, 4, 0])
+    assert context_scores(logprobs, tokens, "sum").tolist() == [-30.0, -8.0, -5.0]
+    # per token the long candidate wins over the short one; no token scores 0
+    assert context_scores(logprobs, tokens, "mean").tolist() == [-1.0, -2.0, 0.0]
+    with pytest.raises(ValueError, match="context_score"):
+        context_scores(logprobs, tokens, "max")  # type: ignore[arg-type]
+
+
+def test_one_scoring_pass_serves_both_context_scores(
+    tmp_path: Path, cinderella: Path, embedder: Any
+) -> None:
+    """The cache keeps each pair's sum and token count: the other score needs no LLM,
+    and the two graphs differ where length decides (the scripted score favours short)."""
+    index = _index(tmp_path / "c.idx", [("cinderella.txt", cinderella.read_text("utf-8"))])
+    sets = [*FAST, "lightpal.candidates=6", "lightpal.edges=2"]
+    first = CountingLLM()
+    models = Models.with_objects(llm=first, embedder=embedder)
+    pipeline.build(index, ["lightpal"], models, [*sets, "lightpal.context_score=mean"])
+    mean_edges = index.reader("lightpal").csr("edges")
+    assert first.passages > 0
+    second = CountingLLM()
+    (report,) = pipeline.build(
+        index,
+        ["lightpal"],
+        Models.with_objects(llm=second, embedder=embedder),
+        [*sets, "lightpal.context_score=sum"],
+    )
+    assert report.built and second.passages == 0  # every pair read back from the cache
+    assert index.methods["lightpal"].settings["context_score"] == "sum"
+    sum_edges = index.reader("lightpal").csr("edges")
+    assert (sum_edges != mean_edges).nnz > 0  # the scores differ, and so do the edges
+
+
+def test_a_mean_only_cache_serves_mean_and_sum_scores_again(tmp_path: Path) -> None:
+    """Entries from before the sum was offered hold means only: never read as sums."""
+    cache = LLMCache(tmp_path / "lightpal.jsonl")
+    llm = CountingLLM()
+    prefix, conts = "The prince searched the kingdom.", ["He found her.", "Rain fell on the hills."]
+    old = PairScorer(llm, cache, 1024, 0, context_score="mean")
+    cache.put(old._key(prefix, conts, MEAN_ONLY_VERSION), {"scores": [-0.25, -0.5]})
+
+    def task(pairs: int) -> Any:
+        return NULL_PROGRESS.task("scoring", total=pairs)
+
+    means = PairScorer(llm, cache, 1024, 0, context_score="mean").score_all(
+        [prefix], conts, [np.array([0, 1])], task
+    )
+    assert means[0].tolist() == [-0.25, -0.5] and llm.passages == 0
+    sums = PairScorer(llm, cache, 1024, 0, context_score="sum").score_all(
+        [prefix], conts, [np.array([0, 1])], task
+    )
+    assert llm.passages == 1  # scored again, not the old means taken for sums
+    assert sums[0].tolist() == [llm.continuation_logprob(prefix, c) for c in conts]
 
 
 def test_index_recording_passage_chars_is_up_to_date(
@@ -346,6 +419,30 @@ def test_index_recording_passage_chars_is_up_to_date(
     assert not report.built
     (report,) = pipeline.build(old, ["lightpal"], models, [*sets[:-1], "lightpal.chunk_chars=500"])
     assert report.built  # a different value still rebuilds
+
+
+def test_index_from_before_context_score_was_built_with_the_mean(
+    tmp_path: Path, cinderella: Path, embedder: Any
+) -> None:
+    """A manifest without context_score is read as mean: up to date for mean, rebuilt
+    for the paper's sum (from the cache: no pair is scored again)."""
+    path = tmp_path / "c.idx"
+    index = _index(path, [("cinderella.txt", cinderella.read_text("utf-8")[:4000])])
+    sets = [*FAST, "lightpal.candidates=3", "lightpal.context_score=mean"]
+    pipeline.build(
+        index, ["lightpal"], Models.with_objects(llm=CountingLLM(), embedder=embedder), sets
+    )
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    del manifest["methods"]["lightpal"]["settings"]["context_score"]
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    old = Index.open(path)
+    assert old.methods["lightpal"].settings.get("context_score", "mean") == "mean"
+    llm = CountingLLM()
+    models = Models.with_objects(llm=llm, embedder=embedder)
+    (report,) = pipeline.build(old, ["lightpal"], models, sets)
+    assert not report.built
+    (report,) = pipeline.build(old, ["lightpal"], models, sets[:-1])  # the default: sum
+    assert report.built and llm.passages == 0
 
 
 def test_missing_scorer_is_one_clear_error(

@@ -150,6 +150,17 @@ def test_a_streamed_reply_keeps_the_byte_limit_and_the_deadline(server: str) -> 
         hasty.generate(question, max_new_tokens=400, on_text=shown.append)
 
 
+def test_sampling_with_a_seed_is_repeatable_through_the_server(llm: OpenAILLM) -> None:
+    """GraphReader samples at temperature 0.2 with a seed per call: the server is sent it."""
+    prompt = ask("Write one sentence about a cat.")
+
+    def sample(seed: int) -> str:
+        return llm.generate(prompt, max_new_tokens=12, temperature=1.0, seed=seed).text
+
+    assert sample(11) == sample(11)
+    assert len({sample(s) for s in range(4)}) > 1  # sampled, not greedy
+
+
 def test_batch_is_sent_concurrently_and_reported_as_it_returns(server: str) -> None:
     llm = OpenAILLM.connect(ModelSpec(llm=SMOL, base_url=server, concurrency=3))
     convs = [ask(f"Say the number {n} in words.") for n in range(5)]

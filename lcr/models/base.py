@@ -81,7 +81,7 @@ class ContinuationScore:
 
     @property
     def mean(self) -> float:
-        """Mean log-probability per scored token (LightPAL's ContextScore); 0 for none."""
+        """Mean log-probability per scored token (lightpal.context_score=mean); 0 for none."""
         return self.logprob / self.tokens if self.tokens else 0.0
 
 
@@ -160,8 +160,11 @@ class LLM(Protocol):
         stop: Sequence[str] = (),
         temperature: float = 0.0,
         on_text: OnText | None = None,
+        seed: int | None = None,
     ) -> Generation:
-        """One reply; ``on_text`` (when given) hears its text as it is decoded."""
+        """One reply; ``on_text`` (when given) hears its text as it is decoded. ``seed``
+        fixes the sampling of this call (temperature > 0), so the same call gives the same
+        reply; None samples from the backend's running state."""
         ...
 
     def generate_batch(

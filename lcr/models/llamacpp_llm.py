@@ -244,8 +244,10 @@ class LlamaCppLLM:
         stop: Sequence[str] = (),
         temperature: float = 0.0,
         on_text: OnText | None = None,
+        seed: int | None = None,
     ) -> Generation:
         prompt = self._fit(self.render(messages))
+        rng = self._rng if seed is None else np.random.default_rng(seed)
         logits, reused = self._extend_seq0(prompt)
         budget = max(1, min(max_new_tokens, self._n_ctx - len(prompt)))
         decoder = _Decoder(self, budget, stop)
@@ -253,7 +255,7 @@ class LlamaCppLLM:
         meter = TokenMeter(self.progress, f"generating with {self.model_id}", budget)
         try:
             while True:
-                token = self._pick(logits, temperature)
+                token = self._pick(logits, temperature, rng)
                 if not decoder.accept(token):
                     break
                 if pieces is not None:
@@ -510,7 +512,7 @@ class LlamaCppLLM:
             step: list[tuple[int, int, int]] = []
             still: list[int] = []
             for k in active:
-                token = self._pick(logits[k], temperature)
+                token = self._pick(logits[k], temperature, self._rng)
                 if decoders[k].accept(token):
                     step.append((token, positions[k], k))
                     positions[k] += 1
@@ -584,14 +586,14 @@ class LlamaCppLLM:
 
     # ---------------------------------------------------------------- helpers
 
-    def _pick(self, logits: np.ndarray, temperature: float) -> int:
+    def _pick(self, logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
         if temperature <= 0:
             return int(np.argmax(logits))
         z = logits.astype(np.float64) / temperature
         z -= z.max()
         p = np.exp(z)
         p /= p.sum()
-        return int(self._rng.choice(len(p), p=p))
+        return int(rng.choice(len(p), p=p))
 
     def _is_end(self, token: int) -> bool:
         return bool(self._lib.llama_vocab_is_eog(self._vocab, token))

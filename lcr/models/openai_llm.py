@@ -404,10 +404,13 @@ class OpenAILLM:
         stop: Sequence[str] = (),
         temperature: float = 0.0,
         on_text: OnText | None = None,
+        seed: int | None = None,
     ) -> Generation:
         """One chat call; with ``on_text``, the reply is streamed (``"stream": true``)
         within the same deadline and byte limit, and not retried once text was shown."""
         payload = self._chat_payload(messages, max_new_tokens, stop, temperature)
+        if seed is not None:
+            payload["seed"] = seed  # honoured by llama.cpp's server, vLLM and OpenAI (best effort)
         if on_text is None:
             return self._generation(self._call("/chat/completions", payload), messages)
         streamed = StreamedReply(on_text)

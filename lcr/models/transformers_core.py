@@ -312,10 +312,11 @@ class TransformersCore:
         stop: Sequence[str] = (),
         temperature: float = 0.0,
         on_text: OnText | None = None,
+        seed: int | None = None,
     ) -> Generation:
         prompt = self.render(messages)
         pieces = TextPieces(on_text, stop) if on_text is not None else None
-        gen = self._generate([prompt], max_new_tokens, stop, temperature, pieces)[0]
+        gen = self._generate([prompt], max_new_tokens, stop, temperature, pieces, seed)[0]
         if pieces is not None:
             pieces.finish(gen.text)
         return gen
@@ -556,11 +557,15 @@ class TransformersCore:
         stop: Sequence[str],
         temperature: float,
         pieces: TextPieces | None = None,
+        seed: int | None = None,
     ) -> list[Generation]:
         """Greedy (or sampled) replies to left-padded ``prompts``; ``pieces`` hears the
         one prompt's text as it is decoded."""
         import torch
         from transformers import GenerationConfig
+
+        if seed is not None and temperature > 0:
+            torch.manual_seed(seed)  # generate() samples from torch's global generator
 
         longest = max(len(p) for p in prompts)
         self._fit(max(prompts, key=len))

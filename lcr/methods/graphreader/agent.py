@@ -11,7 +11,12 @@ exploration path per initial node, each with its own notebook:
 * neighbours (Figure 11): ``read_neighbor_node(key)`` or ``termination()``.
 
 At most ``max_calls`` function calls per path (the paper's 10); a chunk or node
-is never visited twice in a path. Every reply is parsed defensively: the call
+is never visited twice in a path. Every call's prompt is budgeted to ``window``
+tokens (the paper's 4k; 0 = the model's whole window) with room for the reply:
+facts, candidate and neighbour lists keep the prefix that fits, a chunk its
+start (counted as ``window_cuts``). Replies are sampled at ``temperature`` (the
+paper's 0.2) with a seed per call, ``seed`` + the call's number, so a query is
+reproducible. Every reply is parsed defensively: the call
 is accepted in the loose forms small models write; when nothing usable parses,
 the most conservative action of the stage is taken (stop reading this node's
 facts, keep to the chunks already queued, stop at the neighbours) and counted.
@@ -62,7 +67,9 @@ class AgentSettings:
     read_chunks: bool = True  # False: only atomic facts, never the chunks
     max_neighbors: int = 50  # neighbours listed to the model
     max_new_tokens: int = 384
-    seed: int = 0
+    seed: int = 0  # the random ablation's, and each call's sampling seed: seed + call number
+    temperature: float = 0.2  # the paper's (section 4.1); 0 = greedy
+    window: int = 4096  # tokens an agent call may fill, reply included (paper: 4k); 0 = model's
 
 
 @dataclass(frozen=True)
@@ -217,10 +224,53 @@ class Agent:
         if common:
             self.repeated_prefix_tokens += self.llm.count_tokens(text[:common])
         self._last_prompt = text
-        gen = self.llm.generate(messages, max_new_tokens=self.s.max_new_tokens)
+        if self._prompt_size(messages) > self.budget:
+            self.counters["over_window"] += 1  # what cannot be cut (instructions, notebook)
+        gen = self.llm.generate(
+            messages,
+            max_new_tokens=self.s.max_new_tokens,
+            temperature=self.s.temperature,
+            seed=(self.s.seed + self.counters["llm_calls"]) % 2**32,
+        )
         self.prompt_tokens += gen.prompt_tokens
         self.counters["llm_calls"] += 1
         return gen.text
+
+    @property
+    def budget(self) -> int:
+        """Prompt tokens a call may use: the window less the reply and the chat template."""
+        window = self.llm.context_window
+        if self.s.window:
+            window = min(window, self.s.window)
+        return window - self.s.max_new_tokens - PROMPT_MARGIN_TOKENS
+
+    def _prompt_size(self, messages: list[Message]) -> int:
+        return sum(self.llm.count_tokens(m["content"]) for m in messages)
+
+    def _longest_fitting(self, n: int, fits: Callable[[int], bool]) -> int:
+        """The largest m <= n with ``fits(m)`` (at least 1 when n > 0: an input is never
+        emptied, the call goes over instead and is counted)."""
+        if n == 0 or fits(n):
+            return n
+        low, high = 0, n  # fits(low) is assumed, fits(high) is not
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (mid, high) if fits(mid) else (low, mid)
+        return max(low, 1)
+
+    def _fit_items(self, items: list[str], build: Callable[[list[str]], list[Message]]) -> int:
+        """How many of ``items`` (candidates, neighbours), from the first, fit the budget."""
+        return self._longest_fitting(
+            len(items), lambda m: self._prompt_size(build(items[:m])) <= self.budget
+        )
+
+    def _fit_text(self, text: str, build: Callable[[str], list[Message]]) -> str:
+        """The longest start of ``text``, cut at a space, whose prompt fits the budget."""
+        words = text.split(" ")
+        m = self._longest_fitting(
+            len(words), lambda m: self._prompt_size(build(" ".join(words[:m]))) <= self.budget
+        )
+        return text if m == len(words) else " ".join(words[:m])
 
     # -------------------------------------------------------------- phases
     def run(self, question: str) -> AgentResult:
@@ -268,14 +318,16 @@ class Agent:
             return chosen
         ranked = list(self.rank_candidates(question + ("\n" + plan if plan else "")))
         shown = ranked[: self.s.candidates]
-        reply = self._generate(
-            prompts.node_selection_messages(
-                question,
-                plan,
-                [self.graph.keys[i] for i in shown],
-                at_least=max(prompts.FIGURE_8_AT_LEAST, n),
-            )
-        )
+
+        def build(keys: list[str]) -> list[Message]:
+            at_least = max(prompts.FIGURE_8_AT_LEAST, n)
+            return prompts.node_selection_messages(question, plan, keys, at_least=at_least)
+
+        fitting = self._fit_items([self.graph.keys[i] for i in shown], build)
+        if fitting < len(shown):
+            self.counters["window_cuts"] += 1
+            shown = shown[:fitting]
+        reply = self._generate(build([self.graph.keys[i] for i in shown]))
         scored: dict[int, float] = {}
         invented = 0
         for key, score in parse_node_scores(reply):
@@ -360,9 +412,8 @@ class Agent:
         groups: list[tuple[int, list[str]]],
         build: Callable[[list[tuple[int, list[str]]]], list[Message]],
     ) -> tuple[list[tuple[int, list[str]]], int]:
-        """The node's facts that fit the model's window (a protagonist's run to thousands),
-        in document order, and how many were cut: the largest prefix whose prompt fits."""
-        budget = self.llm.context_window - self.s.max_new_tokens - PROMPT_MARGIN_TOKENS
+        """The node's facts that fit the window (a protagonist's run to thousands), in
+        document order, and how many were cut: the largest prefix whose prompt fits."""
         flat = [(c, f) for c, facts in groups for f in facts]
 
         def regroup(m: int) -> list[tuple[int, list[str]]]:
@@ -372,15 +423,13 @@ class Agent:
             return list(out.items())
 
         def fits(m: int) -> bool:
-            return sum(self.llm.count_tokens(x["content"]) for x in build(regroup(m))) <= budget
+            return self._prompt_size(build(regroup(m))) <= self.budget
 
-        if fits(len(flat)):
+        kept = self._longest_fitting(len(flat), fits)
+        if kept == len(flat):
             return groups, 0
-        low, high = 0, len(flat)  # fits(low) is assumed, fits(high) is not
-        while high - low > 1:
-            mid = (low + high) // 2
-            low, high = (mid, high) if fits(mid) else (low, mid)
-        return regroup(max(low, 1)), len(flat) - max(low, 1)
+        self.counters["window_cuts"] += 1
+        return regroup(kept), len(flat) - kept
 
     def _step_atomic_facts(self, path: int, q: str, plan: str | None, st: PathState) -> None:
         def build(groups: list[tuple[int, list[str]]]) -> list[Message]:
@@ -455,20 +504,22 @@ class Agent:
         st.current_chunk = chunk
         if chunk not in self.chunks_read:
             self.chunks_read.append(chunk)
-        reply = self._generate(
-            prompts.chunk_messages(
-                q,
-                plan,
-                st.actions,
-                st.notebook,
-                Graph.chunk_label(chunk),
-                self.graph.chunk_texts[chunk],
-            )
-        )
+
+        def build(text: str) -> list[Message]:
+            label = Graph.chunk_label(chunk)
+            return prompts.chunk_messages(q, plan, st.actions, st.notebook, label, text)
+
+        full = self.graph.chunk_texts[chunk]
+        text = self._fit_text(full, build)
+        cut: dict[str, Any] = {}
+        if len(text) < len(full):
+            self.counters["window_cuts"] += 1
+            cut = {"chunk_chars_cut": len(full) - len(text)}
+        reply = self._generate(build(text))
         call = self._decide(reply, "chunk", st)
         note = ""
         if call.name == "termination":
-            self._record(path, st, "chunk", call, reply, chunk=Graph.chunk_label(chunk))
+            self._record(path, st, "chunk", call, reply, chunk=Graph.chunk_label(chunk), **cut)
             self._stop(path, st, "termination")
             return
         if call.name in ("read_previous_chunk", "read_subsequent_chunk"):
@@ -491,6 +542,7 @@ class Agent:
             chunk=Graph.chunk_label(chunk),
             queue=[Graph.chunk_label(c) for c in st.queue],
             note=note,
+            **cut,
         )
 
     def _step_neighbors(self, path: int, q: str, plan: str | None, st: PathState) -> None:
@@ -499,16 +551,16 @@ class Agent:
             self._stop(path, st, "no unvisited neighbour")
             return
         shown = neighbors[: self.s.max_neighbors]
-        reply = self._generate(
-            prompts.neighbor_messages(
-                q,
-                plan,
-                st.actions,
-                st.notebook,
-                self.graph.keys[st.node],
-                [self.graph.keys[n] for n in shown],
-            )
-        )
+
+        def build(keys: list[str]) -> list[Message]:
+            node = self.graph.keys[st.node]
+            return prompts.neighbor_messages(q, plan, st.actions, st.notebook, node, keys)
+
+        fitting = self._fit_items([self.graph.keys[n] for n in shown], build)
+        if fitting < len(shown):
+            self.counters["window_cuts"] += 1
+            shown = shown[:fitting]
+        reply = self._generate(build([self.graph.keys[n] for n in shown]))
         call = self._decide(reply, "neighbors", st)
         if call.name == "termination":
             self._record(path, st, "neighbors", call, reply)

@@ -126,7 +126,26 @@ class GraphReaderQuery(Settings):
         high=MOST_NEW_TOKENS,
         renamed_from=("max_new_tokens",),
     )
-    seed: int = setting(0, "seed of the random ablation", low=0, high=2**32 - 1)
+    seed: int = setting(
+        0,
+        "seed of the random ablation and of sampling (call n samples with seed + n)",
+        low=0,
+        high=2**32 - 1,
+    )
+    temperature: float = setting(
+        0.2,
+        "sampling temperature of the agent's and the answer's replies (0 = greedy)",
+        paper=True,
+        low=0.0,
+        high=2.0,
+    )
+    window: int = setting(
+        4096,
+        "tokens each agent call may fill, reply included (the paper's 4k; 0 = the model's whole)",
+        paper=True,
+        low=0,
+        high=1_048_576,
+    )
 
 
 BUILD_NEEDS = Needs(llm=GENERATE, embedder=True)
@@ -344,6 +363,8 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
             max_neighbors=s.max_neighbors,
             max_new_tokens=s.agent_max_new_tokens,
             seed=s.seed,
+            temperature=s.temperature,
+            window=s.window,
         )
 
         def rank(text: str) -> list[int]:
@@ -422,12 +443,20 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
             return None
         llm = ctx.llm
         max_new_tokens = ctx.answer.max_new_tokens
-        budget = llm.context_window - max_new_tokens - 64
+        window = llm.context_window
+        if ctx.settings.window:
+            window = min(window, ctx.settings.window)
+        budget = window - max_new_tokens - 64
         messages = prompts.answer_messages(question, notebooks)
         while sum(llm.count_tokens(m["content"]) for m in messages) > budget and any(notebooks):
             notebooks = [n[: len(n) * 3 // 4] for n in notebooks]
             messages = prompts.answer_messages(question, notebooks)
-        gen = llm.generate(messages, max_new_tokens=max_new_tokens)
+        gen = llm.generate(
+            messages,
+            max_new_tokens=max_new_tokens,
+            temperature=ctx.settings.temperature,
+            seed=ctx.settings.seed,
+        )
         return AnswerResult(final_answer(gen.text), evidence.in_document_order(), 0)
 
 

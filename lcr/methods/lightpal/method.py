@@ -2,7 +2,8 @@
 
 Build (section 4, 5.1): passages (``passages``); their embeddings; each
 passage's ``k'`` most similar passages as candidates (``graph``); every
-candidate pair scored by the scorer LLM (``scoring``, resumable); the top
+candidate pair scored by the scorer LLM (``scoring``, resumable; the
+ContextScore summed, the paper's, or per token: ``context_score``); the top
 ``k`` candidates per passage kept as directed edges, stored as a sparse matrix
 with their scores. A BM25 index over the passages serves the initial step.
 
@@ -132,6 +133,13 @@ class LightPALBuild(Settings):
         "score only the first N tokens of d_j (0 = all, the paper); the faster setting",
         low=0,
     )
+    # CONTEXT_SCORES (scoring.py)
+    context_score: Literal["sum", "mean"] = setting(
+        "sum",
+        "ContextScore: sum, log P(d_j | d_i) summed over d_j's tokens (the paper); mean, per token",
+        paper=True,
+        legacy="mean",  # indexes built before the setting scored the mean
+    )
 
 
 @dataclass(frozen=True)
@@ -260,7 +268,12 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         scorer_llm = load_scorer(ctx.models, s.scorer)
         seconds["scorer_load"] = time.perf_counter() - t
         scorer = PairScorer(
-            scorer_llm, ctx.cache, s.max_tokens, s.continuation_tokens, warn=ctx.warn
+            scorer_llm,
+            ctx.cache,
+            s.max_tokens,
+            s.continuation_tokens,
+            context_score=s.context_score,
+            warn=ctx.warn,
         )
         heads = [head_of(x, s.continuation_tokens) for x in texts]
         scores = scorer.score_all(

@@ -1,13 +1,18 @@
-"""ContextScore(d_i, d_j) = P_LM(d_j | d_i) for every passage's candidates, resumable.
+"""ContextScore(d_i, d_j) for every passage's candidates, resumable.
 
 Each passage is one call to :meth:`lcr.models.base.LLM.continuation_logprobs`:
-d_i is encoded once and all its candidates are scored from it, batched; the
-score is the mean log-probability per token of d_j (the pair cut to
-``max_tokens`` together, the paper's 1,024). The mean is lcr's reading: the
-paper's section 4 writes ContextScore as P_LM(d_j | d_i), with no length
-normalisation; the mean keeps long candidates from losing to short ones. A
-passage's scores go into the index's LLM cache as soon as they exist, so a
-killed build resumes without scoring any pair twice.
+d_i is encoded once and all its candidates are scored from it, batched (the
+pair cut to ``max_tokens`` together, the paper's 1,024). The score is
+``lightpal.context_score``: ``sum``, log P_LM(d_j | d_i) summed over d_j's
+scored tokens, the paper's (section 4: ContextScore = P_LM(d_j | d_i), no
+length normalisation); or ``mean``, that sum per token, lcr's own choice so
+that a long candidate does not lose to a short one for its length alone.
+
+The cache holds both parts per pair (the summed log-probability and the token
+count), so one scoring pass serves either score. A passage's entry goes into the
+index's LLM cache as soon as it exists, so a killed build resumes without
+scoring any pair twice. Entries of the first cache format hold only means:
+``mean`` still reads them, ``sum`` scores those pairs again.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -27,7 +32,24 @@ from lcr.store import LLMCache, cache_key
 
 SCORER_NEEDS = frozenset({Capability.CONTINUATION_LOGPROB, Capability.PREFIX_CACHE})
 USE_LLM = "llm"  # lightpal.scorer=llm scores with the --llm model
-SCORE_VERSION = "lightpal-context-score-v1"
+# v2 entries: {"logprobs": [sum per pair], "tokens": [count per pair]}; v1: {"scores": [mean]}
+SCORE_VERSION = "lightpal-context-score-v2"
+MEAN_ONLY_VERSION = "lightpal-context-score-v1"
+
+ContextScore = Literal["sum", "mean"]
+CONTEXT_SCORES: tuple[ContextScore, ...] = ("sum", "mean")
+
+
+def context_scores(logprobs: np.ndarray, tokens: np.ndarray, kind: ContextScore) -> np.ndarray:
+    """The ContextScore of each pair from its summed log-probability and token count:
+    the sum itself (the paper's) or the mean per token (0 for a pair with no token)."""
+    logprobs = np.asarray(logprobs, dtype=np.float64)
+    if kind == "sum":
+        return logprobs
+    if kind == "mean":
+        counts = np.asarray(tokens, dtype=np.float64)
+        return np.divide(logprobs, counts, out=np.zeros_like(logprobs), where=counts > 0)
+    raise ValueError(f"context_score must be one of {CONTEXT_SCORES}, got {kind!r}")
 
 
 def check_scorer(name: str) -> None:
@@ -87,12 +109,13 @@ class PairScorer:
     cache: LLMCache
     max_tokens: int
     continuation_tokens: int
+    context_score: ContextScore = "sum"
     warn: Callable[[str], None] = field(default=lambda message: None)
     stats: ScoringStats = field(default_factory=ScoringStats)
 
-    def _key(self, prefix: str, continuations: Sequence[str]) -> str:
+    def _key(self, prefix: str, continuations: Sequence[str], version: str = SCORE_VERSION) -> str:
         return cache_key(
-            SCORE_VERSION,
+            version,
             self.cache.llm_identity(self.llm),
             self.max_tokens,
             self.continuation_tokens,
@@ -107,7 +130,7 @@ class PairScorer:
         candidates: Sequence[np.ndarray],
         task_of: Callable[[int], Task],
     ) -> list[np.ndarray]:
-        """Mean log-prob of each candidate ``continuations[j]`` after ``texts[i]``, per i.
+        """ContextScore of each candidate ``continuations[j]`` after ``texts[i]``, per i.
 
         ``task_of(pairs to score)`` opens the progress task once the count is known.
         """
@@ -117,9 +140,10 @@ class PairScorer:
         todo: list[int] = []
         for i in range(n):
             self.stats.pairs += len(candidates[i])
-            hit = self.cache.get(keys[i])
-            if isinstance(hit, dict) and _valid(hit, len(candidates[i])):
-                out[i] = np.asarray(hit["scores"], dtype=np.float64)
+            conts = [continuations[j] for j in candidates[i]]
+            cached = self._cached(keys[i], texts[i], conts)
+            if cached is not None:
+                out[i] = cached
                 self.stats.cached += len(candidates[i])
             elif len(candidates[i]):
                 todo.append(i)
@@ -130,13 +154,13 @@ class PairScorer:
         for step, i in enumerate(todo):
             conts = [continuations[j] for j in candidates[i]]
             started = time.perf_counter()
-            scores = self._score(texts[i], conts)
+            logprobs, tokens = self._score(texts[i], conts)
             elapsed = time.perf_counter() - started
-            self.cache.put(keys[i], {"scores": scores})
+            self.cache.put(keys[i], {"logprobs": logprobs, "tokens": tokens})
             self.stats.seconds += elapsed
             self.stats.scored += len(conts)
             self.stats.passages_scored += 1
-            out[i] = np.asarray(scores, dtype=np.float64)
+            out[i] = context_scores(np.asarray(logprobs), np.asarray(tokens), self.context_score)
             if step == 0:
                 self._estimate(remaining, len(todo), elapsed / max(len(conts), 1))
             task.advance(len(conts))
@@ -146,7 +170,22 @@ class PairScorer:
             )
         return [o if o is not None else np.zeros(0) for o in out]
 
-    def _score(self, prefix: str, conts: list[str]) -> list[float]:
+    def _cached(self, key: str, prefix: str, conts: list[str]) -> np.ndarray | None:
+        """The pairs' scores from the cache, or None: a v2 entry serves either score, a
+        v1 entry (means only, written before the sum was offered) serves ``mean`` alone."""
+        hit: Any = self.cache.get(key)
+        if _valid_parts(hit, len(conts)):
+            return context_scores(
+                np.asarray(hit["logprobs"]), np.asarray(hit["tokens"]), self.context_score
+            )
+        if self.context_score == "mean":
+            old: Any = self.cache.get(self._key(prefix, conts, MEAN_ONLY_VERSION))
+            if _valid_means(old, len(conts)):
+                return np.asarray(old["scores"], dtype=np.float64)
+        return None
+
+    def _score(self, prefix: str, conts: list[str]) -> tuple[list[float], list[int]]:
+        """Each pair's summed log-probability and how many tokens of d_j it covers."""
         try:
             got = self.llm.continuation_logprobs(prefix, conts, max_tokens=self.max_tokens)
         except LcrError:
@@ -158,7 +197,7 @@ class PairScorer:
             ) from exc
         if len(got) != len(conts):
             raise LLMCallError(f"the scorer returned {len(got)} scores for {len(conts)} pairs")
-        return [float(s.mean) for s in got]
+        return [float(s.logprob) for s in got], [int(s.tokens) for s in got]
 
     def _estimate(self, pairs: int, passages: int, seconds_per_pair: float) -> None:
         self.stats.estimate_s = pairs * seconds_per_pair
@@ -169,13 +208,24 @@ class PairScorer:
         )
 
 
-def _valid(hit: Any, n: int) -> bool:
+def _numbers(values: Any, n: int) -> bool:
+    return (
+        isinstance(values, list)
+        and len(values) == n
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    )
+
+
+def _valid_parts(hit: Any, n: int) -> bool:
     return (
         isinstance(hit, dict)
-        and isinstance(hit.get("scores"), list)
-        and len(hit["scores"]) == n
-        and all(isinstance(s, (int, float)) for s in hit["scores"])
+        and _numbers(hit.get("logprobs"), n)
+        and _numbers(hit.get("tokens"), n)
     )
+
+
+def _valid_means(hit: Any, n: int) -> bool:
+    return isinstance(hit, dict) and _numbers(hit.get("scores"), n)
 
 
 def _duration(seconds: float) -> str:
