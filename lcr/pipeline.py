@@ -36,7 +36,7 @@ from lcr.models.backends import (
     describe_configuration,
     llm_configuration,
 )
-from lcr.models.base import Role
+from lcr.models.base import Capability, Role
 from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.progress import NULL_PROGRESS, Progress
@@ -137,6 +137,14 @@ def query_settings(method: AnyMethod, sets: Sequence[str]) -> Settings:
         method.name, method.query_settings, sets, phase="query", other_phase=method.build_settings
     )
     return method.query_settings.build(values, label=method.name)
+
+
+def support_needs(query: Query) -> Needs:
+    """The support check of ``answer.not_found=abstain`` reads P(yes) from the answering
+    LLM's logits (an OpenAI-compatible server must return log-probabilities)."""
+    if query.answer.not_found == "abstain" and query.method.uses_shared_answer(query.settings):
+        return Needs(llm=frozenset({Capability.CHOICE_PROBABILITY}))
+    return Needs()
 
 
 def require(models: Models, needs: Needs, purpose: str) -> None:
@@ -393,6 +401,22 @@ class Result:
     # what the answer step was set to (AnswerSettings.to_json() and "step": "shared" or
     # the method whose own prompt answered); None when nothing was answered
     answer_settings: dict[str, Any] | None = None
+    # answer.not_found=abstain: the support check (lcr.support): its score, its signals,
+    # and the model's answer when the check withheld it
+    support: float | None = None
+    support_signals: dict[str, float | None] | None = None
+    withheld: str | None = None
+
+    def support_json(self) -> dict[str, Any]:
+        """The support check's fields of ``--json`` and eval records (none when no check ran)."""
+        if self.support is None:
+            return {}
+        out: dict[str, Any] = {"support": round(self.support, 4)}
+        if self.support_signals is not None:
+            out["support_signals"] = self.support_signals
+        if self.withheld is not None:
+            out["withheld_answer"] = self.withheld
+        return out
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -404,6 +428,7 @@ class Result:
             "usage": self.usage.to_json(),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "models": self.models,
+            **self.support_json(),
         }
         if self.answer_settings is not None:
             out["answer_settings"] = self.answer_settings
@@ -614,8 +639,9 @@ def ask_query(
     method = query.method
     require(
         models,
-        query.needs | method.answer_needs(query.settings),
-        f"answering with {method.name}",
+        query.needs | method.answer_needs(query.settings) | support_needs(query),
+        f"answering with {method.name}"
+        + (" (answer.not_found=abstain's support check)" if support_needs(query).llm else ""),
     )
     selecting = query.answer.select != "off" and method.uses_shared_answer(query.settings)
     own = query  # the method's own evidence, without the deeper pool (answer.reread)
@@ -653,6 +679,7 @@ def ask_query(
     if loaded - started > 0.05:
         result.timings["llm_load_s"] = loaded - started
     result.answer = out.text
+    record_support(result, out)
     result.answer_settings = {**query.answer.to_json(), "step": step}
     result.evidence = Evidence(
         method=result.evidence.method,
@@ -671,6 +698,13 @@ def ask_query(
     result.models["backend"] = str(getattr(llm, "backend", "unknown"))
     result.models["llm_run"] = describe_configuration(llm_configuration(llm))
     return result
+
+
+def record_support(result: Result, out: AnswerResult) -> None:
+    """Carry the support check's outcome from the answer step to the result."""
+    result.support = out.support
+    result.support_signals = out.signals.to_json() if out.signals is not None else None
+    result.withheld = out.withheld
 
 
 def _dropped_warning(found: int, out: AnswerResult, window: int) -> str:

@@ -1,0 +1,132 @@
+"""Whether an answer is supported by the evidence it was read from: the support check.
+
+``answer.not_found=abstain`` separates answering from deciding "not found". The
+model first answers what it reads (the ``guess`` prompt); then this check scores
+the answer, and an answer scoring below ``answer.support`` is withheld as "not
+found in the document". Asked in its prompt to doubt itself, the default 1.5B
+model abstained on 40% of two-hop questions whose supporting sentences it was
+reading (docs/answer-step.md); asked afterwards whether the evidence states its
+answer, it can be calibrated on development data and measured.
+
+The signals (:class:`SupportSignals`):
+
+- ``p_yes``: the model's P(Yes) from the logits of its first reply token to "Do
+  the excerpts state that <answer> answers <question>?", asked as a follow-up turn
+  of the answer's own conversation, so a backend with a prefix cache (llama.cpp)
+  re-encodes only the answer and the check (about 40 tokens);
+- ``overlap``: the share of the answer's content words found in the evidence;
+- ``retrieval``: the best score of the evidence read (method-dependent: recorded,
+  not used by :func:`support_score`, see its docstring).
+
+:func:`support_score` combines them with constants fitted on development data
+(``bench/bench_support.py fit``); everything here but :func:`check_support` is pure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lcr.models.base import LLM, Message
+
+_CHECK = 'Do the excerpts state that "{answer}" answers the question "{question}"? Reply Yes or No.'
+_ANSWER_WORDS = 48  # a long answer is quoted by its start in the check
+_STOPWORDS = frozenset(
+    "a an the of in on at to for by with from and or but is are was were be been being "
+    "it its this that these those he she they his her their them as which who whom what "
+    "when where why how not no yes do does did has have had i you we".split()
+)
+
+
+@dataclass(frozen=True)
+class SupportSignals:
+    """What the check measured for one answer (recorded in ``--json`` and eval records)."""
+
+    p_yes: float
+    overlap: float
+    retrieval: float | None = None
+
+    def to_json(self) -> dict[str, float | None]:
+        return {
+            "p_yes": round(self.p_yes, 6),
+            "overlap": round(self.overlap, 6),
+            "retrieval": None if self.retrieval is None else round(self.retrieval, 6),
+        }
+
+
+# support = sigmoid(BIAS + P_YES_WEIGHT * logit(p_yes) + OVERLAP_WEIGHT * overlap).
+# Fitted by `bench/bench_support.py fit` (docs/answer-step.md has the command, the
+# data and the fit); with BIAS 0, weight 1 and overlap weight 0 the score is P(yes).
+BIAS = 0.0
+P_YES_WEIGHT = 1.0
+OVERLAP_WEIGHT = 0.0
+DEFAULT_THRESHOLD = 0.5
+"""``answer.support``'s default: the least score an answer needs to be given."""
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+def support_score(
+    signals: SupportSignals,
+    bias: float = BIAS,
+    p_yes_weight: float = P_YES_WEIGHT,
+    overlap_weight: float = OVERLAP_WEIGHT,
+) -> float:
+    """The calibrated probability that the answer is supported, in [0, 1].
+
+    A logistic model of the signals. The retrieval score is left out: its scale is
+    the method's own (BM25 sums, cosines, 1.0 for gold sentences), so one set of
+    constants cannot hold across methods."""
+    z = bias + p_yes_weight * _logit(signals.p_yes) + overlap_weight * signals.overlap
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` without the commonest function words."""
+    return [w for w in re.findall(r"\w+", text.lower()) if w not in _STOPWORDS]
+
+
+def answer_overlap(answer: str, evidence: str) -> float:
+    """The share of the answer's content words that occur in the evidence; 1.0 for an
+    answer without any (yes, no): there is nothing to look for."""
+    words = content_words(answer)
+    if not words:
+        return 1.0
+    seen = set(re.findall(r"\w+", evidence.lower()))
+    return sum(w in seen for w in words) / len(words)
+
+
+def quoted_answer(answer: str) -> str:
+    """The answer as the check quotes it: one line, its first words, no double quotes."""
+    words = answer.replace('"', "'").split()
+    cut = " ".join(words[:_ANSWER_WORDS])
+    return cut + (" ..." if len(words) > _ANSWER_WORDS else "")
+
+
+def check_messages(answer_messages: Sequence[Message], answer: str, question: str) -> list[Message]:
+    """The check as a follow-up turn of the conversation that produced ``answer``: the
+    same prefix (system prompt, excerpts, question), so a prefix cache reuses it."""
+    ask = _CHECK.format(answer=quoted_answer(answer), question=" ".join(question.split()))
+    return [
+        *answer_messages,
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": ask},
+    ]
+
+
+def check_support(
+    llm: LLM,
+    answer_messages: Sequence[Message],
+    answer: str,
+    question: str,
+    evidence: str,
+    retrieval: float | None = None,
+) -> SupportSignals:
+    """One short scoring call (P(Yes) from the logits) and the pure signals."""
+    p_yes = llm.choice_probability(check_messages(answer_messages, answer, question))
+    return SupportSignals(p_yes, answer_overlap(answer, evidence), retrieval)
