@@ -25,7 +25,6 @@ from lcr.config import Setting, Settings, SettingValue, parse_sets, setting, spl
 from lcr.errors import SettingError
 from lcr.evidence import EvidenceItem, Usage, merge_spans
 from lcr.models.base import LLM, Message
-from lcr.support import DEFAULT_THRESHOLD, SupportSignals, check_support, support_score
 from lcr.selection import (
     Selection,
     SentenceScorer,
@@ -37,6 +36,7 @@ from lcr.selection import (
     split_units,
     touching,
 )
+from lcr.support import DEFAULT_THRESHOLD, SupportSignals, check_support, support_score
 
 NOT_FOUND = "not found in the document"
 """The fixed reply of ``answer.not_found=abstain`` when the evidence lacks the answer."""

@@ -33,11 +33,10 @@ from lcr.models.base import LLM, Message
 
 _CHECK = 'Do the excerpts state that "{answer}" answers the question "{question}"? Reply Yes or No.'
 _ANSWER_WORDS = 48  # a long answer is quoted by its start in the check
-_STOPWORDS = frozenset(
-    "a an the of in on at to for by with from and or but is are was were be been being "
-    "it its this that these those he she they his her their them as which who whom what "
-    "when where why how not no yes do does did has have had i you we".split()
-)
+_FUNCTION_WORDS = """a an the of in on at to for by with from and or but is are was were be
+been being it its this that these those he she they his her their them as which who whom what
+when where why how not no yes do does did has have had i you we"""
+_STOPWORDS = frozenset(_FUNCTION_WORDS.split())
 
 
 @dataclass(frozen=True)
