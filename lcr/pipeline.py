@@ -26,7 +26,7 @@ from lcr.answer import (
 )
 from lcr.citation import Citer
 from lcr.config import Settings
-from lcr.errors import InputError, SettingError, UsageError
+from lcr.errors import InputError, NoLogprobsError, SettingError, UsageError
 from lcr.evidence import Evidence, EvidenceItem, Usage
 from lcr.integrity import check_evidence, stored_build_settings
 from lcr.methods import get_method, method_names
@@ -145,6 +145,35 @@ def support_needs(query: Query) -> Needs:
     if query.answer.not_found == "abstain" and query.method.uses_shared_answer(query.settings):
         return Needs(llm=frozenset({Capability.CHOICE_PROBABILITY}))
     return Needs()
+
+
+_UNCHECKED = (
+    "note: the server returns no log-probabilities, so the support check of "
+    "answer.not_found=abstain cannot run: answered as answer.not_found=guess "
+    "(--set answer.not_found=instruct tells the model to say when the evidence lacks it)"
+)
+
+
+def require_answer(
+    models: Models, query: Query, note: Callable[[str], None] | None = None
+) -> Query:
+    """Check what answering ``query`` needs; the query to answer. A server without
+    log-probabilities cannot run the support check: the answer is then given unchecked
+    (``not_found=guess``, as recorded), with a note, rather than refused."""
+    needs = query.needs | query.method.answer_needs(query.settings)
+    purpose = f"answering with {query.method.name}"
+    check = support_needs(query)
+    if not check.llm:
+        require(models, needs, purpose)
+        return query
+    try:
+        require(models, needs | check, f"{purpose} (answer.not_found=abstain's support check)")
+    except NoLogprobsError:
+        require(models, needs, purpose)
+        if note is not None:
+            note(_UNCHECKED)
+        return dataclasses.replace(query, answer=query.answer.replace(not_found="guess"))
+    return query
 
 
 def require(models: Models, needs: Needs, purpose: str) -> None:
@@ -637,12 +666,7 @@ def ask_query(
 ) -> Result:
     """:func:`ask` for a resolved :class:`Query`."""
     method = query.method
-    require(
-        models,
-        query.needs | method.answer_needs(query.settings) | support_needs(query),
-        f"answering with {method.name}"
-        + (" (answer.not_found=abstain's support check)" if support_needs(query).llm else ""),
-    )
+    query = require_answer(models, query, note)
     selecting = query.answer.select != "off" and method.uses_shared_answer(query.settings)
     own = query  # the method's own evidence, without the deeper pool (answer.reread)
     if selecting and query.k is None and query.answer.pool > 0:

@@ -342,10 +342,12 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "lead": True,
         "pool": 0,
         "reread": False,
+        "support": 0.5,
         "max_new_tokens": 12,
         "step": "shared",
     }
-    assert obj["answer"] and obj["usage"]["calls"] == 1
+    # the answer, then the support check's scoring call (none when the reply said "not found")
+    assert obj["answer"] and obj["usage"]["calls"] == (2 if "support_signals" in obj else 1)
     for ev in obj["evidence"]:
         assert ev["document"] in ("first-half.txt", "second-half.txt")
 

@@ -194,3 +194,26 @@ def test_unanswerable_asks_each_question_of_a_corpus_without_its_answer(
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in lines] == ["q1@lighthouse", "q2@cinderella"]
     assert [q.id for q in dataset.load(out)] == ["q1@lighthouse", "q2@cinderella"]
+
+
+@pytest.mark.slow
+def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) -> None:
+    """smollm2 end to end through the CLI: the check's score and signals in --json, its
+    scoring call reading the answer's prompt from llama.cpp's prefix cache; a threshold
+    of 1 withholds the answer and keeps it in the record."""
+    args = ["ask", str(story.path), QUESTION, "-k", "3", "--llm", "smollm2-135m"]
+    args += ["--device", "cpu", "--max-new-tokens", "12", "--json", "-q"]
+    res = CliRunner().invoke(cli, args, prog_name="lcr")
+    assert res.exit_code == 0, res.stderr
+    obj = json.loads(res.stdout)
+    assert 0.0 <= obj["support"] <= 1.0
+    if obj["answer"] != NOT_FOUND or "withheld_answer" in obj:  # the model answered
+        assert set(obj["support_signals"]) == {"p_yes", "overlap", "retrieval"}
+        assert obj["usage"]["calls"] == 2
+        if obj["models"]["backend"] == "llamacpp":  # the evidence is not encoded twice
+            assert obj["usage"]["cached_tokens"] > obj["usage"]["prompt_tokens"] / 3
+    strict = CliRunner().invoke(cli, [*args, "--set", "answer.support=1"], prog_name="lcr")
+    withheld = json.loads(strict.stdout)
+    assert withheld["answer"] == NOT_FOUND
+    if "support_signals" in withheld:
+        assert withheld["withheld_answer"] and withheld["support"] < 1.0
