@@ -41,7 +41,16 @@ import numpy as np
 from lcr.answer import NOT_FOUND
 from lcr.eval import dataset
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
-from lcr.support import BIAS, OVERLAP_WEIGHT, P_YES_WEIGHT, SupportSignals, support_score
+from lcr.support import (
+    CONSTANTS,
+    SupportSignals,
+    answer_overlap,
+    question_coverage,
+    support_score,
+)
+
+Constants = tuple[float, float, float, float]
+P_YES_ALONE: Constants = (0.0, 1.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -60,35 +69,48 @@ def load(path: Path, answerable: bool, corpus_of: dict[str, str]) -> list[Scored
     for line in path.read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
         raw = rec.get("support_signals")
-        signals = (
-            SupportSignals(raw["p_yes"], raw["overlap"], raw.get("retrieval")) if raw else None
-        )
+        signals = None
+        if raw:  # the pure signals again from the record's text (records predating one)
+            evidence = "\n".join(str(it.get("text", "")) for it in rec.get("evidence", []))
+            answer = rec.get("withheld_answer") or rec["answer"]
+            signals = SupportSignals(
+                raw["p_yes"],
+                answer_overlap(answer, evidence),
+                question_coverage(rec["question"], evidence),
+                raw.get("retrieval"),
+            )
         home = rec["id"].split("@")[0]
         f1 = float(rec["metrics"].get("f1", 0.0)) if rec["answer"] != NOT_FOUND else 0.0
         out.append(Scored(rec["id"], corpus_of[home], answerable, f1, signals))
     return out
 
 
-def score(s: Scored, constants: tuple[float, float, float]) -> float:
-    return 0.0 if s.signals is None else support_score(s.signals, *constants)
+def score(s: Scored, constants: Constants) -> float:
+    return 0.0 if s.signals is None else support_score(s.signals, constants)
 
 
-def fit_logistic(rows: Sequence[Scored], l2: float = 1.0) -> tuple[float, float, float]:
-    """(bias, P(yes) weight, overlap weight) by Newton's method on the log-loss, a small
+def fit_logistic(rows: Sequence[Scored], l2: float = 1.0) -> Constants:
+    """(bias, P(yes), overlap and coverage weights) by Newton's method on the log-loss, a small
     L2 penalty on the weights. Label 1: an answerable question answered with F1 > 0."""
     use = [r for r in rows if r.signals is not None and (not r.answerable or r.f1 > 0)]
     x = np.array(
-        [[1.0, _logit(r.signals.p_yes), r.signals.overlap] for r in use if r.signals is not None]
+        [
+            [1.0, _logit(r.signals.p_yes), r.signals.overlap, r.signals.coverage]
+            for r in use
+            if r.signals is not None
+        ]
     )
     y = np.array([float(r.answerable) for r in use])
-    w = np.zeros(3)
-    penalty = np.diag([0.0, l2, l2])
+    if len(set(y.tolist())) < 2:
+        raise SystemExit("fit needs answerable and unanswerable records of the fit corpus")
+    w = np.zeros(4)
+    penalty = np.diag([0.0, l2, l2, l2])
     for _ in range(50):
         p = 1 / (1 + np.exp(-x @ w))
         grad = x.T @ (p - y) + penalty @ w
         hess = (x.T * (p * (1 - p))) @ x + penalty
         w -= np.linalg.solve(hess, grad)
-    return float(w[0]), float(w[1]), float(w[2])
+    return float(w[0]), float(w[1]), float(w[2]), float(w[3])
 
 
 def _logit(p: float) -> float:
@@ -96,13 +118,11 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
-def f1_at(rows: Sequence[Scored], t: float, constants: tuple[float, float, float]) -> list[float]:
+def f1_at(rows: Sequence[Scored], t: float, constants: Constants) -> list[float]:
     return [r.f1 if score(r, constants) >= t else 0.0 for r in rows]
 
 
-def pick_threshold(
-    rows: Sequence[Scored], constants: tuple[float, float, float], max_loss: float
-) -> float:
+def pick_threshold(rows: Sequence[Scored], constants: Constants, max_loss: float) -> float:
     """The highest threshold (on a 0.01 grid) at which abstaining loses at most
     ``max_loss`` mean F1 against guessing on ``rows`` (answerable ones)."""
     answerable = [r for r in rows if r.answerable]
@@ -121,9 +141,7 @@ def _iv(values: Sequence[float]) -> str:
     return f"{iv.mean:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
 
 
-def report_rows(
-    rows: Sequence[Scored], t: float, constants: tuple[float, float, float], label: str
-) -> str:
+def report_rows(rows: Sequence[Scored], t: float, constants: Constants, label: str) -> str:
     ans = [r for r in rows if r.answerable]
     una = [r for r in rows if not r.answerable]
     guess = [r.f1 for r in ans]
@@ -140,9 +158,7 @@ def report_rows(
     return "| " + " | ".join(cells) + " |"
 
 
-def table(
-    rows: Sequence[Scored], t: float, constants: tuple[float, float, float], fit_corpus: str
-) -> str:
+def table(rows: Sequence[Scored], t: float, constants: Constants, fit_corpus: str) -> str:
     head = (
         "| questions from | n answerable | F1 guess | F1 abstain | abstain - guess [95%] | "
         '"not found", answerable | n unanswerable | "not found", unanswerable |\n'
@@ -163,8 +179,10 @@ def table(
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("action", choices=["fit", "report"])
-    ap.add_argument("--answerable", type=Path, required=True, help="eval records, answerable")
-    ap.add_argument("--unanswerable", type=Path, default=None, help="eval records, unanswerable")
+    ap.add_argument("--answerable", type=Path, nargs="+", required=True, help="eval records")
+    ap.add_argument(
+        "--unanswerable", type=Path, nargs="*", default=[], help="eval records, unanswerable"
+    )
     ap.add_argument("--data", type=Path, required=True, help="the answerable data set")
     ap.add_argument("--fit-corpus", default="corpus0")
     ap.add_argument("--threshold", type=float, default=None, help="report: default the fitted")
@@ -172,21 +190,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument(
         "--constants",
         default=None,
-        help="report: BIAS,P_YES_WEIGHT,OVERLAP_WEIGHT (default lcr.support's; 0,1,0: P(yes))",
+        help="report: BIAS,P_YES,OVERLAP,COVERAGE weights (default lcr.support's; 0,1,0,0: "
+        "P(yes) alone)",
     )
     args = ap.parse_args(argv)
     corpus_of = {q.id: q.documents[0].id for q in dataset.iter_questions(args.data)}
-    rows = load(args.answerable, True, corpus_of)
-    if args.unanswerable is not None:
-        rows += load(args.unanswerable, False, corpus_of)
-    constants = (BIAS, P_YES_WEIGHT, OVERLAP_WEIGHT)
+    rows = [r for path in args.answerable for r in load(path, True, corpus_of)]
+    rows += [r for path in args.unanswerable for r in load(path, False, corpus_of)]
+    constants: Constants = CONSTANTS
     if args.constants:
-        a, b, c = (float(v) for v in args.constants.split(","))
-        constants = (a, b, c)
+        a, b, c, d = (float(v) for v in args.constants.split(","))
+        constants = (a, b, c, d)
     fit_rows = [r for r in rows if r.corpus == args.fit_corpus]
     if args.action == "fit":
         fitted = fit_logistic(fit_rows)
-        for name, k in (("P(yes) alone", (0.0, 1.0, 0.0)), ("logistic", fitted)):
+        for name, k in (("P(yes) alone", P_YES_ALONE), ("logistic", fitted)):
             t = pick_threshold(fit_rows, k, args.max_loss)
             print(f"**{name}**: constants {tuple(round(v, 4) for v in k)}, threshold {t}\n")
             print(table(rows, t, k, args.fit_corpus) + "\n")

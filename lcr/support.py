@@ -15,6 +15,8 @@ The signals (:class:`SupportSignals`):
   of the answer's own conversation, so a backend with a prefix cache (llama.cpp)
   re-encodes only the answer and the check (about 40 tokens);
 - ``overlap``: the share of the answer's content words found in the evidence;
+- ``coverage``: the share of the question's content words found in the evidence
+  (a question asked of text about something else names what is not there);
 - ``retrieval``: the best score of the evidence read (method-dependent: recorded,
   not used by :func:`support_score`, see its docstring).
 
@@ -45,22 +47,27 @@ class SupportSignals:
 
     p_yes: float
     overlap: float
+    coverage: float = 1.0
     retrieval: float | None = None
 
     def to_json(self) -> dict[str, float | None]:
         return {
             "p_yes": round(self.p_yes, 6),
             "overlap": round(self.overlap, 6),
+            "coverage": round(self.coverage, 6),
             "retrieval": None if self.retrieval is None else round(self.retrieval, 6),
         }
 
 
-# support = sigmoid(BIAS + P_YES_WEIGHT * logit(p_yes) + OVERLAP_WEIGHT * overlap).
+# support = sigmoid(BIAS + P_YES_WEIGHT * logit(p_yes) + OVERLAP_WEIGHT * overlap
+#                   + COVERAGE_WEIGHT * coverage).
 # Fitted by `bench/bench_support.py fit` (docs/answer-step.md has the command, the
-# data and the fit); with BIAS 0, weight 1 and overlap weight 0 the score is P(yes).
+# data and the fit); with BIAS 0, P_YES_WEIGHT 1 and the others 0 the score is P(yes).
 BIAS = 0.0
 P_YES_WEIGHT = 1.0
 OVERLAP_WEIGHT = 0.0
+COVERAGE_WEIGHT = 0.0
+CONSTANTS = (BIAS, P_YES_WEIGHT, OVERLAP_WEIGHT, COVERAGE_WEIGHT)
 DEFAULT_THRESHOLD = 0.5
 """``answer.support``'s default: the least score an answer needs to be given."""
 
@@ -71,17 +78,21 @@ def _logit(p: float) -> float:
 
 
 def support_score(
-    signals: SupportSignals,
-    bias: float = BIAS,
-    p_yes_weight: float = P_YES_WEIGHT,
-    overlap_weight: float = OVERLAP_WEIGHT,
+    signals: SupportSignals, constants: tuple[float, float, float, float] = CONSTANTS
 ) -> float:
     """The calibrated probability that the answer is supported, in [0, 1].
 
-    A logistic model of the signals. The retrieval score is left out: its scale is
-    the method's own (BM25 sums, cosines, 1.0 for gold sentences), so one set of
+    A logistic model of the signals (``constants``: bias, then the weights of
+    logit(P(yes)), overlap and coverage). The retrieval score is left out: its scale
+    is the method's own (BM25 sums, cosines, 1.0 for gold sentences), so one set of
     constants cannot hold across methods."""
-    z = bias + p_yes_weight * _logit(signals.p_yes) + overlap_weight * signals.overlap
+    bias, p_yes_weight, overlap_weight, coverage_weight = constants
+    z = (
+        bias
+        + p_yes_weight * _logit(signals.p_yes)
+        + overlap_weight * signals.overlap
+        + coverage_weight * signals.coverage
+    )
     return 1.0 / (1.0 + math.exp(-z))
 
 
@@ -98,6 +109,11 @@ def answer_overlap(answer: str, evidence: str) -> float:
         return 1.0
     seen = set(re.findall(r"\w+", evidence.lower()))
     return sum(w in seen for w in words) / len(words)
+
+
+def question_coverage(question: str, evidence: str) -> float:
+    """The share of the question's content words that occur in the evidence."""
+    return answer_overlap(question, evidence)
 
 
 def quoted_answer(answer: str) -> str:
@@ -128,4 +144,9 @@ def check_support(
 ) -> SupportSignals:
     """One short scoring call (P(Yes) from the logits) and the pure signals."""
     p_yes = llm.choice_probability(check_messages(answer_messages, answer, question))
-    return SupportSignals(p_yes, answer_overlap(answer, evidence), retrieval)
+    return SupportSignals(
+        p_yes,
+        answer_overlap(answer, evidence),
+        question_coverage(question, evidence),
+        retrieval,
+    )

@@ -44,6 +44,13 @@ def test_overlap_counts_the_answers_content_words_in_the_evidence() -> None:
     assert answer_overlap("Yes", TEXT) == 1.0  # nothing to look for
 
 
+def test_coverage_is_the_share_of_the_questions_words_in_the_evidence() -> None:
+    from lcr.support import question_coverage
+
+    assert question_coverage(QUESTION, TEXT) == 1.0
+    assert question_coverage("Who wrote Premalekha?", TEXT) == 0.0
+
+
 def test_score_rises_with_p_yes_and_stays_a_probability() -> None:
     scores = [support_score(SupportSignals(p, 0.5)) for p in (0.0, 0.2, 0.5, 0.8, 1.0)]
     assert scores == sorted(scores) and len(set(scores)) == len(scores)
@@ -158,11 +165,8 @@ def test_eval_records_carry_the_support_score(cinderella: Path, tmp_path: Path) 
     opts = runner.RunOptions(methods=["bm25"], out=tmp_path / "r.jsonl", k=2)
     rec = runner.run(data, models, opts).records[0]
     assert rec["support"] == pytest.approx(0.2) and rec["answer"] == NOT_FOUND
-    assert rec["withheld_answer"] and set(rec["support_signals"]) == {
-        "p_yes",
-        "overlap",
-        "retrieval",
-    }
+    assert rec["withheld_answer"]
+    assert set(rec["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval"}
 
 
 def test_unanswerable_asks_each_question_of_a_corpus_without_its_answer(
@@ -208,7 +212,7 @@ def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) ->
     obj = json.loads(res.stdout)
     assert 0.0 <= obj["support"] <= 1.0
     if obj["answer"] != NOT_FOUND or "withheld_answer" in obj:  # the model answered
-        assert set(obj["support_signals"]) == {"p_yes", "overlap", "retrieval"}
+        assert set(obj["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval"}
         assert obj["usage"]["calls"] == 2
         if obj["models"]["backend"] == "llamacpp":  # the evidence is not encoded twice
             assert obj["usage"]["cached_tokens"] > obj["usage"]["prompt_tokens"] / 3

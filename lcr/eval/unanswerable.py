@@ -9,6 +9,11 @@ only unrelated text. Gold answers are kept (``lcr eval``'s ``answer_found`` show
 one that occurs anyway), gold evidence is dropped (it is in no document read).
 
     python -m lcr.eval.unanswerable dev.jsonl -o dev.unanswerable.jsonl
+    python -m lcr.eval.unanswerable dev.jsonl -o dev.borrowed.jsonl --borrow-evidence
+
+``--borrow-evidence`` gives each question, as its gold evidence, the gold sentences
+of the question at the same place in the other corpus (``lcr eval -m gold`` then
+reads a few sentences that do not answer it: the cheap reading of the same test).
 
 Pure apart from :func:`main`: :func:`unanswerable` maps questions to questions.
 """
@@ -71,12 +76,48 @@ def unanswerable(questions: Sequence[Question]) -> list[Question]:
     return out
 
 
+def borrow_evidence(questions: Sequence[Question], made: Sequence[Question]) -> list[Question]:
+    """Each unanswerable question with the gold evidence of the question at the same
+    place among those of the corpus it is asked of (text evidence only); one whose
+    borrowed evidence holds a gold answer of its own is left out."""
+    by_corpus: dict[str, list[Question]] = {}
+    for q in questions:
+        if len(q.documents) == 1:
+            by_corpus.setdefault(q.documents[0].id, []).append(q)
+    place = {q.id: by_corpus[q.documents[0].id].index(q) for qs in by_corpus.values() for q in qs}
+    home = {q.id: q for q in questions}
+    out = []
+    for u in made:
+        lender_pool = by_corpus[u.documents[0].id]
+        own = home[u.id.split("@")[0]]
+        lender = lender_pool[place[own.id] % len(lender_pool)]
+        texts = [g for g in lender.evidence if g.text]
+        if not texts or any(_holds(f" {_normal(g.text or '')} ", own) for g in texts):
+            continue
+        out.append(
+            Question(
+                u.id,
+                u.question,
+                u.answers,
+                u.documents,
+                texts,
+                u.task,
+                {**u.meta, "evidence_of": lender.id},
+            )
+        )
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("data", type=Path, help="an lcr eval data set (JSONL) of several corpora")
     ap.add_argument("-o", "--out", type=Path, required=True)
+    ap.add_argument("--borrow-evidence", action="store_true", help="see the module's doc")
     args = ap.parse_args(argv)
-    made = unanswerable(dataset.load(args.data))
+    questions = dataset.load(args.data)
+    made = unanswerable(questions)
+    if args.borrow_evidence:
+        made = borrow_evidence(questions, made)
     dataset.save(made, args.out)
     print(f"{len(made)} unanswerable questions in {args.out}", file=sys.stderr)
     return 0
