@@ -458,6 +458,18 @@ class AnswerResult:
     signals: SupportSignals | None = None
     withheld: str | None = None
 
+    def support_json(self) -> dict[str, Any]:
+        """The check's fields of ``--json`` and eval records: ``support`` (the score),
+        ``support_signals`` and ``withheld_answer``; none when no check ran."""
+        if self.support is None:
+            return {}
+        out: dict[str, Any] = {"support": round(self.support, 4)}
+        if self.signals is not None:
+            out["support_signals"] = self.signals.to_json()
+        if self.withheld is not None:
+            out["withheld_answer"] = self.withheld
+        return out
+
 
 def answer(
     question: str,

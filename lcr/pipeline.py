@@ -24,9 +24,10 @@ from lcr.answer import (
     resolve_answer_settings,
     shared_answer,
 )
+from lcr.answer_needs import require_answer
 from lcr.citation import Citer
 from lcr.config import Settings
-from lcr.errors import InputError, NoLogprobsError, SettingError, UsageError
+from lcr.errors import InputError, SettingError, UsageError
 from lcr.evidence import Evidence, EvidenceItem, Usage
 from lcr.integrity import check_evidence, stored_build_settings
 from lcr.methods import get_method, method_names
@@ -36,7 +37,7 @@ from lcr.models.backends import (
     describe_configuration,
     llm_configuration,
 )
-from lcr.models.base import Capability, Role
+from lcr.models.base import Role
 from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.progress import NULL_PROGRESS, Progress
@@ -137,43 +138,6 @@ def query_settings(method: AnyMethod, sets: Sequence[str]) -> Settings:
         method.name, method.query_settings, sets, phase="query", other_phase=method.build_settings
     )
     return method.query_settings.build(values, label=method.name)
-
-
-def support_needs(query: Query) -> Needs:
-    """The support check of ``answer.not_found=abstain`` reads P(yes) from the answering
-    LLM's logits (an OpenAI-compatible server must return log-probabilities)."""
-    if query.answer.not_found == "abstain" and query.method.uses_shared_answer(query.settings):
-        return Needs(llm=frozenset({Capability.CHOICE_PROBABILITY}))
-    return Needs()
-
-
-_UNCHECKED = (
-    "note: the server returns no log-probabilities, so the support check of "
-    "answer.not_found=abstain cannot run: answered as answer.not_found=guess "
-    "(--set answer.not_found=instruct tells the model to say when the evidence lacks it)"
-)
-
-
-def require_answer(
-    models: Models, query: Query, note: Callable[[str], None] | None = None
-) -> Query:
-    """Check what answering ``query`` needs; the query to answer. A server without
-    log-probabilities cannot run the support check: the answer is then given unchecked
-    (``not_found=guess``, as recorded), with a note, rather than refused."""
-    needs = query.needs | query.method.answer_needs(query.settings)
-    purpose = f"answering with {query.method.name}"
-    check = support_needs(query)
-    if not check.llm:
-        require(models, needs, purpose)
-        return query
-    try:
-        require(models, needs | check, f"{purpose} (answer.not_found=abstain's support check)")
-    except NoLogprobsError:
-        require(models, needs, purpose)
-        if note is not None:
-            note(_UNCHECKED)
-        return dataclasses.replace(query, answer=query.answer.replace(not_found="guess"))
-    return query
 
 
 def require(models: Models, needs: Needs, purpose: str) -> None:
@@ -430,22 +394,8 @@ class Result:
     # what the answer step was set to (AnswerSettings.to_json() and "step": "shared" or
     # the method whose own prompt answered); None when nothing was answered
     answer_settings: dict[str, Any] | None = None
-    # answer.not_found=abstain: the support check (lcr.support): its score, its signals,
-    # and the model's answer when the check withheld it
-    support: float | None = None
-    support_signals: dict[str, float | None] | None = None
-    withheld: str | None = None
-
-    def support_json(self) -> dict[str, Any]:
-        """The support check's fields of ``--json`` and eval records (none when no check ran)."""
-        if self.support is None:
-            return {}
-        out: dict[str, Any] = {"support": round(self.support, 4)}
-        if self.support_signals is not None:
-            out["support_signals"] = self.support_signals
-        if self.withheld is not None:
-            out["withheld_answer"] = self.withheld
-        return out
+    # the support check's fields (AnswerResult.support_json): none when no check ran
+    support: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -457,7 +407,7 @@ class Result:
             "usage": self.usage.to_json(),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "models": self.models,
-            **self.support_json(),
+            **self.support,
         }
         if self.answer_settings is not None:
             out["answer_settings"] = self.answer_settings
@@ -666,7 +616,12 @@ def ask_query(
 ) -> Result:
     """:func:`ask` for a resolved :class:`Query`."""
     method = query.method
-    query = require_answer(models, query, note)
+    needs = query.needs | method.answer_needs(query.settings)
+    shared = method.uses_shared_answer(query.settings)
+    answer = require_answer(
+        models, needs, query.answer, shared, f"answering with {method.name}", require, note
+    )
+    query = dataclasses.replace(query, answer=answer)
     selecting = query.answer.select != "off" and method.uses_shared_answer(query.settings)
     own = query  # the method's own evidence, without the deeper pool (answer.reread)
     if selecting and query.k is None and query.answer.pool > 0:
@@ -703,7 +658,7 @@ def ask_query(
     if loaded - started > 0.05:
         result.timings["llm_load_s"] = loaded - started
     result.answer = out.text
-    record_support(result, out)
+    result.support = out.support_json()
     result.answer_settings = {**query.answer.to_json(), "step": step}
     result.evidence = Evidence(
         method=result.evidence.method,
@@ -722,13 +677,6 @@ def ask_query(
     result.models["backend"] = str(getattr(llm, "backend", "unknown"))
     result.models["llm_run"] = describe_configuration(llm_configuration(llm))
     return result
-
-
-def record_support(result: Result, out: AnswerResult) -> None:
-    """Carry the support check's outcome from the answer step to the result."""
-    result.support = out.support
-    result.support_signals = out.signals.to_json() if out.signals is not None else None
-    result.withheld = out.withheld
 
 
 def _dropped_warning(found: int, out: AnswerResult, window: int) -> str:
