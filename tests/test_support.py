@@ -11,7 +11,13 @@ import pytest
 from click.testing import CliRunner
 
 from lcr import pipeline
-from lcr.answer import NOT_FOUND, AnswerSettings, resolve_answer_settings, shared_answer
+from lcr.answer import (
+    NOT_FOUND,
+    AnswerResult,
+    AnswerSettings,
+    resolve_answer_settings,
+    shared_answer,
+)
 from lcr.cli import cli
 from lcr.errors import SettingError
 from lcr.eval import dataset, runner
@@ -65,19 +71,41 @@ def test_check_is_a_follow_up_turn_of_the_answers_own_conversation() -> None:
     assert "\"a 'gold' dress\"" in msgs[3]["content"] and QUESTION in msgs[3]["content"]
 
 
+def _checked(p_yes: float, threshold: float) -> tuple[ScriptedLLM, AnswerResult]:
+    llm = ScriptedLLM(yes_probability=p_yes, words=4, after="[1] ")
+    settings = AnswerSettings(not_found="abstain", support=threshold)
+    return llm, shared_answer(QUESTION, _items(), llm, settings, source=TEXT, names=["s"])
+
+
+# the scores of a sure and of a doubting yes for the same answer; the threshold between
+_, _SURE = _checked(0.999, 0.0)
+_, _DOUBT = _checked(0.001, 0.0)
+
+
 @pytest.mark.parametrize(
-    ("p_yes", "kept"),
-    [(0.93, True), (0.07, False), (0.5, True), (0.49, False)],
+    ("p_yes", "threshold", "kept"),
+    [
+        (0.999, None, True),
+        (0.001, None, False),
+        (0.6, "at", True),
+        (0.6, "above", False),
+    ],
     ids=["supported", "unsupported", "borderline-at", "borderline-below"],
 )
-def test_abstain_withholds_an_answer_scored_below_the_threshold(p_yes: float, kept: bool) -> None:
-    llm = ScriptedLLM(yes_probability=p_yes, words=4)
-    settings = AnswerSettings(not_found="abstain", support=0.5)
-    out = shared_answer(QUESTION, _items(), llm, settings, source=TEXT, names=["s"])
-    draft = " ".join(llm.prompts[0][-1]["content"].split()[:4])
-    assert out.support == pytest.approx(support_score(SupportSignals(p_yes, out.signals.overlap)))
+def test_abstain_withholds_an_answer_scored_below_the_threshold(
+    p_yes: float, threshold: str | None, kept: bool
+) -> None:
+    assert _SURE.support is not None and _DOUBT.support is not None
+    assert _SURE.support > _DOUBT.support
+    between = (_SURE.support + _DOUBT.support) / 2
+    _, probe = _checked(p_yes, 0.0)
+    assert probe.support is not None
+    t = {None: between, "at": probe.support, "above": probe.support + 1e-6}[threshold]
+    llm, out = _checked(p_yes, min(t, 1.0))
+    draft = "The bird threw down"  # the scripted answer: the excerpt's first words
     assert out.signals is not None and out.signals.p_yes == p_yes
-    assert out.signals.retrieval == 7.5
+    assert out.support == pytest.approx(support_score(out.signals))
+    assert out.signals.overlap == 1.0 and out.signals.retrieval == 7.5
     assert out.usage.calls == 2  # the answer, then one scoring call
     assert llm.prompts[1][:2] == llm.prompts[0]  # the check reuses the answer's prompt
     assert llm.prompts[1][2] == {"role": "assistant", "content": draft}
@@ -137,13 +165,13 @@ def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
 
 def test_support_is_in_the_json_of_ask(story: Index) -> None:
     low = Models.with_objects(llm=ScriptedLLM(yes_probability=0.1, words=5))
-    obj = pipeline.ask(story, "bm25", QUESTION, low, k=3).to_json()
-    assert obj["answer"] == NOT_FOUND and obj["support"] == pytest.approx(0.1)
+    obj = pipeline.ask(story, "bm25", QUESTION, low, ["answer.support=1"], k=3).to_json()
+    assert obj["answer"] == NOT_FOUND and 0.0 < obj["support"] < 1.0
     assert obj["withheld_answer"] and obj["support_signals"]["p_yes"] == pytest.approx(0.1)
     high = Models.with_objects(llm=ScriptedLLM(yes_probability=0.9, words=5))
-    obj = pipeline.ask(story, "bm25", QUESTION, high, k=3).to_json()
-    assert obj["answer"] != NOT_FOUND and obj["support"] == pytest.approx(0.9)
-    assert "withheld_answer" not in obj
+    kept = pipeline.ask(story, "bm25", QUESTION, high, ["answer.support=0"], k=3).to_json()
+    assert kept["answer"] != NOT_FOUND and kept["support"] > obj["support"]
+    assert "withheld_answer" not in kept
     guess = pipeline.ask(story, "bm25", QUESTION, high, ["answer.not_found=guess"], k=3)
     assert "support" not in guess.to_json()  # no check, no score
 
@@ -162,9 +190,11 @@ def test_eval_records_carry_the_support_score(cinderella: Path, tmp_path: Path) 
     opts = runner.RunOptions(methods=["bm25", "gold"], out=tmp_path / "r.jsonl", k=2)
     with pytest.raises(Exception, match="gold evidence"):
         runner.run(data, models, opts)  # gold needs gold evidence: this question has none
-    opts = runner.RunOptions(methods=["bm25"], out=tmp_path / "r.jsonl", k=2)
+    opts = runner.RunOptions(
+        methods=["bm25"], out=tmp_path / "r.jsonl", k=2, sets=["answer.support=1"]
+    )
     rec = runner.run(data, models, opts).records[0]
-    assert rec["support"] == pytest.approx(0.2) and rec["answer"] == NOT_FOUND
+    assert 0.0 < rec["support"] < 1.0 and rec["answer"] == NOT_FOUND
     assert rec["withheld_answer"]
     assert set(rec["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval"}
 
