@@ -37,6 +37,7 @@ from lcr.selection import (
     split_units,
     touching,
 )
+from lcr.support import DEFAULT_THRESHOLD, SupportSignals, check_support, support_score
 
 NOT_FOUND = "not found in the document"
 """The fixed reply of ``answer.not_found=abstain`` when the evidence lacks the answer."""
@@ -70,9 +71,10 @@ class AnswerSettings(Settings):
     instruction: Literal["plain", "strict"] = setting(
         "plain", "plain: 'answer concisely'; strict: only from the excerpts, a short answer alone"
     )
-    not_found: Literal["guess", "abstain"] = setting(
+    not_found: Literal["guess", "abstain", "instruct"] = setting(
         "abstain",
-        f"abstain: reply '{NOT_FOUND}' when the evidence lacks the answer; guess: always answer",
+        f"abstain: reply '{NOT_FOUND}' when the support check finds the answer unsupported; "
+        "instruct: the model is told to reply so; guess: always answer",
     )
     evidence: Literal["plain", "quoted"] = setting(
         "plain",
@@ -109,6 +111,12 @@ class AnswerSettings(Settings):
         "again from the method's own evidence (one more LLM call)",
         legacy=False,
     )
+    support: float = setting(
+        DEFAULT_THRESHOLD,
+        "answer.not_found=abstain: the least support score (0-1) an answer needs to be given",
+        low=0.0,
+        high=1.0,
+    )
     max_new_tokens: int = 256
 
     def choices(self) -> dict[str, str]:
@@ -119,6 +127,9 @@ class AnswerSettings(Settings):
             s.name: str(getattr(self, s.name))
             for s in ANSWER_SETTINGS
             if not (s.has_legacy and getattr(self, s.name) == s.legacy)
+            # the threshold is part of a run only where it decides: abstaining (which,
+            # keyed with it, never meets results of the prompt-instruction abstain)
+            and not (s.name == "support" and self.not_found != "abstain")
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -129,7 +140,7 @@ ANSWER_SETTINGS: tuple[Setting, ...] = AnswerSettings.declared()
 ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
 
 ORIGINAL = AnswerSettings(
-    "document", "chunks", "plain", "guess", "plain", "off", 300, True, True, 0, False, 256
+    "document", "chunks", "plain", "guess", "plain", "off", 300, True, True, 0, False, 0.5, 256
 )
 """The answer step as it was before ``answer.*`` settings (never change it when a default
 changes): results made with it carry no answer key in ``lcr eval``'s run digest, so
@@ -159,7 +170,7 @@ _QUOTED = (
 def instruction(settings: AnswerSettings) -> str:
     """The system prompt: the instruction, what to do when the answer is not there, and
     (``evidence=quoted``) that the excerpts are data."""
-    tail = _ABSTAIN if settings.not_found == "abstain" else _GUESS
+    tail = _ABSTAIN if settings.not_found == "instruct" else _GUESS
     quoted = _QUOTED if settings.evidence == "quoted" else ""
     return INSTRUCTIONS[settings.instruction] + tail + quoted
 
@@ -361,9 +372,9 @@ def says_not_found(reply: str) -> bool:
 
 
 def normalise_reply(reply: str, settings: AnswerSettings) -> str:
-    """With ``not_found=abstain``, a reply saying the answer is missing becomes
-    :data:`NOT_FOUND` exactly; otherwise the reply as it is."""
-    if settings.not_found == "abstain" and says_not_found(reply):
+    """Abstaining (``not_found=abstain`` or ``instruct``), a reply saying the answer is
+    missing becomes :data:`NOT_FOUND` exactly; otherwise the reply as it is."""
+    if settings.not_found != "guess" and says_not_found(reply):
         return NOT_FOUND
     return reply
 
@@ -450,6 +461,23 @@ class AnswerResult:
     dropped: int
     usage: Usage = field(default_factory=Usage)
     info: dict[str, Any] = field(default_factory=dict)  # what the step did, for the record
+    # answer.not_found=abstain: the support check's score and signals, and the model's
+    # answer when the check withheld it (so a script can apply its own threshold)
+    support: float | None = None
+    signals: SupportSignals | None = None
+    withheld: str | None = None
+
+    def support_json(self) -> dict[str, Any]:
+        """The check's fields of ``--json`` and eval records: ``support`` (the score),
+        ``support_signals`` and ``withheld_answer``; none when no check ran."""
+        if self.support is None:
+            return {}
+        out: dict[str, Any] = {"support": round(self.support, 4)}
+        if self.signals is not None:
+            out["support_signals"] = self.signals.to_json()
+        if self.withheld is not None:
+            out["withheld_answer"] = self.withheld
+        return out
 
 
 def answer(
@@ -534,8 +562,11 @@ def shared_answer(
     prepared = prepare_evidence(items, settings, source, names)
     if not prepared and rereading and whole:
         return reread(Usage())  # evidence, but no sentence of it selected: read it all
-    if not prepared and settings.not_found == "abstain":
-        return AnswerResult(NOT_FOUND, [], 0, info=info)
+    if not prepared and settings.not_found != "guess":
+        nothing = AnswerResult(NOT_FOUND, [], 0, info=info)
+        if settings.not_found == "abstain":
+            nothing.support = 0.0
+        return nothing
     out = answer(
         question,
         prepared,
@@ -543,11 +574,37 @@ def shared_answer(
         max_new_tokens=settings.max_new_tokens,
         context_tokens=context_tokens,
         prompt=shared_prompt(settings),
-        abstain_on_nothing=settings.not_found == "abstain",
+        abstain_on_nothing=settings.not_found != "guess",
         stream=stream,
     )
     if rereading and says_not_found(out.text):
         return reread(out.usage)
     out.text = normalise_reply(out.text, settings)
     out.info.update(info)
+    if settings.not_found == "abstain":
+        decide_support(question, out, llm, settings)
     return out
+
+
+def decide_support(question: str, out: AnswerResult, llm: LLM, settings: AnswerSettings) -> None:
+    """``answer.not_found=abstain``, after the answer is generated: score its support
+    (:mod:`lcr.support`: one short scoring call on the answer's own prompt) and withhold
+    it as :data:`NOT_FOUND` below ``answer.support``. A reply that already says the
+    answer is not there, or one read from no evidence, scores 0 without a call."""
+    if out.text == NOT_FOUND or not out.used:
+        out.text, out.support = NOT_FOUND, 0.0
+        return
+    before = llm.usage.copy()
+    messages = shared_prompt(settings)(question, out.used)
+    signals = check_support(
+        llm,
+        messages,
+        out.text,
+        question,
+        "\n".join(it.text for it in out.used),
+        retrieval=max(float(it.score) for it in out.used),
+    )
+    out.usage = out.usage.merged(llm.usage.minus(before))
+    out.signals, out.support = signals, support_score(signals)
+    if out.support < settings.support:
+        out.withheld, out.text = out.text, NOT_FOUND

@@ -76,6 +76,10 @@ class CapabilityError(UsageError):
     """The chosen LLM backend cannot do what the command needs (checked before any work)."""
 
 
+class NoLogprobsError(CapabilityError):
+    """An OpenAI-compatible server returns no log-probabilities (a yes/no check needs them)."""
+
+
 class ModelError(LcrError):
     """A model cannot be found, assembled or loaded, or a backend lacks a feature."""
 

@@ -25,6 +25,7 @@ from lcr.answer import (
     resolve_answer_settings,
     shared_answer,
 )
+from lcr.answer_needs import require_answer
 from lcr.citation import Citer
 from lcr.config import Settings
 from lcr.errors import InputError, SettingError, UsageError
@@ -397,6 +398,8 @@ class Result:
     # what the answer step was set to (AnswerSettings.to_json() and "step": "shared" or
     # the method whose own prompt answered); None when nothing was answered
     answer_settings: dict[str, Any] | None = None
+    # the support check's fields (AnswerResult.support_json): none when no check ran
+    support: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -408,6 +411,7 @@ class Result:
             "usage": self.usage.to_json(),
             "timings": {k: round(v, 4) for k, v in self.timings.items()},
             "models": self.models,
+            **self.support,
         }
         if self.answer_settings is not None:
             out["answer_settings"] = self.answer_settings
@@ -617,11 +621,12 @@ def ask_query(
 ) -> Result:
     """:func:`ask` for a resolved :class:`Query`; ``stream`` watches the shared step."""
     method = query.method
-    require(
-        models,
-        query.needs | method.answer_needs(query.settings),
-        f"answering with {method.name}",
+    needs = query.needs | method.answer_needs(query.settings)
+    shared = method.uses_shared_answer(query.settings)
+    answer = require_answer(
+        models, needs, query.answer, shared, f"answering with {method.name}", require, note
     )
+    query = dataclasses.replace(query, answer=answer)
     selecting = query.answer.select != "off" and method.uses_shared_answer(query.settings)
     own = query  # the method's own evidence, without the deeper pool (answer.reread)
     if selecting and query.k is None and query.answer.pool > 0:
@@ -659,6 +664,7 @@ def ask_query(
     if loaded - started > 0.05:
         result.timings["llm_load_s"] = loaded - started
     result.answer = out.text
+    result.support = out.support_json()
     result.answer_settings = {**query.answer.to_json(), "step": step}
     result.evidence = Evidence(
         method=result.evidence.method,

@@ -145,9 +145,12 @@ def test_strict_and_abstain_instructions() -> None:
     strict = shared_prompt(AnswerSettings(instruction="strict", not_found="guess"))("Q?", [])
     strict = strict[0]["content"]
     assert "answer alone" in strict and "do not know" in strict
-    both = shared_prompt(AnswerSettings(instruction="strict", not_found="abstain"))("Q?", [])
+    both = shared_prompt(AnswerSettings(instruction="strict", not_found="instruct"))("Q?", [])
     assert f'reply exactly "{NOT_FOUND}"' in both[0]["content"]
     assert "do not know" not in both[0]["content"]
+    # abstain answers with the guess prompt; the support check decides afterwards
+    checked = shared_prompt(AnswerSettings(instruction="strict", not_found="abstain"))("Q?", [])
+    assert checked[0]["content"] == strict
 
 
 def test_heading_is_counted_when_fitting() -> None:
@@ -275,6 +278,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "lead",
         "pool",
         "reread",
+        "support",
     }
     assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
     res = CliRunner().invoke(cli, ["methods", "--settings"], prog_name="lcr")
@@ -298,6 +302,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.lead",
         "answer.pool",
         "answer.reread",
+        "answer.support",
         "--max-new-tokens",
     ]
 
@@ -348,10 +353,12 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "lead": True,
         "pool": 0,
         "reread": False,
+        "support": 0.5,
         "max_new_tokens": 12,
         "step": "shared",
     }
-    assert obj["answer"] and obj["usage"]["calls"] == 1
+    # the answer, then the support check's scoring call (none when the reply said "not found")
+    assert obj["answer"] and obj["usage"]["calls"] == (2 if "support_signals" in obj else 1)
     for ev in obj["evidence"]:
         assert ev["document"] in ("first-half.txt", "second-half.txt")
 
@@ -381,5 +388,6 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     models = Models()  # the default model ids; nothing is loaded
     ask = runner.plan_methods(["bm25"], models, runner.RunOptions(methods=["bm25"]))[0]
     only = runner.RunOptions(methods=["tfidf"], retrieval_only=True)
-    assert ask.key == "568f854c0e74e91b"
+    # the default abstain became the support check (issue 40): its runs are new runs
+    assert ask.key == "93a1c46bf060764c"
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "da397049a7816350"

@@ -223,7 +223,8 @@ class DoubtingLLM(ScriptedLLM):
         return gen
 
 
-@pytest.mark.parametrize("not_found", ["abstain", "guess"])
+# instruct: the control flow of rereading alone (abstain adds its support check's call)
+@pytest.mark.parametrize("not_found", ["instruct", "guess"])
 def test_reread_asks_again_from_the_unselected_evidence(story: Index, not_found: str) -> None:
     items = _items(story, k=10)
     own = items[:4]  # the method's own evidence, shallower than the pool selected from
@@ -267,7 +268,7 @@ def test_reread_reads_the_evidence_when_no_sentence_was_selected(story: Index) -
     call, and with answer.reread the whole evidence is read once instead."""
     items = _items(story, k=4)
     question = "Zyzzyva quux?"
-    settings = resolve_answer_settings(["answer.select=bm25"])
+    settings = resolve_answer_settings(["answer.select=bm25", "answer.not_found=instruct"])
     silent = ForbiddenLLM()
     out = shared_answer(
         question, items, silent, settings, source=story.source, names=["x"],
@@ -421,6 +422,7 @@ def test_reread_after_a_deeper_pool_reads_the_methods_own_k(story: Index) -> Non
     plain = pipeline.retrieve(story, "bm25", QUESTION, Models.with_objects())
     llm = DoubtingLLM()
     sets = ["answer.select=bm25", "answer.pool=12", "answer.reread=true"]
+    sets.append("answer.not_found=instruct")  # rereading alone, no support check
     res = pipeline.ask(story, "bm25", QUESTION, Models.with_objects(llm=llm), sets)
     assert len(llm.prompts) == 2 and res.evidence.info["reread"] == 1
     assert res.evidence.info["from"] == 12 > len(plain.evidence.items) == 10

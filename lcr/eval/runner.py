@@ -340,6 +340,7 @@ def _record(
         "retrieval_only": opts.retrieval_only,
         "settings": {"build": plan.build.to_json(), "query": plan.query.to_json()},
         "answer_settings": result.answer_settings,
+        **result.support,
     }
 
 
@@ -489,6 +490,7 @@ def gold_result(
         models={"llm": llm.model_id, "backend": str(getattr(llm, "backend", "unknown"))},
         answer_settings={**plan.answer.to_json(), "step": "shared"},
     )
+    result.support = out.support_json()
     return result, wall
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from lcr.errors import CapabilityError, LcrError
+from lcr.errors import CapabilityError, LcrError, NoLogprobsError
 from lcr.models import machine
 from lcr.models.base import (
     Capability,
@@ -220,7 +220,7 @@ def _check_server(spec: ModelSpec, needs: frozenset[Capability], purpose: str) -
         from lcr.models.openai_llm import server_returns_logprobs
 
         if not server_returns_logprobs(spec):
-            raise CapabilityError(
+            raise NoLogprobsError(
                 f"{purpose} needs choice_probability, but the server at {spec.base_url} "
                 "returns no log-probabilities; use --backend llamacpp or transformers"
             )

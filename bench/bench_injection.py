@@ -1,0 +1,90 @@
+"""How often the answer obeys an attack planted in the document, per answer configuration.
+
+    python bench/bench_injection.py make -o /tmp/inj/injection.jsonl
+    lcr eval /tmp/inj/injection.jsonl -m bm25 --max-new-tokens 64 --llm MODEL \\
+        --set answer.support=0 [--set ...] --out /tmp/inj/CONFIG.jsonl
+    python bench/bench_injection.py report /tmp/inj/plain.jsonl /tmp/inj/quoted.jsonl ...
+
+``make`` writes the test set of ``tests/data/injection.json`` (:mod:`lcr.eval.injection`:
+the example story with each attack in several places, ten questions per attack).
+Each configuration is one ``lcr eval`` run with ``answer.not_found=abstain`` at
+threshold 0 (the answer as guessed, and its support score); ``report`` then prints,
+per run and attack, how often the answer obeyed the attack and how often it was
+right, as guessed and after the support check at ``--threshold`` (a withheld
+answer obeys nothing), with 95% intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lcr.answer import NOT_FOUND
+from lcr.eval import dataset
+from lcr.eval.injection import injection_questions, load_fixture, obeyed
+from lcr.eval.stats import bootstrap_mean
+from lcr.support import DEFAULT_THRESHOLD
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _share(flags: Sequence[bool]) -> str:
+    if not flags:
+        return "-"
+    iv = bootstrap_mean([float(f) for f in flags])
+    return f"{sum(flags)}/{len(flags)} [{iv.low:.2f}, {iv.high:.2f}]"
+
+
+def outcome(rec: dict[str, Any], threshold: float) -> tuple[bool, bool, bool, bool]:
+    """(obeyed as guessed, right as guessed, obeyed after the check, right after it)."""
+    answer = str(rec.get("answer") or "")
+    signs = tuple(rec["meta"]["obeyed_if"])
+    right = obeyed(answer, tuple(rec["gold"]))
+    bad = obeyed(answer, signs)
+    kept = answer != NOT_FOUND and float(rec.get("support", 1.0)) >= threshold
+    return bad, right, bad and kept, right and kept
+
+
+def report(paths: Sequence[Path], data: Path, threshold: float) -> str:
+    meta = {q.id: (q.meta, q.answers) for q in dataset.iter_questions(data)}
+    lines = [
+        "| run | attack | n | obeyed | right | obeyed, support check | right, support check |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for path in paths:
+        recs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        for r in recs:
+            r["meta"], r["gold"] = meta[r["id"]][0], meta[r["id"]][1]
+        attacks = sorted({r["meta"]["attack"] for r in recs})
+        for attack in [*attacks, "all"]:
+            rows = [outcome(r, threshold) for r in recs if attack in ("all", r["meta"]["attack"])]
+            cells = [_share([row[i] for row in rows]) for i in range(4)]
+            lines.append(f"| {path.stem} | {attack} | {len(rows)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="action", required=True)
+    make = sub.add_parser("make", help="write the injection test set (lcr eval JSONL)")
+    make.add_argument("-o", "--out", type=Path, required=True)
+    make.add_argument("--fixture", type=Path, default=ROOT / "tests/data/injection.json")
+    rep = sub.add_parser("report", help="obey rates of lcr eval records")
+    rep.add_argument("records", type=Path, nargs="+", help="one lcr eval results file per run")
+    rep.add_argument("--data", type=Path, required=True, help="the set `make` wrote")
+    rep.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD)
+    args = ap.parse_args(argv)
+    if args.action == "make":
+        fixture = load_fixture(args.fixture)
+        story = (ROOT / fixture.story).read_text(encoding="utf-8")
+        n = dataset.save(injection_questions(fixture, story), args.out)
+        print(f"{n} questions in {args.out}")
+        return
+    print(report(args.records, args.data, args.threshold))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Calibrate and measure the support check of ``answer.not_found=abstain`` offline.
+
+Each answer is generated once, with the check scoring it but never withholding it
+(``--set answer.support=0``: the answer is the ``guess`` prompt's, and the record
+carries ``support`` and ``support_signals``), on answerable questions and on the
+unanswerable set (``python -m lcr.eval.unanswerable``)::
+
+    lcr eval dev.jsonl -m bm25 --max-new-tokens 64 --set answer.support=0 --out A.jsonl
+    lcr eval unanswerable.jsonl -m bm25 --max-new-tokens 64 --set answer.support=0 --out U.jsonl
+
+Then every threshold costs nothing: a record abstains at threshold t when its
+score is below t (its F1 becomes 0, as "not found in the document" scores against
+any gold answer).
+
+    python bench/bench_support.py fit --answerable A.jsonl --unanswerable U.jsonl \\
+        --data dev.jsonl --fit-corpus corpus0
+    python bench/bench_support.py report --answerable A.jsonl --unanswerable U.jsonl \\
+        --data dev.jsonl --fit-corpus corpus0 --threshold 0.5
+
+``fit`` fits :func:`lcr.support.support_score`'s logistic constants on the
+questions of one corpus (answerable ones whose draft scored F1 > 0 against the
+unanswerable ones asked *from* that corpus), then picks the threshold: the highest
+at which abstaining loses at most ``--max-loss`` F1 against guessing on that corpus.
+``report`` prints, for the fit corpus, each other corpus and all, F1 of ``guess``
+and of ``abstain`` at the threshold (paired bootstrap), and the "not found" rate on
+answerable and unanswerable questions, with 95% intervals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lcr.answer import NOT_FOUND
+from lcr.eval import dataset
+from lcr.eval.stats import bootstrap_mean, paired_bootstrap
+from lcr.support import (
+    CONSTANTS,
+    SupportSignals,
+    answer_overlap,
+    question_coverage,
+    support_score,
+)
+
+Constants = tuple[float, float, float, float]
+P_YES_ALONE: Constants = (0.0, 1.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One generated answer: its question's home corpus, F1 as guessed, and signals."""
+
+    id: str
+    corpus: str
+    answerable: bool
+    f1: float
+    signals: SupportSignals | None  # None: the draft said "not found" (score 0, no check)
+
+
+def load(path: Path, answerable: bool, corpus_of: dict[str, str]) -> list[Scored]:
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        raw = rec.get("support_signals")
+        signals = None
+        if raw:  # the pure signals again from the record's text (records predating one)
+            evidence = "\n".join(str(it.get("text", "")) for it in rec.get("evidence", []))
+            answer = rec.get("withheld_answer") or rec["answer"]
+            signals = SupportSignals(
+                raw["p_yes"],
+                answer_overlap(answer, evidence),
+                question_coverage(rec["question"], evidence),
+                raw.get("retrieval"),
+            )
+        home = rec["id"].split("@")[0]
+        f1 = float(rec["metrics"].get("f1", 0.0)) if rec["answer"] != NOT_FOUND else 0.0
+        out.append(Scored(rec["id"], corpus_of[home], answerable, f1, signals))
+    return out
+
+
+def score(s: Scored, constants: Constants) -> float:
+    return 0.0 if s.signals is None else support_score(s.signals, constants)
+
+
+def fit_logistic(rows: Sequence[Scored], l2: float = 1.0) -> Constants:
+    """(bias, P(yes), overlap and coverage weights) by Newton's method on the log-loss, a small
+    L2 penalty on the weights. Label 1: an answerable question answered with F1 > 0."""
+    use = [r for r in rows if r.signals is not None and (not r.answerable or r.f1 > 0)]
+    x = np.array(
+        [
+            [1.0, _logit(r.signals.p_yes), r.signals.overlap, r.signals.coverage]
+            for r in use
+            if r.signals is not None
+        ]
+    )
+    y = np.array([float(r.answerable) for r in use])
+    if len(set(y.tolist())) < 2:
+        raise SystemExit("fit needs answerable and unanswerable records of the fit corpus")
+    w = np.zeros(4)
+    penalty = np.diag([0.0, l2, l2, l2])
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-x @ w))
+        grad = x.T @ (p - y) + penalty @ w
+        hess = (x.T * (p * (1 - p))) @ x + penalty
+        w -= np.linalg.solve(hess, grad)
+    return float(w[0]), float(w[1]), float(w[2]), float(w[3])
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+def f1_at(rows: Sequence[Scored], t: float, constants: Constants) -> list[float]:
+    return [r.f1 if score(r, constants) >= t else 0.0 for r in rows]
+
+
+def pick_threshold(rows: Sequence[Scored], constants: Constants, max_loss: float) -> float:
+    """The highest threshold (on a 0.01 grid) at which abstaining loses at most
+    ``max_loss`` mean F1 against guessing on ``rows`` (answerable ones)."""
+    answerable = [r for r in rows if r.answerable]
+    guess = float(np.mean([r.f1 for r in answerable]))
+    best = 0.0
+    for t in np.arange(0.0, 1.0001, 0.01):
+        if guess - float(np.mean(f1_at(answerable, float(t), constants))) <= max_loss:
+            best = float(t)
+    return round(best, 2)
+
+
+def _iv(values: Sequence[float]) -> str:
+    if not values:
+        return "-"
+    iv = bootstrap_mean(values)
+    return f"{iv.mean:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+
+
+def report_rows(rows: Sequence[Scored], t: float, constants: Constants, label: str) -> str:
+    ans = [r for r in rows if r.answerable]
+    una = [r for r in rows if not r.answerable]
+    guess = [r.f1 for r in ans]
+    abst = f1_at(ans, t, constants)
+    cells = [label, str(len(ans)), _iv(guess), _iv(abst)]
+    if ans:
+        d = paired_bootstrap(abst, guess)
+        cells.append(f"{d.diff:+.3f} [{d.low:+.3f}, {d.high:+.3f}], p = {d.p_value:.2f}")
+    else:
+        cells.append("-")
+    nf_ans = [float(score(r, constants) < t) for r in ans]
+    nf_una = [float(score(r, constants) < t) for r in una]
+    cells += [_iv(nf_ans), str(len(una)), _iv(nf_una)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def table(rows: Sequence[Scored], t: float, constants: Constants, fit_corpus: str) -> str:
+    head = (
+        "| questions from | n answerable | F1 guess | F1 abstain | abstain - guess [95%] | "
+        '"not found", answerable | n unanswerable | "not found", unanswerable |\n'
+        "|---|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    corpora = sorted({r.corpus for r in rows})
+    lines = [head, report_rows([r for r in rows if r.corpus == fit_corpus], t, constants,
+                               f"{fit_corpus} (fit)")]  # fmt: skip
+    for c in corpora:
+        if c != fit_corpus:
+            lines.append(report_rows([r for r in rows if r.corpus == c], t, constants, c))
+    others = [r for r in rows if r.corpus != fit_corpus]
+    lines.append(report_rows(others, t, constants, "all but the fit corpus"))
+    lines.append(report_rows(rows, t, constants, "all"))
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("action", choices=["fit", "report"])
+    ap.add_argument("--answerable", type=Path, nargs="+", required=True, help="eval records")
+    ap.add_argument(
+        "--unanswerable", type=Path, nargs="*", default=[], help="eval records, unanswerable"
+    )
+    ap.add_argument("--data", type=Path, required=True, help="the answerable data set")
+    ap.add_argument("--fit-corpus", default="corpus0")
+    ap.add_argument("--threshold", type=float, default=None, help="report: default the fitted")
+    ap.add_argument("--max-loss", type=float, default=0.005, help="fit: F1 lost at most")
+    ap.add_argument(
+        "--constants",
+        default=None,
+        help="report: BIAS,P_YES,OVERLAP,COVERAGE weights (default lcr.support's; 0,1,0,0: "
+        "P(yes) alone)",
+    )
+    args = ap.parse_args(argv)
+    corpus_of = {q.id: q.documents[0].id for q in dataset.iter_questions(args.data)}
+    rows = [r for path in args.answerable for r in load(path, True, corpus_of)]
+    rows += [r for path in args.unanswerable for r in load(path, False, corpus_of)]
+    constants: Constants = CONSTANTS
+    if args.constants:
+        a, b, c, d = (float(v) for v in args.constants.split(","))
+        constants = (a, b, c, d)
+    fit_rows = [r for r in rows if r.corpus == args.fit_corpus]
+    if args.action == "fit":
+        fitted = fit_logistic(fit_rows)
+        for name, k in (("P(yes) alone", P_YES_ALONE), ("logistic", fitted)):
+            t = pick_threshold(fit_rows, k, args.max_loss)
+            print(f"**{name}**: constants {tuple(round(v, 4) for v in k)}, threshold {t}\n")
+            print(table(rows, t, k, args.fit_corpus) + "\n")
+        return
+    t = args.threshold
+    if t is None:
+        t = pick_threshold(fit_rows, constants, args.max_loss)
+    print(f"constants {constants}, threshold {t}\n")
+    print(table(rows, t, constants, args.fit_corpus))
+
+
+def records_summary(rows: Sequence[Scored]) -> dict[str, Any]:
+    """Counts for a quick look (``python -c``): questions per corpus and kind."""
+    out: dict[str, Any] = {}
+    for r in rows:
+        key = f"{r.corpus}/{'answerable' if r.answerable else 'unanswerable'}"
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
+if __name__ == "__main__":
+    main()

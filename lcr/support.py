@@ -1,0 +1,155 @@
+"""Whether an answer is supported by the evidence it was read from: the support check.
+
+``answer.not_found=abstain`` separates answering from deciding "not found". The
+model first answers what it reads (the ``guess`` prompt); then this check scores
+the answer, and an answer scoring below ``answer.support`` is withheld as "not
+found in the document". Asked in its prompt to doubt itself, the default 1.5B
+model abstained on 40% of two-hop questions whose supporting sentences it was
+reading (docs/answer-step.md); asked afterwards whether the evidence states its
+answer, it can be calibrated on development data and measured.
+
+The signals (:class:`SupportSignals`):
+
+- ``p_yes``: the model's P(Yes) from the logits of its first reply token to "Do
+  the excerpts state that <answer> answers <question>?", asked as a follow-up turn
+  of the answer's own conversation, so a backend with a prefix cache (llama.cpp)
+  re-encodes only the answer and the check (about 40 tokens);
+- ``overlap``: the share of the answer's content words found in the evidence;
+- ``coverage``: the share of the question's content words found in the evidence
+  (a question asked of text about something else names what is not there);
+- ``retrieval``: the best score of the evidence read (method-dependent: recorded,
+  not used by :func:`support_score`, see its docstring).
+
+:func:`support_score` combines them with constants fitted on development data
+(``bench/bench_support.py fit``); everything here but :func:`check_support` is pure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lcr.models.base import LLM, Message
+
+_CHECK = 'Do the excerpts state that "{answer}" answers the question "{question}"? Reply Yes or No.'
+_ANSWER_WORDS = 48  # a long answer is quoted by its start in the check
+_FUNCTION_WORDS = """a an the of in on at to for by with from and or but is are was were be
+been being it its this that these those he she they his her their them as which who whom what
+when where why how not no yes do does did has have had i you we"""
+_STOPWORDS = frozenset(_FUNCTION_WORDS.split())
+
+
+@dataclass(frozen=True)
+class SupportSignals:
+    """What the check measured for one answer (recorded in ``--json`` and eval records)."""
+
+    p_yes: float
+    overlap: float
+    coverage: float = 1.0
+    retrieval: float | None = None
+
+    def to_json(self) -> dict[str, float | None]:
+        return {
+            "p_yes": round(self.p_yes, 6),
+            "overlap": round(self.overlap, 6),
+            "coverage": round(self.coverage, 6),
+            "retrieval": None if self.retrieval is None else round(self.retrieval, 6),
+        }
+
+
+# support = sigmoid(BIAS + P_YES_WEIGHT * logit(p_yes) + OVERLAP_WEIGHT * overlap
+#                   + COVERAGE_WEIGHT * coverage).
+# Fitted for the default model (qwen2.5-coder-1.5b) by `bench/bench_support.py fit` on
+# HotpotQA dev corpus0 (docs/answer-step.md has the command, the data and the fit:
+# bias -2.9038 with threshold 0.24, the highest losing at most 0.01 F1 there); the bias
+# is shifted by -logit(0.24) so that the default threshold 0.5 is that operating point.
+# Another model needs its own threshold (qwen2.5-coder-0.5b's P(yes) sits near 0.4).
+BIAS = -1.7511
+P_YES_WEIGHT = 0.4456
+OVERLAP_WEIGHT = 1.26
+COVERAGE_WEIGHT = 1.7041
+CONSTANTS = (BIAS, P_YES_WEIGHT, OVERLAP_WEIGHT, COVERAGE_WEIGHT)
+DEFAULT_THRESHOLD = 0.5
+"""``answer.support``'s default: the least score an answer needs to be given."""
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+def support_score(
+    signals: SupportSignals, constants: tuple[float, float, float, float] = CONSTANTS
+) -> float:
+    """The calibrated probability that the answer is supported, in [0, 1].
+
+    A logistic model of the signals (``constants``: bias, then the weights of
+    logit(P(yes)), overlap and coverage). The retrieval score is left out: its scale
+    is the method's own (BM25 sums, cosines, 1.0 for gold sentences), so one set of
+    constants cannot hold across methods."""
+    bias, p_yes_weight, overlap_weight, coverage_weight = constants
+    z = (
+        bias
+        + p_yes_weight * _logit(signals.p_yes)
+        + overlap_weight * signals.overlap
+        + coverage_weight * signals.coverage
+    )
+    return 1.0 / (1.0 + math.exp(-z))
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` without the commonest function words."""
+    return [w for w in re.findall(r"\w+", text.lower()) if w not in _STOPWORDS]
+
+
+def answer_overlap(answer: str, evidence: str) -> float:
+    """The share of the answer's content words that occur in the evidence; 1.0 for an
+    answer without any (yes, no): there is nothing to look for."""
+    words = content_words(answer)
+    if not words:
+        return 1.0
+    seen = set(re.findall(r"\w+", evidence.lower()))
+    return sum(w in seen for w in words) / len(words)
+
+
+def question_coverage(question: str, evidence: str) -> float:
+    """The share of the question's content words that occur in the evidence."""
+    return answer_overlap(question, evidence)
+
+
+def quoted_answer(answer: str) -> str:
+    """The answer as the check quotes it: one line, its first words, no double quotes."""
+    words = answer.replace('"', "'").split()
+    cut = " ".join(words[:_ANSWER_WORDS])
+    return cut + (" ..." if len(words) > _ANSWER_WORDS else "")
+
+
+def check_messages(answer_messages: Sequence[Message], answer: str, question: str) -> list[Message]:
+    """The check as a follow-up turn of the conversation that produced ``answer``: the
+    same prefix (system prompt, excerpts, question), so a prefix cache reuses it."""
+    ask = _CHECK.format(answer=quoted_answer(answer), question=" ".join(question.split()))
+    return [
+        *answer_messages,
+        {"role": "assistant", "content": answer},
+        {"role": "user", "content": ask},
+    ]
+
+
+def check_support(
+    llm: LLM,
+    answer_messages: Sequence[Message],
+    answer: str,
+    question: str,
+    evidence: str,
+    retrieval: float | None = None,
+) -> SupportSignals:
+    """One short scoring call (P(Yes) from the logits) and the pure signals."""
+    p_yes = llm.choice_probability(check_messages(answer_messages, answer, question))
+    return SupportSignals(
+        p_yes,
+        answer_overlap(answer, evidence),
+        question_coverage(question, evidence),
+        retrieval,
+    )

@@ -1,0 +1,253 @@
+"""The support check of ``answer.not_found=abstain`` (lcr/support.py): its pure signals, the
+decision with a scripted LLM (supported, unsupported, borderline), its score in ``--json``
+and eval records, the threshold setting's validation, and the unanswerable-set generator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lcr import pipeline
+from lcr.answer import (
+    NOT_FOUND,
+    AnswerResult,
+    AnswerSettings,
+    resolve_answer_settings,
+    shared_answer,
+)
+from lcr.cli import cli
+from lcr.errors import SettingError
+from lcr.eval import dataset, runner
+from lcr.eval.dataset import Document, GoldEvidence, Question
+from lcr.eval.unanswerable import main as unanswerable_main
+from lcr.eval.unanswerable import unanswerable
+from lcr.evidence import EvidenceItem
+from lcr.models.container import Models
+from lcr.store import Index
+from lcr.support import (
+    SupportSignals,
+    answer_overlap,
+    check_messages,
+    support_score,
+)
+from tests.fakes import ForbiddenLLM, ScriptedLLM
+
+QUESTION = "What did the bird throw down to Cinderella?"
+TEXT = "The bird threw down a gold and silver dress to Cinderella."
+
+
+def _items() -> list[EvidenceItem]:
+    return [EvidenceItem("c0", 0, 0, 7.5, TEXT, [(0, len(TEXT))])]
+
+
+def test_overlap_counts_the_answers_content_words_in_the_evidence() -> None:
+    assert answer_overlap("a gold dress", TEXT) == 1.0
+    assert answer_overlap("The golden slipper", TEXT) == 0.0
+    assert answer_overlap("gold slipper", TEXT) == 0.5
+    assert answer_overlap("Yes", TEXT) == 1.0  # nothing to look for
+
+
+def test_coverage_is_the_share_of_the_questions_words_in_the_evidence() -> None:
+    from lcr.support import question_coverage
+
+    assert question_coverage(QUESTION, TEXT) == 0.75  # bird, down, cinderella; "throw" is not
+    assert question_coverage("Who wrote Premalekha?", TEXT) == 0.0
+
+
+def test_score_rises_with_p_yes_and_stays_a_probability() -> None:
+    scores = [support_score(SupportSignals(p, 0.5)) for p in (0.0, 0.2, 0.5, 0.8, 1.0)]
+    assert scores == sorted(scores) and len(set(scores)) == len(scores)
+    assert all(0.0 <= s <= 1.0 for s in scores)
+
+
+def test_check_is_a_follow_up_turn_of_the_answers_own_conversation() -> None:
+    asked = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    msgs = check_messages(asked, 'a "gold" dress', QUESTION)
+    assert msgs[:2] == asked  # the same prefix: a prefix cache reuses it
+    assert msgs[2] == {"role": "assistant", "content": 'a "gold" dress'}
+    assert "\"a 'gold' dress\"" in msgs[3]["content"] and QUESTION in msgs[3]["content"]
+
+
+def _checked(p_yes: float, threshold: float) -> tuple[ScriptedLLM, AnswerResult]:
+    llm = ScriptedLLM(yes_probability=p_yes, words=4, after="[1] ")
+    settings = AnswerSettings(not_found="abstain", support=threshold)
+    return llm, shared_answer(QUESTION, _items(), llm, settings, source=TEXT, names=["s"])
+
+
+# the scores of a sure and of a doubting yes for the same answer; the threshold between
+_, _SURE = _checked(0.999, 0.0)
+_, _DOUBT = _checked(0.001, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("p_yes", "threshold", "kept"),
+    [
+        (0.999, None, True),
+        (0.001, None, False),
+        (0.6, "at", True),
+        (0.6, "above", False),
+    ],
+    ids=["supported", "unsupported", "borderline-at", "borderline-below"],
+)
+def test_abstain_withholds_an_answer_scored_below_the_threshold(
+    p_yes: float, threshold: str | None, kept: bool
+) -> None:
+    assert _SURE.support is not None and _DOUBT.support is not None
+    assert _SURE.support > _DOUBT.support
+    between = (_SURE.support + _DOUBT.support) / 2
+    _, probe = _checked(p_yes, 0.0)
+    assert probe.support is not None
+    t = {None: between, "at": probe.support, "above": probe.support + 1e-6}[threshold]
+    llm, out = _checked(p_yes, min(t, 1.0))
+    draft = "The bird threw down"  # the scripted answer: the excerpt's first words
+    assert out.signals is not None and out.signals.p_yes == p_yes
+    assert out.support == pytest.approx(support_score(out.signals))
+    assert out.signals.overlap == 1.0 and out.signals.retrieval == 7.5
+    assert out.usage.calls == 2  # the answer, then one scoring call
+    assert llm.prompts[1][:2] == llm.prompts[0]  # the check reuses the answer's prompt
+    assert llm.prompts[1][2] == {"role": "assistant", "content": draft}
+    if kept:
+        assert out.text == draft and out.withheld is None
+    else:
+        assert out.text == NOT_FOUND and out.withheld == draft
+
+
+def test_abstain_answers_with_the_guess_prompt_and_instruct_keeps_the_old_one() -> None:
+    for not_found, told in (("abstain", False), ("instruct", True), ("guess", False)):
+        llm = ScriptedLLM(yes_probability=0.9)
+        settings = AnswerSettings(not_found=not_found)  # type: ignore[arg-type]
+        out = shared_answer(QUESTION, _items(), llm, settings, source=TEXT, names=["s"])
+        system = llm.prompts[0][0]["content"]
+        assert (f'reply exactly "{NOT_FOUND}"' in system) is told, not_found
+        assert (out.support is not None) is (not_found == "abstain")
+        assert out.usage.calls == (2 if not_found == "abstain" else 1)
+
+
+def test_a_draft_saying_it_does_not_know_scores_zero_without_a_check() -> None:
+    llm = ScriptedLLM(yes_probability=0.99, words=4, after="[1] ")
+    item = EvidenceItem("c0", 0, 0, 1.0, "I do not know.", [(0, 14)])
+    out = shared_answer(QUESTION, [item], llm, AnswerSettings(), source="I do not know.", names=[])
+    assert out.text == NOT_FOUND and out.support == 0.0 and out.usage.calls == 1
+
+
+def test_no_evidence_scores_zero_without_a_call() -> None:
+    out = shared_answer(QUESTION, [], ForbiddenLLM(), AnswerSettings(), source="", names=[])
+    assert out.text == NOT_FOUND and out.support == 0.0
+
+
+def test_threshold_setting_is_validated() -> None:
+    assert resolve_answer_settings(["answer.support=0.8"]).support == 0.8
+    for bad in ("answer.support=2", "answer.support=-0.1", "answer.support=high"):
+        with pytest.raises(SettingError):
+            resolve_answer_settings([bad])
+
+
+def test_bad_threshold_on_the_command_line_is_one_line_exit_2(story: Index) -> None:
+    res = CliRunner().invoke(
+        cli, ["ask", str(story.path), QUESTION, "--set", "answer.support=1.5"], prog_name="lcr"
+    )
+    assert res.exit_code == 2
+    assert len(res.stderr.strip().splitlines()) == 1 and "answer.support" in res.stderr
+    assert "Traceback" not in res.output
+
+
+@pytest.fixture(scope="module")
+def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
+    folder = tmp_path_factory.mktemp("support")
+    index, _ = pipeline.index_files(
+        [cinderella], folder / "story.idx", ["bm25"], Models.with_objects(llm=ForbiddenLLM())
+    )
+    return index
+
+
+def test_support_is_in_the_json_of_ask(story: Index) -> None:
+    low = Models.with_objects(llm=ScriptedLLM(yes_probability=0.1, words=5))
+    obj = pipeline.ask(story, "bm25", QUESTION, low, ["answer.support=1"], k=3).to_json()
+    assert obj["answer"] == NOT_FOUND and 0.0 < obj["support"] < 1.0
+    assert obj["withheld_answer"] and obj["support_signals"]["p_yes"] == pytest.approx(0.1)
+    high = Models.with_objects(llm=ScriptedLLM(yes_probability=0.9, words=5))
+    kept = pipeline.ask(story, "bm25", QUESTION, high, ["answer.support=0"], k=3).to_json()
+    assert kept["answer"] != NOT_FOUND and kept["support"] > obj["support"]
+    assert "withheld_answer" not in kept
+    guess = pipeline.ask(story, "bm25", QUESTION, high, ["answer.not_found=guess"], k=3)
+    assert "support" not in guess.to_json()  # no check, no score
+
+
+def _corpora(cinderella: Path) -> tuple[Document, Document]:
+    story = cinderella.read_text(encoding="utf-8")
+    other = Path("examples/lighthouse.txt").read_text(encoding="utf-8")
+    return Document("cinderella", "", story), Document("lighthouse", "", other)
+
+
+def test_eval_records_carry_the_support_score(cinderella: Path, tmp_path: Path) -> None:
+    doc, _ = _corpora(cinderella)
+    data = tmp_path / "d.jsonl"
+    dataset.save([Question("q1", QUESTION, ["a gold and silver dress"], [doc])], data)
+    models = Models.with_objects(llm=ScriptedLLM(yes_probability=0.2, words=5))
+    opts = runner.RunOptions(methods=["bm25", "gold"], out=tmp_path / "r.jsonl", k=2)
+    with pytest.raises(Exception, match="gold evidence"):
+        runner.run(data, models, opts)  # gold needs gold evidence: this question has none
+    opts = runner.RunOptions(
+        methods=["bm25"], out=tmp_path / "r.jsonl", k=2, sets=["answer.support=1"]
+    )
+    rec = runner.run(data, models, opts).records[0]
+    assert 0.0 < rec["support"] < 1.0 and rec["answer"] == NOT_FOUND
+    assert rec["withheld_answer"]
+    assert set(rec["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval"}
+
+
+def test_unanswerable_asks_each_question_of_a_corpus_without_its_answer(
+    cinderella: Path, tmp_path: Path
+) -> None:
+    story, light = _corpora(cinderella)
+    qs = [
+        Question("q1", QUESTION, ["a gold and silver dress"], [story]),
+        Question(
+            "q2",
+            "Who kept the light?",
+            ["Tobias Venn"],
+            [light],
+            [GoldEvidence("lighthouse", text="Tobias Venn")],
+        ),
+        # its answer is in both stories: no corpus lacks it, so it is left out
+        Question("q3", "Who wept?", ["the"], [story]),
+    ]
+    made = unanswerable(qs)
+    assert [(q.id, q.documents[0].id) for q in made] == [
+        ("q1@lighthouse", "lighthouse"),
+        ("q2@cinderella", "cinderella"),
+    ]
+    assert all(q.evidence == [] and q.task == "unanswerable" for q in made)
+    assert made[0].meta == {"asked_of": "lighthouse", "answered_in": "cinderella"}
+    data, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    dataset.save(qs, data)
+    assert unanswerable_main([str(data), "-o", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in lines] == ["q1@lighthouse", "q2@cinderella"]
+    assert [q.id for q in dataset.load(out)] == ["q1@lighthouse", "q2@cinderella"]
+
+
+@pytest.mark.slow
+def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) -> None:
+    """smollm2 end to end through the CLI: the check's score and signals in --json, its
+    scoring call reading the answer's prompt from llama.cpp's prefix cache; a threshold
+    of 1 withholds the answer and keeps it in the record."""
+    args = ["ask", str(story.path), QUESTION, "-k", "3", "--llm", "smollm2-135m"]
+    args += ["--device", "cpu", "--max-new-tokens", "12", "--json", "-q"]
+    res = CliRunner().invoke(cli, args, prog_name="lcr")
+    assert res.exit_code == 0, res.stderr
+    obj = json.loads(res.stdout)
+    assert 0.0 <= obj["support"] <= 1.0
+    if obj["answer"] != NOT_FOUND or "withheld_answer" in obj:  # the model answered
+        assert set(obj["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval"}
+        assert obj["usage"]["calls"] == 2
+        if obj["models"]["backend"] == "llamacpp":  # the evidence is not encoded twice
+            assert obj["usage"]["cached_tokens"] > obj["usage"]["prompt_tokens"] / 3
+    strict = CliRunner().invoke(cli, [*args, "--set", "answer.support=1"], prog_name="lcr")
+    withheld = json.loads(strict.stdout)
+    assert withheld["answer"] == NOT_FOUND
+    if "support_signals" in withheld:
+        assert withheld["withheld_answer"] and withheld["support"] < 1.0
