@@ -608,3 +608,22 @@ def decide_support(question: str, out: AnswerResult, llm: LLM, settings: AnswerS
     out.signals, out.support = signals, support_score(signals)
     if out.support < settings.support:
         out.withheld, out.text = out.text, NOT_FOUND
+
+
+def dropped_warning(found: int, out: AnswerResult, window: int) -> str:
+    """Evidence that did not fit the LLM's window was never read: say so, every time."""
+    read = len(out.used)
+    if read:
+        return (
+            f"warning: {out.dropped} of {found} evidence items did not fit the LLM's "
+            f"window ({window} tokens, --context-window); the answer read {read}"
+        )
+    then = (
+        "the LLM was not asked (answer.not_found=abstain)"
+        if out.usage.calls == 0
+        else "the LLM answered without evidence (answer.not_found=guess)"
+    )
+    return (
+        f"warning: none of the {found} evidence items fit the LLM's window ({window} "
+        f"tokens, --context-window); {then}"
+    )

@@ -16,11 +16,8 @@ from lcr.models.base import Capability
 if TYPE_CHECKING:
     from lcr.models.container import Models
 
-UNCHECKED = (
-    "note: the server returns no log-probabilities, so the support check of "
-    "answer.not_found=abstain cannot run: answered as answer.not_found=guess "
-    "(--set answer.not_found=instruct tells the model to say when the evidence lacks it)"
-)
+# one line within 80 columns after "lcr: "; docs/answer-step.md says what to do instead
+UNCHECKED = "note: server has no log-probabilities: answered as answer.not_found=guess"
 
 Require = Callable[["Models", Needs, str], None]
 

@@ -22,6 +22,7 @@ from lcr.answer import (
     AnswerResult,
     AnswerSettings,
     AnswerStream,
+    dropped_warning,
     resolve_answer_settings,
     shared_answer,
 )
@@ -659,7 +660,7 @@ def ask_query(
             stream=stream,
         )
     if out.dropped and note is not None:
-        note(_dropped_warning(len(result.evidence.items), out, llm.context_window))
+        note(dropped_warning(len(result.evidence.items), out, llm.context_window))
     result.timings["answer_s"] = time.perf_counter() - loaded
     if loaded - started > 0.05:
         result.timings["llm_load_s"] = loaded - started
@@ -683,22 +684,3 @@ def ask_query(
     result.models["backend"] = str(getattr(llm, "backend", "unknown"))
     result.models["llm_run"] = describe_configuration(llm_configuration(llm))
     return result
-
-
-def _dropped_warning(found: int, out: AnswerResult, window: int) -> str:
-    """Evidence that did not fit the LLM's window was never read: say so, every time."""
-    read = len(out.used)
-    if read:
-        return (
-            f"warning: {out.dropped} of {found} evidence items did not fit the LLM's "
-            f"window ({window} tokens, --context-window); the answer read {read}"
-        )
-    then = (
-        "the LLM was not asked (answer.not_found=abstain)"
-        if out.usage.calls == 0
-        else "the LLM answered without evidence (answer.not_found=guess)"
-    )
-    return (
-        f"warning: none of the {found} evidence items fit the LLM's window ({window} "
-        f"tokens, --context-window); {then}"
-    )

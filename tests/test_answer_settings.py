@@ -77,10 +77,12 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
         {"role": "user", "content": f"Excerpts:\n\n{excerpts}\n\nQuestion: {QUESTION}\nAnswer:"},
     ]
     assert build_messages(QUESTION, prepared) == original
-    # the default differs only in the system prompt's last sentence: it abstains
-    default = shared_prompt(resolve_answer_settings([]))(QUESTION, prepared)
-    assert default[1] == original[1]
-    assert default[0]["content"] == (
+    # the default (abstain) asks as the original does, then checks the answer's support
+    # (issue 40); `instruct` differs only in the system prompt's last sentence
+    assert shared_prompt(resolve_answer_settings([]))(QUESTION, prepared) == original
+    told = shared_prompt(resolve_answer_settings(["answer.not_found=instruct"]))(QUESTION, prepared)
+    assert told[1] == original[1]
+    assert told[0]["content"] == (
         role + "Answer concisely. If the excerpts do not contain the answer, "
         f'reply exactly "{NOT_FOUND}".'
     )

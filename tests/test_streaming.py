@@ -133,10 +133,12 @@ def test_streamed_words_are_laid_out_as_the_whole_answer() -> None:
 
 # ------------------------------------------------------------ lcr ask, scripted
 class ScriptedReply(ScriptedLLM):
-    """Replies ``reply`` a word at a time; notes stdout as each word is handed on."""
+    """Replies ``reply`` a word at a time; notes stdout as each word is handed on. The
+    support check (``answer.not_found=abstain``) hears ``yes_probability``: by default
+    it keeps the reply, so these tests see the streamed answer stand."""
 
-    def __init__(self, reply: str) -> None:
-        super().__init__()
+    def __init__(self, reply: str, yes_probability: float = 1.0) -> None:
+        super().__init__(yes_probability=yes_probability)
         self.reply = reply
         self.stdout_seen: list[str] = []
         self.streamed: list[bool] = []
@@ -204,7 +206,7 @@ def test_ask_on_a_terminal_streams_the_answer_before_it_is_done(
 def test_an_answer_changed_after_streaming_is_said_plainly(
     index: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    llm = ScriptedReply("The excerpts do not mention a bird.")
+    llm = ScriptedReply("The excerpts do not mention a bird.", yes_probability=0.0)
     use(monkeypatch, llm, terminal=True)
     code, out, err = run(["ask", str(index), QUESTION, "-k", "2"])
     assert code == 0, err

@@ -579,11 +579,28 @@ def similarity_graph(
     # the kernels are done: their copies of the rows go before the graph is assembled
     common_terms = split.common.shape[1] if split is not None else 0
     split = None
-    capped = 0
+    capped = int((degree > cap).sum()) if cap > 0 else 0
+    graph = _assemble(parts, kernels, n, cap, diag)
+    del parts
+    products = int(row_work.sum() - n)
+    stats = GraphStats(n, int(graph.nnz), products // 2, len(ranges), capped, cap, auto_cap)
+    stats.estimated_entries = estimated
+    if verified:
+        stats.bounded_work = int(work.sum() - n) // 2
+        stats.verified = sum(verified)
+        stats.common_terms = common_terms
+    return graph, stats
+
+
+def _assemble(
+    parts: list[Entries], kernels: Any, n: int, cap: int, diag: np.ndarray
+) -> sp.csr_array:
+    """The symmetric float32 graph from the held upper-triangle entries (cut to each
+    row's ``cap`` best when capped, an edge kept when either end keeps it), with the
+    diagonal; int32 indices when they fit. Empties ``parts`` as it goes."""
     if cap > 0:
-        capped = int((degree > cap).sum())
         held_entries = _joined(parts)
-        del parts
+        parts.clear()
         (rows, cols, vals), _ = _cap_rows(kernels, held_entries, n, cap, mirror=False)
         del held_entries
         kept_graph = sp.csr_array((vals, (rows, cols)), shape=(n, n))
@@ -591,12 +608,12 @@ def similarity_graph(
         off = kept_graph.maximum(kept_graph.T)  # an edge survives when either end keeps it
     else:
         rows, cols, vals = _joined(parts)
-        del parts
+        parts.clear()
         upper_graph = sp.csr_array((vals, (rows, cols)), shape=(n, n))
         del rows, cols, vals
         off = upper_graph + upper_graph.T
     graph = sp.csr_array(off, dtype=np.float32)
-    if n_diag:
+    if np.count_nonzero(diag):
         graph = sp.csr_array(graph + sp.diags_array(diag, format="csr"), dtype=np.float32)
     graph.eliminate_zeros()
     graph.sort_indices()
@@ -606,14 +623,7 @@ def similarity_graph(
             (graph.data, graph.indices.astype(np.int32), graph.indptr.astype(np.int32)),
             shape=graph.shape,
         )
-    products = int(row_work.sum() - n)
-    stats = GraphStats(n, int(graph.nnz), products // 2, len(ranges), capped, cap, auto_cap)
-    stats.estimated_entries = estimated
-    if verified:
-        stats.bounded_work = int(work.sum() - n) // 2
-        stats.verified = sum(verified)
-        stats.common_terms = common_terms
-    return graph, stats
+    return graph
 
 
 def column_sums(graph: sp.csr_array) -> np.ndarray:
