@@ -7,11 +7,14 @@ score is the mean log-probability per token of d_j (the pair cut to
 paper's section 4 writes ContextScore as P_LM(d_j | d_i), with no length
 normalisation; the mean keeps long candidates from losing to short ones. A
 passage's scores go into the index's LLM cache as soon as they exist, so a
-killed build resumes without scoring any pair twice.
+killed build resumes without scoring any pair twice; they are kept per pair (a
+passage's row), so when its candidates change (documents added or removed) only
+the new pairs are scored.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -125,26 +128,58 @@ class PairScorer:
                 todo.append(i)
             else:
                 out[i] = np.zeros(0)
-        remaining = sum(len(candidates[i]) for i in todo)
+        known = {i: self._known_pairs(texts[i], [continuations[j] for j in candidates[i]])
+                 for i in todo}  # fmt: skip
+        remaining = sum(scores.count(None) for scores, _ in known.values())
         task = task_of(remaining)
         for step, i in enumerate(todo):
             conts = [continuations[j] for j in candidates[i]]
+            scores, row = known[i]
+            missing = [n for n, score in enumerate(scores) if score is None]
             started = time.perf_counter()
-            scores = self._score(texts[i], conts)
+            fresh = self._score(texts[i], [conts[n] for n in missing]) if missing else []
             elapsed = time.perf_counter() - started
-            self.cache.put(keys[i], {"scores": scores})
+            for n, value in zip(missing, fresh, strict=True):
+                scores[n] = value
+                row[_pair_id(conts[n])] = value
+            if missing:  # one entry per passage: every pair it has scored, old and new
+                self.cache.put(self._row_key(texts[i]), {"pairs": row})
             self.stats.seconds += elapsed
-            self.stats.scored += len(conts)
-            self.stats.passages_scored += 1
+            self.stats.scored += len(missing)
+            self.stats.cached += len(conts) - len(missing)
+            self.stats.passages_scored += 1 if missing else 0
             out[i] = np.asarray(scores, dtype=np.float64)
-            if step == 0:
-                self._estimate(remaining, len(todo), elapsed / max(len(conts), 1))
+            if step == 0 and missing:
+                self._estimate(remaining, len(todo), elapsed / len(missing))
             task.advance(len(conts))
             task.update(
                 description=f"lightpal: scored {step + 1}/{len(todo)} passages, "
                 f"{self.stats.pairs_per_s:.1f} pairs/s"
             )
         return [o if o is not None else np.zeros(0) for o in out]
+
+    def _row_key(self, prefix: str) -> str:
+        """Where every pair scored after ``prefix`` is kept, whatever its candidates: a
+        collection that grows changes some passages' candidates, and the pairs that stay
+        must not be paid again (lcr.collection)."""
+        identity = self.cache.llm_identity(self.llm)
+        return cache_key(
+            SCORE_VERSION, "row", identity, self.max_tokens, self.continuation_tokens, prefix
+        )
+
+    def _known_pairs(
+        self, prefix: str, conts: Sequence[str]
+    ) -> tuple[list[float | None], dict[str, float]]:
+        """The scores already paid for of ``prefix`` before each of ``conts`` (None: not
+        yet), and the passage's row of scored pairs to extend."""
+        hit = self.cache.get(self._row_key(prefix))
+        pairs = hit.get("pairs") if isinstance(hit, dict) else None
+        row = {
+            k: float(v)
+            for k, v in (pairs.items() if isinstance(pairs, dict) else ())
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+        return [row.get(_pair_id(c)) for c in conts], row
 
     def _score(self, prefix: str, conts: list[str]) -> list[float]:
         try:
@@ -167,6 +202,10 @@ class PairScorer:
             f"about {_duration(self.stats.estimate_s)} at {1 / max(seconds_per_pair, 1e-9):.1f} "
             "pairs/s (measured on the first passage); a killed build resumes"
         )
+
+
+def _pair_id(continuation: str) -> str:
+    return hashlib.sha256(continuation.encode("utf-8")).hexdigest()[:16]
 
 
 def _valid(hit: Any, n: int) -> bool:
