@@ -167,7 +167,7 @@ def test_info_json_has_each_source_added_and_the_last_change(
     book = a.parent / "book.idx"
     use(monkeypatch, CountingLLM())
     assert run(["index", str(a), "-o", str(book), "-m", "bm25", "-q"], capsys)[0] == 0
-    code, out, _ = run(["info", str(book), "--json"], capsys)
+    out = run(["info", str(book), "--json"], capsys)[1]
     first = json.loads(out)
     assert first["sources"][0]["added"] == "" and "last_change" not in first
     assert run(["index", str(b), "-o", str(book), "--add", "-q"], capsys)[0] == 0
@@ -304,7 +304,7 @@ def test_pecan_add_and_remove_with_a_real_model(
     book = a.parent / "book.idx"
     assert run(["index", str(a), "-o", str(book), *method_args("pecan"), "-q"], capsys)[0] == 0
     first = Index.open(book).methods["pecan"].stats
-    code, out, err = run(["index", str(b), "-o", str(book), "--add", "-q"], capsys)
+    code, _, err = run(["index", str(b), "-o", str(book), "--add", "-q"], capsys)
     assert code == 0, err
     stats = Index.open(book).methods["pecan"].stats
     assert stats["llm_cached"] >= first["llm_calls"] > 0, stats
