@@ -292,8 +292,9 @@ def test_pecan_add_and_remove_with_a_real_model(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """PECAN reads attention, so only a real model builds it: the points of a's chunks
-    come from the cache after the add; b's are paid."""
+    """PECAN reads attention, so only a real model builds it. Its batches run across
+    documents: after the add, a's batches come from the cache, b's are paid; after
+    removing b, a's first batches are read back again."""
     a, b = docs
     a.write_text(a.read_text()[:1500])
     b.write_text(b.read_text()[:1500])
@@ -312,5 +313,6 @@ def test_pecan_add_and_remove_with_a_real_model(
     verified(book, capsys)
     code, _out, err = run(["remove", str(book), "b.txt", "-q"], capsys)
     assert code == 0, err
-    assert Index.open(book).methods["pecan"].stats["llm_calls"] == 0
+    after = Index.open(book).methods["pecan"].stats
+    assert after["llm_cached"] > 0 and after["llm_calls"] < first["llm_calls"] + 1, after
     verified(book, capsys)
