@@ -232,8 +232,9 @@ def cli() -> None:
 @click.option(
     "--add",
     is_flag=True,
-    help="Add FILE... to the index -o names; its methods are rebuilt through the LLM cache, "
-    "paying only for what changed (`lcr remove` takes documents out).",
+    help="Add FILE... to the index -o names; its methods are rebuilt with their settings "
+    "and models through the LLM cache, paying only for what changed (`lcr remove` takes "
+    "documents out).",
 )
 @set_option
 @model_options

@@ -15,8 +15,17 @@ from lcr.cli_output import human as _human
 from lcr.cli_output import say as _say
 
 if TYPE_CHECKING:
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
     from lcr.pipeline import BuildReport
+    from lcr.progress import Progress
     from lcr.store import Index
+
+
+def _models(spec: ModelSpec, progress: Progress) -> Models:
+    from lcr.models.container import Models
+
+    return Models(spec=spec, progress=progress)
 
 
 @click.command("remove")
@@ -27,17 +36,17 @@ if TYPE_CHECKING:
 def remove_cmd(index_path: str, names: tuple[str, ...], quiet: bool, **model: Any) -> None:
     """Remove the documents NAME... (as `lcr info` lists them) from INDEX.
 
-    Every method is rebuilt beside the index through its LLM cache and swapped
-    in at the end (interrupted, the index stays as it was); what each method
-    paid is printed, and `lcr info` shows it.
+    Every method is rebuilt beside the index, with the settings and models it
+    was built with, through the index's LLM cache, and swapped in at the end
+    (interrupted, the index stays as it was); what each method paid is
+    printed, and `lcr info` shows it.
     """
-    from lcr import cli
     from lcr.collection import remove_documents
     from lcr.progress import progress_for, progress_mode
 
     unprinted = UnprintedReports()
     with progress_for(progress_mode(quiet)) as progress:
-        models = cli._models(pop_model_spec(model), progress)
+        models = _models(pop_model_spec(model), progress)
         remove_documents(
             index_path,
             list(names),

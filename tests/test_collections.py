@@ -44,11 +44,15 @@ class CountingLLM(ExtractLLM):
         return super().continuation_logprobs(context, continuations, max_tokens=max_tokens)
 
 
-def use(monkeypatch: pytest.MonkeyPatch, llm: Any) -> None:
-    monkeypatch.setattr(
-        "lcr.cli._models",
-        lambda spec, progress: Models.with_objects(llm=llm, embedder=HashEmbedder(), spec=spec),
-    )
+def use(monkeypatch: pytest.MonkeyPatch, llm: Any, embedder: Any = None) -> None:
+    """The commands' models (`lcr index` and `lcr remove`), with ``llm`` loaded."""
+    for command in ("lcr.cli", "lcr.cli_collection"):
+        monkeypatch.setattr(
+            f"{command}._models",
+            lambda spec, progress: Models.with_objects(
+                llm=llm, embedder=embedder or HashEmbedder(), spec=spec
+            ),
+        )
 
 
 def method_args(method: str) -> list[str]:
@@ -298,10 +302,7 @@ def test_pecan_add_and_remove_with_a_real_model(
     a, b = docs
     a.write_text(a.read_text()[:1500])
     b.write_text(b.read_text()[:1500])
-    monkeypatch.setattr(
-        "lcr.cli._models",
-        lambda spec, progress: Models.with_objects(llm=smollm, embedder=embedder, spec=spec),
-    )
+    use(monkeypatch, smollm, embedder)
     book = a.parent / "book.idx"
     assert run(["index", str(a), "-o", str(book), *method_args("pecan"), "-q"], capsys)[0] == 0
     first = Index.open(book).methods["pecan"].stats
