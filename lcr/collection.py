@@ -24,7 +24,7 @@ from lcr.models.base import Role
 from lcr.pipeline import BuildReport, build, check_sets, expand_methods, load_documents
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index
-from lcr.store.collection import Plan, now_utc, plan_add, plan_remove, record_change
+from lcr.store.collection import Plan, plan_add, plan_remove, record_change
 from lcr.store.manifest import MethodEntry
 from lcr.store.writing import recover_swap, writer_lock
 
@@ -124,7 +124,7 @@ def _apply(
                   on_report=held.append, note=note)  # fmt: skip
         _verify(staged, old.path)
         change = {
-            "at": now_utc(),
+            "at": plan.at,
             "added": plan.added,
             "removed": plan.removed,
             "methods": {name: method_costs(entry) for name, entry in staged.methods.items()},

@@ -59,6 +59,7 @@ class Plan:
     added: list[str]
     removed: list[str]
     already: list[str]  # given to add, but already there with the same content
+    at: str = dataclasses.field(default_factory=now_utc)  # when the change was asked for
 
 
 def plan_add(index: Index, new: Sequence[DocumentInput]) -> Plan:
@@ -82,7 +83,7 @@ def plan_add(index: Index, new: Sequence[DocumentInput]) -> Plan:
                 f"content); to replace it, remove it first: lcr remove "
                 f"{shlex.quote(str(index.path))} {shlex.quote(doc.name)}"
             )
-    return Plan([*kept, *added], [d.name for d in added], [], already)
+    return Plan([*kept, *added], [d.name for d in added], [], already, when)
 
 
 def plan_remove(index: Index, names: Sequence[str]) -> Plan:
