@@ -317,3 +317,30 @@ def test_pecan_add_and_remove_with_a_real_model(
     after = Index.open(book).methods["pecan"].stats
     assert after["llm_cached"] > 0 and after["llm_calls"] < first["llm_calls"] + 1, after
     verified(book, capsys)
+
+
+def test_concurrent_adds_wait_for_each_other_and_both_land(docs: tuple[Path, Path]) -> None:
+    """Two `--add` runs at once on one index: one writer at a time, each building on
+    what the other committed; neither document is lost."""
+    a, b = docs
+    c = a.parent / "c.txt"
+    c.write_text("A third story. The fox met the crow by the old mill at dawn.\n")
+    book = a.parent / "book.idx"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def lcr(*args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "lcr", *args, "-q"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+
+    first = lcr("index", str(a), "-o", str(book), "-m", "bm25")
+    assert first.wait(timeout=300) == 0, first.communicate()
+    runs = [lcr("index", str(doc), "-o", str(book), "--add") for doc in (b, c)]
+    for proc in runs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    index = Index.open(book)
+    assert sorted(d.name for d in index.documents) == ["a.txt", "b.txt", "c.txt"]
+    assert index.documents[0].name == "a.txt" and index.verify() == {}
+    assert leaves_are_source(book, "bm25") > 0
