@@ -14,7 +14,8 @@ and LightPAL).
     .venv/bin/python bench/bench_collections.py --llm smollm2-135m --docs 20 \\
         --doc-chars 4000 --added-chars 40000 -m graphreader -m lightpal -m raptor
 
-Settings given with ``--set`` apply to every build (e.g. a smaller extraction budget
+``--scripted`` counts at full size (every story whole) with a scripted LLM and the
+real embedder. Settings given with ``--set`` apply to every build (e.g. a smaller extraction budget
 to keep GraphReader feasible on a loaded CPU); each result is printed as one JSON
 line as soon as its method is done, so a partial run still reports.
 """
@@ -36,11 +37,23 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("LCR_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+# --scripted: the CLI with a scripted LLM (tests/fakes.py) and the real embedder
+SCRIPTED = """
+import sys
+import lcr.cli, lcr.cli_collection
+from lcr.models.container import Models
+from tests.fakes import ScriptedLLM
+def models(spec, progress):
+    return Models.with_objects(llm=ScriptedLLM(words=40, after="possible: "), spec=spec)
+lcr.cli._models = lcr.cli_collection._models = models
+lcr.cli.main(sys.argv[1:])
+"""
+COMMAND = [sys.executable, "-m", "lcr"]
+
+
 def lcr(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-m", "lcr", *args], cwd=cwd, env=env, capture_output=True, text=True
-    )
+    done = subprocess.run([*COMMAND, *args], cwd=cwd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"lcr {' '.join(args)} failed: {done.stderr.strip()}")
     return done
@@ -126,7 +139,16 @@ def main() -> None:
     parser.add_argument("--added-chars", type=int, default=40000)
     parser.add_argument("-m", "--method", action="append", default=None)
     parser.add_argument("--set", action="append", default=[], dest="sets")
+    parser.add_argument(
+        "--scripted",
+        action="store_true",
+        help="a scripted LLM instead of --llm: counts at full size in minutes (which "
+        "pairs LightPAL scores and which chunks GraphReader extracts do not depend on "
+        "the LLM's replies; RAPTOR's layers above the first do)",
+    )
     args = parser.parse_args()
+    if args.scripted:
+        COMMAND[1:] = ["-c", SCRIPTED]
     methods = args.method or ["graphreader", "lightpal", "raptor"]
     texts = stories(args.docs)
     model = ["--llm", args.llm]

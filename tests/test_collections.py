@@ -309,13 +309,14 @@ def test_pecan_add_and_remove_with_a_real_model(
     code, _, err = run(["index", str(b), "-o", str(book), "--add", "-q"], capsys)
     assert code == 0, err
     stats = Index.open(book).methods["pecan"].stats
-    assert stats["llm_cached"] >= first["llm_calls"] > 0, stats
+    assert stats["llm_cached"] > 0 and stats["llm_batches"] > 0, stats  # a's read, b's paid
+    assert stats["llm_batches"] + stats["llm_cached"] > first["llm_batches"]
     assert leaves_are_source(book, "pecan") > 0
     verified(book, capsys)
     code, _out, err = run(["remove", str(book), "b.txt", "-q"], capsys)
     assert code == 0, err
     after = Index.open(book).methods["pecan"].stats
-    assert after["llm_cached"] > 0 and after["llm_calls"] < first["llm_calls"] + 1, after
+    assert after["llm_cached"] > 0, after
     verified(book, capsys)
 
 
