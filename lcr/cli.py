@@ -6,11 +6,12 @@ imports happen inside commands so ``lcr --help`` answers at once.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -37,7 +38,6 @@ from lcr.cli_output import (
     UnprintedReports,
     check_stdout,
     guarded_stdout,
-    visible,
 )
 from lcr.cli_output import err as _err
 from lcr.cli_output import say as _say
@@ -50,7 +50,6 @@ from lcr.errors import (
 
 if TYPE_CHECKING:
     from lcr.config import Setting
-    from lcr.pipeline import BuildReport
 
 
 # ------------------------------------------------------------------ options
@@ -228,6 +227,13 @@ def cli() -> None:
     is_flag=True,
     help="Replace an index of other documents, or rebuild methods already built.",
 )
+@click.option(
+    "--add",
+    is_flag=True,
+    help="Add FILE... to the index -o names; its methods are rebuilt with their settings "
+    "and models through the LLM cache, paying only for what changed (`lcr remove` takes "
+    "documents out).",
+)
 @set_option
 @model_options
 @est.estimate_options
@@ -237,6 +243,7 @@ def index_cmd(
     out: str | None,
     methods: tuple[str, ...],
     force: bool,
+    add: bool,
     sets: tuple[str, ...],
     quiet: bool,
     doc_format: str,
@@ -251,6 +258,7 @@ def index_cmd(
     and then by name (--format to force one); pages and headings are kept in
     the index's layout.json.
     """
+    from lcr.cli_collection import report_build
     from lcr.pipeline import default_index_path, index_files
     from lcr.progress import progress_for, progress_mode
     from lcr.text.formats import ExtractOptions
@@ -280,6 +288,13 @@ def index_cmd(
     unprinted = UnprintedReports()
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes
         _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
+    build: Callable[..., object] = functools.partial(index_files, force=force)
+    if add:  # a collection that grows: lcr.collection
+        from lcr.collection import add_files
+
+        if out is None or force:
+            raise UsageError("--add adds to the index given by -o (and takes no --force)")
+        build = functools.partial(add_files, tell=_say)
     with progress_for(progress_mode(quiet)) as progress:
         extract = ExtractOptions(
             format=None if doc_format == "auto" else doc_format,
@@ -289,23 +304,14 @@ def index_cmd(
         )
         models = command_models(pop_model_spec(model), progress)
         for paths, target, walked in jobs:
-
-            def report(r: BuildReport, target: Path = target) -> None:
-                what = f"built in {r.seconds:.1f}s" if r.built else "up to date"
-                if r.note:
-                    what += f" ({r.note})"
-                counts = ", ".join(f"{v} {k}" for k, v in r.counts.items())
-                name = visible(str(target))
-                unprinted.echo(f"{name}: {r.method} {what} ({counts})", name, r.method)
-
+            report = functools.partial(report_build, unprinted, str(target))
             try:
-                index_files(
+                build(
                     paths,
                     target,
                     list(methods),
                     models,
                     list(sets),
-                    force=force,
                     progress=progress,
                     warn=warn,
                     on_report=report,
@@ -631,12 +637,14 @@ def _setting_json(s: Setting) -> dict[str, Any]:
 
 
 def _attach_eval() -> None:
+    from lcr.cli_collection import remove_cmd
     from lcr.doctor import doctor_cmd
     from lcr.eval.cli import eval_group
 
     cli.add_command(models_group, "models")
     cli.add_command(eval_group, "eval")
     cli.add_command(doctor_cmd, "doctor")
+    cli.add_command(remove_cmd, "remove")
 
 
 _attach_eval()

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
 
 def print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) -> None:
+    from lcr.cli_collection import print_sources
     from lcr.config import value_text
     from lcr.models.backends import describe_configuration
 
@@ -19,13 +20,7 @@ def print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) 
     say(f"index   {index.path}")
     say(f"  {human(index.size_bytes())} in all; schema {m.schema_version}, lcr {m.lcr_version}")
     say(f"source  {m.source_chars:,} characters in {len(index.documents)} document(s)")
-    for d in index.documents:
-        pages = f", {d.pages} pages" if d.pages else ""
-        made_by = f"{d.extractor} {d.extractor_version}".strip()
-        say(
-            f"  - {d.name}  {d.format}{pages}, {d.end - d.start:,} chars  {human(d.size)}  "
-            f"sha256 {d.sha256[:12]}  by {made_by}"
-        )
+    print_sources(index)  # each with when it was added; the last change and its cost
     if "source" in problems:
         say("  DAMAGED  source.txt does not match its checksum")
     if not methods and not m.broken:

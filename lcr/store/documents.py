@@ -27,9 +27,12 @@ class DocumentInput:
     extractor_version: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     path: str = ""  # the file's absolute path ("-" for stdin), for the repair hints
+    added: str = ""  # when it joined an existing index (UTC); "": when the index was made
 
 
 def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]:
+    """The documents' text in their order (a document added later comes last, so the
+    offsets of those before it stay), and each one's record for the manifest."""
     parts: list[str] = []
     records: list[SourceDoc] = []
     pos = 0
@@ -50,6 +53,7 @@ def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]
                 extractor=doc.extractor,
                 extractor_version=doc.extractor_version,
                 options=dict(doc.options),
+                added=doc.added,
             )
         )
         pos += len(doc.text)

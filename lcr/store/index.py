@@ -394,6 +394,16 @@ class Index:
             return cls._write_new(p, source, docs, documents, staged=True)
 
     @classmethod
+    def stage(cls, path: str | Path, documents: Sequence[DocumentInput]) -> Index:
+        """A new index of ``documents`` staged beside the one at ``path``, sharing its LLM
+        cache, for :meth:`commit` to swap in (documents added or removed: lcr.collection).
+        The caller holds :func:`writer_lock` of ``path`` until the commit."""
+        p = Path(path)
+        check_replaceable(p)
+        source, docs = join_documents(documents)
+        return cls._write_new(p, source, docs, documents, staged=True)
+
+    @classmethod
     def _write_new(
         cls,
         p: Path,

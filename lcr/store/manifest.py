@@ -45,6 +45,7 @@ class SourceDoc:
     extractor_version: str = ""
     # what else decides the text: lcr's extraction rules version, a forced format
     options: dict[str, Any] = field(default_factory=dict)
+    added: str = ""  # when it joined the index, UTC ("": with the index, at its creation)
 
 
 @dataclass(frozen=True)
@@ -109,6 +110,9 @@ class Manifest:
     source_paths: list[str] = field(default_factory=list)
     # entries that did not read (see BrokenEntry): method -> entry
     broken: dict[str, BrokenEntry] = field(default_factory=dict)
+    # the last documents added or removed, and what each method paid for it
+    # (lcr.collection): {"at", "added", "removed", "methods": {name: costs}}
+    last_change: dict[str, Any] = field(default_factory=dict)
     format: str = FORMAT
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)  # keys this lcr does not know
@@ -182,6 +186,7 @@ class Manifest:
             "source_sha256": self.source_sha256,
             **({"layout_sha256": self.layout_sha256} if self.layout_sha256 is not None else {}),
             "source_paths": list(self.source_paths),
+            **({"last_change": self.last_change} if self.last_change else {}),
             "sources": [dataclasses.asdict(d) for d in self.sources],
             "methods": {
                 **{k: b.raw for k, b in self.broken.items()},

@@ -9,14 +9,18 @@ length normalisation); or ``mean``, that sum per token, lcr's own choice so
 that a long candidate does not lose to a short one for its length alone.
 
 The cache holds both parts per pair (the summed log-probability and the token
-count), so one scoring pass serves either score. A passage's entry goes into the
-index's LLM cache as soon as it exists, so a killed build resumes without
-scoring any pair twice. Entries of the first cache format hold only means:
-``mean`` still reads them, ``sum`` scores those pairs again.
+count), so one scoring pass serves either score. They are kept per pair, in a
+row per passage d_i, so when a passage's candidates change (documents added or
+removed: lcr.collection) only its new pairs are scored. A passage's row goes
+into the index's LLM cache as soon as it is scored, so a killed build resumes
+without scoring any pair twice. Entries of the first cache format (a passage's
+whole candidate list, means only) are still read by ``mean``; ``sum`` scores
+those pairs again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +36,7 @@ from lcr.store import LLMCache, cache_key
 
 SCORER_NEEDS = frozenset({Capability.CONTINUATION_LOGPROB, Capability.PREFIX_CACHE})
 USE_LLM = "llm"  # lightpal.scorer=llm scores with the --llm model
-# v2 entries: {"logprobs": [sum per pair], "tokens": [count per pair]}; v1: {"scores": [mean]}
+# v2: a row per passage, {"pairs": {pair id: [logprob sum, tokens]}}; v1: {"scores": [mean]}
 SCORE_VERSION = "lightpal-context-score-v2"
 MEAN_ONLY_VERSION = "lightpal-context-score-v1"
 
@@ -136,33 +140,45 @@ class PairScorer:
         """
         n = len(texts)
         out: list[np.ndarray | None] = [None] * n
-        keys = [self._key(texts[i], [continuations[j] for j in candidates[i]]) for i in range(n)]
         todo: list[int] = []
         for i in range(n):
             self.stats.pairs += len(candidates[i])
             conts = [continuations[j] for j in candidates[i]]
-            cached = self._cached(keys[i], texts[i], conts)
-            if cached is not None:
-                out[i] = cached
-                self.stats.cached += len(candidates[i])
-            elif len(candidates[i]):
+            legacy = self._legacy_means(texts[i], conts)
+            if legacy is not None:
+                out[i] = legacy
+                self.stats.cached += len(conts)
+            elif conts:
                 todo.append(i)
             else:
                 out[i] = np.zeros(0)
-        remaining = sum(len(candidates[i]) for i in todo)
+        known = {i: self._known_pairs(texts[i], [continuations[j] for j in candidates[i]])
+                 for i in todo}  # fmt: skip
+        remaining = sum(parts.count(None) for parts, _ in known.values())
         task = task_of(remaining)
         for step, i in enumerate(todo):
             conts = [continuations[j] for j in candidates[i]]
+            parts, row = known[i]
+            missing = [m for m, part in enumerate(parts) if part is None]
             started = time.perf_counter()
-            logprobs, tokens = self._score(texts[i], conts)
+            fresh = self._score(texts[i], [conts[m] for m in missing]) if missing else []
             elapsed = time.perf_counter() - started
-            self.cache.put(keys[i], {"logprobs": logprobs, "tokens": tokens})
+            for m, part in zip(missing, fresh, strict=True):
+                parts[m] = part
+                row[_pair_id(conts[m])] = [part[0], part[1]]
+            if missing:  # one entry per passage: every pair it has scored, old and new
+                self.cache.put(self._row_key(texts[i]), {"pairs": row})
             self.stats.seconds += elapsed
-            self.stats.scored += len(conts)
-            self.stats.passages_scored += 1
-            out[i] = context_scores(np.asarray(logprobs), np.asarray(tokens), self.context_score)
-            if step == 0:
-                self._estimate(remaining, len(todo), elapsed / max(len(conts), 1))
+            self.stats.scored += len(missing)
+            self.stats.cached += len(conts) - len(missing)
+            self.stats.passages_scored += 1 if missing else 0
+            whole = [part for part in parts if part is not None]
+            out[i] = context_scores(
+                np.asarray([p[0] for p in whole]), np.asarray([p[1] for p in whole]),
+                self.context_score,
+            )  # fmt: skip
+            if step == 0 and missing:
+                self._estimate(remaining, len(todo), elapsed / len(missing))
             task.advance(len(conts))
             task.update(
                 description=f"lightpal: scored {step + 1}/{len(todo)} passages, "
@@ -170,21 +186,44 @@ class PairScorer:
             )
         return [o if o is not None else np.zeros(0) for o in out]
 
-    def _cached(self, key: str, prefix: str, conts: list[str]) -> np.ndarray | None:
-        """The pairs' scores from the cache, or None: a v2 entry serves either score, a
-        v1 entry (means only, written before the sum was offered) serves ``mean`` alone."""
-        hit: Any = self.cache.get(key)
-        if _valid_parts(hit, len(conts)):
-            return context_scores(
-                np.asarray(hit["logprobs"]), np.asarray(hit["tokens"]), self.context_score
-            )
-        if self.context_score == "mean":
-            old: Any = self.cache.get(self._key(prefix, conts, MEAN_ONLY_VERSION))
-            if _valid_means(old, len(conts)):
-                return np.asarray(old["scores"], dtype=np.float64)
-        return None
+    def _legacy_means(self, prefix: str, conts: list[str]) -> np.ndarray | None:
+        """A first-format entry (the passage's whole candidate list, means only) serves
+        ``mean`` alone; None otherwise."""
+        if self.context_score != "mean" or not conts:
+            return None
+        old: Any = self.cache.get(self._key(prefix, conts, MEAN_ONLY_VERSION))
+        return (
+            np.asarray(old["scores"], dtype=np.float64) if _valid_means(old, len(conts)) else None
+        )
 
-    def _score(self, prefix: str, conts: list[str]) -> tuple[list[float], list[int]]:
+    def _row_key(self, prefix: str) -> str:
+        """Where every pair scored after ``prefix`` is kept, whatever its candidates: a
+        collection that grows changes some passages' candidates, and the pairs that stay
+        must not be paid again (lcr.collection)."""
+        identity = self.cache.llm_identity(self.llm)
+        return cache_key(
+            SCORE_VERSION, "row", identity, self.max_tokens, self.continuation_tokens, prefix
+        )
+
+    def _known_pairs(
+        self, prefix: str, conts: Sequence[str]
+    ) -> tuple[list[tuple[float, int] | None], dict[str, list[float]]]:
+        """The (summed log-probability, tokens) already paid for of ``prefix`` before each
+        of ``conts`` (None: not yet), and the passage's row of scored pairs to extend."""
+        hit = self.cache.get(self._row_key(prefix))
+        pairs = hit.get("pairs") if isinstance(hit, dict) else None
+        row = {
+            k: [float(v[0]), float(v[1])]
+            for k, v in (pairs.items() if isinstance(pairs, dict) else ())
+            if isinstance(v, list) and len(v) == 2 and _numbers(v, 2)
+        }
+        parts: list[tuple[float, int] | None] = []
+        for c in conts:
+            got = row.get(_pair_id(c))
+            parts.append((got[0], int(got[1])) if got is not None else None)
+        return parts, row
+
+    def _score(self, prefix: str, conts: list[str]) -> list[tuple[float, int]]:
         """Each pair's summed log-probability and how many tokens of d_j it covers."""
         try:
             got = self.llm.continuation_logprobs(prefix, conts, max_tokens=self.max_tokens)
@@ -197,7 +236,7 @@ class PairScorer:
             ) from exc
         if len(got) != len(conts):
             raise LLMCallError(f"the scorer returned {len(got)} scores for {len(conts)} pairs")
-        return [float(s.logprob) for s in got], [int(s.tokens) for s in got]
+        return [(float(s.logprob), int(s.tokens)) for s in got]
 
     def _estimate(self, pairs: int, passages: int, seconds_per_pair: float) -> None:
         self.stats.estimate_s = pairs * seconds_per_pair
@@ -216,12 +255,8 @@ def _numbers(values: Any, n: int) -> bool:
     )
 
 
-def _valid_parts(hit: Any, n: int) -> bool:
-    return (
-        isinstance(hit, dict)
-        and _numbers(hit.get("logprobs"), n)
-        and _numbers(hit.get("tokens"), n)
-    )
+def _pair_id(continuation: str) -> str:
+    return hashlib.sha256(continuation.encode("utf-8")).hexdigest()[:16]
 
 
 def _valid_means(hit: Any, n: int) -> bool:
