@@ -25,7 +25,9 @@ PLUGIN_SOURCE = REPO / "tests" / "plugin_pkg"
 def install(site: Path, dist: str, entry_points: dict[str, str]) -> Path:
     """A dist-info folder for ``dist`` declaring ``entry_points`` (name -> target) in the
     group ``lcr.methods``, with the plugin's package beside it."""
-    info = site / f"{dist}-0.1.dist-info"
+    # as pip names it: the name's dashes as underscores (importlib.metadata reads the name
+    # up to the first dash; "lcr-overlap-0.1" would read as lcr, whose egg-info shadows it)
+    info = site / f"{dist.replace('-', '_')}-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
     lines = "".join(f"{name} = {target}\n" for name, target in entry_points.items())
