@@ -49,6 +49,12 @@ class Node:
         return out
 
     @classmethod
+    def leaf(cls, number: int, text: str, start: int, end: int, doc: int, tokens: int) -> Node:
+        """Level-0 node ``c<number>``: ``source[start:end]`` of document ``doc``, its token
+        count in ``meta`` (the chunkers of RAPTOR, PECAN and GraphReader, build and estimate)."""
+        return cls(f"c{number}", 0, text, [(start, end)], doc, meta={"tokens": tokens})
+
+    @classmethod
     def from_json(cls, obj: Any) -> Node:
         """A record as written by :meth:`to_json`; anything else is a ``ValueError``
         naming the field (a number where text belongs is not converted)."""

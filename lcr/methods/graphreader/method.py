@@ -164,16 +164,7 @@ def chunk_nodes(documents: Iterable[tuple[int, int, str]], chunk_tokens: int) ->
     chunks: list[Node] = []
     for doc, start, text in documents:
         for c in paragraph_windows(text, chunk_tokens, offset=start):
-            chunks.append(
-                Node(
-                    f"c{len(chunks)}",
-                    0,
-                    c.text,
-                    [(c.start, c.end)],
-                    doc,
-                    meta={"tokens": count_tokens(c.text)},
-                )
-            )
+            chunks.append(Node.leaf(len(chunks), c.text, c.start, c.end, doc, count_tokens(c.text)))
     return chunks
 
 

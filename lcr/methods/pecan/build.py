@@ -94,16 +94,8 @@ def leaf_nodes(
     nodes: list[Node] = []
     for doc, start, text in documents:
         for chunk in token_windows(text, chunk_tokens, count=count, offset=start):
-            nodes.append(
-                Node(
-                    f"c{len(nodes)}",
-                    0,
-                    chunk.text,
-                    [(chunk.start, chunk.end)],
-                    doc,
-                    meta={"tokens": count(segment_line(chunk.text))},
-                )
-            )
+            tokens = count(segment_line(chunk.text))
+            nodes.append(Node.leaf(len(nodes), chunk.text, chunk.start, chunk.end, doc, tokens))
     return nodes
 
 
