@@ -800,7 +800,8 @@ def test_no_notebook_falls_back_to_the_shared_answer_step(tmp_path: Path, embedd
     }
     llm = StageLLM(replies)
     models = Models.with_objects(llm, embedder)
-    sets = ["graphreader.initial_nodes=1"]
+    # the reply as given: which step answers is the point, not the support check's verdict
+    sets = ["graphreader.initial_nodes=1", "answer.not_found=guess"]
     result = pipeline.ask(
         index, "graphreader", "Whom does the slipper fit?", models, sets, max_new_tokens=21
     )
