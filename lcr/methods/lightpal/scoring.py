@@ -154,6 +154,10 @@ class PairScorer:
                 out[i] = np.zeros(0)
         known = {i: self._known_pairs(texts[i], [continuations[j] for j in candidates[i]])
                  for i in todo}  # fmt: skip
+        for i in [i for i in todo if None not in known[i][0]]:  # every pair already paid
+            out[i] = self._scores(known[i][0])
+            self.stats.cached += len(candidates[i])
+        todo = [i for i in todo if out[i] is None]
         remaining = sum(parts.count(None) for parts, _ in known.values())
         task = task_of(remaining)
         for step, i in enumerate(todo):
@@ -172,19 +176,22 @@ class PairScorer:
             self.stats.scored += len(missing)
             self.stats.cached += len(conts) - len(missing)
             self.stats.passages_scored += 1 if missing else 0
-            whole = [part for part in parts if part is not None]
-            out[i] = context_scores(
-                np.asarray([p[0] for p in whole]), np.asarray([p[1] for p in whole]),
-                self.context_score,
-            )  # fmt: skip
+            out[i] = self._scores(parts)
             if step == 0 and missing:
                 self._estimate(remaining, len(todo), elapsed / len(missing))
-            task.advance(len(conts))
+            task.advance(len(missing))
             task.update(
                 description=f"lightpal: scored {step + 1}/{len(todo)} passages, "
                 f"{self.stats.pairs_per_s:.1f} pairs/s"
             )
         return [o if o is not None else np.zeros(0) for o in out]
+
+    def _scores(self, parts: Sequence[tuple[float, int] | None]) -> np.ndarray:
+        """The ContextScore of each pair from its (summed log-probability, tokens)."""
+        whole = [part for part in parts if part is not None]
+        return context_scores(
+            np.asarray([p[0] for p in whole]), np.asarray([p[1] for p in whole]), self.context_score
+        )
 
     def _legacy_means(self, prefix: str, conts: list[str]) -> np.ndarray | None:
         """A first-format entry (the passage's whole candidate list, means only) serves
