@@ -145,8 +145,12 @@ def test_a_streamed_reply_keeps_the_byte_limit_and_the_deadline(server: str) -> 
     with pytest.raises(LLMCallError, match=r"more than 600 bytes: not a chat reply"):
         small.generate(question, max_new_tokens=200, on_text=shown.append)
     assert shown  # cut mid-reply, after some of it was shown: not tried again
-    hasty = OpenAILLM(UrllibTransport(server), model_id=SMOL, context_window=4096, call_timeout=1.0)
-    with pytest.raises(LLMCallError, match=r"within --call-timeout 1 s"):
+    # a deadline far shorter than the reply: an idle machine writes smollm2's count in
+    # about a second, so 1 s was a race
+    hasty = OpenAILLM(
+        UrllibTransport(server), model_id=SMOL, context_window=4096, call_timeout=0.05
+    )
+    with pytest.raises(LLMCallError, match=r"within --call-timeout 0.05 s"):
         hasty.generate(question, max_new_tokens=400, on_text=shown.append)
 
 
