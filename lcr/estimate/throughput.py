@@ -9,14 +9,13 @@ Two files in lcr's cache folder (``$LCR_CACHE_DIR``), both small JSON:
 - ``observed.json``: per method and model (and server), what its last real
   build paid and took: the source of a server's rates (``--base-url``: nothing
   to measure in process) and of the figures an estimate cannot know before the
-  model replies (summary lengths, clusters per layer).
+  model replies (summary lengths, facts per reply).
 
 Written atomically; a damaged file is read as empty (it is a cache).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
 import os
@@ -269,11 +268,6 @@ def record_build(
     budget = next((v for k, v in settings.items() if k.endswith("max_new_tokens")), None)
     if isinstance(budget, int) and budget > 0:
         entry["completion_share"] = completion / calls / budget
-    layers = stats.get("layers")
-    if isinstance(layers, list) and len(layers) > 1 and all(isinstance(x, int) for x in layers):
-        shrink = [b / a for a, b in itertools.pairwise(layers) if a > 0]
-        if shrink:
-            entry["clusters_per_node"] = sum(shrink) / len(shrink)
     keys = stats.get("key_forms")
     if isinstance(keys, int) and completion:
         entry["keys_per_completion_token"] = keys / completion

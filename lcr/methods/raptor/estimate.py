@@ -5,9 +5,12 @@ embedder passes over them are exact. How many clusters each layer makes depends
 on the embeddings (UMAP + Gaussian mixtures), and how long the summaries are on
 the model, so the layers above are a range:
 
-- expected: each layer keeps ``clusters_per_node`` of the nodes below (observed
-  in the last build with the model, else smollm2's), at least enough clusters for
-  the summariser's token budget; summaries of ``completion_share`` of their budget;
+- expected: a layer of n nodes makes ``CLUSTER_SCALE * n ** CLUSTER_EXPONENT``
+  clusters (fitted by ``bench/raptor_layers.py``: the build's own chunker, embedder
+  and clustering on 25 texts of 22-1,125 leaves; each text's first layer came
+  within 0.72-1.24 of the curve), at least enough clusters for the summariser's
+  token budget; summaries of ``completion_share`` of their budget (observed in
+  the last build with the model, else smollm2's);
 - upper bound: every layer one node shorter than the one below (the build stops
   when clustering no longer shrinks a layer), every summary the whole budget,
   every cluster filling the budget; up to ``max_layers`` layers.
@@ -23,7 +26,10 @@ from lcr.estimate.calls import decode_context, encoded_tokens, shared_prefix
 from lcr.estimate.figures import BuildEstimate, LLMWork, Range
 from lcr.models.base import Message, Tokenizer
 
-CLUSTERS_PER_NODE = 0.2  # layer size over the layer below; measured by bench_estimate
+# clusters of a layer of n nodes: CLUSTER_SCALE * n ** CLUSTER_EXPONENT (UMAP + mixtures
+# pick fewer clusters per node as layers grow); fitted by bench/raptor_layers.py
+CLUSTER_SCALE = 0.32
+CLUSTER_EXPONENT = 0.774
 REPLY_SHARE = 0.9  # summaries run to about this share of summary_max_new_tokens
 OVERLAP = 1.1  # soft membership: a node joins every cluster above the threshold
 CHARS_PER_TOKEN = 4.0
@@ -40,8 +46,13 @@ class TreeShape:
     messages: Callable[[Sequence[str]], list[Message]]
 
 
+def expected_clusters(nodes: int) -> int:
+    """The clusters RAPTOR's clustering is expected to make of a layer of ``nodes``."""
+    return round(CLUSTER_SCALE * nodes**CLUSTER_EXPONENT)
+
+
 def _layers(
-    n: int, free_tokens: float, s: TreeShape, shrink: float, reply: float, ratio: float
+    n: int, free_tokens: float, s: TreeShape, reply: float, ratio: float
 ) -> list[tuple[int, float]]:
     """Per layer, the number of summaries and the model tokens of the text they read."""
     out: list[tuple[int, float]] = []
@@ -49,7 +60,8 @@ def _layers(
     for _ in range(s.max_layers):
         if nodes <= s.reduction_dim + 1:
             break
-        wanted = max(math.ceil(text_free * OVERLAP / s.cluster_max_tokens), round(shrink * nodes))
+        budget_floor = math.ceil(text_free * OVERLAP / s.cluster_max_tokens)
+        wanted = max(budget_floor, expected_clusters(nodes))
         clusters = min(max(wanted, 1), nodes - 1)
         out.append((clusters, text_free * ratio * OVERLAP))
         summaries = clusters * reply * s.summary_max_new_tokens
@@ -73,7 +85,6 @@ def estimate_tree(
     leaf_tokens: Sequence[int],
     tokenizer: Tokenizer,
     s: TreeShape,
-    shrink: tuple[float, str],
     reply: tuple[float, str],
 ) -> BuildEstimate:
     n = len(leaves)
@@ -84,7 +95,7 @@ def estimate_tree(
     prefix = shared_prefix(tokenizer, [s.messages(["a"]), s.messages(["b"])])
     budget = s.summary_max_new_tokens
 
-    layers = _layers(n, free, s, shrink[0], reply[0], ratio)
+    layers = _layers(n, free, s, reply[0], ratio)
     calls = sum(c for c, _ in layers)
     prompt = sum(c * overhead + text for c, text in layers)
     completion = calls * reply[0] * budget
@@ -124,8 +135,9 @@ def estimate_tree(
         basis={
             "leaves": f"exact: {n} leaves of the build's chunker, each embedded once",
             "calls": (
-                f"range: expected layers {sizes} (nodes per node below {shrink[1]}; at least "
-                f"enough clusters for raptor.cluster_max_tokens={s.cluster_max_tokens}); "
+                f"range: expected layers {sizes} ({CLUSTER_SCALE} n^{CLUSTER_EXPONENT} clusters "
+                "of n nodes, fitted on real text by bench/raptor_layers.py; at least enough "
+                f"clusters for raptor.cluster_max_tokens={s.cluster_max_tokens}); "
                 f"upper bound: each layer one node shorter, up to raptor.max_layers="
                 f"{s.max_layers}"
             ),

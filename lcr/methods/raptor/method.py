@@ -286,12 +286,7 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
     def estimate(self, ctx: EstimateContext[RaptorBuild]) -> BuildEstimate:
         """The leaves are the build's own; the layers above them are a range (clusters
         depend on the embeddings, summaries on the model)."""
-        from lcr.methods.raptor.estimate import (
-            CLUSTERS_PER_NODE,
-            REPLY_SHARE,
-            TreeShape,
-            estimate_tree,
-        )
+        from lcr.methods.raptor.estimate import REPLY_SHARE, TreeShape, estimate_tree
 
         s = ctx.settings
         shape = TreeShape(
@@ -302,14 +297,12 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
             summary_messages,
         )
         leaves = leaf_nodes(ctx.documents, s.chunk_tokens)
-        shrink = ctx.prior("clusters_per_node", CLUSTERS_PER_NODE, "smollm2 on the examples")
         reply = ctx.prior("completion_share", REPLY_SHARE, "smollm2 on the examples")
         return estimate_tree(
             [n.text for n in leaves],
             [int(n.meta["tokens"]) for n in leaves],
             ctx.tokenizer(ctx.llm),
             shape,
-            shrink,
             reply,
         )
 
