@@ -158,3 +158,19 @@ def test_k_is_the_setting_the_method_names(text: Path, tmp_path: Path) -> None:
     by_set = pipeline.retrieve(index, "bm25", QUESTIONS[0], models, ["bm25.top_k=2"])
     assert [it.id for it in by_k.evidence.items] == [it.id for it in by_set.evidence.items]
     assert len(by_k.evidence.items) == 2
+
+
+def test_adding_documents_rebuilds_with_the_recorded_models_leaving_the_callers(
+    text: Path, tmp_path: Path
+) -> None:
+    from lcr.collection import add_files
+
+    idx = tmp_path / "dense.idx"
+    lcr(["index", str(text), "-o", str(idx), "-q", "-m", "dense", "--embedder", "hashing-64"])
+    more = tmp_path / "more.txt"
+    more.write_text("The pigeon kept the hazel tree in the garden.\n", encoding="utf-8")
+    models = Models(spec=ModelSpec(embedder="hashing-32"))
+    grown = add_files([more], idx, [], models)
+    assert grown.methods["dense"].models["embedder"] == "hashing-64"
+    assert len(grown.documents) == 2
+    assert models.spec.embedder == "hashing-32"  # what the caller asked for, unchanged

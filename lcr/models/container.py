@@ -70,13 +70,14 @@ class Models:
         loaded = _Loaded(llm=llm, embedder=embedder, scorer=scorer, scorer_name=spec.scorer)
         return cls(spec=spec, _loaded=loaded)
 
-    def bound(self, embedder: str, scorer: str | None) -> Self:
-        """These models with the embedder role fixed to ``embedder`` and the scorer role
-        to ``scorer`` (None: the LLM itself), for one phase. What is loaded is shared;
-        a model already loaded in a role stays (the embedder: whatever its name)."""
-        if embedder == self.spec.embedder and scorer == self.spec.scorer:
+    def bound(self, embedder: str, scorer: str | None, llm: str | None = None) -> Self:
+        """These models with the embedder role fixed to ``embedder``, the scorer role to
+        ``scorer`` (None: the LLM itself) and the LLM to ``llm`` (None: as asked), for
+        one phase. What is loaded is shared; a model already loaded in a role stays."""
+        llm = llm or self.spec.llm
+        if (embedder, scorer, llm) == (self.spec.embedder, self.spec.scorer, self.spec.llm):
             return self
-        spec = dataclasses.replace(self.spec, embedder=embedder, scorer=scorer)
+        spec = dataclasses.replace(self.spec, embedder=embedder, scorer=scorer, llm=llm)
         return dataclasses.replace(self, spec=spec)
 
     # the loaded objects, by their names before the shared state (tests and subclasses)
