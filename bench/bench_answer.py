@@ -35,6 +35,7 @@ from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.pipeline import Result
+from lcr.plans import QueryPlan
 
 # (name, --set lines, --max-new-tokens or None for --max-new-tokens of the command)
 ALL_SETS = [
@@ -66,15 +67,17 @@ class RetrievalMemo:
         self.real = pipeline.retrieve_query
         self.hits = 0
 
-    def __call__(self, index: Any, query: pipeline.Query, models: Models, **kw: Any) -> Result:
+    def __call__(
+        self, index: Any, query: QueryPlan, question: str, models: Models, **kw: Any
+    ) -> Result:
         key = json.dumps(
-            [str(index.path), query.method.name, query.question, query.settings.to_json(), query.k],
+            [str(index.path), query.method.name, question, query.settings.to_json(), query.k],
             default=str,
         )
         if key in self.memo:
             self.hits += 1
             return copy.deepcopy(self.memo[key])
-        result = self.real(index, query, models, **kw)
+        result = self.real(index, query, question, models, **kw)
         if result.evidence.state is None:
             self.memo[key] = copy.deepcopy(result)
         return result

@@ -292,8 +292,9 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
 
 def _skip_scorer(sets: list[str]) -> None:
     """--unscored: no scorer model, every pair scored 0 (k' = k keeps every candidate)."""
-    import lcr.methods.lightpal.method as lightpal_method
+    import lcr.models.loading as loading
     from lcr.methods.lightpal.scoring import PairScorer
+    from lcr.models.container import Models
 
     values = dict(s.split("=", 1) for s in sets)
     if values.get("lightpal.candidates") != values.get("lightpal.edges"):
@@ -306,8 +307,8 @@ def _skip_scorer(sets: list[str]) -> None:
     def score_all(self: Any, texts: Any, conts: Any, candidates: Any, task_of: Any) -> Any:
         return [np.zeros(len(c)) for c in candidates]
 
-    lightpal_method.check_scorer = lambda name: None  # type: ignore[assignment]
-    lightpal_method.load_scorer = lambda models, name: NoScorer()  # type: ignore[assignment]
+    loading.check_available = lambda *args, **kwargs: None  # no scorer model to look for
+    Models.scorer = property(lambda self: NoScorer())  # type: ignore[assignment,method-assign]
     PairScorer.score_all = score_all  # type: ignore[method-assign]
 
 

@@ -55,10 +55,11 @@ def main() -> None:
     print(json.dumps({"llm_load_s": round(time.perf_counter() - loaded, 1)}))
     for question in args.questions:
         load = os.getloadavg()
-        query = pipeline.resolve_query(args.method, question, [], k=args.k)
+        plan = pipeline.plan_query(args.method, [], k=args.k)
         start = time.perf_counter()
         stream = TimedStream(start)
-        result = pipeline.ask_query(index, query, models, stream=stream)
+        asked = pipeline.checked_question(question)
+        result = pipeline.ask_query(index, plan, asked, models, stream=stream)
         whole = time.perf_counter() - start
         row = {
             "method": args.method,

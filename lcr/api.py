@@ -138,10 +138,9 @@ def retrieve(
     _question("question", question)
     _text("method", method)
     _whole("k", k, low=1, optional=True)
-    query = pipeline.resolve_query(
-        method, question, as_sets(settings, method, method_settings), k=k
-    )
-    return pipeline.retrieve_query(_opened(index), query, _models(models))
+    plan = pipeline.plan_query(method, as_sets(settings, method, method_settings), k=k)
+    asked = pipeline.checked_question(question)
+    return pipeline.retrieve_query(_opened(index), plan, asked, _models(models))
 
 
 @overload
@@ -198,16 +197,13 @@ def ask(
     _text("method", method)
     _whole("k", k, low=1, optional=True)
     _whole("max_new_tokens", max_new_tokens, low=1)
-    query = pipeline.resolve_query(
-        method,
-        questions[0],
-        as_sets(settings, method, method_settings),
-        k=k,
-        max_new_tokens=max_new_tokens,
+    plan = pipeline.plan_query(
+        method, as_sets(settings, method, method_settings), k=k, max_new_tokens=max_new_tokens
     )
+    asked = [pipeline.checked_question(q) for q in questions]
     idx = _opened(index)
     loaded = _models(models)
-    results = [pipeline.ask_query(idx, query.with_question(q), loaded) for q in questions]
+    results = [pipeline.ask_query(idx, plan, q, loaded) for q in asked]
     return results[0] if isinstance(question, str) else results
 
 

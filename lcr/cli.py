@@ -260,6 +260,7 @@ def index_cmd(
     """
     from lcr.cli_collection import report_build
     from lcr.pipeline import default_index_path, index_files
+    from lcr.plans import expand_methods, plan_builds
     from lcr.progress import progress_for, progress_mode
     from lcr.text.formats import ExtractOptions
     from lcr.text.inputs import expand_inputs
@@ -303,13 +304,16 @@ def index_cmd(
             warn=warn,
         )
         models = command_models(pop_model_spec(model), progress)
+        planned: list[Any] = list(methods)
+        if not add:  # every --set parsed and every build's needs checked once, for every job
+            planned = plan_builds(expand_methods(methods), models, list(sets))
         for paths, target, walked in jobs:
             report = functools.partial(report_build, unprinted, str(target))
             try:
                 build(
                     paths,
                     target,
-                    list(methods),
+                    planned,
                     models,
                     list(sets),
                     progress=progress,
@@ -418,28 +422,26 @@ def _run_queries(
 
     check_stdout()  # the answers are the whole product: none are paid for if unprintable
     output = ResultOutput(as_json, answer_only, evidence, trace, quiet)
-    # the question, -k and every --set are checked once, before any work
-    query = pipeline.resolve_query(
-        method,
-        "stdin" if question == "-" else question,
-        _mode_sets(method, mode, sets),
-        k=k,
-        max_new_tokens=max_new_tokens,
+    # -k, every --set and the question are checked once, before any work
+    plan = pipeline.plan_query(
+        method, _mode_sets(method, mode, sets), k=k, max_new_tokens=max_new_tokens
     )
+    if question != "-":
+        pipeline.checked_question(question)
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(progress_mode(quiet)) as progress:
         models = command_models(pop_model_spec(model), progress)
         for q in _questions(question):
-            asked = query.with_question(q)
-            with output.screen(asked.question, answer) as screen:
+            asked = pipeline.checked_question(q)
+            with output.screen(asked, answer) as screen:
                 if answer:
                     result = pipeline.ask_query(
-                        index, asked, models, progress=progress, note=_err, stream=screen
+                        index, plan, asked, models, progress=progress, note=_err, stream=screen
                     )
                 else:
                     result = pipeline.retrieve_query(
-                        index, asked, models, progress=progress, note=_err
+                        index, plan, asked, models, progress=progress, note=_err
                     )
             output.show(result, answer, screen)
 

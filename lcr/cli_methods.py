@@ -7,6 +7,7 @@ method, a plugin's too, needs no edit here and ``lcr --help`` imports no method.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -56,7 +57,7 @@ def k_help() -> str:
     own = [
         f"{name}: {m.k_means.counts if m.k_means.applies else 'ignored'}"
         for name, m in _declared_methods()
-        if m.k_means != EVIDENCE_ITEMS
+        if dataclasses.replace(m.k_means, setting="") != EVIDENCE_ITEMS  # the setting: not said
     ]
     return (
         "How many nodes to retrieve (default: the method's own"

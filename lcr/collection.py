@@ -119,8 +119,8 @@ def _apply(
     held: list[BuildReport] = []
     try:
         for name, method_sets, recorded in jobs:
-            _align_models(models, recorded, name)
-            build(staged, [name], models, method_sets, progress=progress, warn=warn,
+            built_with = _recorded_models(models, recorded, name)
+            build(staged, [name], built_with, method_sets, progress=progress, warn=warn,
                   on_report=held.append, note=note)  # fmt: skip
         _verify(staged, old.path)
         change = {
@@ -171,9 +171,11 @@ def _recorded_sets(name: str, entry: MethodEntry) -> list[str]:
     return [f"{name}.{key}={config.value_text(v)}" for key, v in settings.to_json().items()]
 
 
-def _align_models(models: Models, recorded: dict[str, str], method: str) -> None:
-    """Rebuild with the models the method was built with: another model would find
-    nothing of its own in the cache and pay every call again."""
+def _recorded_models(models: Models, recorded: dict[str, str], method: str) -> Models:
+    """The models to rebuild the method with: those it was built with, since another
+    model would find nothing of its own in the cache and pay every call again (bound:
+    the caller's models are not changed)."""
+    want_of: dict[str, str] = {}
     for role, key in ((Role.LLM, "llm"), (Role.EMBEDDER, "embedder")):
         want = recorded.get(key)
         have = models.model_id(role)
@@ -184,7 +186,9 @@ def _align_models(models: Models, recorded: dict[str, str], method: str) -> None
                 f"{method} was built with the {key} {want}, not {have}: give --{key} {want} "
                 "(or rebuild the index with --force)"
             )
-        setattr(models.spec, key, want)
+        want_of[key] = want
+    embedder = want_of.get("embedder", models.spec.embedder)
+    return models.bound(embedder, models.spec.scorer, llm=want_of.get("llm"))
 
 
 def _verify(staged: Index, target: Path) -> None:

@@ -10,7 +10,6 @@ import dataclasses
 import os
 import shlex
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,23 +17,19 @@ from typing import TYPE_CHECKING, Any
 
 from lcr import config
 from lcr.answer import (
-    ANSWER_TARGET,
     AnswerResult,
-    AnswerSettings,
     AnswerStream,
     dropped_warning,
-    resolve_answer_settings,
     shared_answer,
 )
 from lcr.answer_needs import require_answer
 from lcr.citation import Citer
 from lcr.config import Settings
-from lcr.errors import InputError, SettingError, UsageError
+from lcr.errors import InputError, SettingError
 from lcr.estimate.throughput import observe_build
 from lcr.evidence import Evidence, EvidenceItem, Usage
 from lcr.integrity import check_evidence, stored_build_settings
-from lcr.methods import get_method, method_names
-from lcr.methods.base import AnswerContext, BuildContext, Method, Needs, QueryContext
+from lcr.methods.base import AnswerContext, BuildContext, Needs, QueryContext
 from lcr.models.backends import (
     cpu_configuration,
     describe_configuration,
@@ -43,6 +38,24 @@ from lcr.models.backends import (
 from lcr.models.base import Role
 from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
+from lcr.plans import (
+    AnyMethod,
+    BuildPlan,
+    ParsedSets,
+    QueryPlan,
+    bind,
+    checked_question,
+    expand_methods,
+    parse_sets,
+    plan_builds,
+    plan_query,
+    require,
+)
+
+# re-exported: the pipeline's callers (lcr eval, the estimate, tests) build settings here too
+from lcr.plans import answer_settings as answer_settings
+from lcr.plans import build_settings as build_settings
+from lcr.plans import query_settings as query_settings
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.selection import sentence_scorer
 from lcr.store import DocumentInput, Index
@@ -105,53 +118,9 @@ def default_index_path(source: str | Path) -> Path:
     return p.with_name(p.stem + ".idx") if p.suffix else p.with_name(p.name + ".idx")
 
 
-AnyMethod = Method[Any, Any]
-
-
 def check_sets(sets: Sequence[str]) -> None:
     """Every ``--set`` names a known method (or ``answer``) and setting with a valid value."""
-    resolve_answer_settings(sets)  # answer.KEY=VALUE: the shared answer step's settings
-    method_sets = [s for s in sets if config.split_assignment(s)[0] != ANSWER_TARGET]
-    named = {config.split_assignment(s)[0] for s in method_sets}
-    declared: dict[str, tuple[type[config.Settings], ...]] = {}
-    for name in method_names():  # only the methods named are loaded (a plugin may fail)
-        m = get_method(name) if name in named else None
-        declared[name] = (m.build_settings, m.query_settings) if m is not None else ()
-    config.check_targets(method_sets, declared)
-
-
-def answer_settings(
-    method: AnyMethod, sets: Sequence[str], max_new_tokens: int = 256
-) -> AnswerSettings:
-    """The :class:`~lcr.answer.AnswerSettings` ``method`` answers with: lcr's defaults,
-    the values its paper fixes (``Method.answer_paper``), then ``--set answer.*``."""
-    return resolve_answer_settings(sets, max_new_tokens, method.answer_paper)
-
-
-def build_settings(method: AnyMethod, sets: Sequence[str]) -> Settings:
-    """``method``'s typed build settings: its defaults overridden by ``--set``."""
-    values = config.parse_sets(
-        method.name, method.build_settings, sets, phase="build", other_phase=method.query_settings
-    )
-    return method.build_settings.build(values, label=method.name)
-
-
-def query_settings(method: AnyMethod, sets: Sequence[str]) -> Settings:
-    """``method``'s typed query settings: its defaults overridden by ``--set``."""
-    values = config.parse_sets(
-        method.name, method.query_settings, sets, phase="query", other_phase=method.build_settings
-    )
-    return method.query_settings.build(values, label=method.name)
-
-
-def require(models: Models, needs: Needs, purpose: str) -> None:
-    """Check, before any work, that the backends can do what ``needs`` asks of each role
-    (a second LLM role is pointed at the model the method names for it first)."""
-    if needs.llm:
-        models.require_role(Role.LLM, needs.llm, purpose)
-    if needs.scorer:
-        models.spec.scorer = needs.scorer_model or None
-        models.require_role(Role.SCORER, needs.scorer, purpose)
+    parse_sets(sets)
 
 
 @dataclass
@@ -162,21 +131,6 @@ class BuildReport:
     counts: dict[str, int] = field(default_factory=dict)
     # an up-to-date build made with another LLM configuration than this run's
     note: str = ""
-
-
-def expand_methods(requested: Sequence[str]) -> list[str]:
-    """``all`` means every method; nothing means the methods that need no LLM."""
-    from lcr.methods import default_build_methods
-
-    if not requested:
-        return default_build_methods()
-    names: list[str] = []
-    for name in requested:
-        for n in method_names() if name == "all" else [name]:
-            get_method(n)  # unknown names fail here, before any work
-            if n not in names:
-                names.append(n)
-    return names
 
 
 def build_models_record(needs: Needs, models: Models) -> dict[str, str]:
@@ -193,9 +147,9 @@ def build_models_record(needs: Needs, models: Models) -> dict[str, str]:
 
 def build(
     index: Index,
-    methods: Sequence[str],
+    methods: Sequence[str] | Sequence[BuildPlan],
     models: Models,
-    sets: Sequence[str] = (),
+    sets: Sequence[str] | ParsedSets = (),
     *,
     force: bool = False,
     progress: Progress = NULL_PROGRESS,
@@ -203,25 +157,24 @@ def build(
     on_report: Callable[[BuildReport], None] | None = None,
     note: Callable[[str], None] | None = None,
 ) -> list[BuildReport]:
-    """Build ``methods`` into ``index``; an identical, undamaged existing build is kept.
+    """Build ``methods`` (names, with ``sets``; or plans made with
+    :func:`~lcr.plans.plan_builds`) into ``index``; an identical, undamaged existing
+    build is kept.
 
     ``on_report`` hears of each method as soon as it is committed (or found up to
     date), so a caller can print it before the next build starts; ``note`` hears
     that the build waits for another process writing the same index.
     """
     report_to = on_report or (lambda report: None)
-    check_sets(sets)
     # every method's settings and needs are checked before any work starts
-    plans = []
-    for method in (get_method(n) for n in methods):
-        settings = build_settings(method, sets)
-        needs = method.build_needs(settings)
-        require(models, needs, f"building {method.name}")
-        plans.append((method, settings, needs))
+    plans = [m for m in methods if isinstance(m, BuildPlan)]
+    if len(plans) != len(methods):
+        plans = plan_builds([str(m) for m in methods], models, sets)
     reports = []
-    for method, settings, needs in plans:
-        require(models, needs, f"building {method.name}")  # points each role at its model
-        record = build_models_record(needs, models)
+    for plan in plans:
+        method, settings, needs = plan.method, plan.settings, plan.needs
+        roles = bind(models, needs)  # this build's models: the scorer it names
+        record = build_models_record(needs, roles)
         index.wait_for_writers(note)  # another process may be building this very method
         existing = index.methods.get(method.name)
         if (
@@ -231,7 +184,7 @@ def build(
             and _same_settings(method, existing.settings, settings)
             and _same_models(existing.models, record)
         ):
-            differs = _configuration_note(existing.stats, needs, models)
+            differs = _configuration_note(existing.stats, needs, roles)
             reports.append(BuildReport(method.name, False, 0.0, dict(existing.counts), differs))
             report_to(reports[-1])
             continue
@@ -242,13 +195,13 @@ def build(
             rebuild_args=rebuild_args(method, settings, record),
             note=note,
         ) as out:
-            before = models.usage_snapshot()
+            before = roles.usage_snapshot()
             method.build(
                 BuildContext(
                     source=index.source,
                     documents=index.documents,
                     out=out,
-                    models=models,
+                    models=roles,
                     settings=settings,
                     progress=progress,
                     cache=index.llm_cache(method.name),
@@ -257,13 +210,13 @@ def build(
             )
             if needs.uses_llm or needs.scorer:
                 # what this build paid; summaries reused from the index's cache cost nothing
-                out.stats["llm_usage"] = models.usage_snapshot().minus(before).to_json()
+                out.stats["llm_usage"] = roles.usage_snapshot().minus(before).to_json()
                 role = Role.LLM if needs.uses_llm else Role.SCORER
-                if models.loaded(role):
-                    out.stats["llm_backend"] = str(models.backend_of(role))
-                    out.stats["llm_configuration"] = models.configuration(role)
+                if roles.loaded(role):
+                    out.stats["llm_backend"] = str(roles.backend_of(role))
+                    out.stats["llm_configuration"] = roles.configuration(role)
         entry = index.methods[method.name]
-        observe_build(method.name, needs.uses_llm, models, entry)  # for lcr index --estimate
+        observe_build(method.name, needs.uses_llm, roles, entry)  # for lcr index --estimate
         # the build's own time, from the manifest: a wait for another writer is not in it
         reports.append(BuildReport(method.name, True, entry.build_seconds, dict(entry.counts)))
         report_to(reports[-1])
@@ -325,9 +278,9 @@ def _same_settings(method: AnyMethod, stored: dict[str, Any], settings: Settings
 def index_files(
     paths: Sequence[str | Path],
     out: str | Path,
-    methods: Sequence[str],
+    methods: Sequence[str] | Sequence[BuildPlan],
     models: Models,
-    sets: Sequence[str] = (),
+    sets: Sequence[str] | ParsedSets = (),
     *,
     force: bool = False,
     progress: Progress = NULL_PROGRESS,
@@ -339,18 +292,16 @@ def index_files(
     extract: ExtractOptions | None = None,
 ) -> tuple[Index, list[BuildReport]]:
     """Create (or reuse) the index of ``paths`` (files and folders) at ``out`` and build
-    ``methods`` into it.
+    ``methods`` into it (names, with ``sets``: ``all``, or none for the default ones;
+    or plans made with :func:`~lcr.plans.plan_builds`).
 
     A file named twice is indexed once, with a warning. An index this call created
     is removed again if its first build fails before anything was committed or paid.
     """
-    names = expand_methods(methods)
-    check_sets(sets)
-    with warnings.catch_warnings():  # a renamed setting is warned about once, by build()
-        warnings.simplefilter("ignore", config.SettingRenamed)
-        for n in names:  # a bad --set or a backend that cannot build it fails before any read
-            method = get_method(n)
-            require(models, method.build_needs(build_settings(method, sets)), f"building {n}")
+    plans = [m for m in methods if isinstance(m, BuildPlan)]
+    if len(plans) != len(methods) or not methods:
+        # a bad --set or a backend that cannot build it fails before any read
+        plans = plan_builds(expand_methods([str(m) for m in methods]), models, sets)
     from lcr.text.inputs import expand_inputs
 
     files = expand_inputs(paths, globs=globs, excludes=excludes, warn=warn)
@@ -364,9 +315,8 @@ def index_files(
         try:
             reports = build(
                 index,
-                names,
+                plans,
                 models,
-                sets,
                 force=force and not staged,  # a staged index has nothing to keep
                 progress=progress,
                 warn=warn,
@@ -419,93 +369,42 @@ class Result:
         return out
 
 
-@dataclass(frozen=True)
-class Query:
-    """A question resolved once, where the library is entered: the question checked,
-    ``-k`` checked, the method's typed query settings and the answer step's settings
-    built from ``--set``. Everything below takes it as it is."""
-
-    method: AnyMethod
-    question: str
-    settings: Settings
-    answer: AnswerSettings
-    k: int | None = None
-
-    def with_question(self, question: str) -> Query:
-        """The same query for another question (``lcr ask INDEX -``: one a line)."""
-        return dataclasses.replace(self, question=checked_question(question))
-
-    @property
-    def needs(self) -> Needs:
-        """What retrieving this query needs (answering adds ``answer_needs``)."""
-        return self.method.retrieve_needs(self.settings)
-
-
-def checked_question(question: str) -> str:
-    q = question.strip()
-    if not q:
-        raise UsageError("the question is empty")
-    return q
-
-
-def resolve_query(
-    method_name: str,
-    question: str,
-    sets: Sequence[str] = (),
-    *,
-    k: int | None = None,
-    max_new_tokens: int = 256,
-) -> Query:
-    """Check everything a query carries before any index opens or model loads: the
-    question, ``k``, and every ``--set`` (even one for another method)."""
-    method = get_method(method_name)
-    check_sets(sets)
-    if k is not None and k < 1:
-        raise UsageError("-k must be at least 1")
-    if max_new_tokens < 1:
-        raise UsageError("--max-new-tokens must be at least 1")
-    return Query(
-        method=method,
-        question=checked_question(question),
-        settings=query_settings(method, sets),
-        answer=answer_settings(method, sets, max_new_tokens),
-        k=k,
-    )
-
-
-def _align_models(
+def query_models(
     reader_models: dict[str, str],
+    plan: QueryPlan,
     models: Models,
     note: Callable[[str], None] | None = None,
-    uses_embedder: bool = True,
-) -> None:
-    """Query with the embedder the index was built with (vectors must match).
+) -> Models:
+    """The models a query works with: the embedder the index was built with (vectors
+    must match), whatever ``--embedder`` asked for; the caller's models are not changed.
 
     The index chooses the model, so the user hears which one is loaded when it is
     not the one asked for. Loading itself takes presets, local folders and hub ids,
     never a model's own code (``lcr.models.embedder``).
     """
+    needs = plan.needs
     built_with = reader_models.get("embedder")
     if built_with and not models.embedder_loaded and models.spec.embedder != built_with:
-        if note is not None and uses_embedder:
+        if note is not None and needs.embedder:
             note(
                 f"the index was built with the embedder {built_with}: loading it instead of "
                 f"--embedder {models.spec.embedder}"
             )
-        models.spec.embedder = built_with
+        return bind(models, needs, built_with)
+    return bind(models, needs)
 
 
-def retrieval_llm_note(query: Query, models: Models) -> str | None:
+def retrieval_llm_note(plan: QueryPlan, models: Models) -> str | None:
     """What to tell the user when a retrieval is about to load the LLM; None if it is not.
 
     Retrieval alone usually needs no LLM, so loading one (gigabytes, seconds to
     minutes) must not happen silently. Said once: after the load there is nothing to say.
     """
-    needs = query.needs
+    needs = plan.needs
     if not needs.uses_llm or models.llm_loaded:
         return None
     reason = f" ({needs.why})" if needs.why else ""
-    return f"{query.method.name} retrieval loads the LLM {models.spec.llm}{reason}"
+    return f"{plan.method.name} retrieval loads the LLM {models.spec.llm}{reason}"
 
 
 def retrieve(
@@ -520,27 +419,31 @@ def retrieve(
     note: Callable[[str], None] | None = None,
 ) -> Result:
     """Evidence for ``question``; ``note`` hears (once) when retrieval loads the LLM."""
-    query = resolve_query(method_name, question, sets, k=k)
-    return retrieve_query(index, query, models, progress=progress, note=note)
+    plan = plan_query(method_name, sets, k=k)
+    return retrieve_query(
+        index, plan, checked_question(question), models, progress=progress, note=note
+    )
 
 
 def retrieve_query(
     index: Index,
-    query: Query,
+    query: QueryPlan,
+    question: str,
     models: Models,
     *,
     progress: Progress = NULL_PROGRESS,
     note: Callable[[str], None] | None = None,
     keep_state: bool = False,
 ) -> Result:
-    """:func:`retrieve` for a resolved :class:`Query`; ``keep_state`` keeps what the
-    method's own answer step needs (``evidence.state``) for :func:`ask_query`."""
+    """:func:`retrieve` for a :class:`~lcr.plans.QueryPlan` and a checked question;
+    ``keep_state`` keeps what the method's own answer step needs (``evidence.state``)
+    for :func:`ask_query`."""
     method = query.method
     reader = index.reader(method.name)
     _ = index.layouts  # a damaged layout.json fails here, before any retrieval is paid for
     needs = query.needs
     require(models, needs, f"{method.name} retrieval")
-    _align_models(reader.entry.models, models, note, needs.embedder)
+    models = query_models(reader.entry.models, query, models, note)
     message = retrieval_llm_note(query, models)
     if note is not None and message is not None:
         note(message)
@@ -551,12 +454,12 @@ def retrieve_query(
         index.documents,
         reader,
         models,
-        query.settings,
+        query.retrieval_settings,
         stored_build_settings(index, method, reader),
         progress,
         answer_tokens=query.answer.max_new_tokens,
     )
-    evidence = method.retrieve(ctx, query.question, query.k)
+    evidence = method.retrieve(ctx, question, query.k)
     check_evidence(index, method.name, evidence.items)
     if not keep_state:
         evidence.state = None  # nothing answers from it: let a KV cache go at once
@@ -567,10 +470,10 @@ def retrieve_query(
     used_models = dict(reader.entry.models)
     if needs.uses_llm and models.llm_loaded:
         used_models["llm"] = models.llm_id()
-        used_models["backend"] = str(getattr(models.llm, "backend", "unknown"))
+        used_models["backend"] = str(models.llm.backend)
         used_models["llm_run"] = describe_configuration(llm_configuration(models.llm))
     return Result(
-        question=query.question,
+        question=question,
         method=method.name,
         evidence=evidence,
         usage=evidence.usage,
@@ -607,20 +510,22 @@ def ask(
 ) -> Result:
     """Retrieve, then answer: the method's own answer step if it has one, else the
     shared one with the ``answer.*`` settings of ``sets`` (:mod:`lcr.answer`)."""
-    query = resolve_query(method_name, question, sets, k=k, max_new_tokens=max_new_tokens)
-    return ask_query(index, query, models, progress=progress, note=note)
+    plan = plan_query(method_name, sets, k=k, max_new_tokens=max_new_tokens)
+    return ask_query(index, plan, checked_question(question), models, progress=progress, note=note)
 
 
 def ask_query(
     index: Index,
-    query: Query,
+    query: QueryPlan,
+    question: str,
     models: Models,
     *,
     progress: Progress = NULL_PROGRESS,
     note: Callable[[str], None] | None = None,
     stream: AnswerStream | None = None,
 ) -> Result:
-    """:func:`ask` for a resolved :class:`Query`; ``stream`` watches the shared step."""
+    """:func:`ask` for a :class:`~lcr.plans.QueryPlan` and a checked question;
+    ``stream`` watches the shared step."""
     method = query.method
     needs = query.needs | method.answer_needs(query.settings)
     shared = method.uses_shared_answer(query.settings)
@@ -632,10 +537,14 @@ def ask_query(
     own = query  # the method's own evidence, without the deeper pool (answer.reread)
     if selecting and query.k is None and query.answer.pool > 0:
         query = dataclasses.replace(query, k=query.answer.pool)  # a deeper pool to select from
-    result = retrieve_query(index, query, models, progress=progress, note=note, keep_state=True)
+    result = retrieve_query(
+        index, query, question, models, progress=progress, note=note, keep_state=True
+    )
 
     def unselected() -> list[EvidenceItem]:  # only asked for when the pool was deeper
-        return retrieve_query(index, own, models).evidence.items
+        return retrieve_query(index, own, question, models).evidence.items
+
+    models = query_models(index.reader(method.name).entry.models, query, models)  # its embedder
 
     started = time.perf_counter()
     llm = models.llm
@@ -681,6 +590,6 @@ def ask_query(
     cite(index, result.evidence.items)  # the answer step made new items (passages, cuts)
     result.usage = result.usage.merged(models.usage_snapshot().minus(before))
     result.models["llm"] = llm.model_id
-    result.models["backend"] = str(getattr(llm, "backend", "unknown"))
+    result.models["backend"] = str(llm.backend)
     result.models["llm_run"] = describe_configuration(llm_configuration(llm))
     return result

@@ -338,7 +338,8 @@ def check_retrieval_needs_no_llm(c: MethodChecks) -> None:
 
 
 def check_k_limits(c: MethodChecks) -> None:
-    """``-k`` bounds what the method declares it counts (``k_means``)."""
+    """``-k`` bounds what the method declares it counts (``k_means``), and is the query
+    setting it names for it (``k_means.setting``)."""
     index = c.built()
     models = c.models(0.2)
     unlimited = pipeline.retrieve(index, c.name, QUESTION, models, k=1000)
@@ -348,6 +349,12 @@ def check_k_limits(c: MethodChecks) -> None:
     result = pipeline.retrieve(index, c.name, QUESTION, models, k=3)
     counted = result.evidence.info[key] if key else result.evidence.items
     assert 1 <= len(counted) <= 3, f"-k 3 gave {len(counted)} {key or 'items'}"
+    name = c.method.k_means.setting
+    if name:  # -k is that setting: the same retrieval either way
+        by_set = pipeline.retrieve(index, c.name, QUESTION, models, [f"{c.name}.{name}=3"])
+        assert [it.to_json() for it in by_set.evidence.items] == [
+            it.to_json() for it in result.evidence.items
+        ], f"-k 3 and --set {c.name}.{name}=3 gave different evidence"
 
 
 def check_k_ignored(c: MethodChecks) -> None:
@@ -381,6 +388,11 @@ def check_settings_declared_once_and_typed(c: MethodChecks) -> None:
         assert cls.from_stored(defaults.to_json()) == defaults, f"{cls.__name__} round trip"
     for key in c.method.quick_build_settings:
         assert key in c.method.build_settings.by_name(), f"quick_build_settings: no {key}"
+    if c.method.k_means.setting:
+        k_setting = c.method.query_settings.by_name().get(c.method.k_means.setting)
+        assert k_setting is not None and k_setting.value_type is int, (
+            f"k_means.setting: {c.method.k_means.setting} is no whole-number query setting"
+        )
 
 
 def check_needs_line_is_derived(c: MethodChecks) -> None:

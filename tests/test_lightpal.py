@@ -507,6 +507,7 @@ def test_multi_document_index_answers_through_the_cli(
     index = Index.open(out)
     entry = index.methods["lightpal"]
     assert entry.stats["scorer"] == "smollm2-135m"
+    assert entry.models["scorer"] == "smollm2-135m"  # the scorer role the build was bound to
     assert entry.stats["pairs_scored"] == entry.counts["nodes"] * 2
     assert entry.stats["llm_usage"]["cached_tokens"] > 0  # d_i encoded once per passage
     assert len({n.doc for n in index.reader("lightpal").nodes()}) == 3

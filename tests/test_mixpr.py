@@ -32,6 +32,7 @@ class RouterLLM:
     """Fake LLM: answers the router with a fixed P('y') and counts the calls."""
 
     model_id = "fake-router"
+    backend = "fake"
 
     def __init__(self, p_yes: float) -> None:
         self.p_yes = p_yes

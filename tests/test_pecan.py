@@ -368,8 +368,8 @@ def test_ask_answers_through_the_hook_from_the_search_cache(
     assert asked.answer
     # retrieval alone, resolved with the same reply length (the search keeps room for
     # it in the window): the same search, its cache kept for the hook, no answer yet
-    query = pipeline.resolve_query("pecan", question, max_new_tokens=12)
-    got = pipeline.retrieve_query(built, query, models, keep_state=True)
+    query = pipeline.plan_query("pecan", max_new_tokens=12)
+    got = pipeline.retrieve_query(built, query, question, models, keep_state=True)
     assert isinstance(got.evidence.state, AnswerState)
     assert got.answer is None and "generated" not in got.evidence.info["encoded_tokens"]
     assert got.evidence.info["encoded_tokens"]["answer"] == 0

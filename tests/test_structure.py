@@ -109,6 +109,21 @@ def test_models_base_is_a_leaf() -> None:
     assert not {m for m in graph["lcr.models.base"] if m.startswith("lcr.models")}
 
 
+def test_methods_see_models_through_their_roles_only() -> None:
+    """A method reads ``ctx.models.<role>`` and the protocols; it never loads, checks or
+    points a model itself (the pipeline binds each role before any work). Only the
+    contract names the container, for the contexts' type."""
+    graph = import_graph()
+    reached = {
+        (name, m)
+        for name, imports in graph.items()
+        if name.startswith("lcr.methods")
+        for m in imports
+        if m.startswith("lcr.models") and m != "lcr.models.base"
+    }
+    assert reached == {("lcr.methods.base", "lcr.models.container")}
+
+
 def test_no_file_is_over_the_line_limit() -> None:
     sizes = {
         str(p.relative_to(PACKAGE.parent)): len(p.read_text(encoding="utf-8").splitlines())

@@ -9,6 +9,7 @@ disk and memory, and into money at the user's price.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -244,19 +245,20 @@ def estimate_index(
     LLM call is made for the work (``timed`` measures rates the cache lacks; ``force``:
     builds already up to date are counted as rebuilt, as ``--force`` rebuilds them)."""
     from lcr.methods import get_method
-    from lcr.pipeline import build_settings, check_sets, expand_methods, load_documents, require
+    from lcr.pipeline import load_documents
+    from lcr.plans import build_settings, expand_methods, parse_sets, require
     from lcr.store.documents import join_documents
     from lcr.text.inputs import expand_inputs
     from lcr.text.tokens import count_tokens
 
     names = expand_methods(methods)
-    check_sets(sets)
+    parsed = parse_sets(sets)
     plans = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", config.SettingRenamed)
         for n in names:
             method = get_method(n)
-            settings = build_settings(method, sets)
+            settings = build_settings(method, parsed)
             needs = method.build_needs(settings)
             require(models, needs, f"building {n}")
             plans.append((method, settings, needs))
@@ -329,10 +331,11 @@ def _bill(
     timed: bool,
 ) -> MethodBill:
     from lcr.methods.base import EstimateContext
-    from lcr.pipeline import _same_models, _same_settings, build_models_record, require
+    from lcr.pipeline import _same_models, _same_settings, build_models_record
+    from lcr.plans import bind
 
+    est = dataclasses.replace(est, models=bind(est.models, needs))  # the scorer it names
     models = est.models
-    require(models, needs, f"building {method.name}")  # points the scorer role at its model
     role = Role.LLM if needs.uses_llm else Role.SCORER if needs.scorer else None
     backend = models.backend_of(role) if role is not None else None
     entry = existing.get(method.name)

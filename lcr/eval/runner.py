@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from lcr import config, pipeline
+from lcr import pipeline
 from lcr.answer import (
-    ANSWER_TARGET,
     ORIGINAL,
     AnswerSettings,
-    resolve_answer_settings,
     shared_answer,
 )
 from lcr.config import NoSettings, Settings
@@ -39,6 +37,7 @@ from lcr.methods import get_method
 from lcr.methods.base import Method
 from lcr.models.container import Models
 from lcr.pipeline import Result
+from lcr.plans import BUILD, QUERY, ParsedSets, QueryPlan, parse_sets, plan_build
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
 from lcr.store.manifest import Manifest
@@ -77,6 +76,8 @@ class MethodPlan:
     models: dict[str, str]
     key: str
     answer: AnswerSettings = ORIGINAL
+    # how each question is retrieved and answered (None for the gold reading)
+    plan: QueryPlan | None = None
 
     @property
     def name(self) -> str:
@@ -98,51 +99,38 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
 
 
-def split_sets(sets: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``--set`` lines split into build-time and query-time ones.
+def plan_methods(
+    names: Sequence[str], models: Models, opts: RunOptions, sets: ParsedSets | None = None
+) -> list[MethodPlan]:
+    """Resolve methods and settings up front, so every bad name or --set fails first.
 
-    One eval command builds and queries, so it takes both kinds of setting;
-    a key of neither kind fails, listing the valid ones. The shared answer step's
-    ``answer.KEY=VALUE`` go with the query ones (``pipeline.ask`` reads them).
-    """
-    pipeline.check_sets(sets)  # every key and value, answer.* included, fails here first
-    build: list[str] = []
-    query: list[str] = []
-    for text in sets:
-        target, name, _ = config.split_assignment(text)
-        if target == ANSWER_TARGET:
-            query.append(text)
-            continue
-        declared = get_method(target).build_settings
-        is_build = name in declared.by_name() or name in declared.renamed()
-        (build if is_build else query).append(text)
-    return build, query
-
-
-def plan_methods(names: Sequence[str], models: Models, opts: RunOptions) -> list[MethodPlan]:
-    """Resolve methods and settings up front, so every bad name or --set fails first."""
+    One eval command builds and queries, so each method takes the ``--set`` values of
+    both its phases (and ``answer.*``); a key of neither kind fails, listing the valid
+    ones. ``sets``: ``opts.sets`` already parsed."""
     if not names:
         raise UsageError("give at least one --method (or --method all)")
-    build_sets, query_sets = split_sets(opts.sets)
+    parsed = parse_sets(sets if sets is not None else opts.sets)
     if opts.k is not None and opts.k < 1:
         raise UsageError("-k must be at least 1")
+    if opts.max_new_tokens < 1 and not opts.retrieval_only:
+        raise UsageError("--max-new-tokens must be at least 1")
     plans = []
     if GOLD in names:
-        plans.append(gold_plan(models, opts, query_sets))
+        plans.append(gold_plan(models, opts, parsed))
         names = [n for n in names if n != GOLD]
         if not names:
             return plans
     for name in pipeline.expand_methods(names):
         method = get_method(name)
-        build = pipeline.build_settings(method, build_sets)
-        query = pipeline.query_settings(method, query_sets)
+        build = method.build_settings.build(parsed.values(method, BUILD, strict=False), label=name)
+        query = method.query_settings.build(parsed.values(method, QUERY, strict=False), label=name)
         rec: dict[str, str] = {}
         needs = method.build_needs(build) | method.retrieve_needs(query)
         if needs.embedder:
             rec["embedder"] = models.embedder_id()
         if needs.uses_llm or not opts.retrieval_only:
             rec["llm"] = models.llm_id()
-        answer = pipeline.answer_settings(method, query_sets, opts.max_new_tokens)
+        answer = pipeline.answer_settings(method, parsed, opts.max_new_tokens)
         what = {
             "method": name,
             "build": stable_keys(build),
@@ -156,18 +144,21 @@ def plan_methods(names: Sequence[str], models: Models, opts: RunOptions) -> list
             # the answer step as before answer.* settings adds nothing, so results
             # made before them keep their key (and are not run again)
             what["answer"] = answer.choices()
-        plans.append(MethodPlan(method, build, query, rec, _digest(what), answer))
+        # retrieval alone leaves room for lcr's default reply (pipeline.retrieve's)
+        reply = answer.replace(max_new_tokens=256) if opts.retrieval_only else answer
+        asked = QueryPlan(method, query, reply, opts.k)
+        plans.append(MethodPlan(method, build, query, rec, _digest(what), answer, asked))
     return plans
 
 
-def gold_plan(models: Models, opts: RunOptions, query_sets: Sequence[str]) -> MethodPlan:
+def gold_plan(models: Models, opts: RunOptions, sets: ParsedSets) -> MethodPlan:
     """The gold-evidence reading as a plan: nothing to build, the shared answer step."""
     if opts.retrieval_only:
         raise UsageError(
             "-m gold reads the gold evidence: it needs the answer step, not --retrieval-only"
         )
     # the ceiling reads every gold sentence: nothing to select from
-    answer = resolve_answer_settings(query_sets, opts.max_new_tokens).replace(select="off")
+    answer = pipeline.answer_settings(None, sets, opts.max_new_tokens).replace(select="off")
     rec = {"llm": models.llm_id()}
     what = {
         "method": GOLD,
@@ -391,7 +382,6 @@ def run(
     if opts.documents_root is not None and not opts.documents_root.is_dir():
         raise UsageError(f"--documents-root {opts.documents_root} is not a folder")
     plans = plan_methods(opts.methods, models, opts)
-    build_sets, query_sets = split_sets(opts.sets)
     questions = dataset.load(data_path, opts.limit, opts.documents_root)
     out = opts.out or default_out(data_path)
     if out.exists() and out.is_dir():
@@ -405,6 +395,11 @@ def run(
     pending = [(q, p) for q in questions for p in plans if (q.id, p.key) not in done]
     skipped = len(questions) * len(plans) - len(pending)
     new = 0
+    builds = {  # every build's needs checked once, before the first index is opened
+        p.name: plan_build(p.method, p.build, models)
+        for p in plans
+        if p.method is not None and any(plan is p for _, plan in pending)
+    }
     if pending:
         out.parent.mkdir(parents=True, exist_ok=True)
         task = progress.task("eval", total=len(pending))
@@ -415,14 +410,14 @@ def run(
                 if not group_plans:
                     continue
                 index = open_index(group[0], index_dir)
-                built = [p.name for p in group_plans if p.method is not None]
-                pipeline.build(index, built, models, build_sets, progress=progress)
+                built = [builds[p.name] for p in group_plans if p.method is not None]
+                pipeline.build(index, built, models, progress=progress)
                 for q in group:
                     gold, gold_docs = source_spans(q, index)
                     for plan in group_plans:
                         if (q.id, plan.key) not in todo:
                             continue
-                        rec = run_one(q, plan, index, models, opts, gold, gold_docs, query_sets)
+                        rec = run_one(q, plan, index, models, opts, gold, gold_docs)
                         fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                         fh.flush()
                         done[(q.id, plan.key)] = rec
@@ -432,8 +427,8 @@ def run(
     by_id = {q.id: q for q in questions}
     for rec in records:
         backfill_answer_found(rec, by_id[rec["id"]])
-    builds = build_costs(questions, plans, index_dir)
-    return RunOutcome(questions, plans, records, builds, new, skipped, out)
+    costs = build_costs(questions, plans, index_dir)
+    return RunOutcome(questions, plans, records, costs, new, skipped, out)
 
 
 def _results_file(out: Path) -> TextIO:
@@ -487,18 +482,17 @@ def gold_result(
         answer=out.text,
         usage=models.usage_snapshot().minus(before),
         timings={"answer_s": wall},
-        models={"llm": llm.model_id, "backend": str(getattr(llm, "backend", "unknown"))},
+        models={"llm": llm.model_id, "backend": str(llm.backend)},
         answer_settings={**plan.answer.to_json(), "step": "shared"},
     )
     result.support = out.support_json()
     return result, wall
 
 
-def _warm(plan: MethodPlan, models: Models, opts: RunOptions, query_sets: Sequence[str]) -> None:
+def _warm(plan: MethodPlan, query: QueryPlan, models: Models, opts: RunOptions) -> None:
     """Load the models a query needs before the clock starts (wall time is per query)."""
     if "embedder" in plan.models:
         _ = models.embedder
-    query = pipeline.resolve_query(plan.name, "warm-up", query_sets)
     if not opts.retrieval_only or query.needs.uses_llm:
         message = pipeline.retrieval_llm_note(query, models)
         if opts.retrieval_only and message is not None and opts.note is not None:
@@ -514,25 +508,17 @@ def run_one(
     opts: RunOptions,
     gold: list[tuple[int, int] | None],
     gold_docs: list[int],
-    query_sets: Sequence[str] = (),
 ) -> dict[str, Any]:
-    if plan.method is None:
+    if plan.method is None or plan.plan is None:
         result, wall = gold_result(q, plan, index, models, gold, gold_docs)
         return _record(q, plan, opts, result, score(q, result, gold, gold_docs, None, wall))
-    _warm(plan, models, opts, query_sets)
+    _warm(plan, plan.plan, models, opts)
     started = time.perf_counter()
+    question = pipeline.checked_question(q.question)
     if opts.retrieval_only:
-        result = pipeline.retrieve(index, plan.name, q.question, models, query_sets, k=opts.k)
+        result = pipeline.retrieve_query(index, plan.plan, question, models)
     else:
-        result = pipeline.ask(
-            index,
-            plan.name,
-            q.question,
-            models,
-            query_sets,
-            k=opts.k,
-            max_new_tokens=opts.max_new_tokens,
-        )
+        result = pipeline.ask_query(index, plan.plan, question, models)
     wall = time.perf_counter() - started - result.timings.get("llm_load_s", 0.0)
     params = None
     if result.usage.calls:

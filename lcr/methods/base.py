@@ -56,6 +56,8 @@ class Needs:
     scorer: frozenset[Capability] = frozenset()  # a second LLM (LightPAL's scorer)
     scorer_model: str = ""  # the model the scorer role loads (a setting's value)
     why: str = ""
+    # said after the error when the scorer model is not there: how to do without it
+    scorer_missing: str = field(default="", compare=False)
 
     def __or__(self, other: Needs) -> Needs:
         return Needs(
@@ -64,6 +66,7 @@ class Needs:
             self.scorer | other.scorer,
             self.scorer_model or other.scorer_model,
             self.why or other.why,
+            self.scorer_missing or other.scorer_missing,
         )
 
     @property
@@ -94,14 +97,21 @@ class KMeaning:
     ``counts`` says in words what it counts; ``info_key`` names a list in
     ``evidence.info`` that ``-k`` bounds when it does not bound the evidence itself
     (GraphReader's exploration paths start from ``initial_nodes``); ``applies`` is
-    False for a method that ignores ``-k`` (``full`` returns the whole text)."""
+    False for a method that ignores ``-k`` (``full`` returns the whole text).
+
+    ``setting`` names the query setting ``-k`` overrides (``top_k``): the pipeline
+    sets it, so ``-k 3`` is ``--set METHOD.top_k=3`` and the method reads
+    ``ctx.settings``; empty when ``-k`` is no setting's value (the method then reads
+    the ``k`` argument of :meth:`Method.retrieve` alone)."""
 
     counts: str = "the evidence items returned"
     info_key: str = ""
     applies: bool = True
+    setting: str = ""
 
 
 EVIDENCE_ITEMS = KMeaning()
+TOP_K = KMeaning(setting="top_k")  # -k is the top_k query setting: the evidence items
 
 
 @dataclass

@@ -18,6 +18,7 @@ from lcr.config import NoSettings, Settings, setting
 from lcr.errors import IndexDamagedError
 from lcr.evidence import Evidence
 from lcr.methods.base import (
+    TOP_K,
     BuildContext,
     KMeaning,
     Method,
@@ -236,6 +237,7 @@ def _bm25_tokenize(texts: list[str], settings: BM25Settings) -> list[list[str]]:
 class BM25(Method[BM25Settings, TopK]):
     name = "bm25"
     manual = "docs/methods/baselines.md"
+    k_means = TOP_K
     summary = "Okapi BM25 over sentence-respecting chunks (bm25s)"
     paper = ""
     built_by_default = True
@@ -266,6 +268,7 @@ class BM25(Method[BM25Settings, TopK]):
 class TfIdf(Method[ChunkSettings, TopK]):
     name = "tfidf"
     manual = "docs/methods/baselines.md"
+    k_means = TOP_K
     summary = "TF-IDF cosine similarity over chunks (after the MixPR paper's RAG-Sparse)"
     paper = ""
     build_settings = ChunkSettings
@@ -290,6 +293,7 @@ class TfIdf(Method[ChunkSettings, TopK]):
 class Dense(Method[ChunkSettings, TopK]):
     name = "dense"
     manual = "docs/methods/baselines.md"
+    k_means = TOP_K
     summary = "cosine similarity of sentence-transformer embeddings over chunks"
     paper = ""
     build_settings = ChunkSettings
@@ -314,6 +318,7 @@ class Dense(Method[ChunkSettings, TopK]):
 class Hybrid(Method[ChunkSettings, HybridQuery]):
     name = "hybrid"
     manual = "docs/methods/baselines.md"
+    k_means = TOP_K
     summary = "0.15 x TF-IDF cosine + 0.85 x dense cosine (after the MixPR paper's RAG-Hybrid)"
     paper = "Alonso & Millidge 2024 (MixPR), RAG baselines"
     build_settings = ChunkSettings

@@ -39,6 +39,7 @@ from lcr.graph.pagerank import PAPER_MAX_ITER, StoredGraph
 from lcr.graph.similarity import REFUSE_OVER, GraphTooLarge
 from lcr.methods.base import (
     NOTHING,
+    TOP_K,
     BuildContext,
     Method,
     Needs,
@@ -326,6 +327,7 @@ QueryCtx = QueryContext[MixPRBuild, MixPRQuery]
 class MixPR(Method[MixPRBuild, MixPRQuery]):
     name = "mixpr"
     manual = "docs/methods/mixpr.md"
+    k_means = TOP_K
     summary = "mixture of PageRanks over a TF-IDF sentence graph; no LLM to build, real-time on CPU"
     answer_paper: ClassVar[Mapping[str, SettingValue]] = {
         "order": "document"

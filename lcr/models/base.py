@@ -337,10 +337,9 @@ def require_attention(llm: LLM, purpose: str) -> AttentionLLM:
     """``llm`` as an :class:`AttentionLLM`, or a one-line error naming what needed it."""
     caps: frozenset[Capability] = getattr(llm, "capabilities", frozenset())
     if Capability.ATTENTION not in caps or not isinstance(llm, AttentionLLM):
-        backend = getattr(llm, "backend", type(llm).__name__)
         raise ModelError(
             f"{purpose} reads attention weights and a KV cache from an in-process model: "
-            f"it needs the transformers backend, not {backend}"
+            f"it needs the transformers backend, not {llm.backend}"
         )
     return llm
 
@@ -370,9 +369,9 @@ def cpu_configuration(backend: str) -> Configuration:
     return configuration(backend, "cpu", None, None)
 
 
-def llm_configuration(llm: object) -> Configuration:
+def llm_configuration(llm: LLM) -> Configuration:
     """The configuration a loaded (or injected) LLM runs with."""
-    backend = str(getattr(llm, "backend", "unknown"))
+    backend = str(llm.backend)
     if backend == "openai":
         return cpu_configuration("openai")
     device = str(getattr(llm, "device", "cpu"))

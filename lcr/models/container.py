@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Self
 
 from lcr.errors import CapabilityError
 from lcr.evidence import Usage
@@ -29,18 +30,31 @@ _GENERATE = frozenset({Capability.GENERATE})
 
 
 @dataclass
+class _Loaded:
+    """What a run's models have loaded, chosen and been asked for: one object shared by
+    every binding of them (:meth:`Models.bound`), so a model is loaded once per run."""
+
+    llm: LLM | None = None
+    embedder: Embedder | None = None
+    scorer: LLM | None = None
+    scorer_name: str | None = None  # the spec.scorer the scorer's state below belongs to
+    # what the commands run so far need of each LLM role (see :meth:`Models.require_role`)
+    needs: dict[Role, frozenset[Capability]] = field(default_factory=dict)
+    backends: dict[Role, str] = field(default_factory=dict)  # chosen for those needs
+
+
+@dataclass
 class Models:
-    """Lazily loaded models. Pass ``llm=`` / ``embedder=`` / ``scorer=`` to inject ready objects."""
+    """Lazily loaded models. Pass ``llm=`` / ``embedder=`` / ``scorer=`` to inject ready objects.
+
+    ``spec`` is what the caller asked for; lcr never changes it. A phase that works
+    with another model in a role (the embedder an index was built with, a method's
+    scorer) gets :meth:`bound` models: the same loaded models, its roles fixed.
+    """
 
     spec: ModelSpec = field(default_factory=ModelSpec)
     progress: Progress = NULL_PROGRESS
-    _llm: LLM | None = None
-    _embedder: Embedder | None = None
-    _scorer: LLM | None = None
-    _scorer_name: str | None = None  # the spec.scorer the scorer's state below belongs to
-    # what the commands run so far need of each LLM role (see :meth:`require_role`)
-    _needs: dict[Role, frozenset[Capability]] = field(default_factory=dict)
-    _backends: dict[Role, str] = field(default_factory=dict)  # chosen for those needs
+    _loaded: _Loaded = field(default_factory=_Loaded, repr=False)
 
     @classmethod
     def with_objects(
@@ -53,9 +67,43 @@ class Models:
         spec = spec or ModelSpec()
         if scorer is not None and spec.scorer is None:
             spec = dataclasses.replace(spec, scorer=scorer.model_id)
-        return cls(
-            spec=spec, _llm=llm, _embedder=embedder, _scorer=scorer, _scorer_name=spec.scorer
-        )
+        loaded = _Loaded(llm=llm, embedder=embedder, scorer=scorer, scorer_name=spec.scorer)
+        return cls(spec=spec, _loaded=loaded)
+
+    def bound(self, embedder: str, scorer: str | None, llm: str | None = None) -> Self:
+        """These models with the embedder role fixed to ``embedder``, the scorer role to
+        ``scorer`` (None: the LLM itself) and the LLM to ``llm`` (None: as asked), for
+        one phase. What is loaded is shared; a model already loaded in a role stays."""
+        llm = llm or self.spec.llm
+        if (embedder, scorer, llm) == (self.spec.embedder, self.spec.scorer, self.spec.llm):
+            return self
+        spec = dataclasses.replace(self.spec, embedder=embedder, scorer=scorer, llm=llm)
+        return dataclasses.replace(self, spec=spec)
+
+    # the loaded objects, by their names before the shared state (tests and subclasses)
+    @property
+    def _llm(self) -> LLM | None:
+        return self._loaded.llm
+
+    @_llm.setter
+    def _llm(self, llm: LLM | None) -> None:
+        self._loaded.llm = llm
+
+    @property
+    def _embedder(self) -> Embedder | None:
+        return self._loaded.embedder
+
+    @_embedder.setter
+    def _embedder(self, embedder: Embedder | None) -> None:
+        self._loaded.embedder = embedder
+
+    @property
+    def _scorer(self) -> LLM | None:
+        return self._loaded.scorer
+
+    @_scorer.setter
+    def _scorer(self, scorer: LLM | None) -> None:
+        self._loaded.scorer = scorer
 
     # ------------------------------------------------------------------ roles
 
@@ -64,7 +112,7 @@ class Models:
         if self._llm is None:
             from lcr.models.loading import load_llm
 
-            backend = self._backends.get(Role.LLM) or self.require(_GENERATE, "the LLM")
+            backend = self._loaded.backends.get(Role.LLM) or self.require(_GENERATE, "the LLM")
             self._llm = load_llm(self.spec, self.progress, backend=backend)
         return self._llm
 
@@ -90,7 +138,7 @@ class Models:
         if scorer is None:
             from lcr.models.loading import load_llm
 
-            backend = self._backends.get(Role.SCORER) or self.require_role(
+            backend = self._loaded.backends.get(Role.SCORER) or self.require_role(
                 Role.SCORER, _GENERATE, "the scorer"
             )
             scorer = self._scorer = load_llm(self._scorer_spec(), self.progress, backend=backend)
@@ -119,24 +167,24 @@ class Models:
             role = Role.LLM
         loaded = self._llm if role is Role.LLM else self._current_scorer()  # resets a stale one
         spec = self.spec if role is Role.LLM else self._scorer_spec()
-        chosen = self._backends.get(role)
+        chosen = self._loaded.backends.get(role)
         if not needs:
             return chosen or spec.backend
         if loaded is not None:
             caps = getattr(loaded, "capabilities", None)
             missing = needs - caps if caps is not None else frozenset()
-            backend = str(getattr(loaded, "backend", chosen or spec.backend))
+            backend = str(loaded.backend)
             if missing:
                 raise CapabilityError(
                     f"{purpose} needs {describe_capabilities(missing)}, which the loaded "
-                    f"{getattr(loaded, 'backend', 'LLM')} backend does not provide"
+                    f"{backend} backend does not provide"
                 )
-            self._needs[role] = self._needs.get(role, frozenset()) | needs
+            self._loaded.needs[role] = self._loaded.needs.get(role, frozenset()) | needs
             return backend
-        wanted = self._needs.get(role, frozenset()) | needs
-        self._backends[role] = choose_backend(spec.backend, wanted, purpose, spec)
-        self._needs[role] = wanted
-        return self._backends[role]
+        wanted = self._loaded.needs.get(role, frozenset()) | needs
+        self._loaded.backends[role] = choose_backend(spec.backend, wanted, purpose, spec)
+        self._loaded.needs[role] = wanted
+        return self._loaded.backends[role]
 
     # ---------------------------------------------------------- role-generic
 
@@ -164,8 +212,8 @@ class Models:
             role = Role.LLM
         loaded = self._llm if role is Role.LLM else self._current_scorer()
         if loaded is not None:
-            return str(getattr(loaded, "backend", self._backends.get(role) or self.spec.backend))
-        return self._backends.get(role)
+            return str(loaded.backend)
+        return self._loaded.backends.get(role)
 
     def configuration(self, role: Role) -> Configuration | None:
         """What ``role``'s LLM runs (or will run) with: backend, device, dtype, quantisation;
@@ -175,7 +223,7 @@ class Models:
         loaded = self._llm if role is Role.LLM else self._current_scorer()
         if loaded is not None:
             return llm_configuration(loaded)
-        backend = self._backends.get(role)
+        backend = self._loaded.backends.get(role)
         if backend is None:
             return None
         spec = self.spec if role is Role.LLM else self._scorer_spec()
@@ -222,11 +270,11 @@ class Models:
         A method may name another scorer between commands: what was chosen, needed
         and loaded for the previous name is dropped then.
         """
-        if self._scorer_name != self.spec.scorer:
+        if self._loaded.scorer_name != self.spec.scorer:
             self._scorer = None
-            self._needs.pop(Role.SCORER, None)
-            self._backends.pop(Role.SCORER, None)
-            self._scorer_name = self.spec.scorer
+            self._loaded.needs.pop(Role.SCORER, None)
+            self._loaded.backends.pop(Role.SCORER, None)
+            self._loaded.scorer_name = self.spec.scorer
         return self._scorer
 
     def _scorer_spec(self) -> ModelSpec:

@@ -171,7 +171,9 @@ def chunk_nodes(documents: Iterable[tuple[int, int, str]], chunk_tokens: int) ->
 class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
     name = "graphreader"
     manual = "docs/methods/graphreader.md"
-    k_means = KMeaning(counts="exploration paths, the paper's N", info_key="initial_nodes")
+    k_means = KMeaning(
+        counts="exploration paths, the paper's N", info_key="initial_nodes", setting="initial_nodes"
+    )
     traces = True
     summary = (
         "graph of key elements and atomic facts (LLM-extracted), explored by an LLM agent "

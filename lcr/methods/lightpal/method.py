@@ -28,6 +28,7 @@ from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     NOTHING,
+    TOP_K,
     AnswerContext,
     BuildContext,
     EstimateContext,
@@ -47,13 +48,7 @@ from lcr.methods.lightpal.graph import (
 )
 from lcr.methods.lightpal.passages import cut_passages, head_of
 from lcr.methods.lightpal.prompt import summary_prompt
-from lcr.methods.lightpal.scoring import (
-    SCORER_NEEDS,
-    USE_LLM,
-    PairScorer,
-    check_scorer,
-    load_scorer,
-)
+from lcr.methods.lightpal.scoring import SCORER_NEEDS, SMALLER_SCORER, USE_LLM, PairScorer
 from lcr.progress import OneTask, Task
 from lcr.scoring.bm25 import BM25Index, bm25_tokenize
 from lcr.store import MethodReader, Node
@@ -183,6 +178,7 @@ class LightPALQuery(Settings):
 class LightPAL(Method[LightPALBuild, LightPALQuery]):
     name = "lightpal"
     manual = "docs/methods/lightpal.md"
+    k_means = TOP_K
     quick_build_settings: ClassVar[Mapping[str, SettingValue]] = {"scorer": "llm"}
     summary = (
         "passage graph whose edges an LLM scores by P(d_j | d_i); BM25/dense passages plus "
@@ -206,7 +202,12 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         its own model, loaded by the build (slow: k' pairs per passage)."""
         if settings.scorer == USE_LLM:
             return Needs(llm=SCORER_NEEDS, embedder=True)
-        return Needs(embedder=True, scorer=SCORER_NEEDS, scorer_model=settings.scorer)
+        return Needs(
+            embedder=True,
+            scorer=SCORER_NEEDS,
+            scorer_model=settings.scorer,
+            scorer_missing=SMALLER_SCORER,
+        )
 
     def retrieve_needs(self, settings: LightPALQuery) -> Needs:
         return Needs(embedder=True) if settings.initial == "dense" else NOTHING
@@ -246,7 +247,6 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[LightPALBuild]) -> None:
         s = ctx.settings
-        check_scorer(s.scorer)
         seconds: dict[str, float] = {}
 
         t = time.perf_counter()
@@ -265,7 +265,7 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         seconds["embedding_candidates"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        scorer_llm = load_scorer(ctx.models, s.scorer)
+        scorer_llm = ctx.models.llm if s.scorer == USE_LLM else ctx.models.scorer
         seconds["scorer_load"] = time.perf_counter() - t
         scorer = PairScorer(
             scorer_llm,
@@ -296,7 +296,7 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         ctx.out.stats.update(
             {
                 "scorer": scorer_llm.model_id,
-                "scorer_backend": str(getattr(scorer_llm, "backend", "")),
+                "scorer_backend": str(scorer_llm.backend),
                 **scorer.stats.to_json(),
                 "seconds": {key: round(v, 3) for key, v in seconds.items()},
             }

@@ -28,14 +28,15 @@ from typing import Any, Literal
 
 import numpy as np
 
-from lcr.errors import LcrError, LLMCallError, ModelError
-from lcr.models.base import LLM, Capability, Role
-from lcr.models.container import Models
+from lcr.errors import LcrError, LLMCallError
+from lcr.models.base import LLM, Capability
 from lcr.progress import Task
 from lcr.store import LLMCache, cache_key
 
 SCORER_NEEDS = frozenset({Capability.CONTINUATION_LOGPROB, Capability.PREFIX_CACHE})
 USE_LLM = "llm"  # lightpal.scorer=llm scores with the --llm model
+# said when the scorer model is not there (the pipeline checks before any work)
+SMALLER_SCORER = "or score with a smaller model: --set lightpal.scorer=smollm2-135m"
 # v2: a row per passage, {"pairs": {pair id: [logprob sum, tokens]}}; v1: {"scores": [mean]}
 SCORE_VERSION = "lightpal-context-score-v2"
 MEAN_ONLY_VERSION = "lightpal-context-score-v1"
@@ -54,29 +55,6 @@ def context_scores(logprobs: np.ndarray, tokens: np.ndarray, kind: ContextScore)
         counts = np.asarray(tokens, dtype=np.float64)
         return np.divide(logprobs, counts, out=np.zeros_like(logprobs), where=counts > 0)
     raise ValueError(f"context_score must be one of {CONTEXT_SCORES}, got {kind!r}")
-
-
-def check_scorer(name: str) -> None:
-    """Fail before any work when the scorer model is not there, saying how to get it."""
-    if name == USE_LLM:
-        return
-    from lcr.models.loading import check_available
-
-    try:
-        check_available(name, "llm", "scorer")
-    except ModelError as exc:
-        raise ModelError(
-            f"lightpal's scorer: {exc}; or score with a smaller model: "
-            "--set lightpal.scorer=smollm2-135m"
-        ) from None
-
-
-def load_scorer(models: Models, name: str) -> LLM:
-    """The scorer LLM, ``models.scorer``: ``--llm`` itself for ``llm`` or when it is the same
-    model, else a second model on a backend able to give log-probabilities (checked first)."""
-    models.spec.scorer = None if name == USE_LLM else name
-    models.require_role(Role.SCORER, SCORER_NEEDS, "lightpal's scorer")
-    return models.scorer
 
 
 @dataclass

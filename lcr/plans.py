@@ -1,0 +1,295 @@
+"""Where a run's input becomes typed plans, once, before any work.
+
+Every ``--set`` of a run is parsed once (:func:`parse_sets`); from it each method's
+typed settings are built, ``-k`` is attached to the query, what each phase needs is
+checked against the backends (:func:`require`) and each model role is bound
+(:func:`bind`). The CLI, the Python API and ``lcr eval`` make these plans where
+input enters; :mod:`lcr.pipeline` takes them as they are and parses nothing.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lcr import config
+from lcr.answer import ANSWER_TARGET, AnswerSettings
+from lcr.config import Settings, SettingValue
+from lcr.errors import ModelError, SettingError, UsageError
+from lcr.methods import get_method, method_names
+from lcr.methods.base import Method, Needs
+from lcr.models.base import Role
+from lcr.models.container import Models
+
+AnyMethod = Method[Any, Any]
+BUILD, QUERY = "build", "query"
+OTHER_COMMAND = {BUILD: "ask/retrieve", QUERY: "index"}  # where the other phase's keys go
+
+
+# ------------------------------------------------------------------ --set, once
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One ``--set`` parsed: the method (or ``answer``) it names, the key as written,
+    the setting's current name, its typed value and the phase that declares it."""
+
+    target: str
+    given: str
+    name: str
+    value: SettingValue
+    phase: str  # BUILD, QUERY or ANSWER_TARGET
+
+
+@dataclass(frozen=True)
+class ParsedSets:
+    """Every ``--set`` of a run, each parsed once and checked: every target is a known
+    method (or ``answer``), every key a setting of one of its phases, every value valid."""
+
+    assignments: tuple[Assignment, ...] = ()
+
+    def answer_values(self) -> dict[str, SettingValue]:
+        return {a.name: a.value for a in self.assignments if a.phase == ANSWER_TARGET}
+
+    def values(self, method: AnyMethod, phase: str, *, strict: bool = True) -> dict[str, Any]:
+        """``method``'s values for ``phase``; ``strict``: a key of its other phase fails,
+        naming the command that takes it (``lcr eval`` takes both). An old name is
+        taken with a :class:`~lcr.config.SettingRenamed` warning."""
+        values: dict[str, Any] = {}
+        for a in self.assignments:
+            if a.target != method.name:
+                continue
+            if a.phase != phase:
+                if strict:
+                    raise SettingError(
+                        f"{a.target}.{a.given} is a setting of 'lcr {OTHER_COMMAND[phase]}', "
+                        "not of this command"
+                    )
+                continue
+            if a.given != a.name:
+                warnings.warn(
+                    config.SettingRenamed(
+                        f"{a.target}.{a.given} is now {a.target}.{a.name}; "
+                        "the old name goes in the next release"
+                    ),
+                    stacklevel=2,
+                )
+            values[a.name] = a.value
+        return values
+
+
+def parse_sets(sets: Sequence[str] | ParsedSets) -> ParsedSets:
+    """Parse and check every ``--set`` once: the shared answer step's (``answer.*``)
+    first, then the methods' in order; a bad one is a one-line
+    :class:`~lcr.errors.SettingError` (exit 2), even for a method the command does not use."""
+    if isinstance(sets, ParsedSets):
+        return sets
+    split = [(text, *config.split_assignment(text)) for text in sets]
+    if any((target, name) == (ANSWER_TARGET, "max_new_tokens") for _, target, name, _ in split):
+        raise SettingError("answer.max_new_tokens is set with the --max-new-tokens option")
+    answers = [_answer_assignment(name, raw) for _, t, name, raw in split if t == ANSWER_TARGET]
+    AnswerSettings.build({a.name: a.value for a in answers}, label=ANSWER_TARGET)
+    known = set(method_names())
+    methods = [
+        _method_assignment(target, name, raw, known)
+        for _, target, name, raw in split
+        if target != ANSWER_TARGET
+    ]
+    return ParsedSets((*answers, *methods))
+
+
+def _answer_assignment(name: str, raw: str) -> Assignment:
+    renamed = AnswerSettings.renamed()
+    current = renamed.get(name, name)
+    if current != name:
+        warnings.warn(
+            config.SettingRenamed(
+                f"{ANSWER_TARGET}.{name} is now {ANSWER_TARGET}.{current}; "
+                "the old name goes in the next release"
+            ),
+            stacklevel=3,
+        )
+    declared = AnswerSettings.by_name()
+    if current not in declared:
+        valid = ", ".join(sorted(declared)) or "none"
+        raise SettingError(f"unknown setting {ANSWER_TARGET}.{name}; valid: {valid}")
+    value = declared[current].parse(raw, f"{ANSWER_TARGET}.{current}")
+    return Assignment(ANSWER_TARGET, name, current, value, ANSWER_TARGET)
+
+
+def _method_assignment(target: str, name: str, raw: str, known: set[str]) -> Assignment:
+    if target not in known:
+        raise SettingError(
+            f"--set names unknown method {target!r}; known: {', '.join(sorted(known))}"
+        )
+    method = get_method(target)  # only the methods named are loaded (a plugin may fail)
+    for phase, cls in ((BUILD, method.build_settings), (QUERY, method.query_settings)):
+        current = cls.renamed().get(name, name)
+        if current in cls.by_name():
+            value = cls.by_name()[current].parse(raw, f"{target}.{current}")
+            return Assignment(target, name, current, value, phase)
+    declared = {n for cls in (method.build_settings, method.query_settings) for n in cls.by_name()}
+    raise SettingError(
+        f"unknown setting {target}.{name}; valid: {', '.join(sorted(declared)) or 'none'}"
+    )
+
+
+def build_settings(method: AnyMethod, sets: Sequence[str] | ParsedSets) -> Settings:
+    """``method``'s typed build settings: its defaults overridden by ``--set``."""
+    values = parse_sets(sets).values(method, BUILD)
+    return method.build_settings.build(values, label=method.name)
+
+
+def query_settings(method: AnyMethod, sets: Sequence[str] | ParsedSets) -> Settings:
+    """``method``'s typed query settings: its defaults overridden by ``--set``."""
+    values = parse_sets(sets).values(method, QUERY)
+    return method.query_settings.build(values, label=method.name)
+
+
+def answer_settings(
+    method: AnyMethod | None, sets: Sequence[str] | ParsedSets, max_new_tokens: int = 256
+) -> AnswerSettings:
+    """The :class:`~lcr.answer.AnswerSettings` ``method`` answers with: lcr's defaults,
+    the values its paper fixes (``Method.answer_paper``), then ``--set answer.*``
+    (``method`` None: lcr's defaults, then ``--set``)."""
+    values: dict[str, Any] = dict(method.answer_paper) if method is not None else {}
+    values.update(parse_sets(sets).answer_values())
+    return AnswerSettings.build(values, label=ANSWER_TARGET).replace(max_new_tokens=max_new_tokens)
+
+
+# ------------------------------------------------------------ needs and roles
+
+
+def bind(models: Models, needs: Needs, embedder: str | None = None) -> Models:
+    """The models one phase works with, each role fixed before any work: the scorer
+    role to the model ``needs`` names for it (none: the LLM itself), the embedder to
+    ``embedder`` (the one an index was built with) or the one asked for. The caller's
+    models are not changed; what is loaded is shared."""
+    scorer = (needs.scorer_model or None) if needs.scorer else models.spec.scorer
+    return models.bound(embedder or models.spec.embedder, scorer)
+
+
+def require(models: Models, needs: Needs, purpose: str) -> None:
+    """Check, before any work, that the backends can do what ``needs`` asks of each role.
+    No role changes its model; the models remember what was asked of each, so one
+    backend is chosen for all the phases of a run."""
+    roles = bind(models, needs)
+    if needs.llm:
+        roles.require_role(Role.LLM, needs.llm, purpose)
+    if needs.scorer:
+        roles.require_role(Role.SCORER, needs.scorer, purpose)
+
+
+# ------------------------------------------------------------------ builds
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """One method's build as a run does it: its typed settings and what it needs,
+    checked against the backends (:func:`plan_build`)."""
+
+    method: AnyMethod
+    settings: Settings
+    needs: Needs
+
+
+def plan_build(method: AnyMethod, settings: Settings, models: Models) -> BuildPlan:
+    """``method``'s build with ``settings``, its needs checked before any work: the
+    backends can do them, and a second model it names (a scorer) is there."""
+    needs = method.build_needs(settings)
+    require(models, needs, f"building {method.name}")
+    if needs.scorer and needs.scorer_model:
+        from lcr.models.loading import check_available
+
+        try:
+            check_available(needs.scorer_model, "llm", "scorer")
+        except ModelError as exc:
+            hint = f"; {needs.scorer_missing}" if needs.scorer_missing else ""
+            raise ModelError(f"{method.name}'s scorer: {exc}{hint}") from None
+    return BuildPlan(method, settings, needs)
+
+
+def expand_methods(requested: Sequence[str]) -> list[str]:
+    """``all`` means every method; nothing means the methods that need no LLM."""
+    from lcr.methods import default_build_methods
+
+    if not requested:
+        return default_build_methods()
+    names: list[str] = []
+    for name in requested:
+        for n in method_names() if name == "all" else [name]:
+            get_method(n)  # unknown names fail here, before any work
+            if n not in names:
+                names.append(n)
+    return names
+
+
+def plan_builds(
+    methods: Sequence[str], models: Models, sets: Sequence[str] | ParsedSets = ()
+) -> list[BuildPlan]:
+    """Every method's build planned and checked before any work (``methods`` as
+    given: :func:`expand_methods` first for ``all`` or nothing)."""
+    parsed = parse_sets(sets)
+    return [plan_build(m, build_settings(m, parsed), models) for m in map(get_method, methods)]
+
+
+# ------------------------------------------------------------------ queries
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """How to answer questions, resolved once where input enters: the method, its
+    typed query settings (as ``--set`` made them), the answer step's settings and
+    ``-k``. Questions come separately; everything below takes the plan as it is."""
+
+    method: AnyMethod
+    settings: Settings
+    answer: AnswerSettings
+    k: int | None = None
+
+    @property
+    def needs(self) -> Needs:
+        """What retrieving with this plan needs (answering adds ``answer_needs``)."""
+        return self.method.retrieve_needs(self.settings)
+
+    @property
+    def retrieval_settings(self) -> Settings:
+        """The settings a retrieval reads: ``-k`` is the setting the method names for it
+        (``Method.k_means.setting``), so ``-k 3`` and ``--set bm25.top_k=3`` are one."""
+        name = self.method.k_means.setting
+        if self.k is None or not name:
+            return self.settings
+        return self.settings.replace(**{name: self.k})
+
+
+def plan_query(
+    method_name: str,
+    sets: Sequence[str] | ParsedSets = (),
+    *,
+    k: int | None = None,
+    max_new_tokens: int = 256,
+) -> QueryPlan:
+    """Check everything a query carries but its question before any index opens or
+    model loads: the method, every ``--set`` (even one for another method), ``k``."""
+    method = get_method(method_name)
+    parsed = parse_sets(sets)
+    if k is not None and k < 1:
+        raise UsageError("-k must be at least 1")
+    if max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be at least 1")
+    return QueryPlan(
+        method=method,
+        settings=query_settings(method, parsed),
+        answer=answer_settings(method, parsed, max_new_tokens),
+        k=k,
+    )
+
+
+def checked_question(question: str) -> str:
+    """The question as the methods read it: stripped, never empty."""
+    q = question.strip()
+    if not q:
+        raise UsageError("the question is empty")
+    return q

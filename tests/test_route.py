@@ -1,0 +1,176 @@
+"""One route for a query (issue 38): every ``--set`` is parsed once per run, however
+many questions; each build's needs are checked once per method; and the models a
+phase binds (the index's embedder, a method's scorer) never change the caller's."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from lcr import config, pipeline
+from lcr.cli import cli
+from lcr.cli_models import Seams
+from lcr.config import value_text
+from lcr.eval.cli import eval_group
+from lcr.methods import get_method
+from lcr.methods.base import Needs
+from lcr.models.base import Capability
+from lcr.models.container import Models
+from lcr.models.hashing import HashingEmbedder
+from lcr.models.spec import ModelSpec
+from lcr.store import Index
+from lcr.testing import ScriptedLLM, sample_text
+
+QUESTIONS = ["Who found the golden slipper?", "Where was the silver dress?", "Who lost a lentil?"]
+SETS = ["--set", "bm25.top_k=2", "--set", "answer.order=document"]  # one a phase, one answer's
+
+
+def scripted(spec: ModelSpec, progress: Any) -> Models:
+    return Models.with_objects(llm=ScriptedLLM(), embedder=HashingEmbedder(64), spec=spec)
+
+
+def lcr(args: list[str], stdin: str | None = None) -> str:
+    result = CliRunner().invoke(cli, args, input=stdin, obj=Seams(scripted))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every ``--set`` text read (split into method, key and value), in order."""
+    parsed: list[str] = []
+    real = config.split_assignment
+
+    def split_assignment(text: str) -> tuple[str, str, str]:
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(config, "split_assignment", split_assignment)
+    return parsed
+
+
+@pytest.fixture()
+def text(tmp_path: Path) -> Path:
+    path = tmp_path / "tale.txt"
+    path.write_text(sample_text(), encoding="utf-8")
+    return path
+
+
+def test_ask_of_several_questions_parses_each_set_once(
+    text: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    idx = tmp_path / "tale.idx"
+    lcr(["index", str(text), "-o", str(idx), "-q"])
+    parsed = count_parses(monkeypatch)
+    out = lcr(["ask", str(idx), "-", "--json", *SETS], stdin="\n".join(QUESTIONS) + "\n")
+    results = [json.loads(line) for line in out.splitlines()]
+    assert [r["question"] for r in results] == QUESTIONS
+    assert all(len(r["evidence"]) <= 2 for r in results)  # bm25.top_k=2 read
+    assert all(r["answer_settings"]["order"] == "document" for r in results)
+    assert sorted(parsed) == ["answer.order=document", "bm25.top_k=2"]
+
+
+def test_eval_of_several_questions_and_methods_parses_each_set_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "niah.jsonl"
+    made = CliRunner().invoke(
+        eval_group,
+        ["generate", "niah-multikey", "--length", "2000", "--count", "3", "-o", str(data)],
+    )
+    assert made.exit_code == 0, made.output
+    parsed = count_parses(monkeypatch)
+    args = ["eval", "run", str(data), "-m", "bm25", "-m", "tfidf", "-q", "--json", *SETS]
+    lcr([*args, "--out", str(tmp_path / "r.jsonl")])
+    records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text().splitlines()]
+    assert len(records) == 6  # three questions, two methods, each answered
+    assert {r["settings"]["query"]["top_k"] for r in records if r["method"] == "bm25"} == {2}
+    assert sorted(parsed) == ["answer.order=document", "bm25.top_k=2"]
+
+
+def test_index_checks_each_methods_needs_once(
+    text: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``require`` (the backends can do what a build needs) runs once per method, not
+    once in ``index_files`` and twice more in ``build``."""
+    purposes: list[str] = []
+    real = Models.require_role
+
+    def require_role(self: Models, role: Any, needs: Any, purpose: str) -> str:
+        purposes.append(purpose)
+        return real(self, role, needs, purpose)
+
+    monkeypatch.setattr(Models, "require_role", require_role)
+    names = ["lightpal", "graphreader"]  # each needs the LLM to build
+    quick = [
+        f"--set={name}.{key}={value_text(value)}"
+        for name in names
+        for key, value in get_method(name).quick_build_settings.items()
+    ]
+    methods = [arg for name in names for arg in ("-m", name)]
+    lcr(["index", str(text), "-o", str(tmp_path / "t.idx"), "-q", *methods, *quick])
+    assert Counter(purposes) == {"building lightpal": 1, "building graphreader": 1}
+    assert set(Index.open(tmp_path / "t.idx").methods) == set(names)
+
+
+def test_a_query_binds_the_indexs_embedder_without_changing_the_callers(
+    text: Path, tmp_path: Path
+) -> None:
+    idx = tmp_path / "dense.idx"
+    lcr(["index", str(text), "-o", str(idx), "-q", "-m", "dense", "--embedder", "hashing-64"])
+    models = Models(spec=ModelSpec(embedder="hashing-32"))
+    notes: list[str] = []
+    for question in QUESTIONS[:2]:
+        result = pipeline.retrieve(Index.open(idx), "dense", question, models, note=notes.append)
+        assert result.evidence.items
+    assert notes == [
+        "the index was built with the embedder hashing-64: loading it instead of "
+        "--embedder hashing-32"
+    ]  # said once: the second question finds it loaded
+    assert models.spec.embedder == "hashing-32"  # what the caller asked for, unchanged
+    assert models.embedder_id() == "hashing-64" and models.embedder.dim == 64  # loaded once
+
+
+def test_require_checks_a_scorer_without_pointing_the_callers_models_at_it() -> None:
+    models = Models.with_objects(llm=ScriptedLLM())
+    needs = Needs(scorer=frozenset({Capability.CONTINUATION_LOGPROB}), scorer_model="other")
+    pipeline.require(models, needs, "building a method with a scorer")
+    assert models.spec.scorer is None  # the scorer is bound for the phase, not set here
+    bound = pipeline.bind(models, needs)
+    assert bound.spec.scorer == "other" and bound.llm is models.llm  # one loaded LLM
+
+
+def test_k_is_the_setting_the_method_names(text: Path, tmp_path: Path) -> None:
+    """``-k 2`` and ``--set bm25.top_k=2`` are one retrieval: the plan's settings carry it."""
+    idx = tmp_path / "tale.idx"
+    lcr(["index", str(text), "-o", str(idx), "-q"])
+    plan = pipeline.plan_query("bm25", k=2)
+    assert plan.settings.to_json()["top_k"] != 2  # the settings as --set made them
+    assert plan.retrieval_settings.to_json()["top_k"] == 2
+    index, models = Index.open(idx), Models.with_objects(llm=ScriptedLLM())
+    by_k = pipeline.retrieve(index, "bm25", QUESTIONS[0], models, k=2)
+    by_set = pipeline.retrieve(index, "bm25", QUESTIONS[0], models, ["bm25.top_k=2"])
+    assert [it.id for it in by_k.evidence.items] == [it.id for it in by_set.evidence.items]
+    assert len(by_k.evidence.items) == 2
+
+
+def test_adding_documents_rebuilds_with_the_recorded_models_leaving_the_callers(
+    text: Path, tmp_path: Path
+) -> None:
+    from lcr.collection import add_files
+
+    idx = tmp_path / "dense.idx"
+    lcr(["index", str(text), "-o", str(idx), "-q", "-m", "dense", "--embedder", "hashing-64"])
+    more = tmp_path / "more.txt"
+    more.write_text("The pigeon kept the hazel tree in the garden.\n", encoding="utf-8")
+    models = Models(spec=ModelSpec(embedder="hashing-32"))
+    grown = add_files([more], idx, [], models)
+    assert grown.methods["dense"].models["embedder"] == "hashing-64"
+    assert len(grown.documents) == 2
+    assert models.spec.embedder == "hashing-32"  # what the caller asked for, unchanged
