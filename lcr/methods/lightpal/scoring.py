@@ -201,7 +201,7 @@ class PairScorer:
         ``mean`` alone; None otherwise."""
         if self.context_score != "mean" or not conts:
             return None
-        old: Any = self.cache.get(self._key(prefix, conts, MEAN_ONLY_VERSION))
+        old: Any = self.calls.lookup(self._key(prefix, conts, MEAN_ONLY_VERSION))
         return (
             np.asarray(old["scores"], dtype=np.float64) if _valid_means(old, len(conts)) else None
         )
@@ -220,7 +220,7 @@ class PairScorer:
     ) -> tuple[list[tuple[float, int] | None], dict[str, list[float]]]:
         """The (summed log-probability, tokens) already paid for of ``prefix`` before each
         of ``conts`` (None: not yet), and the passage's row of scored pairs to extend."""
-        hit = self.cache.get(self._row_key(prefix))
+        hit = self.calls.lookup(self._row_key(prefix))
         pairs = hit.get("pairs") if isinstance(hit, dict) else None
         row = {
             k: [float(v[0]), float(v[1])]
