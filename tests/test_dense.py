@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from lcr import pipeline
-from lcr.methods.baselines import embedding_pieces
+from lcr.methods.toolkit import embedding_pieces
 from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 

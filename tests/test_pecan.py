@@ -148,7 +148,10 @@ def test_settings_are_typed_and_the_old_name_still_works() -> None:
     with pytest.warns(SettingRenamed, match=r"pecan\.max_new_tokens is now pecan\.points_max"):
         settings = pipeline.build_settings(get_method("pecan"), ["pecan.max_new_tokens=24"])
     assert settings == PecanBuild(points_max_new_tokens=24)
-    assert PecanBuild.from_stored({"max_new_tokens": 24}) == settings
+    # a record from before embed_long was embedded by truncation, and says so
+    assert PecanBuild.from_stored({"max_new_tokens": 24}) == settings.replace(
+        embed_long="truncated"
+    )
 
 
 def test_batches_stay_within_s_and_keep_order() -> None:
@@ -277,6 +280,33 @@ def test_top_level_is_a_summary_even_when_the_text_fits_one_batch(
     stats = fit.reader("pecan").stats
     assert stats["levels"] == [default.reader("pecan").stats["levels"][0]]
     assert stats["llm_batches"] == 0 and "fits one batch" in stats["stop"]
+
+
+def test_a_node_past_the_embedders_window_is_embedded_whole(
+    tmp_path: Path, smollm: Any, embedder: Any
+) -> None:
+    """A 600-token chunk of code-like lines is far over the embedder's 254 word pieces:
+    its row is pooled over pieces (its tail counts), unless pecan.embed_long=truncated
+    (the builds before: the embedder's cut). pecan.top=fit: the chunks alone, no call."""
+    from lcr.methods.toolkit import embed_pooled
+
+    lines = [f"key_{i:03d}_{'x' * (i % 7)} = value_{i * 37 % 1000:03d}_{i}" for i in range(90)]
+    text = "\n".join(lines) + "\n"
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    sets = ["pecan.chunk_tokens=600", "pecan.s=4096", "pecan.top=fit"]
+    rows = {}
+    for how in ("pooled", "truncated"):
+        index = _index(tmp_path / f"{how}.idx", text)
+        pipeline.build(index, ["pecan"], models, [*sets, f"pecan.embed_long={how}"])
+        reader = Index.open(index.path).reader("pecan")
+        assert reader.stats["llm_batches"] == 0
+        texts = [n.text for n in reader.nodes()]
+        rows[how] = reader.array("embeddings")
+    assert max(embedder.token_counts(texts)) > embedder.max_tokens  # the case at hand
+    assert np.array_equal(rows["pooled"], embed_pooled(embedder, texts))
+    assert np.array_equal(rows["truncated"], embedder.encode(texts))
+    long = [i for i, n in enumerate(embedder.token_counts(texts)) if n > embedder.max_tokens]
+    assert not np.allclose(rows["pooled"][long], rows["truncated"][long], atol=1e-3)
 
 
 def test_scripted_llm_is_refused_clearly(built: Index, embedder: Any) -> None:
@@ -660,8 +690,9 @@ def _levels(monkeypatch: pytest.MonkeyPatch, leaves: list[str], reply: Any, **kw
     from types import SimpleNamespace
 
     from lcr.methods.pecan import build as pecan_build
+    from lcr.methods.toolkit import LLMCalls
     from lcr.progress import NULL_PROGRESS
-    from lcr.store import Node
+    from lcr.store import MemoryCache, Node
 
     params = PecanBuild(**kw)
     monkeypatch.setattr(pecan_build, "effective_s", lambda llm, p: p.s)
@@ -683,7 +714,8 @@ def _levels(monkeypatch: pytest.MonkeyPatch, leaves: list[str], reply: Any, **kw
         warn=print,
         doc_texts=lambda: iter(()),
     )
-    return pecan_build.build_graph(ctx, _Words(), pecan_build.BuildCounters())  # type: ignore[arg-type]
+    calls = LLMCalls(MemoryCache())
+    return pecan_build.build_graph(ctx, _Words(), calls)  # type: ignore[arg-type]
 
 
 def _halve(texts: list[str]) -> tuple[list[str], list[list[float]]]:

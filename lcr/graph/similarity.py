@@ -490,106 +490,152 @@ def similarity_graph(
         estimated, share = estimate_entries(emb, threshold, n_diag)
         if estimated > REFUSE_OVER * max_edges and share >= ALIKE_SHARE:
             raise GraphTooLarge(estimated, int(max_edges), n, share)
-    df = np.bincount(emb.indices, minlength=emb.shape[1]).astype(np.int64)
-    # multiply-adds row i causes against all rows (an upper bound of its upper-triangle work)
-    row_work = _row_work(emb, df)
-
-    kernels = None
-    if backend in ("auto", "numba", "product"):
-        kernels = _compiled_kernels()
-        if kernels is None and backend != "auto":
-            raise ValueError(f"backend {backend!r} needs numba installed")
-    elif backend != "scipy":
-        raise ValueError(f"unknown backend {backend!r} (auto, numba, product, scipy)")
-    split = None
-    block_rows = 0
-    budget = max(int(block_work), 1)
-    if kernels is not None and backend != "product":
-        split = _split(emb, df, threshold, common_terms)
-        # the kernel's work: the rare-word products of each block row
-        work = _row_work(split.rare, df)
-        # rows one block indexes: its accumulators stay in cache, both cores get blocks
-        block_rows = _MAX_BLOCK_ROWS
-        if block_work == DEFAULT_BLOCK_WORK:  # each block scans every later row: fewer, larger
-            budget = max(budget, int(work.sum()) // (4 * max(workers, 1)))
-    else:
-        work = row_work
-    ranges = _blocks(work, budget, block_rows) if n else []
+    plan = _BlockPlan.of(emb, threshold, backend, workers, block_work, common_terms)
     verified: list[int] = []
-
-    def prepared() -> Iterator[Task]:
-        for a, b in ranges:
-            if kernels is None:
-                yield _scipy_block(emb, a, b, threshold)
-            elif split is not None:
-                yield _split_block(kernels, split, a, b, threshold, verified)
-            else:
-                dense = (n - a) * (b - a) <= _DENSE_SCAN_RATIO * int(row_work[a:b].sum())
-                yield _compiled_block(kernels, emb, a, b, threshold, dense)
-
-    cap = max(int(max_degree), 0)
-    auto_cap = False
-    parts: list[Entries] = []
-    held = 0
-    # Under a cap: every row's neighbour count before pruning (for the stats), and
-    # its m-th best entry so far. An entry under its row's floor (or tied with it
-    # at a higher column) can never make that row's top m, so it is dropped as it
-    # arrives and pruning stays rare, even where thousands of chunks are alike.
-    degree = np.zeros(n if max_degree > 0 or max_edges > 0 else 0, np.int64)
-    floor: Floor = (
-        np.zeros(len(degree), np.float32),
-        np.full(len(degree), np.iinfo(np.int32).max, np.int32),
-    )
-    # pruning (under a cap) keeps the held entries near the guard's own size
-    prune_every = min(_PRUNE_EVERY, max(max_edges, _TASK_ENTRIES)) if max_edges else _PRUNE_EVERY
-    prune_at = prune_every
-    for (i, j, v), block_done in _run_blocks(prepared(), workers):
+    kept = _KeptEntries(n, n_diag, int(max_degree), int(max_edges), plan.kernels)
+    for (i, j, v), block_done in _run_blocks(plan.tasks(emb, threshold, verified), workers):
         if on_block is not None and block_done:
-            on_block(len(ranges))
-        if cap == 0 and max_edges > 0 and 2 * (held + len(i)) + n_diag > max_edges:
-            # the exact graph will not fit: cap every row from here on, and cap
-            # what is held so far as if the cap had been there from the start
-            cap = max(1, (int(max_edges) - n_diag) // (2 * max(n, 1)))
-            auto_cap = True
-            upper = _joined(parts)
-            parts.clear()  # the joined copy alone is held while it is cut
-            degree += np.bincount(upper[0], minlength=n) + np.bincount(upper[1], minlength=n)
-            kept, floor = _cap_rows(kernels, upper, n, cap, mirror=True)
-            del upper
-            parts, held = [kept], len(kept[0])
-            prune_at = max(prune_every, 2 * held)
-        if cap > 0:
-            # both directions, so each row sees all its neighbours for the top-m cut
-            i, j, v = _both_directions(i, j, v)
-            degree += np.bincount(i, minlength=n)
-            keep = _may_enter(i, j, v, floor)
-            i, j, v = i[keep], j[keep], v[keep]
-        parts.append((i, j, v))
-        held += len(i)
-        if cap > 0 and held > prune_at:
-            del i, j, v
-            held_entries = _joined(parts)
-            parts.clear()
-            kept, floor = _cap_rows(kernels, held_entries, n, cap, mirror=False)
-            del held_entries
-            parts, held = [kept], len(kept[0])
-            # prune again only once the held entries have grown well past the kept ones
-            prune_at = max(prune_every, 2 * held)
+            on_block(len(plan.ranges))
+        kept.add(i, j, v)
 
     # the kernels are done: their copies of the rows go before the graph is assembled
-    common_terms = split.common.shape[1] if split is not None else 0
-    split = None
-    capped = int((degree > cap).sum()) if cap > 0 else 0
-    graph = _assemble(parts, kernels, n, cap, diag)
-    del parts
-    products = int(row_work.sum() - n)
-    stats = GraphStats(n, int(graph.nnz), products // 2, len(ranges), capped, cap, auto_cap)
+    common_terms = plan.split.common.shape[1] if plan.split is not None else 0
+    plan.split = None
+    cap = kept.cap
+    capped = int((kept.degree > cap).sum()) if cap > 0 else 0
+    graph = _assemble(kept.parts, plan.kernels, n, cap, diag)
+    products = int(plan.row_work.sum() - n)
+    stats = GraphStats(n, int(graph.nnz), products // 2, len(plan.ranges), capped, cap, kept.auto)
     stats.estimated_entries = estimated
     if verified:
-        stats.bounded_work = int(work.sum() - n) // 2
+        stats.bounded_work = int(plan.work.sum() - n) // 2
         stats.verified = sum(verified)
         stats.common_terms = common_terms
     return graph, stats
+
+
+@dataclass
+class _BlockPlan:
+    """Which kernel computes the graph, and the row blocks it runs in."""
+
+    kernels: Any  # the compiled kernels, or None: scipy's product
+    split: _Split | None  # the rows cut at their common words (the split kernel), or None
+    row_work: np.ndarray  # multiply-adds each row causes against all rows (an upper bound)
+    work: np.ndarray  # the chosen kernel's work per row
+    ranges: list[tuple[int, int]]
+
+    @classmethod
+    def of(
+        cls,
+        emb: sp.csr_array,
+        threshold: float,
+        backend: str,
+        workers: int,
+        block_work: int,
+        common_terms: int | None,
+    ) -> _BlockPlan:
+        df = np.bincount(emb.indices, minlength=emb.shape[1]).astype(np.int64)
+        row_work = _row_work(emb, df)
+        kernels = None
+        if backend in ("auto", "numba", "product"):
+            kernels = _compiled_kernels()
+            if kernels is None and backend != "auto":
+                raise ValueError(f"backend {backend!r} needs numba installed")
+        elif backend != "scipy":
+            raise ValueError(f"unknown backend {backend!r} (auto, numba, product, scipy)")
+        split = None
+        block_rows = 0
+        budget = max(int(block_work), 1)
+        work = row_work
+        if kernels is not None and backend != "product":
+            split = _split(emb, df, threshold, common_terms)
+            # the kernel's work: the rare-word products of each block row
+            work = _row_work(split.rare, df)
+            # rows one block indexes: its accumulators stay in cache, both cores get blocks
+            block_rows = _MAX_BLOCK_ROWS
+            if block_work == DEFAULT_BLOCK_WORK:  # each block scans every later row: fewer
+                budget = max(budget, int(work.sum()) // (4 * max(workers, 1)))
+        ranges = _blocks(work, budget, block_rows) if emb.shape[0] else []
+        return cls(kernels, split, row_work, work, ranges)
+
+    def tasks(self, emb: sp.csr_array, threshold: float, verified: list[int]) -> Iterator[Task]:
+        """Each block's task, prepared on the calling thread as it is needed."""
+        n = emb.shape[0]
+        for a, b in self.ranges:
+            if self.kernels is None:
+                yield _scipy_block(emb, a, b, threshold)
+            elif self.split is not None:
+                yield _split_block(self.kernels, self.split, a, b, threshold, verified)
+            else:
+                dense = (n - a) * (b - a) <= _DENSE_SCAN_RATIO * int(self.row_work[a:b].sum())
+                yield _compiled_block(self.kernels, emb, a, b, threshold, dense)
+
+
+class _KeptEntries:
+    """The graph's entries as the blocks hand them over, held within ``max_edges``.
+
+    Under a cap (``max_degree``, or the one ``max_edges`` forces once the exact
+    graph will not fit: the held entries are then cut as if the cap had been there
+    from the start), every row's neighbour count before pruning is kept (for the
+    stats), and its m-th best entry so far: an entry under its row's floor (or
+    tied with it at a higher column) can never make that row's top m, so it is
+    dropped as it arrives and pruning stays rare, even where thousands of chunks
+    are alike.
+    """
+
+    def __init__(self, n: int, n_diag: int, max_degree: int, max_edges: int, kernels: Any):
+        self.n, self.n_diag, self.max_edges, self.kernels = n, n_diag, max_edges, kernels
+        self.cap = max(max_degree, 0)
+        self.auto = False
+        self.parts: list[Entries] = []
+        self.held = 0
+        self.degree = np.zeros(n if max_degree > 0 or max_edges > 0 else 0, np.int64)
+        self.floor: Floor = (
+            np.zeros(len(self.degree), np.float32),
+            np.full(len(self.degree), np.iinfo(np.int32).max, np.int32),
+        )
+        # pruning (under a cap) keeps the held entries near the guard's own size
+        every = min(_PRUNE_EVERY, max(max_edges, _TASK_ENTRIES)) if max_edges else _PRUNE_EVERY
+        self.prune_every = self.prune_at = every
+
+    def add(self, i: np.ndarray, j: np.ndarray, v: np.ndarray) -> None:
+        n = self.n
+        over = 2 * (self.held + len(i)) + self.n_diag > self.max_edges
+        if self.cap == 0 and self.max_edges > 0 and over:
+            self._cap_from_now()
+        if self.cap > 0:
+            # both directions, so each row sees all its neighbours for the top-m cut
+            i, j, v = _both_directions(i, j, v)
+            self.degree += np.bincount(i, minlength=n)
+            keep = _may_enter(i, j, v, self.floor)
+            i, j, v = i[keep], j[keep], v[keep]
+        self.parts.append((i, j, v))
+        self.held += len(i)
+        if self.cap > 0 and self.held > self.prune_at:
+            del i, j, v
+            held_entries = _joined(self.parts)
+            self.parts.clear()
+            kept, self.floor = _cap_rows(self.kernels, held_entries, n, self.cap, mirror=False)
+            del held_entries
+            self._hold(kept)
+
+    def _cap_from_now(self) -> None:
+        """The exact graph will not fit: cap every row from here on, and cap what is
+        held so far as if the cap had been there from the start."""
+        n = self.n
+        self.cap = max(1, (self.max_edges - self.n_diag) // (2 * max(n, 1)))
+        self.auto = True
+        upper = _joined(self.parts)
+        self.parts.clear()  # the joined copy alone is held while it is cut
+        self.degree += np.bincount(upper[0], minlength=n) + np.bincount(upper[1], minlength=n)
+        kept, self.floor = _cap_rows(self.kernels, upper, n, self.cap, mirror=True)
+        del upper
+        self._hold(kept)
+
+    def _hold(self, kept: Entries) -> None:
+        self.parts, self.held = [kept], len(kept[0])
+        # prune again only once the held entries have grown well past the kept ones
+        self.prune_at = max(self.prune_every, 2 * self.held)
 
 
 def _assemble(

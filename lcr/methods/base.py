@@ -20,7 +20,8 @@ model roles of :class:`lcr.models.base.Role` through ``ctx.models``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
@@ -29,6 +30,7 @@ import numpy as np
 from lcr.config import NoSettings, Settings, SettingValue
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence, EvidenceItem
+from lcr.methods.toolkit import BuildStages, Generations, LLMCalls, chunk_nodes, embed_pooled
 from lcr.models.base import LLM, Capability, Tokenizer, describe_capabilities
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
@@ -36,6 +38,7 @@ from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, S
 if TYPE_CHECKING:
     from lcr.answer import AnswerResult, AnswerSettings
     from lcr.models.container import Models
+    from lcr.text.chunking import Chunk
 
 B = TypeVar("B", bound=Settings)
 Q = TypeVar("Q", bound=Settings)
@@ -128,11 +131,77 @@ class BuildContext(Generic[B]):
     # one-line notes the user must see even without a terminal (e.g. a setting
     # that changed what was built); the CLI prints them as "warning: ..."
     warn: Callable[[str], None] = field(default=lambda message: None)
+    # the seconds of each ``build_stage``, for the method's stats (``stages.to_json()``)
+    stages: BuildStages = field(default_factory=BuildStages)
 
     def doc_texts(self) -> Iterator[tuple[int, int, str]]:
         """``(doc index, start offset in source.txt, text)`` for each document."""
         for i, d in enumerate(self.documents):
             yield i, d.start, self.source[d.start : d.end]
+
+    # The build toolkit (lcr.methods.toolkit): what every build does alike, one way.
+    def chunk_nodes(
+        self,
+        cut: Callable[[str, int], Iterable[Chunk]],
+        *,
+        prefix: str = "c",
+        tokens: Callable[[str], int] | None = None,
+        description: str = "chunking",
+    ) -> list[Node]:
+        """Level-0 nodes ``<prefix><n>`` of every document, cut by ``cut(text, offset)``
+        (a chunker of :mod:`lcr.text.chunking`), each span exactly its chunk's."""
+        task = self.progress.task(description, total=len(self.documents))
+        return chunk_nodes(
+            self.doc_texts(), cut, prefix=prefix, tokens=tokens, each_document=task.advance
+        )
+
+    def embed(
+        self,
+        texts: Sequence[str],
+        description: str = "embedding",
+        *,
+        renormalise_whole: bool = False,
+        truncate: bool = False,
+    ) -> np.ndarray:
+        """One row per text by the embedder, a text longer than its window pooled over
+        pieces that fit (never silently cut): :func:`lcr.methods.toolkit.embed_pooled`."""
+        return embed_pooled(
+            self.models.embedder,
+            texts,
+            self.progress,
+            description,
+            renormalise_whole=renormalise_whole,
+            truncate=truncate,
+        )
+
+    def llm_calls(self, kept: str = "replies") -> LLMCalls:
+        """Cache, call, wrap a failure, store: for a method's own kind of call."""
+        return LLMCalls(self.cache, kept=kept)
+
+    def generations(
+        self,
+        *,
+        prompt_version: str,
+        max_new_tokens: int,
+        batch_size: int,
+        what: str,
+        require_text: bool = False,
+    ) -> Generations:
+        """Plain generations through the cache, batched, each stored as it arrives."""
+        return Generations(
+            self.models,
+            self.cache,
+            prompt_version=prompt_version,
+            max_new_tokens=max_new_tokens,
+            batch_size=batch_size,
+            what=what,
+            require_text=require_text,
+        )
+
+    def build_stage(self, name: str) -> AbstractContextManager[None]:
+        """``with ctx.build_stage("embedding"):`` counts the block's seconds under
+        ``name`` in ``ctx.stages`` (build time only)."""
+        return self.stages.stage(name)
 
 
 @dataclass

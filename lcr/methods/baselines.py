@@ -27,6 +27,7 @@ from lcr.methods.base import (
     item_from_node,
     top_indices,
 )
+from lcr.methods.toolkit import embedding_pieces
 from lcr.progress import OneTask
 from lcr.scoring.bm25 import BM25Index, bm25_tokenize
 from lcr.store import MethodReader, Node
@@ -85,13 +86,7 @@ def chunk_nodes(ctx: BuildContext[Any]) -> list[Node]:
     from lcr.text.chunking import token_windows
 
     max_tokens = ctx.settings.chunk_tokens
-    nodes: list[Node] = []
-    task = ctx.progress.task("chunking", total=len(ctx.documents))
-    for doc, start, text in ctx.doc_texts():
-        for chunk in token_windows(text, max_tokens, offset=start):
-            nodes.append(Node(f"c{len(nodes)}", 0, chunk.text, [(chunk.start, chunk.end)], doc))
-        task.advance()
-    return nodes
+    return ctx.chunk_nodes(lambda text, start: token_windows(text, max_tokens, offset=start))
 
 
 def ranked_evidence(
@@ -190,31 +185,6 @@ def _build_tfidf(ctx: BuildContext[Any], nodes: list[Node]) -> None:
     model.save(ctx.out)
     ctx.out.write_csr("tfidf", matrix)
     ctx.out.stats["vocabulary"] = model.vocabulary_size
-
-
-def embedding_pieces(embedder: Any, texts: list[str]) -> tuple[list[str], np.ndarray]:
-    """The texts to embed, and the chunk each belongs to.
-
-    An embedder reads at most ``max_tokens`` of its own tokens and silently
-    drops the rest, and a chunk counted in lcr's approximate tokens can be far
-    longer in the embedder's (random strings, code, numbers). Such a chunk is
-    embedded in pieces that fit, cut at sentences, lines, then words, so no
-    word of it goes unseen; the chunks themselves (shared with bm25 and tfidf)
-    stay as they are.
-    """
-    from lcr.text.chunking import token_windows
-
-    limit = int(getattr(embedder, "max_tokens", 0) or 0)
-    counts = embedder.token_counts(texts) if limit else [0] * len(texts)
-    pieces: list[str] = []
-    owner: list[int] = []
-    for i, (text, n) in enumerate(zip(texts, counts, strict=True)):
-        parts = [text]
-        if n > limit:
-            parts = [c.text for c in token_windows(text, limit, count=embedder.count_tokens)]
-        pieces.extend(parts)
-        owner.extend([i] * len(parts))
-    return pieces, np.asarray(owner, dtype=np.int64)
 
 
 def _build_dense(ctx: BuildContext[Any], nodes: list[Node]) -> None:

@@ -24,7 +24,6 @@ the ``link`` setting, and bench/README.md for the measurements).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -49,7 +48,7 @@ from lcr.methods.base import (
     top_indices,
 )
 from lcr.models.base import Capability
-from lcr.store import MethodReader, Node
+from lcr.store import MethodReader
 
 ROUTER_INSTRUCTION = (
     "If the query asks for summarization, most frequent words, or descriptions of an entire "
@@ -321,6 +320,32 @@ ROUTER_NEEDS = Needs(
 )
 
 
+def _graph_of(ctx: BuildContext[MixPRBuild], emb: sp.csr_array) -> tuple[sp.csr_array, Any]:
+    """The thresholded similarity graph of the chunks' TF-IDF rows, with a progress bar;
+    a graph far over ``max_edges`` is refused in one line."""
+    from lcr.graph import similarity_graph
+
+    task = ctx.progress.task("similarity graph", total=None)
+
+    def on_block(total: int) -> None:
+        task.update(total=total)
+        task.advance()
+
+    s = ctx.settings
+    try:
+        return similarity_graph(
+            emb,
+            s.threshold,
+            self_loops=s.self_loops,
+            max_degree=s.max_degree,
+            max_edges=s.max_edges,
+            workers=_threads(),
+            on_block=on_block,
+        )
+    except GraphTooLarge as too_large:
+        raise SettingError(graph_refusal(too_large)) from None
+
+
 QueryCtx = QueryContext[MixPRBuild, MixPRQuery]
 
 
@@ -343,83 +368,57 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[MixPRBuild]) -> None:
-        from lcr.graph import column_sums, graph_pagerank, similarity_graph
+        from lcr.graph import column_sums, graph_pagerank
         from lcr.scoring.tfidf import TfidfModel
         from lcr.text.chunking import sentence_word_chunks
 
-        timings: dict[str, float] = {}
-        t0 = time.perf_counter()
-        nodes: list[Node] = []
-        task = ctx.progress.task("chunking", total=len(ctx.documents))
-        for doc, start, text in ctx.doc_texts():
-            for c in sentence_word_chunks(text, max_words=ctx.settings.chunk_words, offset=start):
-                nodes.append(Node(f"s{len(nodes)}", 0, c.text, [(c.start, c.end)], doc))
-            task.advance()
-        timings["chunk_s"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        ctx.out.mapped = True  # every array memory-mapped at query time (no zarr to load)
-        if nodes:
-            model, emb = TfidfModel.fit([n.text for n in nodes])
-            model.save(ctx.out)
-            vocab = model.vocabulary_size
-        else:
-            emb, vocab = sp.csr_array((0, 0), dtype=np.float32), 0
-        timings["tfidf_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        n_nodes = ctx.out.write_nodes(nodes, offsets=True)  # a question reads only its top k
-        del nodes  # the records (~0.4 GB at 10M tokens) are not needed past this point
-        write_s = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        graph_task = ctx.progress.task("similarity graph", total=None)
-
-        def on_block(total: int) -> None:
-            graph_task.update(total=total)
-            graph_task.advance()
-
-        try:
-            graph, gstats = similarity_graph(
-                emb,
-                ctx.settings.threshold,
-                self_loops=ctx.settings.self_loops,
-                max_degree=ctx.settings.max_degree,
-                max_edges=ctx.settings.max_edges,
-                workers=_threads(),
-                on_block=on_block,
+        s = ctx.settings
+        with ctx.build_stage("chunk"):
+            nodes = ctx.chunk_nodes(
+                lambda text, start: sentence_word_chunks(text, s.chunk_words, offset=start),
+                prefix="s",
             )
-        except GraphTooLarge as too_large:
-            raise SettingError(graph_refusal(too_large)) from None
-        timings["graph_s"] = time.perf_counter() - t0
-        dense_graph = dense_graph_warning(graph.nnz, n_nodes, ctx.settings.threshold)
+        with ctx.build_stage("tfidf"):
+            ctx.out.mapped = True  # every array memory-mapped at query time (no zarr to load)
+            if nodes:
+                model, emb = TfidfModel.fit([n.text for n in nodes])
+                model.save(ctx.out)
+                vocab = model.vocabulary_size
+            else:
+                emb, vocab = sp.csr_array((0, 0), dtype=np.float32), 0
+        with ctx.build_stage("write"):
+            n_nodes = ctx.out.write_nodes(nodes, offsets=True)  # a question reads only its top k
+        del nodes  # the records (~0.4 GB at 10M tokens) are not needed past this point
+
+        with ctx.build_stage("graph"):
+            graph, gstats = _graph_of(ctx, emb)
+        dense_graph = dense_graph_warning(graph.nnz, n_nodes, s.threshold)
         if dense_graph:
             ctx.warn(dense_graph)
         if gstats.auto_capped:
             ctx.warn(
                 f"mixpr: the exact graph would hold more than mixpr.max_edges="
-                f"{ctx.settings.max_edges:,} entries, so each chunk keeps its "
+                f"{s.max_edges:,} entries, so each chunk keeps its "
                 f"{gstats.max_degree} strongest edges (degree_cap in 'lcr info'; "
                 "--set mixpr.max_edges=0 keeps every edge if memory allows)"
             )
 
-        t0 = time.perf_counter()
-        # float64, as stored and walked; the float32 values go as soon as they are copied
-        graph = sp.csr_array(
-            (graph.data.astype(np.float64), graph.indices, graph.indptr), shape=graph.shape
-        )
-        pr = graph_pagerank(
-            graph, alpha=0.0, max_iter=BUILD_MAX_ITER, tol=BUILD_TOL / max(n_nodes, 1),
-            workers=_threads(),
-        )  # fmt: skip
-        timings["pagerank_s"] = time.perf_counter() - t0
+        with ctx.build_stage("pagerank"):
+            # float64, as stored and walked; the float32 values go as soon as they are copied
+            graph = sp.csr_array(
+                (graph.data.astype(np.float64), graph.indices, graph.indptr), shape=graph.shape
+            )
+            pr = graph_pagerank(
+                graph, alpha=0.0, max_iter=BUILD_MAX_ITER, tol=BUILD_TOL / max(n_nodes, 1),
+                workers=_threads(),
+            )  # fmt: skip
 
-        t0 = time.perf_counter()
-        # memory-mapped at query time; the graph's values as the walk multiplies them
-        ctx.out.write_csr("tfidf", emb, mapped=True)
-        ctx.out.write_csr("graph", graph, mapped=True, dtype=np.float64)
-        ctx.out.write_array("col_sums", column_sums(graph), mapped=True)
-        ctx.out.write_array("pagerank", pr.scores.astype(np.float64), mapped=True)
-        timings["write_s"] = write_s + time.perf_counter() - t0
+        with ctx.build_stage("write"):
+            # memory-mapped at query time; the graph's values as the walk multiplies them
+            ctx.out.write_csr("tfidf", emb, mapped=True)
+            ctx.out.write_csr("graph", graph, mapped=True, dtype=np.float64)
+            ctx.out.write_array("col_sums", column_sums(graph), mapped=True)
+            ctx.out.write_array("pagerank", pr.scores.astype(np.float64), mapped=True)
 
         ctx.out.stats.update(
             {
@@ -432,7 +431,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
                 "capped_rows": gstats.capped_rows,
                 "graph_blocks": gstats.blocks,
                 "pagerank_iterations": pr.iterations,
-                **{k: round(v, 3) for k, v in timings.items()},
+                **{f"{k}_s": v for k, v in ctx.stages.to_json().items()},
             }
         )
 

@@ -42,11 +42,14 @@ class HashingEmbedder:
     L2-normalised float32, and a text with no word is the zero vector.
     """
 
-    def __init__(self, dim: int = DEFAULT_DIM) -> None:
+    def __init__(self, dim: int = DEFAULT_DIM, max_tokens: int = 0) -> None:
+        """``max_tokens`` > 0 reads only a text's first that many words, as a trained
+        model reads only its window: for tests of what a build does with longer texts."""
         if not MIN_DIM <= dim <= MAX_DIM:
             raise ValueError(f"a hashing embedder's width is {MIN_DIM} to {MAX_DIM}; got {dim}")
         self._dim = dim
-        self.model_id = f"{PREFIX}{dim}"
+        self._max_tokens = max(0, max_tokens)
+        self.model_id = f"{PREFIX}{dim}" + (f"-window{max_tokens}" if max_tokens > 0 else "")
 
     @property
     def dim(self) -> int:
@@ -54,7 +57,7 @@ class HashingEmbedder:
 
     @property
     def max_tokens(self) -> int:
-        return 0  # every word of any length of text is read
+        return self._max_tokens  # 0: every word of any length of text is read
 
     def token_counts(self, texts: Sequence[str]) -> list[int]:
         return [len(_WORD.findall(t)) for t in texts]
@@ -73,6 +76,8 @@ class HashingEmbedder:
         task = progress.task("embedding", total=len(texts))
         for row, text in enumerate(texts):
             words = [w.lower() for w in _WORD.findall(text)]
+            if self._max_tokens:
+                words = words[: self._max_tokens]  # the rest silently dropped, as a model does
             for feature in (*words, *(f"{a} {b}" for a, b in pairwise(words))):
                 digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
                 value = int.from_bytes(digest, "little")

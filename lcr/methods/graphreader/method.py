@@ -18,7 +18,6 @@ final answer out (``answer``); with no notebook written, the shared answer step.
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -41,7 +40,6 @@ from lcr.methods.base import (
     QueryContext,
     top_indices,
 )
-from lcr.methods.cached_calls import CachedCalls
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.agent import Agent, AgentSettings
 from lcr.methods.graphreader.extraction import (
@@ -53,6 +51,7 @@ from lcr.methods.graphreader.extraction import (
 )
 from lcr.methods.graphreader.graph import Fact, Graph, build_graph, key_table
 from lcr.methods.graphreader.keys import merge_keys
+from lcr.methods.toolkit import chunk_nodes as toolkit_chunk_nodes
 from lcr.store import MethodReader, Node
 from lcr.text.tokens import count_tokens
 
@@ -161,11 +160,67 @@ def chunk_nodes(documents: Iterable[tuple[int, int, str]], chunk_tokens: int) ->
     (the build's and the estimate's one chunker)."""
     from lcr.text.chunking import paragraph_windows
 
-    chunks: list[Node] = []
-    for doc, start, text in documents:
-        for c in paragraph_windows(text, chunk_tokens, offset=start):
-            chunks.append(Node.leaf(len(chunks), c.text, c.start, c.end, doc, count_tokens(c.text)))
-    return chunks
+    return toolkit_chunk_nodes(
+        documents,
+        lambda text, start: paragraph_windows(text, chunk_tokens, offset=start),
+        tokens=count_tokens,
+    )
+
+
+@dataclass
+class ChunkFacts:
+    """Each chunk's grounded facts, and what reading the replies met."""
+
+    facts: list[list[ExtractedFact]]
+    parsed: Extraction
+    ungrounded: int  # key elements dropped: not in their chunk's text
+    fallback_chunks: int  # chunks whose sentences stand in for facts
+
+
+def chunk_facts(chunks: list[Node], replies: list[str], fallback: str) -> ChunkFacts:
+    """The facts of each chunk's extraction reply, kept only where grounded in the chunk;
+    a chunk left with none takes its sentences as facts under ``fallback=sentences``."""
+    out = ChunkFacts([], Extraction(), 0, 0)
+    for chunk, reply in zip(chunks, replies, strict=True):
+        ex = parse_extraction(reply)
+        out.parsed.malformed += ex.malformed
+        out.parsed.echoed += ex.echoed
+        facts, dropped = grounded(ex.facts, chunk.text)
+        out.ungrounded += dropped
+        if not facts and fallback == "sentences":
+            facts = sentence_facts(chunk.text)
+            out.fallback_chunks += 1
+        out.facts.append(facts)
+    return out
+
+
+def graph_nodes(graph: Graph, chunks: list[Node]) -> tuple[list[Node], list[Node]]:
+    """The stored records of the graph's atomic facts (level 1, spanning their chunk)
+    and key elements (level 2, their facts as children)."""
+    fact_nodes = [
+        Node(
+            f"f{i}",
+            1,
+            f.text,
+            list(chunks[f.chunk].spans),
+            chunks[f.chunk].doc,
+            meta={"chunk": f.chunk, "nodes": list(f.nodes)},
+        )
+        for i, f in enumerate(graph.facts)
+    ]
+    key_nodes = [
+        Node(
+            f"k{i}",
+            2,
+            key,
+            [],
+            chunks[graph.facts[graph.node_facts[i][0]].chunk].doc if graph.node_facts[i] else 0,
+            children=[f"f{f}" for f in graph.node_facts[i]],
+            meta={"forms": graph.forms[i]} if len(graph.forms[i]) > 1 else {},
+        )
+        for i, key in enumerate(graph.keys)
+    ]
+    return fact_nodes, key_nodes
 
 
 class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
@@ -200,83 +255,40 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[GraphReaderBuild]) -> None:
         s = ctx.settings
-        seconds: dict[str, float] = {}
-        t = time.perf_counter()
-        chunks = chunk_nodes(ctx.doc_texts(), s.chunk_tokens)
-        seconds["chunking"] = time.perf_counter() - t
+        with ctx.build_stage("chunking"):
+            chunks = chunk_nodes(ctx.doc_texts(), s.chunk_tokens)
 
-        t = time.perf_counter()
-        extractor = CachedCalls(
-            ctx,
-            prompt_version=prompts.PROMPT_VERSION,
-            max_new_tokens=s.extraction_max_new_tokens,
-            batch_size=s.batch_size,
-            what="extracting GraphReader facts",
-        )
-        task = ctx.progress.task("graphreader: extracting atomic facts", total=len(chunks))
-        max_tokens = s.extraction_max_new_tokens
-        replies = extractor.run(
-            [prompts.extraction_messages(c.text, max_tokens) for c in chunks], task
-        )
-        seconds["extraction"] = time.perf_counter() - t
-
-        chunk_facts: list[list[ExtractedFact]] = []
-        parsed = Extraction()
-        fallback_chunks = 0
-        ungrounded = 0
-        for chunk, reply in zip(chunks, replies, strict=True):
-            ex = parse_extraction(reply)
-            parsed.malformed += ex.malformed
-            parsed.echoed += ex.echoed
-            facts, dropped = grounded(ex.facts, chunk.text)
-            ungrounded += dropped
-            if not facts and s.fallback == "sentences":
-                facts = sentence_facts(chunk.text)
-                fallback_chunks += 1
-            chunk_facts.append(facts)
-
-        t = time.perf_counter()
-        table = key_table(chunk_facts)
-        dim = ctx.models.embedder.dim
-        if table.normals:
-            shown = [table.display(i) for i in range(len(table.normals))]
-            emb = np.asarray(ctx.models.embedder.encode(shown), dtype=np.float32)
-        else:
-            emb = np.zeros((0, dim), dtype=np.float32)
-        merge = merge_keys(emb, table.counts, s.merge_threshold)
-        seconds["keys"] = time.perf_counter() - t
-
-        t = time.perf_counter()
-        graph = build_graph(
-            [c.text for c in chunks], [c.doc for c in chunks], chunk_facts, table, merge.leader
-        )
-        leaders = sorted(set(merge.leader))
-        node_emb = emb[leaders] if leaders else np.zeros((0, dim), dtype=np.float32)
-        seconds["graph"] = time.perf_counter() - t
-
-        fact_nodes = [
-            Node(
-                f"f{i}",
-                1,
-                f.text,
-                list(chunks[f.chunk].spans),
-                chunks[f.chunk].doc,
-                meta={"chunk": f.chunk, "nodes": list(f.nodes)},
+        with ctx.build_stage("extraction"):
+            extractor = ctx.generations(
+                prompt_version=prompts.PROMPT_VERSION,
+                max_new_tokens=s.extraction_max_new_tokens,
+                batch_size=s.batch_size,
+                what="extracting GraphReader facts",
             )
-            for i, f in enumerate(graph.facts)
-        ]
-        key_nodes = [
-            Node(
-                f"k{i}",
-                2,
-                key,
-                [],
-                chunks[graph.facts[graph.node_facts[i][0]].chunk].doc if graph.node_facts[i] else 0,
-                children=[f"f{f}" for f in graph.node_facts[i]],
-                meta={"forms": graph.forms[i]} if len(graph.forms[i]) > 1 else {},
+            task = ctx.progress.task("graphreader: extracting atomic facts", total=len(chunks))
+            max_tokens = s.extraction_max_new_tokens
+            replies = extractor.run(
+                [prompts.extraction_messages(c.text, max_tokens) for c in chunks], task
             )
-            for i, key in enumerate(graph.keys)
-        ]
+        facts = chunk_facts(chunks, replies, s.fallback)
+
+        with ctx.build_stage("keys"):
+            table = key_table(facts.facts)
+            dim = ctx.models.embedder.dim
+            if table.normals:
+                shown = [table.display(i) for i in range(len(table.normals))]
+                emb = np.asarray(ctx.models.embedder.encode(shown), dtype=np.float32)
+            else:
+                emb = np.zeros((0, dim), dtype=np.float32)
+            merge = merge_keys(emb, table.counts, s.merge_threshold)
+
+        with ctx.build_stage("graph"):
+            texts, docs = [c.text for c in chunks], [c.doc for c in chunks]
+            graph = build_graph(texts, docs, facts.facts, table, merge.leader)
+            leaders = sorted(set(merge.leader))
+            node_emb = emb[leaders] if leaders else np.zeros((0, dim), dtype=np.float32)
+
+        fact_nodes, key_nodes = graph_nodes(graph, chunks)
         ctx.out.write_nodes(chunks)
         ctx.out.write_nodes(fact_nodes, "facts")
         ctx.out.write_nodes(key_nodes, "keys")
@@ -301,12 +313,12 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
                 "mean_neighbors": round(float(degrees.mean()), 2) if len(degrees) else 0.0,
                 "key_forms": len(table.normals),
                 "keys_merged_by_similarity": merge.merged,
-                "malformed_lines": parsed.malformed,
-                "example_echoes": parsed.echoed,
-                "ungrounded_keys": ungrounded,
-                "fallback_chunks": fallback_chunks,
+                "malformed_lines": facts.parsed.malformed,
+                "example_echoes": facts.parsed.echoed,
+                "ungrounded_keys": facts.ungrounded,
+                "fallback_chunks": facts.fallback_chunks,
                 **extractor.stats(),
-                "seconds": {k: round(v, 3) for k, v in seconds.items()},
+                "seconds": ctx.stages.to_json(),
             }
         )
 

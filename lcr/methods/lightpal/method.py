@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -49,7 +49,6 @@ from lcr.methods.lightpal.graph import (
 from lcr.methods.lightpal.passages import cut_passages, head_of
 from lcr.methods.lightpal.prompt import summary_prompt
 from lcr.methods.lightpal.scoring import SCORER_NEEDS, SMALLER_SCORER, USE_LLM, PairScorer
-from lcr.progress import OneTask, Task
 from lcr.scoring.bm25 import BM25Index, bm25_tokenize
 from lcr.store import MethodReader, Node
 
@@ -57,34 +56,6 @@ from lcr.store import MethodReader, Node
 def _bm25_tokens(texts: list[str]) -> list[list[str]]:
     """English stop words and Snowball stems, as lcr's bm25 baseline by default."""
     return bm25_tokenize(texts, "en", "english")
-
-
-def passage_embeddings(embedder: Any, texts: list[str], task: Task) -> np.ndarray:
-    """One L2-normalised vector per passage: the mean of the pieces the embedder can read.
-
-    A passage longer than the embedder's window (ODSum sections run to ~3k
-    characters) is embedded in sentence-respecting pieces, so none of it is
-    silently dropped.
-    """
-    from lcr.text.chunking import token_windows
-
-    limit = int(getattr(embedder, "max_tokens", 0) or 0)
-    counts = embedder.token_counts(texts) if limit and texts else [0] * len(texts)
-    pieces: list[str] = []
-    owner: list[int] = []
-    for i, (text, n) in enumerate(zip(texts, counts, strict=True)):
-        parts = [text]
-        if limit and n > limit:
-            parts = [c.text for c in token_windows(text, limit, count=embedder.count_tokens)]
-        pieces.extend(parts)
-        owner.extend([i] * len(parts))
-    if not pieces:
-        return np.zeros((0, int(embedder.dim)), dtype=np.float32)
-    emb = np.asarray(embedder.encode(pieces, progress=OneTask(task)), dtype=np.float64)
-    sums = np.zeros((len(texts), emb.shape[1]))
-    np.add.at(sums, np.asarray(owner), emb)
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    return (sums / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -259,8 +230,8 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         seconds["passages_bm25"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        task = ctx.progress.task("lightpal: embedding passages", total=len(texts))
-        emb = passage_embeddings(ctx.models.embedder, texts, task)
+        # every row normalised again, as LightPAL's builds always did (the same bytes)
+        emb = ctx.embed(texts, "lightpal: embedding passages", renormalise_whole=True)
         candidates = dense_candidates(emb, s.candidates)
         seconds["embedding_candidates"] = time.perf_counter() - t
 

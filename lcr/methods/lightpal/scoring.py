@@ -21,14 +21,14 @@ those pairs again.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from lcr.errors import LcrError, LLMCallError
+from lcr.errors import LLMCallError
+from lcr.methods.toolkit import LLMCalls
 from lcr.models.base import LLM, Capability
 from lcr.progress import Task
 from lcr.store import LLMCache, cache_key
@@ -95,6 +95,9 @@ class PairScorer:
     warn: Callable[[str], None] = field(default=lambda message: None)
     stats: ScoringStats = field(default_factory=ScoringStats)
 
+    def __post_init__(self) -> None:
+        self.calls = LLMCalls(self.cache, kept="scores")
+
     def _key(self, prefix: str, continuations: Sequence[str], version: str = SCORE_VERSION) -> str:
         return cache_key(
             version,
@@ -142,14 +145,14 @@ class PairScorer:
             conts = [continuations[j] for j in candidates[i]]
             parts, row = known[i]
             missing = [m for m, part in enumerate(parts) if part is None]
-            started = time.perf_counter()
+            before = self.calls.seconds
             fresh = self._score(texts[i], [conts[m] for m in missing]) if missing else []
-            elapsed = time.perf_counter() - started
+            elapsed = self.calls.seconds - before
             for m, part in zip(missing, fresh, strict=True):
                 parts[m] = part
                 row[_pair_id(conts[m])] = [part[0], part[1]]
             if missing:  # one entry per passage: every pair it has scored, old and new
-                self.cache.put(self._row_key(texts[i]), {"pairs": row})
+                self.calls.store(self._row_key(texts[i]), {"pairs": row})
             self.stats.seconds += elapsed
             self.stats.scored += len(missing)
             self.stats.cached += len(conts) - len(missing)
@@ -176,7 +179,7 @@ class PairScorer:
         ``mean`` alone; None otherwise."""
         if self.context_score != "mean" or not conts:
             return None
-        old: Any = self.cache.get(self._key(prefix, conts, MEAN_ONLY_VERSION))
+        old: Any = self.calls.lookup(self._key(prefix, conts, MEAN_ONLY_VERSION))
         return (
             np.asarray(old["scores"], dtype=np.float64) if _valid_means(old, len(conts)) else None
         )
@@ -195,7 +198,7 @@ class PairScorer:
     ) -> tuple[list[tuple[float, int] | None], dict[str, list[float]]]:
         """The (summed log-probability, tokens) already paid for of ``prefix`` before each
         of ``conts`` (None: not yet), and the passage's row of scored pairs to extend."""
-        hit = self.cache.get(self._row_key(prefix))
+        hit = self.calls.lookup(self._row_key(prefix))
         pairs = hit.get("pairs") if isinstance(hit, dict) else None
         row = {
             k: [float(v[0]), float(v[1])]
@@ -210,15 +213,8 @@ class PairScorer:
 
     def _score(self, prefix: str, conts: list[str]) -> list[tuple[float, int]]:
         """Each pair's summed log-probability and how many tokens of d_j it covers."""
-        try:
+        with self.calls.paying("scoring lightpal's passage pairs"):
             got = self.llm.continuation_logprobs(prefix, conts, max_tokens=self.max_tokens)
-        except LcrError:
-            raise
-        except Exception as exc:
-            raise LLMCallError(
-                f"the scorer failed ({exc.__class__.__name__}: {exc}); scores already "
-                "written are kept, run the same command again to resume"
-            ) from exc
         if len(got) != len(conts):
             raise LLMCallError(f"the scorer returned {len(got)} scores for {len(conts)} pairs")
         return [(float(s.logprob), int(s.tokens)) for s in got]

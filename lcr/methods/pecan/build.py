@@ -22,14 +22,13 @@ exist, so a killed build resumes without generating any finished batch again.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lcr.errors import LcrError, LLMCallError, SettingError
+from lcr.errors import SettingError
 from lcr.methods.base import BuildContext
 from lcr.methods.pecan.graph import (
     batch_nodes,
@@ -46,7 +45,8 @@ from lcr.methods.pecan.prompts import (
     segment_line,
 )
 from lcr.methods.pecan.settings import PecanBuild
-from lcr.store import Node, cache_key
+from lcr.methods.toolkit import LLMCalls, chunk_nodes
+from lcr.store import Node
 
 if TYPE_CHECKING:
     from lcr.models.base import AttentionLLM
@@ -60,16 +60,7 @@ class Graph:
     edges: list[tuple[int, int, float]] = field(default_factory=list)
     levels: list[int] = field(default_factory=list)  # nodes per level, bottom first
     stop: str = ""
-
-
-@dataclass
-class BuildCounters:
-    batches: int = 0
-    cached: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    seconds: float = 0.0
-    empty_batches: int = 0
+    empty_batches: int = 0  # batches whose reply held no information point
 
 
 def effective_s(llm: WindowedTokens, params: PecanBuild) -> int:
@@ -91,12 +82,11 @@ def leaf_nodes(
     the estimate's one chunker)."""
     from lcr.text.chunking import token_windows
 
-    nodes: list[Node] = []
-    for doc, start, text in documents:
-        for chunk in token_windows(text, chunk_tokens, count=count, offset=start):
-            tokens = count(segment_line(chunk.text))
-            nodes.append(Node.leaf(len(nodes), chunk.text, chunk.start, chunk.end, doc, tokens))
-    return nodes
+    return chunk_nodes(
+        documents,
+        lambda text, start: token_windows(text, chunk_tokens, count=count, offset=start),
+        tokens=lambda text: count(segment_line(text)),
+    )
 
 
 def _batch_points(
@@ -104,54 +94,38 @@ def _batch_points(
     llm: AttentionLLM,
     texts: list[str],
     params: PecanBuild,
-    counters: BuildCounters,
+    calls: LLMCalls,
     level: int,
 ) -> tuple[list[str], list[list[float]]]:
     """One batch's points and their weights over the batch's nodes, through the cache."""
     prompt = build_prompt(llm, texts)
-    key = cache_key(
-        PROMPT_VERSION, ctx.cache.llm_identity(llm), prompt.ids, params.points_max_new_tokens
-    )
-    hit = ctx.cache.get(key)
-    if isinstance(hit, dict) and isinstance(hit.get("points"), list):
-        counters.cached += 1
-        return [str(p) for p in hit["points"]], [[float(x) for x in w] for w in hit["weights"]]
-    started = time.perf_counter()
-    try:
+    key = calls.key(PROMPT_VERSION, llm, prompt.ids, params.points_max_new_tokens)
+
+    def generate() -> dict[str, Any]:
         gen = llm.generate_with_attention(
             prompt.ids, spans=prompt.spans, max_new_tokens=params.points_max_new_tokens
         )
-    except LcrError:
-        raise
-    except Exception as exc:
-        raise LLMCallError(
-            f"LLM call failed while writing PECAN level {level + 1} "
-            f"({exc.__class__.__name__}: {exc}); batches already written are kept, "
-            "run the same command again to resume"
-        ) from exc
-    finally:
-        counters.seconds += time.perf_counter() - started
-    attention = gen.attention.numpy()
-    ends = llm.token_char_ends(gen.tokens)
-    points = information_points(gen.text)
-    weights = [
-        [float(x) for x in point_weights(attention, tokens_in(ends, p.start, p.end))]
-        for p in points
-    ]
-    texts_out = [p.text for p in points]
-    ctx.cache.put(
-        key,
-        {
-            "points": texts_out,
+        attention = gen.attention.numpy()
+        ends = llm.token_char_ends(gen.tokens)
+        points = information_points(gen.text)
+        weights = [
+            [float(x) for x in point_weights(attention, tokens_in(ends, p.start, p.end))]
+            for p in points
+        ]
+        return {
+            "points": [p.text for p in points],
             "weights": weights,
             "prompt_tokens": gen.prompt_tokens,
             "completion_tokens": gen.completion_tokens,
-        },
+        }
+
+    got = calls.once(
+        key,
+        generate,
+        what=f"writing PECAN level {level + 1}",
+        valid=lambda hit: isinstance(hit, dict) and isinstance(hit.get("points"), list),
     )
-    counters.batches += 1
-    counters.prompt_tokens += gen.prompt_tokens
-    counters.completion_tokens += gen.completion_tokens
-    return texts_out, weights
+    return [str(p) for p in got["points"]], [[float(x) for x in w] for w in got["weights"]]
 
 
 def tree_node(points: list[str], weights: list[list[float]]) -> tuple[list[str], list[list[float]]]:
@@ -164,7 +138,7 @@ def tree_node(points: list[str], weights: list[list[float]]) -> tuple[list[str],
     return [" ".join(points)], [[float(x) for x in mean]]
 
 
-def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, counters: BuildCounters) -> Graph:
+def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, calls: LLMCalls) -> Graph:
     params = ctx.settings
     s = effective_s(llm, params)
     graph = Graph(nodes=leaf_nodes(ctx.doc_texts(), llm.count_tokens, params.chunk_tokens))
@@ -187,10 +161,10 @@ def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, counters: Buil
         for batch in batches:
             members = [current[j] for j in batch]
             points, weights = _batch_points(
-                ctx, llm, [graph.nodes[m].text for m in members], params, counters, level
+                ctx, llm, [graph.nodes[m].text for m in members], params, calls, level
             )
             if not points:
-                counters.empty_batches += 1
+                graph.empty_batches += 1
             elif params.graph == "tree":
                 points, weights = tree_node(points, weights)
             spans = merge_spans([sp for m in members for sp in graph.nodes[m].spans])
@@ -234,22 +208,15 @@ def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, counters: Buil
     return graph
 
 
-def embed_nodes(ctx: BuildContext[PecanBuild], nodes: list[Node]) -> np.ndarray:
-    if not nodes:
-        return np.zeros((0, ctx.models.embedder.dim), dtype=np.float32)
-    emb = ctx.models.embedder.encode([n.text for n in nodes])
-    return np.asarray(emb, dtype=np.float32)
-
-
-def stats_of(graph: Graph, counters: BuildCounters) -> dict[str, Any]:
+def stats_of(graph: Graph, calls: LLMCalls) -> dict[str, Any]:
     return {
         "levels": graph.levels,
         "stop": graph.stop,
         "edges": len(graph.edges),
-        "llm_batches": counters.batches,
-        "llm_cached": counters.cached,
-        "llm_empty_batches": counters.empty_batches,
-        "llm_prompt_tokens": counters.prompt_tokens,
-        "llm_completion_tokens": counters.completion_tokens,
-        "llm_seconds": round(counters.seconds, 3),
+        "llm_batches": calls.calls,
+        "llm_cached": calls.cached,
+        "llm_empty_batches": graph.empty_batches,
+        "llm_prompt_tokens": calls.prompt_tokens,
+        "llm_completion_tokens": calls.completion_tokens,
+        "llm_seconds": round(calls.seconds, 3),
     }

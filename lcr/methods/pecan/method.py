@@ -10,7 +10,6 @@ not the shared answer prompt.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -29,7 +28,7 @@ from lcr.methods.base import (
     QueryContext,
     item_from_node,
 )
-from lcr.methods.pecan.build import BuildCounters, build_graph, embed_nodes, stats_of
+from lcr.methods.pecan.build import build_graph, stats_of
 from lcr.methods.pecan.graph import edge_matrix
 from lcr.methods.pecan.search import AnswerState, SearchParams, answer_turn, dynamic_search
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
@@ -96,21 +95,20 @@ class Pecan(Method[PecanBuild, PecanQuery]):
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[PecanBuild]) -> None:
         llm = require_attention(ctx.models.llm, "building pecan")
-        counters = BuildCounters()
-        started = time.perf_counter()
-        graph = build_graph(ctx, llm, counters)
-        built = time.perf_counter()
-        emb = embed_nodes(ctx, graph.nodes)
+        calls = ctx.llm_calls(kept="batches")
+        with ctx.build_stage("graph"):
+            graph = build_graph(ctx, llm, calls)
+        with ctx.build_stage("embedding"):
+            texts = [n.text for n in graph.nodes]
+            truncate = ctx.settings.embed_long == "truncated"  # as builds before embed_long
+            emb = ctx.embed(texts, "pecan: embedding nodes", truncate=truncate)
         ctx.out.write_nodes(graph.nodes)
         ctx.out.write_csr("edges", edge_matrix(graph.edges, len(graph.nodes)))
         ctx.out.write_array("embeddings", emb)
         ctx.out.write_array("levels", np.asarray([n.level for n in graph.nodes], dtype=np.int32))
         ctx.out.counts["edges"] = len(graph.edges)
-        ctx.out.stats.update(stats_of(graph, counters))
-        ctx.out.stats["seconds"] = {
-            "graph": round(built - started, 3),
-            "embedding": round(time.perf_counter() - built, 3),
-        }
+        ctx.out.stats.update(stats_of(graph, calls))
+        ctx.out.stats["seconds"] = ctx.stages.to_json()
 
     # --------------------------------------------------------------- retrieve
     def retrieve(

@@ -50,6 +50,11 @@ class PecanBuild(Settings):
     max_levels: int = setting(
         10, "most levels above the chunks (a guard; the paper has none)", low=1, high=1000
     )
+    embed_long: Literal["pooled", "truncated"] = setting(
+        "pooled",
+        "a node past the embedder's window: mean of pieces that fit, or its start alone",
+        legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
+    )
 
 
 @dataclass(frozen=True)

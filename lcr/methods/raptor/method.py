@@ -18,7 +18,6 @@ chunkers, so the tree and the budget do not depend on which LLM reads them.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -37,11 +36,10 @@ from lcr.methods.base import (
     QueryContext,
     item_from_node,
 )
-from lcr.methods.cached_calls import CachedCalls
 from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
 from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
+from lcr.methods.toolkit import chunk_nodes
 from lcr.models.base import Message
-from lcr.progress import OneTask
 from lcr.store import MethodReader, Node
 from lcr.text.tokens import count_tokens
 
@@ -104,6 +102,11 @@ class RaptorBuild(Settings):
     seed: int = setting(
         224, "seed of UMAP and the mixtures", reference_code=True, low=0, high=2**32 - 1
     )
+    embed_long: Literal["pooled", "truncated"] = setting(
+        "pooled",
+        "a node past the embedder's window: mean of pieces that fit, or its start alone",
+        legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
+    )
 
 
 @dataclass(frozen=True)
@@ -132,14 +135,6 @@ EMBEDDER = Needs(embedder=True)
 SUMMARISE = Needs(llm=GENERATE, embedder=True)  # one summary per cluster, each embedded
 
 
-def _embed(ctx: BuildContext[RaptorBuild], texts: list[str], what: str) -> np.ndarray:
-    task = ctx.progress.task(f"raptor: embedding {what}", total=len(texts))
-    if not texts:
-        return np.zeros((0, ctx.models.embedder.dim), dtype=np.float32)
-    emb = ctx.models.embedder.encode(texts, progress=OneTask(task))
-    return np.asarray(emb, dtype=np.float32)
-
-
 def leaf_nodes(
     documents: Iterable[tuple[int, int, str]],
     chunk_tokens: int,
@@ -149,13 +144,51 @@ def leaf_nodes(
     and the estimate's one chunker)."""
     from lcr.text.chunking import token_windows
 
-    nodes: list[Node] = []
-    for doc, start, text in documents:
-        for chunk in token_windows(text, chunk_tokens, offset=start):
-            tokens = count_tokens(chunk.text)
-            nodes.append(Node.leaf(len(nodes), chunk.text, chunk.start, chunk.end, doc, tokens))
-        each_document()
-    return nodes
+    return chunk_nodes(
+        documents,
+        lambda text, start: token_windows(text, chunk_tokens, offset=start),
+        tokens=count_tokens,
+        each_document=each_document,
+    )
+
+
+STAGES = ("chunking", "embedding", "clustering", "summarisation")  # a build's "seconds"
+
+
+@dataclass
+class _Tree:
+    """The tree as it grows: every node, the leaves under each, each layer's rows."""
+
+    nodes: list[Node]
+    leaves_of: list[list[int]]
+    embeddings: list[np.ndarray]
+
+    def add_layer(
+        self, layer: int, clusters: list[list[int]], texts: list[str], ctx: BuildContext[Any]
+    ) -> list[int]:
+        """One summary node per cluster of node indices, spanning its leaves' text (merged
+        where only whitespace parts them within a document); the new nodes' indices."""
+        breaks = [d.start for d in ctx.documents[1:]]
+        new_ids: list[int] = []
+        for members, text in zip(clusters, texts, strict=True):
+            leaves = sorted({leaf for m in members for leaf in self.leaves_of[m]})
+            spans = merge_spans(
+                [sp for leaf in leaves for sp in self.nodes[leaf].spans], ctx.source, breaks
+            )
+            self.nodes.append(
+                Node(
+                    f"s{layer}-{len(new_ids)}",
+                    layer,
+                    text,
+                    spans,
+                    self.nodes[leaves[0]].doc,
+                    children=[self.nodes[m].id for m in members],
+                    meta={"tokens": count_tokens(text), "leaves": len(leaves)},
+                )
+            )
+            new_ids.append(len(self.nodes) - 1)
+            self.leaves_of.append(leaves)
+        return new_ids
 
 
 class Raptor(Method[RaptorBuild, RaptorQuery]):
@@ -189,97 +222,65 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
             local_neighbors=s.local_neighbors,
             seed=s.seed,
         )
-        summariser = CachedCalls(
-            ctx,
+        summariser = ctx.generations(
             prompt_version=PROMPT_VERSION,
             max_new_tokens=s.summary_max_new_tokens,
             batch_size=s.batch_size,
             what="summarising RAPTOR",
             require_text=True,
         )
-        seconds = {"chunking": 0.0, "embedding": 0.0, "clustering": 0.0, "summarisation": 0.0}
-        breaks = [d.start for d in ctx.documents[1:]]
-
-        t = time.perf_counter()
-        task = ctx.progress.task("raptor: chunking", total=len(ctx.documents))
-        nodes = leaf_nodes(ctx.doc_texts(), s.chunk_tokens, task.advance)
-        seconds["chunking"] = time.perf_counter() - t
-
-        t = time.perf_counter()
-        layer_emb = _embed(ctx, [n.text for n in nodes], "leaves")
-        seconds["embedding"] += time.perf_counter() - t
-        embeddings = [layer_emb]
-        leaves_of: list[list[int]] = [[i] for i in range(len(nodes))]
+        truncate = s.embed_long == "truncated"  # as builds before embed_long did
+        with ctx.build_stage("chunking"):
+            task = ctx.progress.task("raptor: chunking", total=len(ctx.documents))
+            nodes = leaf_nodes(ctx.doc_texts(), s.chunk_tokens, task.advance)
+        with ctx.build_stage("embedding"):
+            texts = [n.text for n in nodes]
+            layer_emb = ctx.embed(texts, "raptor: embedding leaves", truncate=truncate)
+        tree = _Tree(nodes, [[i] for i in range(len(nodes))], [layer_emb])
         layer_nodes = list(range(len(nodes)))
         sizes = [len(nodes)]
         reports: list[dict[str, int]] = []
-        stop = "max_layers reached"
-
+        stop = f"max_layers ({s.max_layers}) reached"
         for layer in range(1, s.max_layers + 1):
             if len(layer_nodes) <= params.dim + 1:
                 stop = f"too few nodes to cluster ({len(layer_nodes)})"
                 break
-            t = time.perf_counter()
-            task = ctx.progress.task(
-                f"raptor: layer {layer}: clustering {len(layer_nodes)} nodes", total=1
-            )
-            tokens = [int(nodes[i].meta["tokens"]) for i in layer_nodes]
-            clusters, report = cluster_layer(layer_emb, tokens, params)
-            task.advance()
-            seconds["clustering"] += time.perf_counter() - t
+            with ctx.build_stage("clustering"):
+                task = ctx.progress.task(
+                    f"raptor: layer {layer}: clustering {len(layer_nodes)} nodes", total=1
+                )
+                tokens = [int(nodes[i].meta["tokens"]) for i in layer_nodes]
+                clusters, report = cluster_layer(layer_emb, tokens, params)
+                task.advance()
             reports.append(dict(vars(report), clusters=len(clusters)))
             if len(clusters) >= len(layer_nodes):
                 stop = f"clustering no longer shrinks the layer ({len(layer_nodes)} nodes)"
                 break
+            with ctx.build_stage("summarisation"):
+                task = ctx.progress.task(f"raptor: layer {layer}: summaries", total=len(clusters))
+                convs = [
+                    summary_messages([nodes[layer_nodes[j]].text for j in c]) for c in clusters
+                ]
+                texts = summariser.run(convs, task, f"summarising RAPTOR layer {layer}")
+            members = [[layer_nodes[j] for j in c] for c in clusters]
+            layer_nodes = tree.add_layer(layer, members, texts, ctx)
+            with ctx.build_stage("embedding"):
+                what = f"raptor: embedding layer {layer} summaries"
+                layer_emb = ctx.embed(texts, what, truncate=truncate)
+            tree.embeddings.append(layer_emb)
+            sizes.append(len(layer_nodes))
 
-            t = time.perf_counter()
-            task = ctx.progress.task(f"raptor: layer {layer}: summaries", total=len(clusters))
-            convs = [summary_messages([nodes[layer_nodes[j]].text for j in c]) for c in clusters]
-            texts = summariser.run(convs, task, f"summarising RAPTOR layer {layer}")
-            seconds["summarisation"] += time.perf_counter() - t
-
-            new_ids: list[int] = []
-            for c, text in zip(clusters, texts, strict=True):
-                members = [layer_nodes[j] for j in c]
-                leaves = sorted({leaf for m in members for leaf in leaves_of[m]})
-                spans = merge_spans(
-                    [sp for leaf in leaves for sp in nodes[leaf].spans], ctx.source, breaks
-                )
-                node = Node(
-                    f"s{layer}-{len(new_ids)}",
-                    layer,
-                    text,
-                    spans,
-                    nodes[leaves[0]].doc,
-                    children=[nodes[m].id for m in members],
-                    meta={"tokens": count_tokens(text), "leaves": len(leaves)},
-                )
-                new_ids.append(len(nodes))
-                nodes.append(node)
-                leaves_of.append(leaves)
-            t = time.perf_counter()
-            layer_emb = _embed(ctx, texts, f"layer {layer} summaries")
-            seconds["embedding"] += time.perf_counter() - t
-            embeddings.append(layer_emb)
-            layer_nodes = new_ids
-            sizes.append(len(new_ids))
-        else:
-            stop = f"max_layers ({s.max_layers}) reached"
-
-        all_emb = (
-            np.concatenate(embeddings, axis=0) if embeddings else np.zeros((0, 0), dtype=np.float32)
-        )
         ctx.out.write_nodes(nodes)
-        ctx.out.write_array("embeddings", all_emb.astype(np.float32))
-        tree = {"layers": sizes, "stop": stop, "seed": params.seed, "clustering": reports}
-        ctx.out.write_json("tree", tree)
+        ctx.out.write_array("embeddings", np.concatenate(tree.embeddings, axis=0))
+        shape = {"layers": sizes, "stop": stop, "seed": params.seed, "clustering": reports}
+        ctx.out.write_json("tree", shape)
         ctx.out.stats.update(
             {
                 "layers": sizes,
                 "stop": stop,
                 "clustering": reports,
                 **summariser.stats(),
-                "seconds": {k: round(v, 3) for k, v in seconds.items()},
+                "seconds": ctx.stages.to_json(STAGES),
             }
         )
 
