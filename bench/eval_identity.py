@@ -3,7 +3,7 @@
 Runs a fixed, small set of evaluations (generated Hash-Hop and variable-tracking
 tasks, and the first HotpotQA dev questions when ../shared/data is beside the
 project) with every cheap method retrieval-only, and answers with SmolLM2 for
-bm25, the gold ceiling and the LLM methods on two questions. Each results
+bm25, mixpr and the gold ceiling on three HotpotQA questions. Each results
 record is written with its run-dependent fields removed (wall times, dates):
 everything else, run keys, evidence, scores, prompts' token counts, answers,
 must be bitwise the same between two commits.
@@ -29,7 +29,6 @@ from typing import Any
 HERE = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("LCR_SHARED_DATA", HERE.parent / "shared" / "data"))
 CHEAP = ["bm25", "tfidf", "dense", "hybrid", "mixpr"]
-LLM_METHODS = ["raptor", "pecan", "graphreader", "lightpal"]
 # Keys whose values depend on the machine and the moment, never on the code's logic.
 VOLATILE = {"timings", "seconds", "wall_s", "date", "started", "finished", "elapsed_s"}
 
@@ -98,24 +97,10 @@ def run_all(work: Path) -> list[Path]:
             str(out),
         )
         outputs.append(out)
-    small = work / "hashhop2-4k.jsonl"  # PECAN reads a whole 8k document in one prompt
-    if not small.exists():
-        lcr_eval(
-            "generate",
-            "hashhop",
-            "--hops",
-            "2",
-            "--length",
-            "4k",
-            "--count",
-            "2",
-            "--seed",
-            "0",
-            "-o",
-            str(small),
-        )
+    # answers: the shared answer step (bm25, mixpr) and the gold ceiling; the LLM
+    # methods' builds take an hour at a load of 5-8 on 2 cores, too slow for a check
     hotpot = SHARED / "hotpotqa" / "dev.jsonl"
-    answer_runs = [("hashhop2.llm", small, [*LLM_METHODS, "bm25", "gold"], 2)]
+    answer_runs = []
     if hotpot.exists():
         answer_runs.append(("hotpotqa.answers", hotpot, ["bm25", "mixpr", "gold"], 3))
     for name, data, methods_list, limit in answer_runs:
