@@ -28,11 +28,14 @@ from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     NOTHING,
+    SHARED_ANSWER,
     AnswerContext,
+    AnswerStep,
     BuildContext,
     EstimateContext,
     Method,
     Needs,
+    NoState,
     QueryContext,
     item_from_node,
     top_indices,
@@ -211,24 +214,9 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
     def retrieve_needs(self, settings: LightPALQuery) -> Needs:
         return Needs(embedder=True) if settings.initial == "dense" else NOTHING
 
-    def uses_shared_answer(self, settings: LightPALQuery) -> bool:
-        return settings.prompt != "paper"
-
-    def answer(
-        self, ctx: AnswerContext[LightPALQuery], question: str, evidence: Evidence
-    ) -> AnswerResult | None:
-        """The shared answer step with the paper's prompt (appendix A.2), unless
-        ``lightpal.prompt=shared``."""
-        if ctx.settings.prompt != "paper":
-            return None
-        prompt = summary_prompt([d.name for d in ctx.documents], ctx.settings.answer_words)
-        return answer(
-            question,
-            evidence.in_document_order(),
-            ctx.llm,
-            max_new_tokens=ctx.answer.max_new_tokens,
-            prompt=prompt,
-        )
+    def answer_step(self, settings: LightPALQuery) -> AnswerStep[Any, Any]:
+        """The paper's prompt (appendix A.2), unless ``lightpal.prompt=shared``."""
+        return PAPER_PROMPT if settings.prompt == "paper" else SHARED_ANSWER
 
     def estimate(self, ctx: EstimateContext[LightPALBuild]) -> BuildEstimate:
         """k' scored pairs per passage of the build's own cutter: the pairs exact."""
@@ -391,6 +379,28 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         if fill.from_ranking:
             info["context_from_ranking"] = fill.from_ranking
         return Evidence(method=self.name, items=items, info=info)
+
+
+class PaperPromptAnswer(AnswerStep[LightPALQuery, NoState]):
+    """The paper's summary prompt (appendix A.2) over the evidence in document order."""
+
+    name = "lightpal"
+    state_type = NoState
+
+    def answer(
+        self, ctx: AnswerContext[LightPALQuery], question: str, evidence: Evidence, state: NoState
+    ) -> AnswerResult:
+        prompt = summary_prompt([d.name for d in ctx.documents], ctx.settings.answer_words)
+        return answer(
+            question,
+            evidence.in_document_order(),
+            ctx.llm,
+            max_new_tokens=ctx.answer.max_new_tokens,
+            prompt=prompt,
+        )
+
+
+PAPER_PROMPT = PaperPromptAnswer()
 
 
 def _name(names: list[str], i: int, nodes: list[Node]) -> str:
