@@ -326,14 +326,11 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         walk: Walk = ctx.stored.memoised("walk", lambda: _stored_walk(ctx.stored, n))
         want = k if k is not None else ctx.settings.top_k
         s = ctx.settings
-        t = time.perf_counter()
         scores = self._ranking(ctx, question, n)
         if len(scores) != n:
             raise ctx.stored.damage(f"the initial ranking scores {len(scores)} of {n} passages")
         depth = max(want, s.restart_top) if s.restart == "ranking" else want
         ranking = top_indices(scores, depth)
-        initial_s = time.perf_counter() - t
-        t = time.perf_counter()
         fill: ContextFill = context_passages(
             walk,
             ranking.tolist(),
@@ -343,7 +340,6 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             alpha=s.alpha,
             restart_set=s.restart,
         )
-        context_s = time.perf_counter() - t
         names = [d.name for d in ctx.documents]
         items = [
             item_from_node(
@@ -373,8 +369,6 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             "restart": len(fill.restart),
             "restart_set": s.restart,
             "ppr_iterations": fill.iterations,
-            "initial_ms": round(1000 * initial_s, 2),
-            "context_ms": round(1000 * context_s, 2),
         }
         if fill.from_ranking:
             info["context_from_ranking"] = fill.from_ranking
