@@ -466,6 +466,9 @@ class AnswerResult:
     support: float | None = None
     signals: SupportSignals | None = None
     withheld: str | None = None
+    # the step that answered when not the one the method declared ("shared": GraphReader
+    # without a notebook hands its evidence to the shared step)
+    step: str = ""
 
     def support_json(self) -> dict[str, Any]:
         """The check's fields of ``--json`` and eval records: ``support`` (the score),

@@ -6,7 +6,7 @@
     hits = lcr.retrieve(book, "Who hid the key?", method="mixpr", k=5)
     small = lcr.use_models(llm="smollm2-135m")
     reply = lcr.ask(book, "Who hid the key?", models=small, settings={"answer.order": "rank"})
-    print(reply.answer, [(e.id, e.spans) for e in reply.evidence.items])
+    print(reply.answer, [(e.id, e.spans) for e in reply.basis()])  # the evidence it read
 
 Settings are a mapping of ``"method.key"`` (or ``"answer.key"``) to values, or
 keyword arguments ``key=value`` for the method being used; both are checked

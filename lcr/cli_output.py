@@ -334,7 +334,7 @@ def print_result(
     if answer:  # wrapped to 80 columns, as the rest; --json keeps them as they are
         say(wrapped(f"Q: {result.question}"))
         say(wrapped(f"A: {result.answer}") + "\n")
-    items = result.evidence.items
+    items = result.basis()  # what the answer read; retrieval alone: what was retrieved
     shown = items if most is None else items[:most]
     say(f"Evidence ({result.method}, {len(items)} nodes):")
     for position, it in enumerate(shown, 1):  # rank order, as in --json
@@ -346,12 +346,12 @@ def print_result(
         say(textwrap.fill(excerpt, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
     if len(items) > len(shown):
         say(f"... and {len(items) - len(shown)} more (use --evidence all / --json)")
-    info = {k: v for k, v in result.evidence.info.items() if k not in _LONG_INFO}
+    info = {k: v for k, v in result.info.items() if k not in _LONG_INFO}
     if info:
         listed = ", ".join(f"{k}={v}" for k, v in info.items())
         say(textwrap.fill("info: " + listed, WIDTH, subsequent_indent="      "))
     if trace:
-        for step in result.evidence.info.get("trace", []):
+        for step in result.info.get("trace", []):
             say("trace: " + ", ".join(f"{k}={v!r}" for k, v in step.items()))
     u = result.usage
     if u.calls:

@@ -90,36 +90,48 @@ class EvidenceItem:
         return out
 
 
+class AnswerState:
+    """What a retrieval keeps for its method's own answer step (PECAN's KV cache,
+    GraphReader's notebooks): each such step declares its subclass
+    (:class:`lcr.answer_step.AnswerStep`'s ``state_type``)."""
+
+
 @dataclass
 class Evidence:
     """A method's answer to ``retrieve``: items in the order the LLM should read them.
 
     ``info`` carries method-specific facts worth showing (MixPR's mode, RAPTOR's
     traversal, iterations used); ``usage`` counts LLM calls made while retrieving
-    (measured by the pipeline around the phase). ``state`` is what a method's own
-    answer step needs from its search (PECAN's KV cache); it is never serialised.
+    (measured by the pipeline around the phase). ``state`` is what the method's own
+    answer step reads besides the items; it is never serialised, and the pipeline
+    lets it go once nothing will answer from it.
     """
 
     method: str
     items: list[EvidenceItem]
     info: dict[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
-    state: Any = field(default=None, repr=False, compare=False)
+    state: AnswerState | None = field(default=None, repr=False, compare=False)
 
     def in_rank_order(self) -> list[EvidenceItem]:
-        """Best first: by the method's ``rank`` where every item has one, else by score
-        (ties keep the method's order); an item without a rank gets its position."""
-        items = list(self.items)
-        if all(isinstance(it.extra.get("rank"), int) for it in items):
-            items.sort(key=lambda it: int(it.extra["rank"]))
-        else:
-            items.sort(key=lambda it: -it.score)
-        for position, it in enumerate(items, 1):
-            it.extra.setdefault("rank", position)
-        return items
+        """:func:`rank_order` of the items."""
+        return rank_order(self.items)
 
     def in_document_order(self) -> list[EvidenceItem]:
         return sorted(self.items, key=lambda it: (min((s for s, _ in it.spans), default=0), it.id))
+
+
+def rank_order(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
+    """Best first: by the method's ``rank`` where every item has one, else by score
+    (ties keep the method's order); an item without a rank gets its position."""
+    ranked = list(items)
+    if all(isinstance(it.extra.get("rank"), int) for it in ranked):
+        ranked.sort(key=lambda it: int(it.extra["rank"]))
+    else:
+        ranked.sort(key=lambda it: -it.score)
+    for position, it in enumerate(ranked, 1):
+        it.extra.setdefault("rank", position)
+    return ranked
 
 
 def merge_spans(

@@ -9,27 +9,22 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcr import config
-from lcr.answer import (
-    AnswerResult,
-    AnswerStream,
-    dropped_warning,
-    shared_answer,
-)
+from lcr.accounting import spending
+from lcr.answer import AnswerStream
 from lcr.answer_needs import require_answer
-from lcr.citation import Citer
+from lcr.answering import answer_evidence
 from lcr.config import Settings
 from lcr.errors import InputError, SettingError
 from lcr.estimate.throughput import observe_build
-from lcr.evidence import Evidence, EvidenceItem, Usage
+from lcr.evidence import EvidenceItem
 from lcr.integrity import check_evidence, stored_build_settings
-from lcr.methods.base import AnswerContext, BuildContext, Needs, QueryContext
+from lcr.methods.base import BuildContext, Needs, QueryContext
 from lcr.models.backends import (
     cpu_configuration,
     describe_configuration,
@@ -57,7 +52,7 @@ from lcr.plans import answer_settings as answer_settings
 from lcr.plans import build_settings as build_settings
 from lcr.plans import query_settings as query_settings
 from lcr.progress import NULL_PROGRESS, Progress
-from lcr.selection import sentence_scorer
+from lcr.result import Result, cite
 from lcr.store import DocumentInput, Index
 from lcr.store.writing import writer_lock
 
@@ -334,41 +329,6 @@ def index_files(
     return index, reports
 
 
-@dataclass
-class Result:
-    """One question's outcome: what ``--json`` prints, one object per line."""
-
-    question: str
-    method: str
-    evidence: Evidence
-    answer: str | None = None
-    usage: Usage = field(default_factory=Usage)
-    timings: dict[str, float] = field(default_factory=dict)
-    models: dict[str, str] = field(default_factory=dict)
-    dropped: int = 0
-    # what the answer step was set to (AnswerSettings.to_json() and "step": "shared" or
-    # the method whose own prompt answered); None when nothing was answered
-    answer_settings: dict[str, Any] | None = None
-    # the support check's fields (AnswerResult.support_json): none when no check ran
-    support: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        out = {
-            "question": self.question,
-            "answer": self.answer,
-            "method": self.method,
-            "evidence": [it.to_json() for it in self.evidence.items],
-            "info": self.evidence.info,
-            "usage": self.usage.to_json(),
-            "timings": {k: round(v, 4) for k, v in self.timings.items()},
-            "models": self.models,
-            **self.support,
-        }
-        if self.answer_settings is not None:
-            out["answer_settings"] = self.answer_settings
-        return out
-
-
 def query_models(
     reader_models: dict[str, str],
     plan: QueryPlan,
@@ -447,8 +407,6 @@ def retrieve_query(
     message = retrieval_llm_note(query, models)
     if note is not None and message is not None:
         note(message)
-    started = time.perf_counter()
-    before = models.usage_snapshot()
     ctx = QueryContext(
         index.source,
         index.documents,
@@ -457,14 +415,14 @@ def retrieve_query(
         query.retrieval_settings,
         stored_build_settings(index, method, reader),
         progress,
-        answer_tokens=query.answer.max_new_tokens,
+        answer=query.answer,
     )
-    evidence = method.retrieve(ctx, question, query.k)
-    check_evidence(index, method.name, evidence.items)
-    if not keep_state:
-        evidence.state = None  # nothing answers from it: let a KV cache go at once
-    elapsed = time.perf_counter() - started
-    evidence.usage = models.usage_snapshot().minus(before)  # measured here, for every method
+    with spending(models) as retrieving:  # measured here, for every method
+        evidence = method.retrieve(ctx, question, query.k)
+        check_evidence(index, method.name, evidence.items)
+        if not keep_state:
+            evidence.state = None  # nothing answers from it: let a KV cache go at once
+    evidence.usage = retrieving.usage
     evidence.items = evidence.in_rank_order()  # one order for every method and output
     cite(index, evidence.items)
     used_models = dict(reader.entry.models)
@@ -477,23 +435,9 @@ def retrieve_query(
         method=method.name,
         evidence=evidence,
         usage=evidence.usage,
-        timings={"retrieve_s": elapsed},
+        timings={"retrieve_s": retrieving.seconds},
         models=used_models,
     )
-
-
-def cite(index: Index, items: Sequence[EvidenceItem]) -> None:
-    """Give each final evidence item its document's name and its spans' citations
-    (file, offsets within it, pages, section): done where items are finished, so every
-    output (plain, ``--json``, ``lcr eval``, the API) cites the same way."""
-    documents = index.documents
-    citer = Citer(documents, index.layouts)
-    for item in items:
-        item.citations = citer.cite_spans(item.spans)
-        if 0 <= item.doc < len(documents):
-            item.document = documents[item.doc].name
-        else:  # not a document of this index: name what the spans point at instead
-            item.document = item.citations[0].document if item.citations else str(item.doc)
 
 
 def ask(
@@ -527,13 +471,19 @@ def ask_query(
     """:func:`ask` for a :class:`~lcr.plans.QueryPlan` and a checked question;
     ``stream`` watches the shared step."""
     method = query.method
+    step = method.answer_step(query.settings)
     needs = query.needs | method.answer_needs(query.settings)
-    shared = method.uses_shared_answer(query.settings)
     answer = require_answer(
-        models, needs, query.answer, shared, f"answering with {method.name}", require, note
+        models,
+        needs,
+        query.answer,
+        step.shared_settings,
+        f"answering with {method.name}",
+        require,
+        note,
     )
     query = dataclasses.replace(query, answer=answer)
-    selecting = query.answer.select != "off" and method.uses_shared_answer(query.settings)
+    selecting = query.answer.select != "off" and step.shared_settings
     own = query  # the method's own evidence, without the deeper pool (answer.reread)
     if selecting and query.k is None and query.answer.pool > 0:
         query = dataclasses.replace(query, k=query.answer.pool)  # a deeper pool to select from
@@ -546,50 +496,14 @@ def ask_query(
 
     models = query_models(index.reader(method.name).entry.models, query, models)  # its embedder
 
-    started = time.perf_counter()
-    llm = models.llm
-    loaded = time.perf_counter()
-    before = models.usage_snapshot()
-    ctx = AnswerContext(llm, query.settings, query.answer, index.source, index.documents)
-    out: AnswerResult | None = method.answer(ctx, result.question, result.evidence)
-    step = method.name
-    if out is None:
-        step = "shared"
-        out = shared_answer(
-            result.question,
-            result.evidence.items,
-            llm,
-            query.answer,
-            source=index.source,
-            names=[d.name for d in index.documents],
-            scorer=sentence_scorer(query.answer.select, lambda: models.embedder, lambda: llm)
-            if query.answer.select != "off"
-            else None,
-            unselected=None if own is query else unselected,
-            stream=stream,
-        )
-    if out.dropped and note is not None:
-        note(dropped_warning(len(result.evidence.items), out, llm.context_window))
-    result.timings["answer_s"] = time.perf_counter() - loaded
-    if loaded - started > 0.05:
-        result.timings["llm_load_s"] = loaded - started
-    result.answer = out.text
-    result.support = out.support_json()
-    result.answer_settings = {**query.answer.to_json(), "step": step}
-    result.evidence = Evidence(
-        method=result.evidence.method,
-        items=out.used,
-        info={
-            **result.evidence.info,
-            **out.info,
-            **({"dropped": out.dropped} if out.dropped else {}),
-        },
-        usage=result.evidence.usage,
+    return answer_evidence(
+        index,
+        result,
+        step,
+        query.settings,
+        query.answer,
+        models,
+        unselected=None if own is query else unselected,
+        stream=stream,
+        note=note,
     )
-    result.evidence.items = result.evidence.in_rank_order()  # read as set, shown by rank
-    cite(index, result.evidence.items)  # the answer step made new items (passages, cuts)
-    result.usage = result.usage.merged(models.usage_snapshot().minus(before))
-    result.models["llm"] = llm.model_id
-    result.models["backend"] = str(llm.backend)
-    result.models["llm_run"] = describe_configuration(llm_configuration(llm))
-    return result

@@ -36,7 +36,7 @@ from lcr.config import Settings, value_text
 from lcr.errors import SettingError, UsageError
 from lcr.evidence import Usage
 from lcr.methods import get_method, method_names, registered
-from lcr.methods.base import Method
+from lcr.methods.base import SHARED_ANSWER, AnswerState, AnswerStep, Method
 from lcr.models.base import (
     ALL_CAPABILITIES,
     LLM,
@@ -368,6 +368,35 @@ def check_k_ignored(c: MethodChecks) -> None:
     ], "-k changed the evidence of a method that says it ignores -k"
 
 
+def check_answer_step(c: MethodChecks) -> None:
+    """The declared answer step answers through the pipeline: the retrieval keeps the
+    state the step declares (and only when asked), the record names the step (or the
+    shared step it handed to), what it read lies in source.txt, and its cost is counted."""
+    index = c.built()
+    models = c.models(0.9)
+    step = c.method.answer_step(c.method.query_settings())
+    assert isinstance(step, AnswerStep), f"answer_step gave {step!r}"
+    assert issubclass(step.state_type, AnswerState), "state_type is not an AnswerState"
+    query = pipeline.plan_query(c.name)
+    kept = pipeline.retrieve_query(index, query, QUESTION, models, keep_state=True)
+    try:
+        step.state_of(kept.evidence)
+    except TypeError as exc:
+        raise AssertionError(f"the retrieval kept the wrong state: {exc}") from None
+    alone = pipeline.retrieve(index, c.name, QUESTION, models)
+    assert alone.evidence.state is None, "a retrieval alone kept its answer state"
+    result = pipeline.ask(index, c.name, QUESTION, models)
+    assert isinstance(result.answer, str), "no answer"
+    recorded = (result.answer_settings or {}).get("step")
+    assert recorded in (step.name, SHARED_ANSWER.name), f"the record names step {recorded!r}"
+    assert result.evidence.state is None, "the answer state outlived the answer"
+    assert result.read is not None, "what the answer read is not recorded"
+    for it in result.read:
+        assert all(0 <= s < e <= len(index.source) for s, e in it.spans), f"{it.id}: spans"
+    spent = result.usage.to_json() != result.evidence.usage.to_json()
+    assert spent, "the answer's LLM usage was not counted"
+
+
 def check_settings_declared_once_and_typed(c: MethodChecks) -> None:
     """Each phase's settings are one frozen, typed declaration: one-line help, valid
     values stated, defaults that pass their own checks and parse back from their text,
@@ -421,6 +450,7 @@ CHECKS: dict[str, Callable[[MethodChecks], None]] = {
         check_retrieval_needs_no_llm,
         check_k_limits,
         check_k_ignored,
+        check_answer_step,
         check_settings_declared_once_and_typed,
         check_needs_line_is_derived,
     )

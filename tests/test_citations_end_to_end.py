@@ -138,10 +138,12 @@ def test_ask_cites_the_passages_the_answer_read(
     index = Index.open(folders)
     merged = lcr.ask(folders, "Where is the football?", k=6, models=models, settings={
         "answer.passages": "merged"})  # fmt: skip
-    assert any("merged" in it.extra for it in merged.evidence.items)  # passages were made
+    assert merged.read is not None and any("merged" in it.extra for it in merged.read)
+    assert not any("merged" in it.extra for it in merged.evidence.items)  # the chunks found
     selected = lcr.ask(folders, "Where is the football?", k=6, models=models, settings={
         "answer.select": "bm25", "answer.budget": 40})  # fmt: skip
-    assert any("selected_from" in it.extra for it in selected.evidence.items)
+    assert selected.read is not None
+    assert any("selected_from" in it.extra for it in selected.read)
     for result in (merged, selected):
         for item in result.to_json()["evidence"]:
             _check_citations(index, item)

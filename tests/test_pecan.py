@@ -46,7 +46,7 @@ from lcr.methods.pecan.prompts import (
     search_prompt,
 )
 from lcr.methods.pecan.prompts import segment_line as line
-from lcr.methods.pecan.search import SCORES, AnswerState
+from lcr.methods.pecan.search import SCORES, SecondTurn
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
 from lcr.models.base import Capability
 from lcr.models.container import Models
@@ -386,8 +386,9 @@ def test_usage_proves_no_recomputation(built: Index, smollm: Any, embedder: Any)
 def test_ask_answers_through_the_hook_from_the_search_cache(
     built: Index, smollm: Any, embedder: Any
 ) -> None:
-    """`lcr ask -m pecan` answers with Pecan.answer (the paper's second turn from the
-    search's KV cache), and the answer equals the hook's on the retrieved evidence."""
+    """`lcr ask -m pecan` answers with PECAN's declared step (the paper's second turn
+    from the search's KV cache, typed SecondTurn), and the answer equals the step's on
+    the retrieved evidence."""
     from lcr.answer import AnswerSettings
     from lcr.methods.base import AnswerContext
 
@@ -395,12 +396,12 @@ def test_ask_answers_through_the_hook_from_the_search_cache(
     question = "Who fell sick and called her daughter?"
     asked = pipeline.ask(built, "pecan", question, models, max_new_tokens=12)
     assert asked.answer_settings is not None and asked.answer_settings["step"] == "pecan"
-    assert asked.answer
+    assert asked.answer and asked.evidence.state is None  # answered: the cache let go
     # retrieval alone, resolved with the same reply length (the search keeps room for
-    # it in the window): the same search, its cache kept for the hook, no answer yet
+    # it in the window): the same search, its cache kept for the step, no answer yet
     query = pipeline.plan_query("pecan", max_new_tokens=12)
     got = pipeline.retrieve_query(built, query, question, models, keep_state=True)
-    assert isinstance(got.evidence.state, AnswerState)
+    assert isinstance(got.evidence.state, SecondTurn)
     assert got.answer is None and "generated" not in got.evidence.info["encoded_tokens"]
     assert got.evidence.info["encoded_tokens"]["answer"] == 0
     assert [it.id for it in got.evidence.items] == [it.id for it in asked.evidence.items]
@@ -412,12 +413,17 @@ def test_ask_answers_through_the_hook_from_the_search_cache(
         built.source,
         built.documents,
     )
-    out = get_method("pecan").answer(ctx, question, got.evidence)
-    assert out is not None and out.text == asked.answer and out.dropped == 0
+    step = get_method("pecan").answer_step(query.settings)
+    out = step.answer(ctx, question, got.evidence, step.state_of(got.evidence))
+    assert out.text == asked.answer and out.dropped == 0
     assert [it.id for it in out.used] == [it.id for it in got.evidence.items]
     encoded = got.evidence.info["encoded_tokens"]
     assert encoded == asked.evidence.info["encoded_tokens"]
     assert 1 <= encoded["generated"] <= 12 and encoded["answer"] > 0
+    # evidence without the search's state is refused by name, never read untyped
+    bare = pipeline.retrieve_query(built, query, models)
+    with pytest.raises(TypeError, match="reads SecondTurn"):
+        step.state_of(bare.evidence)
 
 
 def test_cli_ask_answers_with_the_second_turn(

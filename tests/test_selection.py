@@ -20,6 +20,7 @@ from lcr.answer import (
     select_evidence,
     shared_answer,
 )
+from lcr.answer_step import SHARED_ANSWER, AnswerStep
 from lcr.cli import cli
 from lcr.eval import runner
 from lcr.evidence import EvidenceItem
@@ -286,12 +287,14 @@ def test_reread_reads_the_evidence_when_no_sentence_was_selected(story: Index) -
 
 
 def test_own_answer_steps_do_not_select() -> None:
-    assert not get_method("pecan").uses_shared_answer(get_method("pecan").query_settings())
-    lightpal = get_method("lightpal")
-    paper = lightpal.query_settings()
-    assert not lightpal.uses_shared_answer(paper)
-    assert lightpal.uses_shared_answer(paper.replace(prompt="shared"))
-    assert get_method("bm25").uses_shared_answer(get_method("bm25").query_settings())
+    def step(name: str, **values: Any) -> AnswerStep[Any, Any]:
+        method = get_method(name)
+        return method.answer_step(method.query_settings().replace(**values))
+
+    assert not step("pecan").shared_settings and step("pecan").name == "pecan"
+    assert not step("lightpal").shared_settings and step("lightpal").name == "lightpal"
+    assert step("lightpal", prompt="shared") is SHARED_ANSWER
+    assert step("bm25") is SHARED_ANSWER and SHARED_ANSWER.shared_settings
 
 
 @pytest.mark.parametrize(
@@ -425,6 +428,8 @@ def test_reread_after_a_deeper_pool_reads_the_methods_own_k(story: Index) -> Non
     sets = ["answer.select=bm25", "answer.pool=12", "answer.reread=true"]
     sets.append("answer.not_found=instruct")  # rereading alone, no support check
     res = pipeline.ask(story, "bm25", QUESTION, Models.with_objects(llm=llm), sets)
-    assert len(llm.prompts) == 2 and res.evidence.info["reread"] == 1
-    assert res.evidence.info["from"] == 12 > len(plain.evidence.items) == 10
-    assert {it.id for it in res.evidence.items} == {it.id for it in plain.evidence.items}
+    assert len(llm.prompts) == 2 and res.info["reread"] == 1
+    assert res.info["from"] == 12 > len(plain.evidence.items) == 10
+    assert len(res.evidence.items) == 12  # retrieved: the pool
+    assert res.read is not None
+    assert {it.id for it in res.read} == {it.id for it in plain.evidence.items}

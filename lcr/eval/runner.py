@@ -26,8 +26,9 @@ from lcr import pipeline
 from lcr.answer import (
     ORIGINAL,
     AnswerSettings,
-    shared_answer,
 )
+from lcr.answer_step import SHARED_ANSWER
+from lcr.answering import answer_evidence
 from lcr.config import NoSettings, Settings
 from lcr.errors import InputError, LcrError, SettingError, UsageError
 from lcr.eval import dataset, metrics
@@ -278,7 +279,7 @@ def score(
     llm_params: float | None,
     wall: float,
 ) -> dict[str, float]:
-    items = result.evidence.items
+    items = result.basis()  # what the answer step read (retrieval-only: what was retrieved)
     out: dict[str, float] = {}
     out.update(metrics.evidence_recall(gold, [sp for it in items for sp in it.spans]))
     dr = metrics.doc_recall(gold_docs, [it.doc for it in items])
@@ -321,7 +322,7 @@ def _record(
                 "document": it.document,
                 "citations": [c.to_json() for c in it.citations],
             }
-            for it in result.evidence.items
+            for it in result.basis()
         ],
         "metrics": {k: round(v, 6) if isinstance(v, float) else v for k, v in scores.items()},
         "usage": result.usage.to_json(),
@@ -451,7 +452,8 @@ def gold_result(
     gold_docs: list[int],
 ) -> tuple[Result, float]:
     """The shared answer step over the question's gold evidence alone (spans located in
-    the source; a document given as gold is read whole), and its wall time."""
+    the source; a document given as gold is read whole), answered as ``lcr ask``
+    answers; and its wall time (the LLM's loading left out)."""
     source = index.source
     docs = index.documents
     items = [
@@ -465,28 +467,10 @@ def gold_result(
     ]  # fmt: skip
     if not items:
         raise InputError(f"-m gold needs gold evidence; question {q.id} has none")
-    llm = models.llm
-    before = models.usage_snapshot()
-    started = time.perf_counter()
-    out = shared_answer(
-        q.question, items, llm, plan.answer, source=source, names=[d.name for d in docs]
-    )
-    wall = time.perf_counter() - started
-    evidence = Evidence(GOLD, out.used, info={"dropped": out.dropped} if out.dropped else {})
-    evidence.items = evidence.in_rank_order()
-    pipeline.cite(index, evidence.items)
-    result = Result(
-        question=q.question,
-        method=GOLD,
-        evidence=evidence,
-        answer=out.text,
-        usage=models.usage_snapshot().minus(before),
-        timings={"answer_s": wall},
-        models={"llm": llm.model_id, "backend": str(llm.backend)},
-        answer_settings={**plan.answer.to_json(), "step": "shared"},
-    )
-    result.support = out.support_json()
-    return result, wall
+    given = Result(question=q.question, method=GOLD, evidence=Evidence(GOLD, items))
+    result = answer_evidence(index, given, SHARED_ANSWER, NoSettings(), plan.answer, models)
+    del result.models["llm_run"]  # gold records name the model as they always have
+    return result, result.timings["answer_s"]
 
 
 def _warm(plan: MethodPlan, query: QueryPlan, models: Models, opts: RunOptions) -> None:

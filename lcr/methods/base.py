@@ -9,9 +9,9 @@ A method declares, once each:
   loads models, and ``lcr methods`` writes its "needs" line;
 - ``build``: writes its artefacts through a :class:`~lcr.store.MethodWriter`;
 - ``retrieve``: reads them back and returns :class:`~lcr.evidence.Evidence`;
-- optionally ``answer``: its paper's own answer step. ``None`` (the default)
-  hands the evidence to the shared step (``lcr.answer``), with the
-  ``answer.*`` values its paper fixes in ``answer_paper``.
+- ``answer_step``: how its evidence is answered (:mod:`lcr.answer_step`): the
+  shared step (the default, with the ``answer.*`` values its paper fixes in
+  ``answer_paper``) or its paper's own, with the typed state its search keeps.
 
 Methods never import each other, and never reach into a backend: they see the
 model roles of :class:`lcr.models.base.Role` through ``ctx.models``.
@@ -27,16 +27,21 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
+from lcr.answer import AnswerSettings
+from lcr.answer_step import SHARED_ANSWER
+from lcr.answer_step import AnswerContext as AnswerContext  # the contract: a method's own step
+from lcr.answer_step import AnswerState as AnswerState
+from lcr.answer_step import AnswerStep as AnswerStep
+from lcr.answer_step import NoState as NoState
 from lcr.config import NoSettings, Settings, SettingValue
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.methods.toolkit import BuildStages, Generations, LLMCalls, chunk_nodes, embed_pooled
-from lcr.models.base import LLM, Capability, Tokenizer, describe_capabilities
+from lcr.models.base import Capability, Tokenizer, describe_capabilities
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
 
 if TYPE_CHECKING:
-    from lcr.answer import AnswerResult, AnswerSettings
     from lcr.models.container import Models
     from lcr.text.chunking import Chunk
 
@@ -239,20 +244,9 @@ class QueryContext(Generic[B, Q]):
     settings: Q
     built: B
     progress: Progress = NULL_PROGRESS
-    # the reply length the answer step will use, for a search that must leave room
-    # for it in its own context (PECAN)
-    answer_tokens: int = 256
-
-
-@dataclass
-class AnswerContext(Generic[Q]):
-    """Everything a method's own answer step may use."""
-
-    llm: LLM
-    settings: Q
-    answer: AnswerSettings  # the shared step's settings (max_new_tokens among them)
-    source: str
-    documents: list[SourceDoc]
+    # the settings the answer will be read with: its reply length is room a search
+    # that shares the answer's window keeps free (PECAN)
+    answer: AnswerSettings = field(default_factory=AnswerSettings)
 
 
 class Method(ABC, Generic[B, Q]):
@@ -334,21 +328,10 @@ class Method(ABC, Generic[B, Q]):
         decides are exact. The default: no LLM call, nothing else estimated."""
         return BuildEstimate(basis={"llm": "no LLM call"})
 
-    def uses_shared_answer(self, settings: Q) -> bool:
-        """Whether the shared answer step answers (so ``answer.select`` applies); a
-        method with its own answer step says False."""
-        return True
-
-    def answer(
-        self, ctx: AnswerContext[Q], question: str, evidence: Evidence
-    ) -> AnswerResult | None:
-        """The method's own answer step, or None for the shared one (``lcr.answer``).
-
-        ``evidence`` is what :meth:`retrieve` returned for this question, with the
-        state it kept for answering (``evidence.state``: PECAN's KV cache,
-        GraphReader's notebooks).
-        """
-        return None
+    def answer_step(self, settings: Q) -> AnswerStep[Any, Any]:
+        """How this method's evidence is answered with these settings: the shared step
+        unless its paper has its own (:mod:`lcr.answer_step`)."""
+        return SHARED_ANSWER
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:

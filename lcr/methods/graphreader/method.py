@@ -10,16 +10,17 @@ sparse adjacency in zarr.
 Retrieve (section 3.3): the :class:`~lcr.methods.graphreader.agent.Agent`
 explores the graph; the evidence is what it read (chunks, with their exact
 spans, then the atomic facts of chunks it did not open); its plan, notebooks
-and trace go in ``Evidence.info`` (the notebooks also in ``Evidence.state``, for
-the answer). Answer (section 3.4, Figure 12): the notebooks of all paths in, the
-final answer out (``answer``); with no notebook written, the shared answer step.
+and trace go in ``Evidence.info`` (the notebooks also in ``Evidence.state``, as
+:class:`Notebooks`, for the answer). Answer (section 3.4, Figure 12): the
+notebooks of all paths in, the final answer out (:class:`NotebookAnswer`); with
+no notebook written, the shared answer step.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -28,10 +29,11 @@ import scipy.sparse as sp
 from lcr.answer import AnswerResult
 from lcr.config import MOST_NEW_TOKENS, Settings, setting
 from lcr.estimate.figures import BuildEstimate
-from lcr.evidence import Evidence, EvidenceItem
+from lcr.evidence import AnswerState, Evidence, EvidenceItem
 from lcr.methods.base import (
     GENERATE,
     AnswerContext,
+    AnswerStep,
     BuildContext,
     EstimateContext,
     KMeaning,
@@ -432,20 +434,37 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
             "trace": result.trace,
         }
         # the notebooks again, for the answer step (info is what the user sees)
-        return Evidence(method=self.name, items=items, info=info, state=list(result.notebooks))
+        state = Notebooks(list(result.notebooks))
+        return Evidence(method=self.name, items=items, info=info, state=state)
 
     # ----------------------------------------------------------------- answer
-    def uses_shared_answer(self, settings: GraphReaderQuery) -> bool:
-        return False  # its notebooks (the shared step only when there is none)
+    def answer_step(self, settings: GraphReaderQuery) -> NotebookAnswer:
+        return NOTEBOOK_ANSWER  # its notebooks (the shared step only when there is none)
+
+
+@dataclass
+class Notebooks(AnswerState):
+    """What the answer reads besides the evidence: every exploration path's notebook."""
+
+    paths: list[str] = field(default_factory=list)
+
+
+class NotebookAnswer(AnswerStep[GraphReaderQuery, Notebooks]):
+    """Figure 12 over every path's notebook; with no notebook at all, the shared step."""
+
+    name = "graphreader"
+    state_type = Notebooks
 
     def answer(
-        self, ctx: AnswerContext[GraphReaderQuery], question: str, evidence: Evidence
-    ) -> AnswerResult | None:
-        """Figure 12 over every path's notebook (kept on ``evidence.state`` by
-        :meth:`retrieve`); with no notebook at all, the shared step (None)."""
-        notebooks: list[str] = list(evidence.state or [])
+        self,
+        ctx: AnswerContext[GraphReaderQuery],
+        question: str,
+        evidence: Evidence,
+        state: Notebooks,
+    ) -> AnswerResult:
+        notebooks = list(state.paths)
         if not any(n.strip() for n in notebooks):
-            return None
+            return ctx.shared(question, evidence.items)
         llm = ctx.llm
         max_new_tokens = ctx.answer.max_new_tokens
         window = llm.context_window
@@ -463,6 +482,9 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
             seed=ctx.settings.seed,
         )
         return AnswerResult(final_answer(gen.text), evidence.in_document_order(), 0)
+
+
+NOTEBOOK_ANSWER = NotebookAnswer()
 
 
 def final_answer(reply: str) -> str:

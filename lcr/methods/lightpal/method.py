@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -28,12 +28,15 @@ from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     NOTHING,
+    SHARED_ANSWER,
     TOP_K,
     AnswerContext,
+    AnswerStep,
     BuildContext,
     EstimateContext,
     Method,
     Needs,
+    NoState,
     QueryContext,
     item_from_node,
     top_indices,
@@ -183,24 +186,9 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
     def retrieve_needs(self, settings: LightPALQuery) -> Needs:
         return Needs(embedder=True) if settings.initial == "dense" else NOTHING
 
-    def uses_shared_answer(self, settings: LightPALQuery) -> bool:
-        return settings.prompt != "paper"
-
-    def answer(
-        self, ctx: AnswerContext[LightPALQuery], question: str, evidence: Evidence
-    ) -> AnswerResult | None:
-        """The shared answer step with the paper's prompt (appendix A.2), unless
-        ``lightpal.prompt=shared``."""
-        if ctx.settings.prompt != "paper":
-            return None
-        prompt = summary_prompt([d.name for d in ctx.documents], ctx.settings.answer_words)
-        return answer(
-            question,
-            evidence.in_document_order(),
-            ctx.llm,
-            max_new_tokens=ctx.answer.max_new_tokens,
-            prompt=prompt,
-        )
+    def answer_step(self, settings: LightPALQuery) -> AnswerStep[Any, Any]:
+        """The paper's prompt (appendix A.2), unless ``lightpal.prompt=shared``."""
+        return PAPER_PROMPT if settings.prompt == "paper" else SHARED_ANSWER
 
     def estimate(self, ctx: EstimateContext[LightPALBuild]) -> BuildEstimate:
         """k' scored pairs per passage of the build's own cutter: the pairs exact."""
@@ -309,14 +297,11 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         walk: Walk = ctx.stored.memoised("walk", lambda: _stored_walk(ctx.stored, n))
         want = k if k is not None else ctx.settings.top_k
         s = ctx.settings
-        t = time.perf_counter()
         scores = self._ranking(ctx, question, n)
         if len(scores) != n:
             raise ctx.stored.damage(f"the initial ranking scores {len(scores)} of {n} passages")
         depth = max(want, s.restart_top) if s.restart == "ranking" else want
         ranking = top_indices(scores, depth)
-        initial_s = time.perf_counter() - t
-        t = time.perf_counter()
         fill: ContextFill = context_passages(
             walk,
             ranking.tolist(),
@@ -326,7 +311,6 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             alpha=s.alpha,
             restart_set=s.restart,
         )
-        context_s = time.perf_counter() - t
         names = [d.name for d in ctx.documents]
         items = [
             item_from_node(
@@ -356,12 +340,32 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             "restart": len(fill.restart),
             "restart_set": s.restart,
             "ppr_iterations": fill.iterations,
-            "initial_ms": round(1000 * initial_s, 2),
-            "context_ms": round(1000 * context_s, 2),
         }
         if fill.from_ranking:
             info["context_from_ranking"] = fill.from_ranking
         return Evidence(method=self.name, items=items, info=info)
+
+
+class PaperPromptAnswer(AnswerStep[LightPALQuery, NoState]):
+    """The paper's summary prompt (appendix A.2) over the evidence in document order."""
+
+    name = "lightpal"
+    state_type = NoState
+
+    def answer(
+        self, ctx: AnswerContext[LightPALQuery], question: str, evidence: Evidence, state: NoState
+    ) -> AnswerResult:
+        prompt = summary_prompt([d.name for d in ctx.documents], ctx.settings.answer_words)
+        return answer(
+            question,
+            evidence.in_document_order(),
+            ctx.llm,
+            max_new_tokens=ctx.answer.max_new_tokens,
+            prompt=prompt,
+        )
+
+
+PAPER_PROMPT = PaperPromptAnswer()
 
 
 def _name(names: list[str], i: int, nodes: list[Node]) -> str:

@@ -4,8 +4,9 @@ Build and query both need the in-process transformers backend (attention
 weights, a KV cache that can be cropped); the capability check refuses other
 backends before any work, and a loaded LLM of another kind is refused here
 with one line. ``retrieve`` keeps the search's KV cache on the evidence
-(``evidence.state``) and ``answer`` generates the paper's second turn from it,
-not the shared answer prompt.
+(``evidence.state``, a :class:`~lcr.methods.pecan.search.SecondTurn`) and the
+method's answer step (:class:`SecondTurnAnswer`) generates the paper's second
+turn from it, not the shared answer prompt.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence
 from lcr.methods.base import (
     AnswerContext,
+    AnswerStep,
     BuildContext,
     EstimateContext,
     Method,
@@ -30,7 +32,7 @@ from lcr.methods.base import (
 )
 from lcr.methods.pecan.build import build_graph, stats_of
 from lcr.methods.pecan.graph import edge_matrix
-from lcr.methods.pecan.search import AnswerState, SearchParams, answer_turn, dynamic_search
+from lcr.methods.pecan.search import SearchParams, SecondTurn, answer_turn, dynamic_search
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
 from lcr.models.base import Capability, require_attention
 from lcr.store import MethodReader, Node
@@ -114,8 +116,8 @@ class Pecan(Method[PecanBuild, PecanQuery]):
     def retrieve(
         self, ctx: QueryContext[PecanBuild, PecanQuery], question: str, k: int | None
     ) -> Evidence:
-        """The search, leaving room for a reply of ``ctx.answer_tokens`` in the window;
-        the evidence keeps its cache for :meth:`answer` (``evidence.state``)."""
+        """The search, leaving room for the answer's reply in the window; the evidence
+        keeps its cache for the answer step (``evidence.state``)."""
         nodes, emb, levels, edges = _stored_graph(ctx.stored)
         n = len(nodes)
         s = ctx.settings
@@ -127,7 +129,7 @@ class Pecan(Method[PecanBuild, PecanQuery]):
             fixed_nodes=s.fixed_nodes,
             max_context=s.max_context,
             max_nodes=k,
-            answer_tokens=ctx.answer_tokens,
+            answer_tokens=ctx.answer.max_new_tokens,
             second_turn=s.second_turn,
         )
         q = np.asarray(ctx.models.embedder.encode([question])[0], dtype=np.float32)
@@ -175,21 +177,27 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         _stored_graph(stored)
 
     # ----------------------------------------------------------------- answer
-    def uses_shared_answer(self, settings: PecanQuery) -> bool:
-        return False  # the paper's second turn, from the search's KV cache
+    def answer_step(self, settings: PecanQuery) -> SecondTurnAnswer:
+        return SECOND_TURN  # the paper's second turn, from the search's KV cache
+
+
+class SecondTurnAnswer(AnswerStep[PecanQuery, SecondTurn]):
+    """The paper's second turn, generated from the search's KV cache."""
+
+    name = "pecan"
+    state_type = SecondTurn
 
     def answer(
-        self, ctx: AnswerContext[PecanQuery], question: str, evidence: Evidence
+        self, ctx: AnswerContext[PecanQuery], question: str, evidence: Evidence, state: SecondTurn
     ) -> AnswerResult:
-        """The paper's second turn, generated from the search's KV cache."""
-        state = evidence.state
-        if not isinstance(state, AnswerState):
-            raise TypeError("pecan answers only evidence its own retrieve returned")
         llm = require_attention(ctx.llm, "pecan's answer")
         encoded = evidence.info["encoded_tokens"]
         first_turn: dict[str, Any] = evidence.info.setdefault("first_turn", {})
         text = answer_turn(llm, state, encoded, ctx.answer.max_new_tokens, first_turn)
         return AnswerResult(text, list(evidence.items), 0)
+
+
+SECOND_TURN = SecondTurnAnswer()
 
 
 def _stored_graph(stored: MethodReader) -> tuple[list[Node], np.ndarray, np.ndarray, Any]:

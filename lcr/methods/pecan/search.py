@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcr.errors import ModelError
+from lcr.evidence import AnswerState
 from lcr.methods.pecan.graph import attention_scores, best_candidate, position_weighted
 from lcr.methods.pecan.prompts import SearchPrompt, search_prompt, segment_line
 
@@ -57,7 +58,7 @@ class Step:
 
 
 @dataclass
-class AnswerState:
+class SecondTurn(AnswerState):
     """What the answer turn needs from the search: the cache of the visited nodes
     (suffixes rolled back), the prompt's pieces, and the first-turn reply the last
     check read (``None`` when no check ran: the answer turn makes one)."""
@@ -77,7 +78,7 @@ class SearchResult:
     stop: str = ""
     context_tokens: int = 0
     encoded: dict[str, int] = field(default_factory=dict)
-    state: AnswerState | None = None
+    state: SecondTurn | None = None
 
 
 def initial_nodes(levels: np.ndarray, cos: np.ndarray, params: SearchParams) -> list[int]:
@@ -181,13 +182,13 @@ def dynamic_search(
             break
     result.context_tokens = len(cache)
     result.encoded = encoded
-    result.state = AnswerState(cache, prompt, last_word, yes_ids, no_ids, params.yes_threshold)
+    result.state = SecondTurn(cache, prompt, last_word, yes_ids, no_ids, params.yes_threshold)
     return result
 
 
 def answer_turn(
     llm: AttentionLLM,
-    state: AnswerState,
+    state: SecondTurn,
     encoded: dict[str, int],
     max_new_tokens: int,
     first_turn: dict[str, Any] | None = None,

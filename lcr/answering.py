@@ -1,0 +1,75 @@
+"""The answer phase of a query: a retrieval's evidence through the method's declared
+answer step (:mod:`lcr.answer_step`), measured, cited and recorded on its
+:class:`~lcr.result.Result`. ``lcr ask`` and ``lcr eval``'s gold-evidence reading
+both answer here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from lcr.accounting import spending
+from lcr.answer import AnswerSettings, AnswerStream, dropped_warning
+from lcr.answer_step import AnswerContext, AnswerStep
+from lcr.config import Settings
+from lcr.evidence import EvidenceItem, rank_order
+from lcr.models.backends import describe_configuration, llm_configuration
+from lcr.result import Result, cite
+from lcr.selection import sentence_scorer
+
+if TYPE_CHECKING:
+    from lcr.models.container import Models
+    from lcr.store import Index
+
+# an LLM loaded faster than this was as good as loaded: no llm_load_s is recorded
+_LOAD_WORTH_RECORDING_S = 0.05
+
+
+def answer_evidence(
+    index: Index,
+    retrieved: Result,
+    step: AnswerStep[Any, Any],
+    settings: Settings,
+    answer: AnswerSettings,
+    models: Models,
+    *,
+    unselected: Callable[[], Sequence[EvidenceItem]] | None = None,
+    stream: AnswerStream | None = None,
+    note: Callable[[str], None] | None = None,
+) -> Result:
+    """Answer ``retrieved``'s question from its evidence with ``step`` (the method's
+    query ``settings``, the shared step's ``answer`` settings), and record on it the
+    answer, what was read, what the step did, cost and took, and the LLM.
+
+    ``unselected`` gives ``answer.reread`` the method's own evidence when the evidence
+    is a deeper pool; ``stream`` watches the reply; ``note`` hears of evidence that did
+    not fit the window. The evidence's kept state is let go once answered."""
+    with spending(models) as loading:
+        llm = models.llm
+    scorer = None
+    if answer.select != "off":
+        scorer = sentence_scorer(answer.select, lambda: models.embedder, lambda: llm)
+    ctx = AnswerContext(
+        llm, settings, answer, index.source, index.documents, scorer, unselected, stream
+    )
+    evidence = retrieved.evidence
+    with spending(models) as answering:
+        out = step.answer(ctx, retrieved.question, evidence, step.state_of(evidence))
+        evidence.state = None  # answered: a KV cache goes at once
+        if out.dropped and note is not None:
+            note(dropped_warning(len(evidence.items), out, llm.context_window))
+        read = rank_order(out.used)  # read as set, shown by rank
+        cite(index, read)  # the answer step made new items (passages, cuts)
+    retrieved.timings["answer_s"] = answering.seconds
+    if loading.seconds > _LOAD_WORTH_RECORDING_S:
+        retrieved.timings["llm_load_s"] = loading.seconds
+    retrieved.answer = out.text
+    retrieved.read = read
+    retrieved.answer_info = {**out.info, **({"dropped": out.dropped} if out.dropped else {})}
+    retrieved.support = out.support_json()
+    retrieved.answer_settings = {**answer.to_json(), "step": out.step or step.name}
+    retrieved.usage = retrieved.usage.merged(answering.usage)
+    retrieved.models["llm"] = llm.model_id
+    retrieved.models["backend"] = str(llm.backend)
+    retrieved.models["llm_run"] = describe_configuration(llm_configuration(llm))
+    return retrieved

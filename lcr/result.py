@@ -1,0 +1,81 @@
+"""What a query returns (:class:`Result`, what ``--json`` prints) and how its evidence
+is cited: one home for both, shared by the pipeline, ``lcr eval`` and the API."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lcr.citation import Citer
+from lcr.evidence import Evidence, EvidenceItem, Usage
+
+if TYPE_CHECKING:
+    from lcr.store import Index
+
+
+@dataclass
+class Result:
+    """One question's outcome: what ``--json`` prints, one object per line.
+
+    ``evidence`` is always what the method retrieved (best first, cited); ``read`` is
+    what the answer step read (selected, merged, fitted to the window: None when
+    nothing was answered), and ``answer_info`` what the step did. Output shows
+    :meth:`basis`: what was read, or, with no answer, what was retrieved.
+    """
+
+    question: str
+    method: str
+    evidence: Evidence
+    answer: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    timings: dict[str, float] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+    dropped: int = 0
+    # what the answer step was set to (AnswerSettings.to_json() and "step": "shared" or
+    # the method whose own prompt answered); None when nothing was answered
+    answer_settings: dict[str, Any] | None = None
+    # the support check's fields (AnswerResult.support_json): none when no check ran
+    support: dict[str, Any] = field(default_factory=dict)
+    read: list[EvidenceItem] | None = None
+    answer_info: dict[str, Any] = field(default_factory=dict)
+
+    def basis(self) -> list[EvidenceItem]:
+        """The items the result rests on: those the answer step read, else (retrieval
+        alone) those retrieved. ``--json``'s and ``lcr eval``'s ``evidence``."""
+        return self.read if self.read is not None else self.evidence.items
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """The retrieval's ``info``, then what the answer step added (``--json``'s ``info``)."""
+        return {**self.evidence.info, **self.answer_info}
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "question": self.question,
+            "answer": self.answer,
+            "method": self.method,
+            "evidence": [it.to_json() for it in self.basis()],
+            "info": self.info,
+            "usage": self.usage.to_json(),
+            "timings": {k: round(v, 4) for k, v in self.timings.items()},
+            "models": self.models,
+            **self.support,
+        }
+        if self.answer_settings is not None:
+            out["answer_settings"] = self.answer_settings
+        return out
+
+
+def cite(index: Index, items: Sequence[EvidenceItem]) -> None:
+    """Give each final evidence item its document's name and its spans' citations
+    (file, offsets within it, pages, section): done where items are finished, so every
+    output (plain, ``--json``, ``lcr eval``, the API) cites the same way."""
+    documents = index.documents
+    citer = Citer(documents, index.layouts)
+    for item in items:
+        item.citations = citer.cite_spans(item.spans)
+        if 0 <= item.doc < len(documents):
+            item.document = documents[item.doc].name
+        else:  # not a document of this index: name what the spans point at instead
+            item.document = item.citations[0].document if item.citations else str(item.doc)
