@@ -191,6 +191,57 @@ def top_per_row(
 
 
 @numba.njit(nogil=True, cache=True)
+def _gather_rare(
+    lo: int, hi: int, r_idx: Any, r_val: Any, bt_ptr: Any, bt_rows: Any, bt_vals: Any,
+    scan: bool, acc: Any, hit: Any, touched: Any,
+) -> int:  # fmt: skip
+    """Row j's rare-word products with the block's rows, added into ``acc``; unless
+    ``scan`` (the caller then scans all of ``acc``), the rows met are listed in
+    ``touched`` and marked in ``hit``. Returns how many were listed."""
+    m = 0
+    for q in range(lo, hi):
+        t = r_idx[q]
+        x = r_val[q]
+        if scan:
+            for r in range(bt_ptr[t], bt_ptr[t + 1]):
+                acc[bt_rows[r]] += x * bt_vals[r]
+        else:
+            for r in range(bt_ptr[t], bt_ptr[t + 1]):
+                il = bt_rows[r]
+                acc[il] += x * bt_vals[r]
+                if not hit[il]:
+                    hit[il] = True
+                    touched[m] = il
+                    m += 1
+    return m
+
+
+@numba.njit(nogil=True, cache=True)
+def _bound_candidates(
+    scan: bool, upto: int, m: int, acc: Any, hit: Any, touched: Any, cn: Any, cnj: float,
+    slack: float, threshold: float, cand: Any,
+) -> int:  # fmt: skip
+    """The block rows before ``upto`` met by a rare word whose rare product plus the
+    bound on their common part can still reach the threshold, into ``cand``; clears
+    ``hit`` for the rows listed. Returns how many."""
+    count = 0
+    if scan:
+        for il in range(upto):
+            v = acc[il]
+            cand[count] = il
+            count += (v > 0.0) & (v + cn[il] * cnj + slack >= threshold)
+    else:
+        for u in range(m):
+            il = touched[u]
+            hit[il] = False
+            v = acc[il]
+            if il < upto and v + cn[il] * cnj + slack >= threshold:
+                cand[count] = il
+                count += 1
+    return count
+
+
+@numba.njit(nogil=True, cache=True)
 def upper_pairs_split(
     r_ptr: Any, r_idx: Any, r_val: Any,
     c_ptr: Any, c_idx: Any, c_val: Any, c_norm: Any,
@@ -239,21 +290,7 @@ def upper_pairs_split(
         upto = min(j - a, w)
         cnj = c_norm[j]
         scan = probes * scan_ratio > upto
-        m = 0
-        for q in range(lo, hi):
-            t = r_idx[q]
-            x = r_val[q]
-            if scan:
-                for r in range(bt_ptr[t], bt_ptr[t + 1]):
-                    acc[bt_rows[r]] += x * bt_vals[r]
-            else:
-                for r in range(bt_ptr[t], bt_ptr[t + 1]):
-                    il = bt_rows[r]
-                    acc[il] += x * bt_vals[r]
-                    if not hit[il]:
-                        hit[il] = True
-                        touched[m] = il
-                        m += 1
+        m = _gather_rare(lo, hi, r_idx, r_val, bt_ptr, bt_rows, bt_vals, scan, acc, hit, touched)
         # pairs whose common words alone may reach the threshold: summed in full
         for u in range(len(high)):
             il = high[u]
@@ -271,20 +308,7 @@ def upper_pairs_split(
                 out_v[k] = v
                 k += 1
         # the others: met by a rare word; the common part only where the bound allows
-        count = 0
-        if scan:
-            for il in range(upto):
-                v = acc[il]
-                cand[count] = il
-                count += (v > 0.0) & (v + cn[il] * cnj + slack >= threshold)
-        else:
-            for u in range(m):
-                il = touched[u]
-                hit[il] = False
-                v = acc[il]
-                if il < upto and v + cn[il] * cnj + slack >= threshold:
-                    cand[count] = il
-                    count += 1
+        count = _bound_candidates(scan, upto, m, acc, hit, touched, cn, cnj, slack, threshold, cand)
         for u in range(count):
             il = cand[u]
             if cn[il] * cnj + slack >= threshold:
