@@ -62,6 +62,32 @@ def upper_pairs_dense(
 
 
 @numba.njit(nogil=True, cache=True)
+def _gather_rare(
+    lo: int, hi: int, r_idx: Any, r_val: Any, bt_ptr: Any, bt_rows: Any, bt_vals: Any,
+    scan: bool, acc: Any, hit: Any, touched: Any,
+) -> int:  # fmt: skip
+    """Row j's rare-word products with the block's rows, added into ``acc``; unless
+    ``scan`` (the caller then scans all of ``acc``), the rows met are listed in
+    ``touched`` and marked in ``hit``. Returns how many were listed."""
+    m = 0
+    for q in range(lo, hi):
+        t = r_idx[q]
+        x = r_val[q]
+        if scan:
+            for r in range(bt_ptr[t], bt_ptr[t + 1]):
+                acc[bt_rows[r]] += x * bt_vals[r]
+        else:
+            for r in range(bt_ptr[t], bt_ptr[t + 1]):
+                il = bt_rows[r]
+                acc[il] += x * bt_vals[r]
+                if not hit[il]:
+                    hit[il] = True
+                    touched[m] = il
+                    m += 1
+    return m
+
+
+@numba.njit(nogil=True, cache=True)
 def upper_pairs_sparse(
     indptr: Any, indices: Any, data: Any,
     bt_ptr: Any, bt_rows: Any, bt_vals: Any,
@@ -80,17 +106,8 @@ def upper_pairs_sparse(
     for j in range(j0, n):
         if k + w > cap:
             return k, j
-        m = 0
-        for q in range(indptr[j], indptr[j + 1]):
-            t = indices[q]
-            x = data[q]
-            for r in range(bt_ptr[t], bt_ptr[t + 1]):
-                il = bt_rows[r]
-                acc[il] += x * bt_vals[r]
-                if not hit[il]:
-                    hit[il] = True
-                    touched[m] = il
-                    m += 1
+        lo, hi = indptr[j], indptr[j + 1]
+        m = _gather_rare(lo, hi, indices, data, bt_ptr, bt_rows, bt_vals, False, acc, hit, touched)
         upto = j - a
         for u in range(m):
             il = touched[u]
@@ -188,32 +205,6 @@ def top_per_row(
         floor[r] = out_v[k - 1]
         floor_col[r] = out_c[k - 1]
     return out_r, out_c, out_v, floor, floor_col
-
-
-@numba.njit(nogil=True, cache=True)
-def _gather_rare(
-    lo: int, hi: int, r_idx: Any, r_val: Any, bt_ptr: Any, bt_rows: Any, bt_vals: Any,
-    scan: bool, acc: Any, hit: Any, touched: Any,
-) -> int:  # fmt: skip
-    """Row j's rare-word products with the block's rows, added into ``acc``; unless
-    ``scan`` (the caller then scans all of ``acc``), the rows met are listed in
-    ``touched`` and marked in ``hit``. Returns how many were listed."""
-    m = 0
-    for q in range(lo, hi):
-        t = r_idx[q]
-        x = r_val[q]
-        if scan:
-            for r in range(bt_ptr[t], bt_ptr[t + 1]):
-                acc[bt_rows[r]] += x * bt_vals[r]
-        else:
-            for r in range(bt_ptr[t], bt_ptr[t + 1]):
-                il = bt_rows[r]
-                acc[il] += x * bt_vals[r]
-                if not hit[il]:
-                    hit[il] = True
-                    touched[m] = il
-                    m += 1
-    return m
 
 
 @numba.njit(nogil=True, cache=True)
