@@ -22,6 +22,7 @@ A quick-tier test over ``LCR_QUICK_TEST_SECONDS`` of CPU (default 20) fails
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,13 @@ NO_SHARED_DATA = (
     "set LCR_SHARED_DATA to the folder that holds them"
 )
 needs_shared_data = pytest.mark.skipif(not HAVE_SHARED_DATA, reason=NO_SHARED_DATA)
+
+# A shell started in the background (`cmd &` without job control) ignores SIGINT, and an
+# ignored signal stays ignored across exec: the lcr processes the tests interrupt would
+# never see their Ctrl-C. A handled signal is reset to the default at exec, so handling
+# it here gives every child the SIGINT a terminal would, however the suite was started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Fixtures that load a real model or start a server: a test using one is slow.
 REAL_MODEL_FIXTURES = frozenset({"embedder", "smollm", "llm", "lcpp", "server"})
