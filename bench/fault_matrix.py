@@ -2818,6 +2818,10 @@ def selected(only: Sequence[str]) -> list[Case]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # started in the background: an ignored SIGINT survives exec, so the lcr runs
+        # the SIGINT cases interrupt would not hear it; a handled one is reset at exec
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--only",
