@@ -421,7 +421,7 @@ def test_ask_answers_through_the_hook_from_the_search_cache(
     assert encoded == asked.evidence.info["encoded_tokens"]
     assert 1 <= encoded["generated"] <= 12 and encoded["answer"] > 0
     # evidence without the search's state is refused by name, never read untyped
-    bare = pipeline.retrieve_query(built, query, models)
+    bare = pipeline.retrieve_query(built, query, question, models)
     with pytest.raises(TypeError, match="reads SecondTurn"):
         step.state_of(bare.evidence)
 
