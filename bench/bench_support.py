@@ -45,12 +45,13 @@ from lcr.support import (
     CONSTANTS,
     SupportSignals,
     answer_overlap,
+    name_coverage,
     question_coverage,
     support_score,
 )
 
-Constants = tuple[float, float, float, float]
-P_YES_ALONE: Constants = (0.0, 1.0, 0.0, 0.0)
+Constants = tuple[float, float, float, float, float]
+P_YES_ALONE: Constants = (0.0, 1.0, 0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def load(path: Path, answerable: bool, corpus_of: dict[str, str]) -> list[Scored
                 answer_overlap(answer, evidence),
                 question_coverage(rec["question"], evidence),
                 raw.get("retrieval"),
+                name_coverage(rec["question"], evidence),
             )
         home = rec["id"].split("@")[0]
         f1 = float(rec["metrics"].get("f1", 0.0)) if rec["answer"] != NOT_FOUND else 0.0
@@ -89,28 +91,37 @@ def score(s: Scored, constants: Constants) -> float:
     return 0.0 if s.signals is None else support_score(s.signals, constants)
 
 
-def fit_logistic(rows: Sequence[Scored], l2: float = 1.0) -> Constants:
-    """(bias, P(yes), overlap and coverage weights) by Newton's method on the log-loss, a small
-    L2 penalty on the weights. Label 1: an answerable question answered with F1 > 0."""
-    use = [r for r in rows if r.signals is not None and (not r.answerable or r.f1 > 0)]
-    x = np.array(
-        [
-            [1.0, _logit(r.signals.p_yes), r.signals.overlap, r.signals.coverage]
-            for r in use
-            if r.signals is not None
-        ]
-    )
-    y = np.array([float(r.answerable) for r in use])
+SIGNALS = ("p_yes", "overlap", "coverage", "names")
+
+
+def features(s: SupportSignals) -> list[float]:
+    """The logistic model's inputs, in the order of the constants after the bias."""
+    return [_logit(s.p_yes), s.overlap, s.coverage, s.names]
+
+
+def fit_logistic(
+    rows: Sequence[Scored], l2: float = 1.0, use: Sequence[str] = SIGNALS
+) -> Constants:
+    """(bias, then the weights of ``SIGNALS``) by Newton's method on the log-loss, a small
+    L2 penalty on the weights; a signal not in ``use`` keeps weight 0. Label 1: an
+    answerable question answered with F1 > 0."""
+    fit = [r for r in rows if r.signals is not None and (not r.answerable or r.f1 > 0)]
+    keep = [0] + [1 + SIGNALS.index(name) for name in use]
+    x = np.array([[1.0, *features(r.signals)] for r in fit if r.signals is not None])[:, keep]
+    y = np.array([float(r.answerable) for r in fit])
     if len(set(y.tolist())) < 2:
         raise SystemExit("fit needs answerable and unanswerable records of the fit corpus")
-    w = np.zeros(4)
-    penalty = np.diag([0.0, l2, l2, l2])
+    w = np.zeros(len(keep))
+    penalty = np.diag([0.0] + [l2] * (len(keep) - 1))
     for _ in range(50):
         p = 1 / (1 + np.exp(-x @ w))
         grad = x.T @ (p - y) + penalty @ w
         hess = (x.T * (p * (1 - p))) @ x + penalty
         w -= np.linalg.solve(hess, grad)
-    return float(w[0]), float(w[1]), float(w[2]), float(w[3])
+    full = np.zeros(1 + len(SIGNALS))
+    full[keep] = w
+    a, b, c, d, e = (float(v) for v in full)
+    return a, b, c, d, e
 
 
 def _logit(p: float) -> float:
@@ -190,8 +201,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument(
         "--constants",
         default=None,
-        help="report: BIAS,P_YES,OVERLAP,COVERAGE weights (default lcr.support's; 0,1,0,0: "
-        "P(yes) alone)",
+        help="report: BIAS,P_YES,OVERLAP,COVERAGE,NAMES weights (default lcr.support's; "
+        "0,1,0,0,0: P(yes) alone)",
     )
     args = ap.parse_args(argv)
     corpus_of = {q.id: q.documents[0].id for q in dataset.iter_questions(args.data)}
@@ -199,12 +210,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows += [r for path in args.unanswerable for r in load(path, False, corpus_of)]
     constants: Constants = CONSTANTS
     if args.constants:
-        a, b, c, d = (float(v) for v in args.constants.split(","))
-        constants = (a, b, c, d)
+        values = [float(v) for v in args.constants.split(",")]
+        values += [0.0] * (5 - len(values))  # four constants: from before the names signal
+        a, b, c, d, e = values[:5]
+        constants = (a, b, c, d, e)
     fit_rows = [r for r in rows if r.corpus == args.fit_corpus]
     if args.action == "fit":
-        fitted = fit_logistic(fit_rows)
-        for name, k in (("P(yes) alone", P_YES_ALONE), ("logistic", fitted)):
+        models = [("P(yes) alone", P_YES_ALONE)]
+        for use in (SIGNALS[:3], SIGNALS):
+            models.append((f"logistic of {', '.join(use)}", fit_logistic(fit_rows, use=use)))
+        for name, k in models:
             t = pick_threshold(fit_rows, k, args.max_loss)
             print(f"**{name}**: constants {tuple(round(v, 4) for v in k)}, threshold {t}\n")
             print(table(rows, t, k, args.fit_corpus) + "\n")

@@ -132,6 +132,41 @@ def test_decoding_costs_more_after_a_longer_context() -> None:
     assert batched == pytest.approx(2 + 10 / 40)
 
 
+class _ClockedLLM:
+    """An LLM on a simulated clock: each call costs a fixed overhead, its prompt at one
+    rate and each token it writes at another, so the probe's answer is known."""
+
+    capabilities: frozenset[str] = frozenset()
+
+    def __init__(self, prefill: float, decode: float, overhead: float) -> None:
+        self.now, self.prefill, self.decode, self.overhead = 0.0, prefill, decode, overhead
+
+    def generate(self, messages: list[dict[str, str]], max_new_tokens: int) -> Any:
+        from lcr.models.base import Generation
+
+        prompt = len(messages[-1]["content"].split())
+        self.now += self.overhead + prompt / self.prefill + max_new_tokens / self.decode
+        return Generation("x", prompt, max_new_tokens)
+
+    def generate_batch(self, convs: list[list[dict[str, str]]], max_new_tokens: int) -> Any:
+        return [self.generate(c, max_new_tokens) for c in convs]
+
+
+def test_the_probe_measures_decoding_apart_from_prefill_and_overhead(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from lcr.estimate import throughput
+
+    llm = _ClockedLLM(prefill=300.0, decode=100.0, overhead=0.2)
+    monkeypatch.setattr(throughput, "_clock", lambda: llm.now)
+    rates = throughput.measure_rates(llm, load_s=1.0)  # type: ignore[arg-type]
+    # a call's overhead and its prompt cancel between two calls of the same length
+    assert rates.decode == pytest.approx(100.0)
+    assert rates.decode_long == pytest.approx(100.0)
+    assert rates.batch_decode == pytest.approx(100.0)
+    assert rates.long_context > rates.short_context
+
+
 def test_cached_rates_follow_the_load(monkeypatch: pytest.MonkeyPatch) -> None:
     from lcr.estimate.throughput import Rates
 

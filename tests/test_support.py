@@ -57,6 +57,47 @@ def test_coverage_is_the_share_of_the_questions_words_in_the_evidence() -> None:
     assert question_coverage("Who wrote Premalekha?", TEXT) == 0.0
 
 
+def test_names_are_the_questions_runs_of_capitalised_words() -> None:
+    from lcr.support import question_names
+
+    assert question_names("Who had more pen names, George Orwell or Nelson DeMille?") == [
+        ("george", "orwell"),
+        ("nelson", "demille"),
+    ]
+    # a possessive is dropped; numbers join a name but never make one alone
+    assert question_names("Who sang on Maroon 5's sixth album, released 3/4 of 2010?") == [
+        ("maroon", "5")
+    ]
+    # the first word is a name only when one follows it; function words are trimmed
+    assert question_names("Katie sagona is known as what kind of actor?") == []
+    assert question_names("Nominated in ten categories at the 38th Annual César Awards?") == [
+        ("38th", "annual", "césar", "awards")
+    ]
+    assert question_names("Are Staten Island Catapult and This Is Elvis documentaries?") == [
+        ("staten", "island", "catapult"),
+        ("elvis",),
+    ]
+
+
+def test_name_coverage_looks_for_each_name_word_for_word() -> None:
+    from lcr.support import name_coverage
+
+    text = "Nelson DeMille's novels; Orwell wrote as George Orwell, born Eric Blair."
+    assert name_coverage("Who had more pen names, George Orwell or Nelson DeMille?", text) == 1.0
+    # the words of a name apart are not the name
+    assert name_coverage("Did Eric Orwell write novels?", text) == 0.0
+    assert name_coverage("Did George Orwell meet Henry Miller?", text) == 0.5
+    assert name_coverage("who wrote the novels?", text) == 1.0  # nothing to look for
+
+
+def test_names_weigh_in_the_score() -> None:
+    from lcr.support import NAMES_WEIGHT
+
+    named = support_score(SupportSignals(0.8, 1.0, 1.0, None, names=1.0))
+    unnamed = support_score(SupportSignals(0.8, 1.0, 1.0, None, names=0.0))
+    assert NAMES_WEIGHT > 0 and named > unnamed
+
+
 def test_score_rises_with_p_yes_and_stays_a_probability() -> None:
     scores = [support_score(SupportSignals(p, 0.5)) for p in (0.0, 0.2, 0.5, 0.8, 1.0)]
     assert scores == sorted(scores) and len(set(scores)) == len(scores)
@@ -196,7 +237,7 @@ def test_eval_records_carry_the_support_score(cinderella: Path, tmp_path: Path) 
     rec = runner.run(data, models, opts).records[0]
     assert 0.0 < rec["support"] < 1.0 and rec["answer"] == NOT_FOUND
     assert rec["withheld_answer"]
-    assert set(rec["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval"}
+    assert set(rec["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval", "names"}
 
 
 def test_unanswerable_asks_each_question_of_a_corpus_without_its_answer(
@@ -242,7 +283,7 @@ def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) ->
     obj = json.loads(res.stdout)
     assert 0.0 <= obj["support"] <= 1.0
     if obj["answer"] != NOT_FOUND or "withheld_answer" in obj:  # the model answered
-        assert set(obj["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval"}
+        assert set(obj["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval", "names"}
         assert obj["usage"]["calls"] == 2
         if obj["models"]["backend"] == "llamacpp":  # the evidence is not encoded twice
             assert obj["usage"]["cached_tokens"] > obj["usage"]["prompt_tokens"] / 3

@@ -129,7 +129,7 @@ def load_differs(then: float, now: float) -> bool:
     return abs(math.log(ratio)) > math.log(LOAD_FACTOR)
 
 
-PROBE_VERSION = 2  # rates measured by an older probe lack what the time model reads
+PROBE_VERSION = 3  # rates of an older probe: v1 lacks what the time model reads, v2 decodes wrong
 
 
 def rates_key(model: str, backend: str, device: str) -> str:
@@ -156,10 +156,13 @@ _PROBE = (
 )
 
 
+_clock = time.perf_counter  # the probe's clock (a test runs it on a simulated one)
+
+
 def _timed(run: Any) -> tuple[Any, float]:
-    started = time.perf_counter()
+    started = _clock()
     out = run()
-    return out, time.perf_counter() - started
+    return out, _clock() - started
 
 
 def _prompt(what: str, repeats: int) -> list[Message]:
@@ -169,32 +172,38 @@ def _prompt(what: str, repeats: int) -> list[Message]:
 
 def measure_rates(llm: LLM, load_s: float) -> Rates:
     """Time a long prefill, decoding after a short and after a long prompt, and a batch
-    of decodes (seconds on a small model; the 1.5B takes longer on a busy CPU)."""
+    of decodes (seconds on a small model; the 1.5B takes longer on a busy CPU).
+
+    A decode rate is the difference of two generations from prompts of the same length,
+    one of a single token and one of many, so the prefill and the call's overhead cancel
+    (subtracting an estimated prefill from one call left a small difference of two
+    large times: 3,400 tokens/s once for SmolLM2, which decodes about 100)."""
     first, spent = _timed(lambda: llm.generate(_prompt("Log", LONG), max_new_tokens=1))
     prefill = first.prompt_tokens / max(spent, 1e-6)
 
-    def decode_rate(prompt: list[Message], new: int) -> tuple[float, float]:
-        gen, spent = _timed(lambda: llm.generate(prompt, max_new_tokens=new))
-        rest = spent - gen.prompt_tokens / prefill
-        return max(gen.completion_tokens, 1) / max(rest, 1e-6), gen.prompt_tokens + new / 2
+    def decode_rate(what: str, repeats: int, new: int) -> tuple[float, float]:
+        one, spent_one = _timed(lambda: llm.generate(_prompt(what, repeats), max_new_tokens=1))
+        many, spent_many = _timed(lambda: llm.generate(_prompt(what, repeats), max_new_tokens=new))
+        extra = max(many.completion_tokens - one.completion_tokens, 1)
+        return extra / max(spent_many - spent_one, 1e-6), many.prompt_tokens + new / 2
 
-    story = [{"role": "user", "content": f"Story {time.time_ns()}: tell a long story."}]
-    decode, short = decode_rate(story, 32)
-    decode_long, long = decode_rate(_prompt("Tell the story of", LONG), 24)
-    convs = [
-        [{"role": "user", "content": f"Story {i} {time.time_ns()}: tell a long story."}]
-        for i in range(BATCH_LANES)
-    ]
-    gens, spent = _timed(lambda: llm.generate_batch(convs, max_new_tokens=24))
-    spent -= sum(g.prompt_tokens for g in gens) / prefill
-    batch = max(sum(g.completion_tokens for g in gens), 1) / max(spent, 1e-6)
+    decode, short = decode_rate("Tell a long story about", SHORT, 32)
+    decode_long, long = decode_rate("Tell the story of", LONG, 24)
+
+    def batch(new: int) -> tuple[int, float]:
+        convs = [_prompt(f"Story {i}: tell a long story about", SHORT) for i in range(BATCH_LANES)]
+        gens, spent = _timed(lambda: llm.generate_batch(convs, max_new_tokens=new))
+        return sum(g.completion_tokens for g in gens), spent
+
+    (ones, spent_ones), (manys, spent_manys) = batch(1), batch(24)
+    batch_rate = max(manys - ones, 1) / max(spent_manys - spent_ones, 1e-6)
     attention = (0.0, 0.0)
     if Capability.ATTENTION in llm.capabilities and hasattr(llm, "generate_with_attention"):
         attention = (_attention_rate(llm, prefill, SHORT), _attention_rate(llm, prefill, LONG))
     return Rates(
         prefill=prefill,
         decode=decode,
-        batch_decode=max(batch, decode),
+        batch_decode=max(batch_rate, decode),
         load_s=load_s,
         attention_prefill=prefill if attention[0] else 0.0,
         attention_decode=attention[0],
