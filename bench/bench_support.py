@@ -19,7 +19,8 @@ any gold answer).
 
 ``fit`` fits :func:`lcr.support.support_score`'s logistic constants on the
 questions of one corpus (answerable ones whose draft scored F1 > 0 against the
-unanswerable ones asked *from* that corpus), then picks the threshold: the highest
+unanswerable ones asked *from* that corpus; the L2 penalty by 5-fold
+cross-validation inside that corpus), then picks the threshold: the highest
 at which abstaining loses at most ``--max-loss`` F1 against guessing on that corpus.
 ``report`` prints, for the fit corpus, each other corpus and all, F1 of ``guess``
 and of ``abstain`` at the threshold (paired bootstrap), and the "not found" rate on
@@ -124,6 +125,38 @@ def fit_logistic(
     return a, b, c, d, e
 
 
+L2_GRID = (0.01, 0.1, 1.0, 10.0)
+
+
+def log_loss(rows: Sequence[Scored], constants: Constants) -> float:
+    """Mean log-loss of the fit's labels (see :func:`fit_logistic`) under ``constants``."""
+    use = [r for r in rows if r.signals is not None and (not r.answerable or r.f1 > 0)]
+    losses = []
+    for r in use:
+        p = min(max(score(r, constants), 1e-9), 1 - 1e-9)
+        losses.append(-math.log(p if r.answerable else 1 - p))
+    return float(np.mean(losses)) if losses else 0.0
+
+
+def pick_l2(rows: Sequence[Scored], use: Sequence[str], folds: int = 5) -> float:
+    """The L2 penalty of :data:`L2_GRID` with the least held-out log-loss in ``folds``-fold
+    cross-validation inside ``rows`` (the fit corpus: nothing else is looked at)."""
+    order = sorted(rows, key=lambda r: r.id)
+    best, best_loss = L2_GRID[-1], math.inf
+    for l2 in L2_GRID:
+        losses = []
+        for k in range(folds):
+            train = [r for i, r in enumerate(order) if i % folds != k]
+            test = [r for i, r in enumerate(order) if i % folds == k]
+            try:
+                losses.append(log_loss(test, fit_logistic(train, l2, use)))
+            except SystemExit:  # a fold without both labels
+                continue
+        if losses and float(np.mean(losses)) < best_loss:
+            best, best_loss = l2, float(np.mean(losses))
+    return best
+
+
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1 - 1e-6)
     return math.log(p / (1 - p))
@@ -218,7 +251,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.action == "fit":
         models = [("P(yes) alone", P_YES_ALONE)]
         for use in (SIGNALS[:3], SIGNALS):
-            models.append((f"logistic of {', '.join(use)}", fit_logistic(fit_rows, use=use)))
+            l2 = pick_l2(fit_rows, use)
+            fitted = fit_logistic(fit_rows, l2, use)
+            models.append((f"logistic of {', '.join(use)} (L2 {l2}, by cross-validation)", fitted))
         for name, k in models:
             t = pick_threshold(fit_rows, k, args.max_loss)
             print(f"**{name}**: constants {tuple(round(v, 4) for v in k)}, threshold {t}\n")

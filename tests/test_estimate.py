@@ -136,10 +136,20 @@ class _ClockedLLM:
     """An LLM on a simulated clock: each call costs a fixed overhead, its prompt at one
     rate and each token it writes at another, so the probe's answer is known."""
 
-    capabilities: frozenset[str] = frozenset()
+    capabilities: frozenset[str] = frozenset({"attention"})
 
     def __init__(self, prefill: float, decode: float, overhead: float) -> None:
         self.now, self.prefill, self.decode, self.overhead = 0.0, prefill, decode, overhead
+
+    def render(self, messages: list[dict[str, str]]) -> list[int]:
+        return [0] * len(messages[-1]["content"].split())
+
+    def generate_with_attention(self, ids: list[int], max_new_tokens: int) -> Any:
+        from lcr.models.base import Generation
+
+        # attention weights make a decoded token twice as dear
+        self.now += self.overhead + len(ids) / self.prefill + 2 * max_new_tokens / self.decode
+        return Generation("x", len(ids), max_new_tokens)
 
     def generate(self, messages: list[dict[str, str]], max_new_tokens: int) -> Any:
         from lcr.models.base import Generation
@@ -164,6 +174,8 @@ def test_the_probe_measures_decoding_apart_from_prefill_and_overhead(
     assert rates.decode == pytest.approx(100.0)
     assert rates.decode_long == pytest.approx(100.0)
     assert rates.batch_decode == pytest.approx(100.0)
+    assert rates.attention_decode == pytest.approx(50.0)
+    assert rates.attention_decode_long == pytest.approx(50.0)
     assert rates.long_context > rates.short_context
 
 

@@ -129,7 +129,7 @@ def load_differs(then: float, now: float) -> bool:
     return abs(math.log(ratio)) > math.log(LOAD_FACTOR)
 
 
-PROBE_VERSION = 3  # rates of an older probe: v1 lacks what the time model reads, v2 decodes wrong
+PROBE_VERSION = 4  # rates of an older probe: v1 lacks what the time model reads, v2-v3 decode wrong
 
 
 def rates_key(model: str, backend: str, device: str) -> str:
@@ -199,7 +199,7 @@ def measure_rates(llm: LLM, load_s: float) -> Rates:
     batch_rate = max(manys - ones, 1) / max(spent_manys - spent_ones, 1e-6)
     attention = (0.0, 0.0)
     if Capability.ATTENTION in llm.capabilities and hasattr(llm, "generate_with_attention"):
-        attention = (_attention_rate(llm, prefill, SHORT), _attention_rate(llm, prefill, LONG))
+        attention = (_attention_rate(llm, SHORT), _attention_rate(llm, LONG))
     return Rates(
         prefill=prefill,
         decode=decode,
@@ -219,11 +219,18 @@ def measure_rates(llm: LLM, load_s: float) -> Rates:
 SHORT, LONG = 1, 10  # repeats of the probe text: ~50 and ~400 tokens
 
 
-def _attention_rate(llm: Any, prefill: float, repeats: int) -> float:
-    """Decoding with attention weights (PECAN's build) after a prompt of ``repeats``."""
+def _attention_rate(llm: Any, repeats: int) -> float:
+    """Decoding with attention weights (PECAN's build) after a prompt of ``repeats``: the
+    difference of a one-token call and a 12-token call, as for the plain decode rates."""
+    one, spent_one = _timed(
+        lambda: llm.generate_with_attention(
+            llm.render(_prompt("Sum up", repeats)), max_new_tokens=1
+        )
+    )
     ids = llm.render(_prompt("Sum up", repeats))
-    gen, spent = _timed(lambda: llm.generate_with_attention(ids, max_new_tokens=12))
-    return float(max(gen.completion_tokens, 1) / max(spent - len(ids) / prefill, 1e-6))
+    many, spent_many = _timed(lambda: llm.generate_with_attention(ids, max_new_tokens=12))
+    extra = max(many.completion_tokens - one.completion_tokens, 1)
+    return float(extra / max(spent_many - spent_one, 1e-6))
 
 
 def store_rates(key: str, rates: Rates) -> None:
