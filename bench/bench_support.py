@@ -45,9 +45,7 @@ from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.support import (
     CONSTANTS,
     SupportSignals,
-    answer_overlap,
-    name_coverage,
-    question_coverage,
+    record_signals,
     support_score,
 )
 
@@ -66,22 +64,13 @@ class Scored:
     signals: SupportSignals | None  # None: the draft said "not found" (score 0, no check)
 
 
-def load(path: Path, answerable: bool, corpus_of: dict[str, str]) -> list[Scored]:
+def load(
+    path: Path, answerable: bool, corpus_of: dict[str, str], documents: dict[str, str]
+) -> list[Scored]:
     out = []
     for line in path.read_text(encoding="utf-8").splitlines():
         rec = json.loads(line)
-        raw = rec.get("support_signals")
-        signals = None
-        if raw:  # the pure signals again from the record's text (records predating one)
-            evidence = "\n".join(str(it.get("text", "")) for it in rec.get("evidence", []))
-            answer = rec.get("withheld_answer") or rec["answer"]
-            signals = SupportSignals(
-                raw["p_yes"],
-                answer_overlap(answer, evidence),
-                question_coverage(rec["question"], evidence),
-                raw.get("retrieval"),
-                name_coverage(rec["question"], evidence),
-            )
+        signals = record_signals(rec, documents)  # again from the text (newer signals)
         home = rec["id"].split("@")[0]
         f1 = float(rec["metrics"].get("f1", 0.0)) if rec["answer"] != NOT_FOUND else 0.0
         out.append(Scored(rec["id"], corpus_of[home], answerable, f1, signals))
@@ -238,9 +227,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         "0,1,0,0,0: P(yes) alone)",
     )
     args = ap.parse_args(argv)
-    corpus_of = {q.id: q.documents[0].id for q in dataset.iter_questions(args.data)}
-    rows = [r for path in args.answerable for r in load(path, True, corpus_of)]
-    rows += [r for path in args.unanswerable for r in load(path, False, corpus_of)]
+    questions = list(dataset.iter_questions(args.data))
+    corpus_of = {q.id: q.documents[0].id for q in questions}
+    texts = {d.id: d.text for q in questions for d in q.documents if d.text}
+    rows = [r for path in args.answerable for r in load(path, True, corpus_of, texts)]
+    rows += [r for path in args.unanswerable for r in load(path, False, corpus_of, texts)]
     constants: Constants = CONSTANTS
     if args.constants:
         values = [float(v) for v in args.constants.split(",")]

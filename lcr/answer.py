@@ -33,6 +33,7 @@ from lcr.selection import (
     bridge_question,
     choose,
     leaf_span,
+    paragraph_leads,
     selected_items,
     split_units,
     touching,
@@ -585,11 +586,13 @@ def shared_answer(
     out.text = normalise_reply(out.text, settings)
     out.info.update(info)
     if settings.not_found == "abstain":
-        decide_support(question, out, llm, settings)
+        decide_support(question, out, llm, settings, source)
     return out
 
 
-def decide_support(question: str, out: AnswerResult, llm: LLM, settings: AnswerSettings) -> None:
+def decide_support(
+    question: str, out: AnswerResult, llm: LLM, settings: AnswerSettings, source: str = ""
+) -> None:
     """``answer.not_found=abstain``, after the answer is generated: score its support
     (:mod:`lcr.support`: one short scoring call on the answer's own prompt) and withhold
     it as :data:`NOT_FOUND` below ``answer.support``. A reply that already says the
@@ -606,6 +609,7 @@ def decide_support(question: str, out: AnswerResult, llm: LLM, settings: AnswerS
         question,
         "\n".join(it.text for it in out.used),
         retrieval=max(float(it.score) for it in out.used),
+        leads=paragraph_leads([span for it in out.used for span in it.spans], source),
     )
     out.usage = out.usage.merged(llm.usage.minus(before))
     out.signals, out.support = signals, support_score(signals)

@@ -58,6 +58,20 @@ def _paragraph_lead(source: str, start: int) -> Span | None:
     return (first[0].start, first[0].end) if first else None
 
 
+def paragraph_leads(spans: Sequence[Span], source: str) -> list[str]:
+    """The first sentence of each paragraph these spans start in, once each, when the
+    span does not already begin there: where a paragraph names what its later
+    sentences call "he" or "it" (a Wikipedia paragraph's title line)."""
+    leads: list[str] = []
+    for start, _ in spans:
+        lead = _paragraph_lead(source, start) if 0 <= start < len(source) else None
+        if lead is not None and lead[0] != start:
+            text = source[lead[0] : lead[1]]
+            if text not in leads:
+                leads.append(text)
+    return leads
+
+
 def split_units(items: Sequence[EvidenceItem], source: str) -> list[Unit]:
     """Every sentence of every chunk (with the first sentence of its paragraph, for
     context such as an article's title line), then each item without sentence spans

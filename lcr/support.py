@@ -18,9 +18,10 @@ The signals (:class:`SupportSignals`):
 - ``coverage``: the share of the question's content words found in the evidence
   (a question asked of text about something else names what is not there);
 - ``names``: the share of the names the question gives (runs of capitalised words,
-  "Nelson DeMille", "State Route 102") found, word for word, in the evidence. Text
-  about something else often shares a question's common words (``coverage``) but not
-  the names it asks about, and a model reading it still answers from it;
+  "Nelson DeMille", "State Route 102") found, word for word, in the evidence or in
+  the first sentence of a paragraph it comes from. Text about something else often
+  shares a question's common words (``coverage``) but not the names it asks about,
+  and a model reading it still answers from it;
 - ``retrieval``: the best score of the evidence read (method-dependent: recorded,
   not used by :func:`support_score`, see its docstring).
 
@@ -32,8 +33,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from lcr.models.base import LLM, Message
 
@@ -202,13 +204,55 @@ def check_support(
     question: str,
     evidence: str,
     retrieval: float | None = None,
+    leads: Sequence[str] = (),
 ) -> SupportSignals:
     """One short scoring call (P(Yes) from the logits) and the pure signals."""
     p_yes = llm.choice_probability(check_messages(answer_messages, answer, question))
+    return signals_of(p_yes, question, answer, evidence, retrieval, leads)
+
+
+def signals_of(
+    p_yes: float,
+    question: str,
+    answer: str,
+    evidence: str,
+    retrieval: float | None = None,
+    leads: Sequence[str] = (),
+) -> SupportSignals:
+    """The signals of one answer given the model's P(yes): the rest are measured from the
+    text, so a record's answer can be scored again offline by newer signals or constants.
+
+    ``leads`` are the first sentences of the paragraphs the evidence comes from
+    (:func:`lcr.selection.paragraph_leads`): a sentence read out of its paragraph says
+    "he" where the paragraph's first line gave the name, so names are looked for there
+    too (the other signals read the evidence alone)."""
     return SupportSignals(
         p_yes,
         answer_overlap(answer, evidence),
         question_coverage(question, evidence),
         retrieval,
-        name_coverage(question, evidence),
+        name_coverage(question, "\n".join([evidence, *leads])),
+    )
+
+
+def record_signals(
+    record: Mapping[str, Any], documents: Mapping[str, str]
+) -> SupportSignals | None:
+    """The signals of an ``lcr eval`` or ``lcr ask --json`` record scored again from its
+    own text (its P(yes) as recorded), with the paragraph leads taken from
+    ``documents`` (name -> text); None for a record without a check."""
+    from lcr.selection import paragraph_leads
+
+    raw = record.get("support_signals")
+    if not raw:
+        return None
+    items = record.get("evidence", [])
+    evidence = "\n".join(str(it.get("text", "")) for it in items)
+    leads: list[str] = []
+    for it in items:
+        source = documents.get(str(it.get("document", "")), "")
+        leads += [t for t in paragraph_leads([tuple(s) for s in it.get("spans", [])], source)]
+    answer = record.get("withheld_answer") or record["answer"]
+    return signals_of(
+        raw["p_yes"], record["question"], answer, evidence, raw.get("retrieval"), leads
     )

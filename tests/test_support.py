@@ -90,6 +90,53 @@ def test_name_coverage_looks_for_each_name_word_for_word() -> None:
     assert name_coverage("who wrote the novels?", text) == 1.0  # nothing to look for
 
 
+def test_names_are_also_looked_for_in_the_paragraphs_first_line() -> None:
+    from lcr.selection import paragraph_leads
+    from lcr.support import record_signals, signals_of
+
+    source = (
+        "Philip Kraft. Philip Kraft is a Swiss chemist. He has lectured at the University "
+        "of Zurich.\n\nBasil Dean. Basil Dean was an English actor."
+    )
+    start = source.index("He has")
+    end = source.index("\n\n")
+    assert paragraph_leads([(start, end)], source) == ["Philip Kraft."]
+    assert paragraph_leads([(0, 13)], source) == []  # the span is its paragraph's lead
+    question = "Where did Philip Kraft lecture?"
+    sentence = source[start:end]
+    alone = signals_of(0.9, question, "Zurich", sentence)
+    led = signals_of(0.9, question, "Zurich", sentence, leads=["Philip Kraft."])
+    assert (alone.names, led.names) == (0.0, 1.0)
+    assert led.coverage == alone.coverage  # the other signals read the evidence alone
+    record = {
+        "question": question,
+        "answer": "Zurich",
+        "support_signals": {"p_yes": 0.9, "retrieval": 1.0},
+        "evidence": [{"document": "d", "spans": [[start, end]], "text": sentence}],
+    }
+    assert record_signals(record, {"d": source}) == led.__class__(
+        0.9, led.overlap, led.coverage, 1.0, 1.0
+    )
+    assert record_signals({"answer": "x"}, {}) is None  # no check, nothing to score
+
+
+def test_the_shared_step_looks_for_names_in_the_evidences_paragraph_leads() -> None:
+    source = "Philip Kraft. Philip Kraft is a chemist.\n\nHe has lectured at Zurich."
+    start = source.index("He has")
+    sentence = source[start:]
+    item = EvidenceItem("s0", 0, 0, 1.0, sentence, [(start, len(source))])
+    settings = AnswerSettings(not_found="abstain", support=0.0)
+    question = "Where did Philip Kraft lecture?"
+    llm = ScriptedLLM(yes_probability=0.9, words=4, after="[1] ")
+    out = shared_answer(question, [item], llm, settings, source=source, names=["s"])
+    assert out.signals is not None and out.signals.names == 0.0  # another paragraph's lead
+    source = "Philip Kraft. Philip Kraft is a chemist. He has lectured at Zurich."
+    start = source.index("He has")
+    item = EvidenceItem("s0", 0, 0, 1.0, source[start:], [(start, len(source))])
+    out = shared_answer(question, [item], llm, settings, source=source, names=["s"])
+    assert out.signals is not None and out.signals.names == 1.0  # its own paragraph's lead
+
+
 def test_names_weigh_in_the_score() -> None:
     from lcr.support import NAMES_WEIGHT
 
