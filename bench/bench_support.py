@@ -94,20 +94,30 @@ def fit_logistic(
 ) -> Constants:
     """(bias, then the weights of ``SIGNALS``) by Newton's method on the log-loss, a small
     L2 penalty on the weights; a signal not in ``use`` keeps weight 0. Label 1: an
-    answerable question answered with F1 > 0."""
+    answerable question answered with F1 > 0.
+
+    Every signal says "supported" when it rises, so no weight may be negative: a signal
+    fitted below 0 is dropped and the rest fitted again (a more confident yes must never
+    lower the score)."""
     fit = [r for r in rows if r.signals is not None and (not r.answerable or r.f1 > 0)]
-    keep = [0] + [1 + SIGNALS.index(name) for name in use]
-    x = np.array([[1.0, *features(r.signals)] for r in fit if r.signals is not None])[:, keep]
     y = np.array([float(r.answerable) for r in fit])
     if len(set(y.tolist())) < 2:
         raise SystemExit("fit needs answerable and unanswerable records of the fit corpus")
-    w = np.zeros(len(keep))
-    penalty = np.diag([0.0] + [l2] * (len(keep) - 1))
-    for _ in range(50):
-        p = 1 / (1 + np.exp(-x @ w))
-        grad = x.T @ (p - y) + penalty @ w
-        hess = (x.T * (p * (1 - p))) @ x + penalty
-        w -= np.linalg.solve(hess, grad)
+    x_all = np.array([[1.0, *features(r.signals)] for r in fit if r.signals is not None])
+    keep = [0] + [1 + SIGNALS.index(name) for name in use]
+    while True:
+        x = x_all[:, keep]
+        w = np.zeros(len(keep))
+        penalty = np.diag([0.0] + [l2] * (len(keep) - 1))
+        for _ in range(50):
+            p = 1 / (1 + np.exp(-x @ w))
+            grad = x.T @ (p - y) + penalty @ w
+            hess = (x.T * (p * (1 - p))) @ x + penalty
+            w -= np.linalg.solve(hess, grad)
+        negative = [k for k, v in zip(keep[1:], w[1:], strict=True) if v < 0]
+        if not negative:
+            break
+        keep = [k for k in keep if k not in negative]
     full = np.zeros(1 + len(SIGNALS))
     full[keep] = w
     a, b, c, d, e = (float(v) for v in full)

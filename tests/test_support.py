@@ -145,10 +145,17 @@ def test_names_weigh_in_the_score() -> None:
     assert NAMES_WEIGHT > 0 and named > unnamed
 
 
-def test_score_rises_with_p_yes_and_stays_a_probability() -> None:
-    scores = [support_score(SupportSignals(p, 0.5)) for p in (0.0, 0.2, 0.5, 0.8, 1.0)]
-    assert scores == sorted(scores) and len(set(scores)) == len(scores)
-    assert all(0.0 <= s <= 1.0 for s in scores)
+def test_score_never_falls_as_a_signal_rises_and_stays_a_probability() -> None:
+    grid = (0.0, 0.2, 0.5, 0.8, 1.0)
+    for field in ("p_yes", "overlap", "coverage", "names"):
+        base = {"p_yes": 0.5, "overlap": 0.5, "coverage": 0.5, "names": 0.5}
+        scores = [support_score(SupportSignals(**{**base, field: v})) for v in grid]
+        assert scores == sorted(scores), field
+        assert all(0.0 <= s <= 1.0 for s in scores)
+    # the words the check reads each count (the model's P(yes) may weigh nothing)
+    for field in ("overlap", "coverage", "names"):
+        low = SupportSignals(**{"p_yes": 0.5, "overlap": 1.0, "coverage": 1.0, field: 0.0})
+        assert support_score(low) < support_score(SupportSignals(0.5, 1.0, 1.0)), field
 
 
 def test_check_is_a_follow_up_turn_of_the_answers_own_conversation() -> None:
@@ -159,41 +166,44 @@ def test_check_is_a_follow_up_turn_of_the_answers_own_conversation() -> None:
     assert "\"a 'gold' dress\"" in msgs[3]["content"] and QUESTION in msgs[3]["content"]
 
 
-def _checked(p_yes: float, threshold: float) -> tuple[ScriptedLLM, AnswerResult]:
-    llm = ScriptedLLM(yes_probability=p_yes, words=4, after="[1] ")
+def _checked(question: str, threshold: float) -> tuple[ScriptedLLM, AnswerResult]:
+    llm = ScriptedLLM(yes_probability=0.9, words=4, after="[1] ")
     settings = AnswerSettings(not_found="abstain", support=threshold)
-    return llm, shared_answer(QUESTION, _items(), llm, settings, source=TEXT, names=["s"])
+    return llm, shared_answer(question, _items(), llm, settings, source=TEXT, names=["s"])
 
 
-# the scores of a sure and of a doubting yes for the same answer; the threshold between
-_, _SURE = _checked(0.999, 0.0)
-_, _DOUBT = _checked(0.001, 0.0)
+# the same answer to a question the excerpt is about, and to one naming what it never
+# mentions (Rapunzel: its name and one word missing); the threshold between
+ELSEWHERE = "What did the bird throw down to Rapunzel?"
+_, _SURE = _checked(QUESTION, 0.0)
+_, _DOUBT = _checked(ELSEWHERE, 0.0)
 
 
 @pytest.mark.parametrize(
-    ("p_yes", "threshold", "kept"),
+    ("question", "threshold", "kept"),
     [
-        (0.999, None, True),
-        (0.001, None, False),
-        (0.6, "at", True),
-        (0.6, "above", False),
+        (QUESTION, None, True),
+        (ELSEWHERE, None, False),
+        (ELSEWHERE, "at", True),
+        (ELSEWHERE, "above", False),
     ],
     ids=["supported", "unsupported", "borderline-at", "borderline-below"],
 )
 def test_abstain_withholds_an_answer_scored_below_the_threshold(
-    p_yes: float, threshold: str | None, kept: bool
+    question: str, threshold: str | None, kept: bool
 ) -> None:
     assert _SURE.support is not None and _DOUBT.support is not None
-    assert _SURE.support > _DOUBT.support
+    assert _SURE.support > 0.5 > _DOUBT.support  # the default threshold lies between
     between = (_SURE.support + _DOUBT.support) / 2
-    _, probe = _checked(p_yes, 0.0)
+    _, probe = _checked(question, 0.0)
     assert probe.support is not None
     t = {None: between, "at": probe.support, "above": probe.support + 1e-6}[threshold]
-    llm, out = _checked(p_yes, min(t, 1.0))
+    llm, out = _checked(question, min(t, 1.0))
     draft = "The bird threw down"  # the scripted answer: the excerpt's first words
-    assert out.signals is not None and out.signals.p_yes == p_yes
+    assert out.signals is not None and out.signals.p_yes == 0.9
     assert out.support == pytest.approx(support_score(out.signals))
     assert out.signals.overlap == 1.0 and out.signals.retrieval == 7.5
+    assert out.signals.names == (1.0 if question == QUESTION else 0.0)
     assert out.usage.calls == 2  # the answer, then one scoring call
     assert llm.prompts[1][:2] == llm.prompts[0]  # the check reuses the answer's prompt
     assert llm.prompts[1][2] == {"role": "assistant", "content": draft}
@@ -258,8 +268,9 @@ def test_support_is_in_the_json_of_ask(story: Index) -> None:
     assert obj["withheld_answer"] and obj["support_signals"]["p_yes"] == pytest.approx(0.1)
     high = Models.with_objects(llm=ScriptedLLM(yes_probability=0.9, words=5))
     kept = pipeline.ask(story, "bm25", QUESTION, high, ["answer.support=0"], k=3).to_json()
-    assert kept["answer"] != NOT_FOUND and kept["support"] > obj["support"]
+    assert kept["answer"] != NOT_FOUND and kept["support"] == obj["support"]  # the same text
     assert "withheld_answer" not in kept
+    assert set(kept["support_signals"]) == {"p_yes", "overlap", "coverage", "names", "retrieval"}
     guess = pipeline.ask(story, "bm25", QUESTION, high, ["answer.not_found=guess"], k=3)
     assert "support" not in guess.to_json()  # no check, no score
 
