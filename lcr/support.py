@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lcr.models.base import LLM, Message
+from lcr.selection import paragraph_leads
 
 _CHECK = 'Do the excerpts state that "{answer}" answers the question "{question}"? Reply Yes or No.'
 _ANSWER_WORDS = 48  # a long answer is quoted by its start in the check
@@ -244,8 +245,6 @@ def record_signals(
     """The signals of an ``lcr eval`` or ``lcr ask --json`` record scored again from its
     own text (its P(yes) as recorded), with the paragraph leads taken from
     ``documents`` (name -> text); None for a record without a check."""
-    from lcr.selection import paragraph_leads
-
     raw = record.get("support_signals")
     if not raw:
         return None
