@@ -25,6 +25,17 @@ at which abstaining loses at most ``--max-loss`` F1 against guessing on that cor
 ``report`` prints, for the fit corpus, each other corpus and all, F1 of ``guess``
 and of ``abstain`` at the threshold (paired bootstrap), and the "not found" rate on
 answerable and unanswerable questions, with 95% intervals.
+
+``compare`` sets answer-step configurations side by side at the threshold: each
+``--answerable`` file is one configuration's run (``--unanswerable`` files, if
+given, pair with them by position; ``--labels`` names them), with F1, EM and ROUGE-L,
+the "not found" rates, prompt tokens, LLM calls and seconds per answer, and each
+configuration's F1 against the first's (paired bootstrap over the questions both
+answered). A run made without the check (``guess``, ``instruct``) is taken as it
+answered::
+
+    python bench/bench_support.py compare --answerable A.jsonl B.jsonl \
+        --unanswerable UA.jsonl UB.jsonl --labels "ten chunks" selection --data dev.jsonl
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from lcr.eval import dataset
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.support import (
     CONSTANTS,
+    DEFAULT_THRESHOLD,
     SupportSignals,
     record_signals,
     support_score,
@@ -86,7 +98,7 @@ SIGNALS = ("p_yes", "overlap", "coverage", "names")
 
 def features(s: SupportSignals) -> list[float]:
     """The logistic model's inputs, in the order of the constants after the bias."""
-    return [_logit(s.p_yes), s.overlap, s.coverage, s.names]
+    return [0.0 if s.p_yes is None else _logit(s.p_yes), s.overlap, s.coverage, s.names]
 
 
 def fit_logistic(
@@ -98,8 +110,11 @@ def fit_logistic(
 
     Every signal says "supported" when it rises, so no weight may be negative: a signal
     fitted below 0 is dropped and the rest fitted again (a more confident yes must never
-    lower the score)."""
+    lower the score). Records made without the scoring call (``answer.p_yes=false``)
+    have no P(yes): with any of them, P(yes) is left out."""
     fit = [r for r in rows if r.signals is not None and (not r.answerable or r.f1 > 0)]
+    if any(r.signals is not None and r.signals.p_yes is None for r in fit):
+        use = [name for name in use if name != "p_yes"]
     y = np.array([float(r.answerable) for r in fit])
     if len(set(y.tolist())) < 2:
         raise SystemExit("fit needs answerable and unanswerable records of the fit corpus")
@@ -221,7 +236,7 @@ def table(rows: Sequence[Scored], t: float, constants: Constants, fit_corpus: st
 
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("action", choices=["fit", "report"])
+    ap.add_argument("action", choices=["fit", "report", "compare"])
     ap.add_argument("--answerable", type=Path, nargs="+", required=True, help="eval records")
     ap.add_argument(
         "--unanswerable", type=Path, nargs="*", default=[], help="eval records, unanswerable"
@@ -236,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="report: BIAS,P_YES,OVERLAP,COVERAGE,NAMES weights (default lcr.support's; "
         "0,1,0,0,0: P(yes) alone)",
     )
+    ap.add_argument("--labels", nargs="*", default=[], help="compare: one per --answerable")
     args = ap.parse_args(argv)
     questions = list(dataset.iter_questions(args.data))
     corpus_of = {q.id: q.documents[0].id for q in questions}
@@ -248,6 +264,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         values += [0.0] * (5 - len(values))  # four constants: from before the names signal
         a, b, c, d, e = values[:5]
         constants = (a, b, c, d, e)
+    if args.action == "compare":
+        t = DEFAULT_THRESHOLD if args.threshold is None else args.threshold
+        labels = args.labels or [p.stem for p in args.answerable]
+        if len(labels) != len(args.answerable) or len(args.unanswerable) not in (
+            0,
+            len(args.answerable),
+        ):
+            raise SystemExit("compare: one label and one --unanswerable file per --answerable")
+        print(f"constants {constants}, threshold {t}\n")
+        print(compare_table(args.answerable, args.unanswerable, labels, t, constants, texts))
+        return
     fit_rows = [r for r in rows if r.corpus == args.fit_corpus]
     if args.action == "fit":
         models = [("P(yes) alone", P_YES_ALONE)]
@@ -265,6 +292,79 @@ def main(argv: Sequence[str] | None = None) -> None:
         t = pick_threshold(fit_rows, constants, args.max_loss)
     print(f"constants {constants}, threshold {t}\n")
     print(table(rows, t, constants, args.fit_corpus))
+
+
+def given(rec: dict[str, Any], documents: dict[str, str], t: float, constants: Constants) -> bool:
+    """Whether a record's answer is given at threshold ``t``: a checked answer when it
+    scores at least ``t`` (scored again from its text), an unchecked one unless it says
+    "not found"."""
+    signals = record_signals(rec, documents)
+    if signals is not None:
+        return support_score(signals, constants) >= t
+    return rec["answer"] != NOT_FOUND and "support" not in rec
+
+
+def _run_rows(
+    path: Path, documents: dict[str, str], t: float, constants: Constants
+) -> dict[str, dict[str, float]]:
+    out = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        kept = given(rec, documents, t, constants)
+        m = rec["metrics"]
+        usage = rec.get("usage", {})
+        out[rec["id"]] = {
+            "f1": float(m.get("f1", 0.0)) if kept else 0.0,
+            "em": float(m.get("em", 0.0)) if kept else 0.0,
+            "rouge_l": float(m.get("rouge_l", 0.0)) if kept else 0.0,
+            "not_found": 0.0 if kept else 1.0,
+            "prompt_tokens": float(usage.get("prompt_tokens", 0)),
+            "calls": float(usage.get("calls", 0)),
+            "seconds": float(rec.get("timings", {}).get("answer_s", 0.0)),
+        }
+    return out
+
+
+def compare_table(
+    answerable: Sequence[Path],
+    unanswerable: Sequence[Path],
+    labels: Sequence[str],
+    t: float,
+    constants: Constants,
+    documents: dict[str, str],
+) -> str:
+    """Configurations side by side at threshold ``t`` (see the module docstring)."""
+    head = (
+        '| evidence read | n | F1 [95%] | EM | ROUGE-L | "not found", answerable | '
+        '"not found", unanswerable | prompt tokens / q | LLM calls / q | s / answer (median) | '
+        "F1 - first [95%], p |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    runs = [_run_rows(p, documents, t, constants) for p in answerable]
+    unans = [_run_rows(p, documents, t, constants) for p in unanswerable]
+    lines = [head]
+    for i, (label, run) in enumerate(zip(labels, runs, strict=True)):
+        rows = list(run.values())
+
+        def mean(key: str, rows: Sequence[dict[str, float]] = rows) -> float:
+            return float(np.mean([r[key] for r in rows])) if rows else 0.0
+
+        cells = [label, str(len(rows)), _iv([r["f1"] for r in rows])]
+        cells += [f"{mean('em'):.3f}", f"{mean('rouge_l'):.3f}", f"{mean('not_found'):.3f}"]
+        if unans:
+            u = list(unans[i].values())
+            cells.append(f"{mean('not_found', u):.3f} (of {len(u)})")
+        else:
+            cells.append("-")
+        seconds = float(np.median([r["seconds"] for r in rows])) if rows else 0.0
+        cells += [f"{mean('prompt_tokens'):,.0f}", f"{mean('calls'):.2f}", f"{seconds:.1f}"]
+        if i == 0:
+            cells.append("")
+        else:
+            common = [q for q in runs[0] if q in run]
+            d = paired_bootstrap([run[q]["f1"] for q in common], [runs[0][q]["f1"] for q in common])
+            cells.append(f"{d.diff:+.3f} [{d.low:+.3f}, {d.high:+.3f}], {d.p_value:.3f}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def records_summary(rows: Sequence[Scored]) -> dict[str, Any]:

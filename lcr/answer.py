@@ -38,7 +38,13 @@ from lcr.selection import (
     split_units,
     touching,
 )
-from lcr.support import DEFAULT_THRESHOLD, SupportSignals, check_support, support_score
+from lcr.support import (
+    ASK_P_YES,
+    DEFAULT_THRESHOLD,
+    SupportSignals,
+    check_support,
+    support_score,
+)
 
 NOT_FOUND = "not found in the document"
 """The fixed reply of ``answer.not_found=abstain`` when the evidence lacks the answer."""
@@ -118,6 +124,13 @@ class AnswerSettings(Settings):
         low=0.0,
         high=1.0,
     )
+    p_yes: bool = setting(
+        ASK_P_YES,
+        "answer.not_found=abstain: also ask the LLM whether the excerpts state its answer "
+        "(one scoring call), recorded as support_signals.p_yes; the shipped constants "
+        "give it no weight",
+        legacy=True,
+    )
     max_new_tokens: int = 256
 
     def choices(self) -> dict[str, str]:
@@ -130,18 +143,34 @@ class AnswerSettings(Settings):
             if not (s.has_legacy and getattr(self, s.name) == s.legacy)
             # the threshold is part of a run only where it decides: abstaining (which,
             # keyed with it, never meets results of the prompt-instruction abstain)
-            and not (s.name == "support" and self.not_found != "abstain")
+            and not (s.name in ("support", "p_yes") and self.not_found != "abstain")
+            # and the selection's settings only where it selects
+            and not (s.name in _SELECTION_ONLY and self.select == "off")
         }
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "max_new_tokens": self.max_new_tokens}
 
 
+_SELECTION_ONLY = frozenset({"budget", "bridge", "lead", "pool", "reread"})
 ANSWER_SETTINGS: tuple[Setting, ...] = AnswerSettings.declared()
 ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
 
 ORIGINAL = AnswerSettings(
-    "document", "chunks", "plain", "guess", "plain", "off", 300, True, True, 0, False, 0.5, 256
+    "document",
+    "chunks",
+    "plain",
+    "guess",
+    "plain",
+    "off",
+    300,
+    True,
+    True,
+    0,
+    False,
+    0.5,
+    False,
+    256,
 )
 """The answer step as it was before ``answer.*`` settings (never change it when a default
 changes): results made with it carry no answer key in ``lcr eval``'s run digest, so
@@ -594,7 +623,8 @@ def decide_support(
     question: str, out: AnswerResult, llm: LLM, settings: AnswerSettings, source: str = ""
 ) -> None:
     """``answer.not_found=abstain``, after the answer is generated: score its support
-    (:mod:`lcr.support`: one short scoring call on the answer's own prompt) and withhold
+    (:mod:`lcr.support`; with ``answer.p_yes``, one short scoring call on the answer's
+    own prompt) and withhold
     it as :data:`NOT_FOUND` below ``answer.support``. A reply that already says the
     answer is not there, or one read from no evidence, scores 0 without a call."""
     if out.text == NOT_FOUND or not out.used:
@@ -610,6 +640,7 @@ def decide_support(
         "\n".join(it.text for it in out.used),
         retrieval=max(float(it.score) for it in out.used),
         leads=paragraph_leads([span for it in out.used for span in it.spans], source),
+        ask=settings.p_yes,
     )
     out.usage = out.usage.merged(llm.usage.minus(before))
     out.signals, out.support = signals, support_score(signals)

@@ -1,7 +1,8 @@
 """What answering a query needs beyond retrieval, and what happens when the support
-check of ``answer.not_found=abstain`` cannot run (a server without log-probabilities):
-the answer is given unchecked, said in a note and recorded as ``not_found=guess``,
-rather than refused, so lcr's defaults work against any OpenAI-compatible server."""
+check's scoring call (``answer.p_yes=true``) cannot run on a server without
+log-probabilities: the check reads the words alone, said in a note and recorded as
+``answer.p_yes=false``, rather than refused. lcr's defaults make no scoring call, so
+they work against any OpenAI-compatible server."""
 
 from __future__ import annotations
 
@@ -17,15 +18,16 @@ if TYPE_CHECKING:
     from lcr.models.container import Models
 
 # one line within 80 columns after "lcr: "; docs/answer-step.md says what to do instead
-UNCHECKED = "note: server has no log-probabilities: answered as answer.not_found=guess"
+UNCHECKED = "note: server has no log-probabilities: checked as answer.p_yes=false"
 
 Require = Callable[["Models", Needs, str], None]
 
 
 def support_needs(answer: AnswerSettings, shared: bool) -> Needs:
-    """The support check reads P(yes) from the answering LLM's logits (an OpenAI-compatible
-    server must return log-probabilities); only the shared answer step (``shared``) runs it."""
-    if answer.not_found == "abstain" and shared:
+    """The support check's scoring call (``answer.p_yes``) reads P(yes) from the answering
+    LLM's logits (an OpenAI-compatible server must return log-probabilities); only the
+    shared answer step (``shared``) runs the check."""
+    if answer.not_found == "abstain" and answer.p_yes and shared:
         return Needs(llm=frozenset({Capability.CHOICE_PROBABILITY}))
     return Needs()
 
@@ -46,10 +48,10 @@ def require_answer(
         require(models, needs, purpose)
         return answer
     try:
-        require(models, needs | check, f"{purpose} (answer.not_found=abstain's support check)")
+        require(models, needs | check, f"{purpose} (answer.p_yes's scoring call)")
     except NoLogprobsError:
         require(models, needs, purpose)
         if note is not None:
             note(UNCHECKED)
-        return answer.replace(not_found="guess")
+        return answer.replace(p_yes=False)
     return answer

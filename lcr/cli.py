@@ -545,8 +545,11 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
         answer_settings = {}
         for s in ANSWER_SETTINGS:
             entry = _setting_json(s)
+            entry["measured"] = False
+            if s.name in m.answer_measured:  # measured best: this method's default
+                entry.update(default=m.answer_measured[s.name], measured=True)
             if s.name in m.answer_paper:  # the paper's value is this method's default
-                entry.update(default=m.answer_paper[s.name], paper=True)
+                entry.update(default=m.answer_paper[s.name], paper=True, measured=False)
             answer_settings[s.name] = entry
         rows.append(
             {
@@ -589,6 +592,17 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
             ]
             if kept:
                 _field_text(f"keeps the paper's {', '.join(kept)} as its default", "    answer  ")
+            measured = [
+                f"answer.{k}={value_text(s['default'])}"
+                for k, s in r["answer_settings"].items()
+                if s["measured"]
+            ]
+            if measured:
+                _field_text(
+                    f"reads with {', '.join(measured)} by default (measured best: "
+                    "docs/answer-step.md)",
+                    "    answer  ",
+                )
             if r["answer_note"]:
                 _field_text(r["answer_note"], "    answer  ")
     if show_settings:

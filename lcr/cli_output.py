@@ -336,7 +336,7 @@ def print_result(
         say(wrapped(f"A: {result.answer}") + "\n")
     items = result.basis()  # what the answer read; retrieval alone: what was retrieved
     shown = items if most is None else items[:most]
-    say(f"Evidence ({result.method}, {len(items)} nodes):")
+    say(f"Evidence ({result.method}, {len(items)} node{'' if len(items) == 1 else 's'}):")
     for position, it in enumerate(shown, 1):  # rank order, as in --json
         rank = it.extra.get("rank", position)
         for line in evidence_heading(int(rank), it):

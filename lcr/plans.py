@@ -152,9 +152,13 @@ def answer_settings(
     method: AnyMethod | None, sets: Sequence[str] | ParsedSets, max_new_tokens: int = 256
 ) -> AnswerSettings:
     """The :class:`~lcr.answer.AnswerSettings` ``method`` answers with: lcr's defaults,
-    the values its paper fixes (``Method.answer_paper``), then ``--set answer.*``
-    (``method`` None: lcr's defaults, then ``--set``)."""
-    values: dict[str, Any] = dict(method.answer_paper) if method is not None else {}
+    the values measured best for it (``Method.answer_measured``), the values its paper
+    fixes (``Method.answer_paper``), then ``--set answer.*`` (``method`` None: lcr's
+    defaults, then ``--set``)."""
+    values: dict[str, Any] = {}
+    if method is not None:
+        values.update(method.answer_measured)
+        values.update(method.answer_paper)
     values.update(parse_sets(sets).answer_values())
     return AnswerSettings.build(values, label=ANSWER_TARGET).replace(max_new_tokens=max_new_tokens)
 
@@ -279,9 +283,13 @@ def plan_query(
         raise UsageError("-k must be at least 1")
     if max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
+    settings = query_settings(method, parsed)
+    named = method.k_means.setting
+    if k is None and named and named in parsed.values(method, QUERY):
+        k = int(getattr(settings, named))  # --set bm25.top_k=3 is -k 3: it wins over answer.pool
     return QueryPlan(
         method=method,
-        settings=query_settings(method, parsed),
+        settings=settings,
         answer=answer_settings(method, parsed, max_new_tokens),
         k=k,
     )

@@ -13,7 +13,9 @@ The signals (:class:`SupportSignals`):
 - ``p_yes``: the model's P(Yes) from the logits of its first reply token to "Do
   the excerpts state that <answer> answers <question>?", asked as a follow-up turn
   of the answer's own conversation, so a backend with a prefix cache (llama.cpp)
-  re-encodes only the answer and the check (about 40 tokens);
+  re-encodes only the answer and the check (about 40 tokens). Asked only with
+  ``answer.p_yes=true`` (None otherwise): the shipped constants give it no weight,
+  and on a backend without a prefix cache the call encodes the prompt again;
 - ``overlap``: the share of the answer's content words found in the evidence;
 - ``coverage``: the share of the question's content words found in the evidence
   (a question asked of text about something else names what is not there);
@@ -52,7 +54,7 @@ _STOPWORDS = frozenset(_FUNCTION_WORDS.split())
 class SupportSignals:
     """What the check measured for one answer (recorded in ``--json`` and eval records)."""
 
-    p_yes: float
+    p_yes: float | None  # None: the model was not asked (answer.p_yes=false)
     overlap: float
     coverage: float = 1.0
     retrieval: float | None = None
@@ -60,7 +62,7 @@ class SupportSignals:
 
     def to_json(self) -> dict[str, float | None]:
         return {
-            "p_yes": round(self.p_yes, 6),
+            "p_yes": None if self.p_yes is None else round(self.p_yes, 6),
             "overlap": round(self.overlap, 6),
             "coverage": round(self.coverage, 6),
             "names": round(self.names, 6),
@@ -87,6 +89,8 @@ NAMES_WEIGHT = 4.3487
 CONSTANTS = (BIAS, P_YES_WEIGHT, OVERLAP_WEIGHT, COVERAGE_WEIGHT, NAMES_WEIGHT)
 DEFAULT_THRESHOLD = 0.5
 """``answer.support``'s default: the least score an answer needs to be given."""
+ASK_P_YES = P_YES_WEIGHT != 0.0
+"""``answer.p_yes``'s default: make the scoring call only when the constants weigh it."""
 
 
 def _logit(p: float) -> float:
@@ -102,11 +106,13 @@ def support_score(
     A logistic model of the signals (``constants``: bias, then the weights of
     logit(P(yes)), overlap, coverage and names). The retrieval score is left out: its scale
     is the method's own (BM25 sums, cosines, 1.0 for gold sentences), so one set of
-    constants cannot hold across methods."""
+    constants cannot hold across methods. A P(yes) not asked for (None) adds nothing,
+    as it does under constants that give it no weight."""
     bias, p_yes_weight, overlap_weight, coverage_weight, names_weight = constants
+    p_yes_term = 0.0 if signals.p_yes is None else p_yes_weight * _logit(signals.p_yes)
     z = (
         bias
-        + p_yes_weight * _logit(signals.p_yes)
+        + p_yes_term
         + overlap_weight * signals.overlap
         + coverage_weight * signals.coverage
         + names_weight * signals.names
@@ -209,14 +215,18 @@ def check_support(
     evidence: str,
     retrieval: float | None = None,
     leads: Sequence[str] = (),
+    ask: bool = ASK_P_YES,
 ) -> SupportSignals:
-    """One short scoring call (P(Yes) from the logits) and the pure signals."""
-    p_yes = llm.choice_probability(check_messages(answer_messages, answer, question))
+    """The pure signals and, with ``ask``, one short scoring call (P(Yes) from the
+    logits); without it the LLM is not called."""
+    p_yes = None
+    if ask:
+        p_yes = llm.choice_probability(check_messages(answer_messages, answer, question))
     return signals_of(p_yes, question, answer, evidence, retrieval, leads)
 
 
 def signals_of(
-    p_yes: float,
+    p_yes: float | None,
     question: str,
     answer: str,
     evidence: str,
@@ -256,5 +266,5 @@ def record_signals(
         leads += [t for t in paragraph_leads([tuple(s) for s in it.get("spans", [])], source)]
     answer = record.get("withheld_answer") or record["answer"]
     return signals_of(
-        raw["p_yes"], record["question"], answer, evidence, raw.get("retrieval"), leads
+        raw.get("p_yes"), record["question"], answer, evidence, raw.get("retrieval"), leads
     )

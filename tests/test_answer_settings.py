@@ -281,8 +281,15 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "pool",
         "reread",
         "support",
+        "p_yes",
     }
     assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
+    # bm25's measured reading is its default, shown as measured; tfidf keeps lcr's
+    select = rows["bm25"]["answer_settings"]["select"]
+    assert (select["default"], select["measured"], select["paper"]) == ("bm25", True, False)
+    assert rows["bm25"]["answer_settings"]["pool"]["default"] == 20
+    assert rows["tfidf"]["answer_settings"]["select"]["default"] == "off"
+    assert not rows["tfidf"]["answer_settings"]["select"]["measured"]
     res = CliRunner().invoke(cli, ["methods", "--settings"], prog_name="lcr")
     lines = res.stdout.splitlines()
     assert "    answer  keeps the paper's answer.order=document as its default" in lines
@@ -305,8 +312,21 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.pool",
         "answer.reread",
         "answer.support",
+        "answer.p_yes",
         "--max-new-tokens",
     ]
+
+
+def test_a_methods_measured_reading_is_its_default_and_sets_override_it() -> None:
+    from lcr.plans import plan_query
+
+    bm25 = plan_query("bm25").answer
+    assert (bm25.select, bm25.budget, bm25.pool) == ("bm25", 450, 20)
+    assert plan_query("tfidf").answer.select == "off"  # measured with bm25 alone
+    assert plan_query("bm25", ["answer.select=off"]).answer.select == "off"
+    assert plan_query("bm25", ["answer.budget=200"]).answer.budget == 200
+    # the method's own k setting is -k: it wins over the pool
+    assert plan_query("bm25", ["bm25.top_k=4"]).k == 4 and plan_query("bm25").k is None
 
 
 def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> None:
@@ -326,7 +346,8 @@ def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> Non
         "retrieval_only": False,
         "max_new_tokens": 256,
     }
-    original = ["answer.not_found=guess"]  # the step as it was: its old results still count
+    # the step as it was (bm25 now selects sentences by default): its old results count
+    original = ["answer.not_found=guess", "answer.select=off"]
     assert key(original) == runner._digest(before) == key([*original, "answer.order=document"])
     variants = {key(sets) for sets in (["answer.order=rank"], ["answer.passages=merged"], [])}
     assert len(variants) == 3 and key(original) not in variants  # []: lcr's default abstains
@@ -356,11 +377,12 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "pool": 0,
         "reread": False,
         "support": 0.5,
+        "p_yes": False,
         "max_new_tokens": 12,
         "step": "shared",
     }
-    # the answer, then the support check's scoring call (none when the reply said "not found")
-    assert obj["answer"] and obj["usage"]["calls"] == (2 if "support_signals" in obj else 1)
+    # the answer alone: the support check reads words and asks the LLM nothing by default
+    assert obj["answer"] and obj["usage"]["calls"] == 1
     for ev in obj["evidence"]:
         assert ev["document"] in ("first-half.txt", "second-half.txt")
 
@@ -390,6 +412,8 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     models = Models()  # the default model ids; nothing is loaded
     ask = runner.plan_methods(["bm25"], models, runner.RunOptions(methods=["bm25"]))[0]
     only = runner.RunOptions(methods=["tfidf"], retrieval_only=True)
-    # the default abstain became the support check (issue 40): its runs are new runs
-    assert ask.key == "93a1c46bf060764c"
+    # the default abstain became the support check (issue 40), then the check stopped
+    # asking the LLM by default (answer.p_yes=false: one call, not two), then bm25 read
+    # its measured selection of sentences by default: new runs each time
+    assert ask.key == "0f9e5f19ad25ae0e"
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "da397049a7816350"

@@ -61,7 +61,7 @@ def test_ask_keeps_what_was_retrieved_and_what_was_read_apart(story: Index) -> N
     ``Result.read`` what the answer step read; --json prints the read items as ever."""
     models = Models.with_objects(llm=ScriptedLLM(words=5))
     found = pipeline.retrieve(story, "bm25", QUESTION, models)
-    sets = ["answer.passages=merged"]
+    sets = ["answer.passages=merged", "answer.select=off"]  # bm25's chunks, read whole
     asked = pipeline.ask(story, "bm25", QUESTION, models, sets)
     assert [it.id for it in asked.evidence.items] == [it.id for it in found.evidence.items]
     assert asked.read is not None and any("merged" in it.extra for it in asked.read)

@@ -137,7 +137,7 @@ def test_ask_cites_the_passages_the_answer_read(
     models = Models.with_objects(llm=ScriptedLLM(words=4))
     index = Index.open(folders)
     merged = lcr.ask(folders, "Where is the football?", k=6, models=models, settings={
-        "answer.passages": "merged"})  # fmt: skip
+        "answer.passages": "merged", "answer.select": "off"})  # fmt: skip
     assert merged.read is not None and any("merged" in it.extra for it in merged.read)
     assert not any("merged" in it.extra for it in merged.evidence.items)  # the chunks found
     selected = lcr.ask(folders, "Where is the football?", k=6, models=models, settings={

@@ -135,10 +135,11 @@ def test_answer_path_with_scripted_llm(niah_set: Path, tmp_path: Path) -> None:
     # the scripted LLM echoes the prompt, which holds the retrieved needle
     assert rec["answer"] and m["match_all"] == 1.0 and m["match_part"] == 1.0
     assert 0 <= m["f1"] < 0.2 and m["em"] == 0.0 and 0 <= m["rouge_l"] < 0.2
-    # the answer and the support check of answer.not_found=abstain (lcr's default)
-    assert m["llm_calls"] == 2 and m["prompt_tokens"] > 0 and m["completion_tokens"] > 0
+    # the answer alone: the support check of answer.not_found=abstain (lcr's default)
+    # reads words, and asks the LLM nothing unless answer.p_yes=true
+    assert m["llm_calls"] == 1 and m["prompt_tokens"] > 0 and m["completion_tokens"] > 0
     assert m["flops"] == pytest.approx(2 * 0.135e9 * (m["prompt_tokens"] + m["completion_tokens"]))
-    assert rec["usage"]["calls"] == 2 and rec["models"]["llm"] == "scripted-test-llm"
+    assert rec["usage"]["calls"] == 1 and rec["models"]["llm"] == "scripted-test-llm"
     assert 0.0 <= rec["support"] <= 1.0
     # the same settings with another model is another run
     other = ScriptedLLM()
@@ -294,7 +295,7 @@ def test_gold_reads_only_the_gold_evidence(niah_set: Path, tmp_path: Path) -> No
         assert g["metrics"]["recall"] == 1.0 and g["metrics"]["answer_found"] == 1.0
         assert g["metrics"]["evidence_tokens"] < b["metrics"]["evidence_tokens"]
         assert all(ev["id"].startswith("gold") for ev in g["evidence"])
-        assert g["answer"] and g["usage"]["calls"] == 2  # the answer and its support check
+        assert g["answer"] and g["usage"]["calls"] == 1  # the answer (its check asks nothing)
     again = runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), opts)
     assert again.new == 0
     only = runner.RunOptions(methods=["gold"], retrieval_only=True, out=tmp_path / "r.jsonl")

@@ -185,8 +185,13 @@ def test_a_models_listing_of_the_wrong_shape_falls_back_to_the_default_window(
     result = runner.invoke(cli, [*args, "--llm", "m", "--call-timeout", "5"])
     assert result.exit_code == 0, result.stderr
     assert "Gull Rock." in result.stdout
-    # no log-probabilities: the default abstain's support check cannot run, and says so
-    assert "answered as answer.not_found=guess" in result.stderr
+    assert result.stderr == ""  # the default support check reads words: no logprobs needed
+    # no log-probabilities: the check's scoring call cannot run, and the note says so
+    result = runner.invoke(cli, [*args, "--llm", "m", "--set", "answer.p_yes=true", "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert "checked as answer.p_yes=false" in result.stderr
+    obj = json.loads(result.stdout)
+    assert obj["answer_settings"]["p_yes"] is False and "support" in obj
 
 
 def test_call_timeout_is_a_model_option_with_an_env_fallback() -> None:

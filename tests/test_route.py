@@ -71,7 +71,9 @@ def test_ask_of_several_questions_parses_each_set_once(
     out = lcr(["ask", str(idx), "-", "--json", *SETS], stdin="\n".join(QUESTIONS) + "\n")
     results = [json.loads(line) for line in out.splitlines()]
     assert [r["question"] for r in results] == QUESTIONS
-    assert all(len(r["evidence"]) <= 2 for r in results)  # bm25.top_k=2 read
+    # bm25.top_k=2 read (bm25's default selection reads pieces of those 2 chunks: the
+    # setting, like -k, wins over answer.pool)
+    assert all(len({e["id"].split("[")[0] for e in r["evidence"]}) <= 2 for r in results)
     assert all(r["answer_settings"]["order"] == "document" for r in results)
     assert sorted(parsed) == ["answer.order=document", "bm25.top_k=2"]
 

@@ -404,12 +404,12 @@ def test_run_keys_name_the_selection(tmp_path: Path) -> None:
         opts = runner.RunOptions(methods=["bm25"], sets=sets)
         return runner.plan_methods(["bm25"], models, opts)[0].key
 
-    default = key([])
+    default = key(["answer.select=off"])  # bm25's default selects (answer_measured)
     assert key(["answer.select=off", "answer.budget=300"]) == default  # the old key
     keys = {
         key(s)
         for s in (
-            ["answer.select=bm25"],
+            ["answer.select=bm25", "answer.budget=300"],
             ["answer.select=bm25", "answer.budget=450"],
             ["answer.select=bm25", "answer.bridge=false"],
             ["answer.select=bm25", "answer.reread=true"],
@@ -417,6 +417,11 @@ def test_run_keys_name_the_selection(tmp_path: Path) -> None:
         )
     }
     assert len(keys) == 5 and default not in keys
+    # bm25's default is its measured selection, keyed as if set by hand
+    measured = ["answer.select=bm25", "answer.budget=450", "answer.pool=20"]
+    assert key([]) == key(measured) != default
+    # what only the selection reads is no part of a run that does not select
+    assert key(["answer.select=off", "answer.pool=5", "answer.reread=true"]) == default
 
 
 def test_reread_after_a_deeper_pool_reads_the_methods_own_k(story: Index) -> None:

@@ -168,7 +168,7 @@ def test_check_is_a_follow_up_turn_of_the_answers_own_conversation() -> None:
 
 def _checked(question: str, threshold: float) -> tuple[ScriptedLLM, AnswerResult]:
     llm = ScriptedLLM(yes_probability=0.9, words=4, after="[1] ")
-    settings = AnswerSettings(not_found="abstain", support=threshold)
+    settings = AnswerSettings(not_found="abstain", support=threshold, p_yes=True)
     return llm, shared_answer(question, _items(), llm, settings, source=TEXT, names=["s"])
 
 
@@ -221,7 +221,38 @@ def test_abstain_answers_with_the_guess_prompt_and_instruct_keeps_the_old_one() 
         system = llm.prompts[0][0]["content"]
         assert (f'reply exactly "{NOT_FOUND}"' in system) is told, not_found
         assert (out.support is not None) is (not_found == "abstain")
-        assert out.usage.calls == (2 if not_found == "abstain" else 1)
+        assert out.usage.calls == 1  # the check asks the LLM nothing by default
+
+
+def test_the_scoring_call_is_made_only_when_asked_and_weighs_as_the_constants_say() -> None:
+    from lcr.support import ASK_P_YES, P_YES_WEIGHT
+
+    assert AnswerSettings().p_yes is ASK_P_YES is (P_YES_WEIGHT != 0.0)  # the default
+    runs = {}
+    for ask in (False, True):
+        llm = ScriptedLLM(yes_probability=0.9, words=4, after="[1] ")
+        settings = AnswerSettings(not_found="abstain", p_yes=ask)
+        runs[ask] = shared_answer(QUESTION, _items(), llm, settings, source=TEXT, names=["s"])
+        assert (
+            runs[ask].usage.calls == (2 if ask else 1) and len(llm.prompts) == runs[ask].usage.calls
+        )
+    skipped, asked = runs[False].signals, runs[True].signals
+    assert skipped is not None and asked is not None
+    assert (skipped.p_yes, asked.p_yes) == (None, 0.9)
+    assert skipped.to_json()["p_yes"] is None
+    # the other signals are the same; the score differs only by P(yes)'s weighted term
+    assert (skipped.overlap, skipped.coverage, skipped.names) == (
+        asked.overlap,
+        asked.coverage,
+        asked.names,
+    )
+    if P_YES_WEIGHT == 0.0:
+        assert runs[False].support == runs[True].support
+    weighed = (-1.0, 1.0, 1.0, 1.0, 1.0)  # constants that do weigh P(yes)
+    assert support_score(asked, weighed) > support_score(skipped, weighed)
+    assert resolve_answer_settings(["answer.p_yes=true"]).p_yes is True
+    with pytest.raises(SettingError):
+        resolve_answer_settings(["answer.p_yes=maybe"])
 
 
 def test_a_draft_saying_it_does_not_know_scores_zero_without_a_check() -> None:
@@ -263,7 +294,8 @@ def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
 
 def test_support_is_in_the_json_of_ask(story: Index) -> None:
     low = Models.with_objects(llm=ScriptedLLM(yes_probability=0.1, words=5))
-    obj = pipeline.ask(story, "bm25", QUESTION, low, ["answer.support=1"], k=3).to_json()
+    sets = ["answer.support=1", "answer.p_yes=true"]
+    obj = pipeline.ask(story, "bm25", QUESTION, low, sets, k=3).to_json()
     assert obj["answer"] == NOT_FOUND and 0.0 < obj["support"] < 1.0
     assert obj["withheld_answer"] and obj["support_signals"]["p_yes"] == pytest.approx(0.1)
     high = Models.with_objects(llm=ScriptedLLM(yes_probability=0.9, words=5))
@@ -271,6 +303,7 @@ def test_support_is_in_the_json_of_ask(story: Index) -> None:
     assert kept["answer"] != NOT_FOUND and kept["support"] == obj["support"]  # the same text
     assert "withheld_answer" not in kept
     assert set(kept["support_signals"]) == {"p_yes", "overlap", "coverage", "names", "retrieval"}
+    assert kept["support_signals"]["p_yes"] is None  # not asked by default
     guess = pipeline.ask(story, "bm25", QUESTION, high, ["answer.not_found=guess"], k=3)
     assert "support" not in guess.to_json()  # no check, no score
 
@@ -334,8 +367,9 @@ def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) ->
     """smollm2 end to end through the CLI: the check's score and signals in --json, its
     scoring call reading the answer's prompt from llama.cpp's prefix cache; a threshold
     of 1 withholds the answer and keeps it in the record."""
-    args = ["ask", str(story.path), QUESTION, "-k", "3", "--llm", "smollm2-135m"]
-    args += ["--device", "cpu", "--max-new-tokens", "12", "--json", "-q"]
+    base = ["ask", str(story.path), QUESTION, "-k", "3", "--llm", "smollm2-135m"]
+    base += ["--device", "cpu", "--max-new-tokens", "12", "--json", "-q"]
+    args = [*base, "--set", "answer.p_yes=true"]
     res = CliRunner().invoke(cli, args, prog_name="lcr")
     assert res.exit_code == 0, res.stderr
     obj = json.loads(res.stdout)
@@ -345,8 +379,10 @@ def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) ->
         assert obj["usage"]["calls"] == 2
         if obj["models"]["backend"] == "llamacpp":  # the evidence is not encoded twice
             assert obj["usage"]["cached_tokens"] > obj["usage"]["prompt_tokens"] / 3
-    strict = CliRunner().invoke(cli, [*args, "--set", "answer.support=1"], prog_name="lcr")
+    # by default the check makes no call: the answer's is the only one
+    strict = CliRunner().invoke(cli, [*base, "--set", "answer.support=1"], prog_name="lcr")
     withheld = json.loads(strict.stdout)
     assert withheld["answer"] == NOT_FOUND
     if "support_signals" in withheld:
         assert withheld["withheld_answer"] and withheld["support"] < 1.0
+        assert withheld["support_signals"]["p_yes"] is None and withheld["usage"]["calls"] == 1

@@ -69,9 +69,9 @@ def test_ask_and_retrieve_show_the_whole_result(lighthouse: Path, columns: int) 
     run_in_terminal(quietly, columns=120, cwd=lighthouse.parent)
     with scripted_server() as url:
         llm = ["--base-url", url, "--llm", "scripted"]
-        # the scripted server returns no log-probabilities: no support check (its note
-        # is tested in test_openai_limits); the answer step as it was before issue 40
-        llm += ["--set", "answer.not_found=instruct"]
+        # the answer step as it was before issue 40: the reply shown as it was written,
+        # from the 3 chunks read whole
+        llm += ["--set", "answer.not_found=instruct", "--set", "answer.select=off"]
         asked = run_in_terminal(
             ["ask", "lighthouse.idx", QUESTION, "-m", "bm25", "-k", "3", *llm],
             columns=columns,
@@ -100,9 +100,11 @@ def test_ask_shows_the_reading_then_the_answer_as_it_is_written(lighthouse: Path
     run_in_terminal(
         ["index", "lighthouse.txt", "-m", "bm25", "-q"], columns=80, cwd=lighthouse.parent
     )
+    # the 8 chunks read whole (not bm25's default selection of their sentences)
+    whole = ["--set", "answer.select=off"]
     with scripted_server(word_delay=0.4) as url:
         asked = run_in_terminal(
-            ["ask", "lighthouse.idx", QUESTION, "-m", "bm25", "-k", "8", "--base-url", url],
+            ["ask", "lighthouse.idx", QUESTION, "-m", "bm25", "-k", "8", "--base-url", url, *whole],
             columns=80,
             cwd=lighthouse.parent,
         )

@@ -261,6 +261,9 @@ class Method(ABC, Generic[B, Q]):
     # the shared answer step's settings (``answer.*``) whose value the method's paper
     # fixes: the method keeps it as its default whatever lcr's default; --set overrides
     answer_paper: ClassVar[Mapping[str, SettingValue]] = {}
+    # ``answer.*`` values measured best for this method on real data (docs/answer-step.md)
+    # and kept as its default; the paper's values win over them, --set over both
+    answer_measured: ClassVar[Mapping[str, SettingValue]] = {}
     # how the method's answer relates to the shared ``answer.*`` settings, for
     # `lcr methods --settings` ("" when they all apply as they are)
     answer_note: ClassVar[str] = ""
