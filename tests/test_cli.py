@@ -262,15 +262,17 @@ def test_ask_end_to_end_with_smollm(story: Path) -> None:
     for obj in results:
         assert isinstance(obj["answer"], str) and obj["answer"].strip()
         assert obj["models"]["llm"] == "smollm2-135m"
-        # the answer, and the support check's yes/no unless the reply said "not found"
-        assert obj["usage"]["calls"] == (2 if "support_signals" in obj else 1)
+        assert obj["usage"]["calls"] == 1  # the answer: the support check reads words
         assert obj["usage"]["prompt_tokens"] > 100
         assert 0 < obj["usage"]["completion_tokens"] <= 24
         assert obj["timings"]["answer_s"] > 0
-        assert 1 <= len(obj["evidence"]) <= 3
+        # bm25's default reads the best sentences of its -k 3 chunks: pieces of them,
+        # each span's words in the piece's text
+        assert 1 <= len({ev["id"].split("[")[0] for ev in obj["evidence"]}) <= 3
         for ev in obj["evidence"]:
-            ((s, e),) = ev["spans"]
-            assert source[s:e] == ev["text"]
+            assert ev["spans"]
+            for s, e in ev["spans"]:
+                assert source[s:e] in ev["text"]
 
 
 def test_human_ask_output_with_scripted_llm(story: Path) -> None:
