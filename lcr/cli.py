@@ -585,24 +585,17 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
                     default = value_text(s["default"])
                     line = f"{r['name']}.{key}={default}{mark}  {s['help']}{valid}"
                     _field_text(line, f"    {label}  ")
-            kept = [
-                f"answer.{k}={value_text(s['default'])}"
-                for k, s in r["answer_settings"].items()
-                if s["paper"]
-            ]
-            if kept:
-                _field_text(f"keeps the paper's {', '.join(kept)} as its default", "    answer  ")
-            measured = [
-                f"answer.{k}={value_text(s['default'])}"
-                for k, s in r["answer_settings"].items()
-                if s["measured"]
-            ]
-            if measured:
-                _field_text(
-                    f"reads with {', '.join(measured)} by default (measured best: "
-                    "docs/answer-step.md)",
-                    "    answer  ",
-                )
+            for origin, line in (
+                ("paper", "keeps the paper's {} as its default"),
+                ("measured", "reads with {} by default (measured best: docs/answer-step.md)"),
+            ):
+                own = [
+                    f"answer.{k}={value_text(s['default'])}"
+                    for k, s in r["answer_settings"].items()
+                    if s[origin]
+                ]
+                if own:
+                    _field_text(line.format(", ".join(own)), "    answer  ")
             if r["answer_note"]:
                 _field_text(r["answer_note"], "    answer  ")
     if show_settings:
