@@ -220,29 +220,29 @@ def test_an_answer_changed_after_streaming_is_said_plainly(
 def test_a_pipe_gets_the_whole_result_only(
     index: Path, monkeypatch: pytest.MonkeyPatch, quiet: bool
 ) -> None:
-    llm = ScriptedReply("The birds helped her.")
+    llm = ScriptedReply("The bird helped her.")
     use(monkeypatch, llm, terminal=False)
     code, out, err = run(["ask", str(index), QUESTION, "-k", "2", *(["-q"] if quiet else [])])
     assert code == 0, err
     assert llm.streamed == [False] and "reading" not in err
-    assert out.startswith(f"Q: {QUESTION}\nA: The birds helped her.\n\nEvidence (bm25, ")
+    assert out.startswith(f"Q: {QUESTION}\nA: The bird helped her.\n\nEvidence (bm25, ")
 
 
 def test_json_stays_one_whole_object_on_a_terminal(
     index: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    llm = ScriptedReply("The birds helped her.")
+    llm = ScriptedReply("The bird helped her.")
     use(monkeypatch, llm, terminal=True)
     whole = ["--set", "answer.select=off"]  # the 6 chunks read whole, not their sentences
     code, out, err = run(["ask", str(index), QUESTION, "-k", "6", "--json", *whole])
     assert code == 0, err
     assert llm.streamed == [False] and "reading" not in err
     record = json.loads(out)
-    assert record["answer"] == "The birds helped her." and len(record["evidence"]) == 6
+    assert record["answer"] == "The bird helped her." and len(record["evidence"]) == 6
 
 
 def test_answer_only_prints_each_answer_alone(index: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    llm = ScriptedReply("The birds helped her.")
+    llm = ScriptedReply("The bird helped her.")
     use(monkeypatch, llm, terminal=True)
     questions = f"{QUESTION}\nWho lost a slipper?\n"
     # the scripted reply answers the second question with words its evidence lacks:
@@ -250,7 +250,7 @@ def test_answer_only_prints_each_answer_alone(index: Path, monkeypatch: pytest.M
     keep = ["--set", "answer.support=0"]
     code, out, err = run(["ask", str(index), "-", "--answer-only", "-q", *keep], stdin=questions)
     assert code == 0, err
-    assert out == "The birds helped her.\nThe birds helped her.\n"
+    assert out == "The bird helped her.\nThe bird helped her.\n"
     assert llm.streamed == [False, False]  # a string for scripts: never a half answer
     code, out, err = run(["ask", str(index), QUESTION, "--answer-only", "--json"])
     assert code == 2 and out == ""
