@@ -133,11 +133,7 @@ def content_words(text: str) -> list[str]:
 def answer_overlap(answer: str, evidence: str) -> float:
     """The share of the answer's content words that occur in the evidence; 1.0 for an
     answer without any (yes, no): there is nothing to look for."""
-    words = content_words(answer)
-    if not words:
-        return 1.0
-    seen = set(re.findall(r"\w+", evidence.lower()))
-    return sum(w in seen for w in words) / len(words)
+    return _share_in(content_words(answer), evidence)
 
 
 def question_coverage(question: str, evidence: str) -> float:
@@ -145,7 +141,11 @@ def question_coverage(question: str, evidence: str) -> float:
     words that ask for an account of the text itself ("the plot of the story", "describe
     the setting"): no text says "plot", so they would withhold answers to questions about
     a whole story (SQuALITY's). 1.0 for a question without any other words."""
-    words = [w for w in content_words(question) if w not in _ABOUT_THE_TEXT]
+    return _share_in([w for w in content_words(question) if w not in _ABOUT_THE_TEXT], evidence)
+
+
+def _share_in(words: Sequence[str], evidence: str) -> float:
+    """The share of ``words`` that occur in the evidence; 1.0 for none to look for."""
     if not words:
         return 1.0
     seen = set(re.findall(r"\w+", evidence.lower()))
