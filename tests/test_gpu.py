@@ -525,3 +525,35 @@ def test_doctor_lists_every_model_each_method_loads_and_installs_the_missing(
     assert "not a GGUF preset" not in text
     assert "qwen2.5-coder-0.5b (build): NOT INSTALLED" in text.replace("\n" + " " * 15, " ")
     assert all(len(line) <= 80 for line in text.splitlines()), text
+
+
+@pytest.mark.parametrize(
+    ("source", "cuda"),
+    [
+        ("from typing import Optional\ncuda: Optional[str] = None\nhip = None\n", None),
+        ("__version__ = '2.5.1+cu124'\ncuda: Optional[str] = '12.4'\n", "12.4"),
+        ("cuda = '11.8'\n", "11.8"),
+        ("__version__ = '2.0'\n", None),  # no cuda line at all
+        ("cuda = (\n", None),  # not Python
+    ],
+)
+def test_torch_build_is_read_without_importing_torch(source: str, cuda: str | None) -> None:
+    assert machine.cuda_of_version_file(source) == cuda
+
+
+def test_a_machine_without_a_gpu_does_not_import_torch() -> None:
+    """Reading a CPU machine costs no torch import (~2 s: most of an estimate's time)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from lcr.models import machine; m = machine.current(); "
+        "assert 'torch' not in sys.modules, 'torch imported'; print(m.torch_cuda)"
+    )
+    if machine.nvidia_driver_present():
+        pytest.skip("this machine has a GPU driver: torch is asked about the GPU")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    import torch
+
+    assert done.stdout.strip() == str(torch.version.cuda)

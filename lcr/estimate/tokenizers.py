@@ -126,6 +126,80 @@ class HFTokenizer:
         return self.encode(self.render_text(messages))
 
 
+class FolderTokenizer:
+    """A transformers model folder read without transformers: its ``tokenizer.json``
+    through the ``tokenizers`` library and its chat template through the same Jinja
+    renderer as llama.cpp's backend (transformers' options), so the counts are the
+    transformers backend's own."""
+
+    approximate = False
+
+    def __init__(self, folder: Path, model_id: str, cap: int) -> None:
+        from tokenizers import Tokenizer as FastTokenizer
+
+        from lcr.models.llamacpp_setup import ChatTemplate
+
+        try:
+            self._tokenizer = FastTokenizer.from_file(str(folder / "tokenizer.json"))
+            settings = _json_object(folder / "tokenizer_config.json")
+            config = _json_object(folder / "config.json")
+        except Exception as exc:  # tokenizers raises a bare Exception for a bad file
+            raise ModelError(f"cannot read the tokenizer in {folder}: {exc}") from None
+        self.model_id = model_id
+        trained = config.get("max_position_embeddings")
+        self._window = int(min(trained, cap)) if isinstance(trained, int) and trained > 0 else cap
+        source = _chat_template_source(folder, settings)
+        bos, eos = (_token_text(settings.get(k)) for k in ("bos_token", "eos_token"))
+        self._template = ChatTemplate(source, bos, eos) if source else None
+
+    @property
+    def context_window(self) -> int:
+        return self._window
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def render_text(self, messages: Sequence[Message]) -> str:
+        if self._template is not None:
+            return self._template.render(messages)
+        return "\n\n".join(m["content"] for m in messages) + "\n\n"
+
+    def render(self, messages: Sequence[Message]) -> list[int]:
+        return self.encode(self.render_text(messages))
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    import json
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _chat_template_source(folder: Path, settings: dict[str, Any]) -> str | None:
+    """The template transformers would use: ``chat_template.jinja``, else the config's
+    (a string, or the one named "default" of a list)."""
+    path = folder / "chat_template.jinja"
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    value = settings.get("chat_template")
+    if isinstance(value, list):
+        named = (t for t in value if isinstance(t, dict) and t.get("name") == "default")
+        value = next((t.get("template") for t in named), None)
+    return value if isinstance(value, str) and value else None
+
+
+def _token_text(value: object) -> str:
+    """A special token as the config writes it: a string or ``{"content": ...}``."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else ""
+
+
 _PIECE = re.compile(r"\w+|[^\w\s]")
 
 
@@ -205,7 +279,32 @@ def _gguf_path(source: Source) -> Path:
 
 def _hf_tokenizer(name: str, spec: ModelSpec) -> Tokenizer:
     """What the transformers backend reads: the converted copy's tokenizer, else (before
-    the first load converts it) the GGUF's, read by transformers as that load reads it."""
+    the first load converts it) the GGUF's, read by transformers as that load reads it.
+
+    A folder with a ``tokenizer.json`` is read by the ``tokenizers`` library alone
+    (:class:`FolderTokenizer`): importing transformers and torch would cost the
+    estimate more than all its counting.
+    """
+    from lcr.models import cache
+    from lcr.models.loading import resolve
+    from lcr.models.transformers_core import DEFAULT_CONTEXT_CAP
+
+    source = resolve(name, "llm")
+    cap = spec.context_window
+    folder: Path | None = None
+    if source.preset is not None:
+        cap = cap or source.preset.context_window
+        if cache.has_dequantized(source.preset.name):
+            folder = cache.hf_dir(source.preset.name)
+    elif source.gguf_file is None:
+        folder = Path(source.location)
+    if folder is not None and (folder / "tokenizer.json").is_file():
+        return FolderTokenizer(folder, source.model_id, cap or DEFAULT_CONTEXT_CAP)
+    return _transformers_tokenizer(name, spec)
+
+
+def _transformers_tokenizer(name: str, spec: ModelSpec) -> Tokenizer:
+    """The tokenizer as transformers itself reads it (a GGUF not yet converted)."""
     from transformers import AutoConfig, AutoTokenizer
 
     from lcr.models import cache

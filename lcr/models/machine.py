@@ -137,12 +137,15 @@ def _torch_facts(*, probe_gpu: bool) -> dict[str, Any]:
     if version is None:
         return {}
     facts: dict[str, Any] = {"torch_version": version}
+    if not probe_gpu:  # no GPU to ask about: read the build without importing torch (~2 s)
+        facts["torch_cuda"] = _torch_build_cuda()
+        return facts
     try:
         import torch
     except Exception:  # a broken install: transformers will say why when it loads
         return facts
     facts["torch_cuda"] = torch.version.cuda
-    if not probe_gpu or torch.version.cuda is None:
+    if torch.version.cuda is None:
         return facts
     try:
         if torch.cuda.is_available():
@@ -156,6 +159,39 @@ def _torch_facts(*, probe_gpu: bool) -> dict[str, Any]:
     except Exception:  # a driver/runtime mismatch: torch cannot use the GPU
         pass
     return facts
+
+
+def _torch_build_cuda() -> str | None:
+    """The CUDA version torch was built for, read from ``torch/version.py`` as text."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / "version.py"
+        if path.is_file():
+            return cuda_of_version_file(path.read_text(encoding="utf-8", errors="replace"))
+    return None
+
+
+def cuda_of_version_file(source: str) -> str | None:
+    """``cuda`` as torch's generated ``version.py`` assigns it (None for a CPU build)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign):
+            targets: list[ast.expr] = [node.target]
+        elif isinstance(node, ast.Assign):
+            targets = node.targets
+        else:
+            continue
+        named = any(isinstance(t, ast.Name) and t.id == "cuda" for t in targets)
+        if named and isinstance(node.value, ast.Constant):
+            return str(node.value.value) if node.value.value is not None else None
+    return None
 
 
 def _llamacpp_facts() -> dict[str, Any]:
