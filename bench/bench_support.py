@@ -325,6 +325,16 @@ def _run_rows(
     return out
 
 
+def _paired_cell(
+    run: dict[str, dict[str, float]], first: dict[str, dict[str, float]], key: str
+) -> str:
+    common = [q for q in first if q in run]
+    if not common:
+        return "-"
+    d = paired_bootstrap([run[q][key] for q in common], [first[q][key] for q in common])
+    return f"{d.diff:+.3f} [{d.low:+.3f}, {d.high:+.3f}], {d.p_value:.3f}"
+
+
 def compare_table(
     answerable: Sequence[Path],
     unanswerable: Sequence[Path],
@@ -339,6 +349,9 @@ def compare_table(
         '"not found", unanswerable | prompt tokens / q | LLM calls / q | s / answer (median) | '
         "F1 - first [95%], p |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
+    if unanswerable:  # the unanswerable questions' "not found", paired the same way
+        title, rule = head.split("\n")
+        head = f'{title} "not found", unanswerable - first [95%], p |\n{rule}---:|'
     runs = [_run_rows(p, documents, t, constants) for p in answerable]
     unans = [_run_rows(p, documents, t, constants) for p in unanswerable]
     lines = [head]
@@ -363,6 +376,8 @@ def compare_table(
             common = [q for q in runs[0] if q in run]
             d = paired_bootstrap([run[q]["f1"] for q in common], [runs[0][q]["f1"] for q in common])
             cells.append(f"{d.diff:+.3f} [{d.low:+.3f}, {d.high:+.3f}], {d.p_value:.3f}")
+        if unans:
+            cells.append(_paired_cell(unans[i], unans[0], "not_found") if i else "")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
