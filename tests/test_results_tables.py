@@ -147,6 +147,8 @@ def _check_script(path: Path, args: list[str]) -> None:
     if path.suffix != ".py":
         return  # a shell script: its arguments are positional
     known = _script_options(path)
+    if "--" in args:  # what follows a bare -- is passed on, not the script's own
+        args = args[: args.index("--")]
     for word in args:
         if word.startswith("-") and not re.match(r"^-\d", word):
             option = word.split("=", 1)[0]
@@ -165,7 +167,9 @@ def check_command(command: str) -> None:
         elif head in WRAPPERS:
             words = words[1 + WRAPPERS[head] :]
         elif head in ("time", "/usr/bin/time"):
-            words = words[2:] if words[1:2] == ["-v"] else words[1:]
+            words = words[1:]
+            while words and words[0] in ("-v", "-p", "-f", "--format"):  # -f takes a format
+                words = words[2:] if words[0] in ("-f", "--format") else words[1:]
         else:
             break
     if not words:
