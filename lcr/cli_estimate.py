@@ -114,7 +114,8 @@ def _n(value: float) -> str:
 def _range(r: Range, unit: str, fmt: Callable[[float], str] = _n) -> str:
     if r.is_exact:
         return f"{fmt(r.expected)}{unit} (exact)"
-    return f"{fmt(r.expected)}{unit} expected, at most {fmt(r.high)}{unit}"
+    likely = "" if r.likely is None else f" (likely {fmt(r.likely[0])}-{fmt(r.likely[1])})"
+    return f"{fmt(r.expected)}{unit} expected{likely}, at most {fmt(r.high)}{unit}"
 
 
 def _duration(seconds: float) -> str:

@@ -372,3 +372,29 @@ def test_raptor_leaves_match_the_build(story: Path, tmp_path: Path) -> None:
     calls = stats["llm_usage"]["calls"]
     assert work.llm.calls.expected - 0.5 * calls <= calls <= work.llm.calls.high
     assert stats["llm_usage"]["completion_tokens"] <= work.llm.completion_tokens.high
+
+
+def test_raptor_calls_have_a_likely_range_inside_the_bound() -> None:
+    """RAPTOR's first layer varies with the text (0.73-1.54x the curve for 80% of 49
+    texts): the estimate says where most builds land, not only the hard bound."""
+    from lcr.cli_estimate import _range
+    from lcr.estimate.figures import Range
+    from lcr.estimate.tokenizers import ApproximateTokenizer
+    from lcr.methods.raptor.estimate import TreeShape, estimate_tree
+
+    leaves = [f"leaf {i} " + "word " * 90 for i in range(43)]  # Cinderella's 43 leaves
+    shape = TreeShape(
+        max_layers=5,
+        reduction_dim=10,
+        cluster_max_tokens=3500,
+        summary_max_new_tokens=100,
+        messages=lambda texts: [{"role": "user", "content": "\n".join(texts)}],
+    )
+    work = estimate_tree(leaves, [100] * 43, ApproximateTokenizer("m", 8192), shape, (0.9, "x"))
+    assert work.llm is not None
+    calls = work.llm.calls
+    # one layer of summaries: 43 leaves make 6 clusters (4-9 likely), too few to cluster again
+    assert (calls.expected, calls.likely) == (6, (4, 9))
+    assert calls.to_json() == {"expected": 6, "high": calls.high, "likely": [4, 9]}
+    assert _range(calls, "") == f"6 expected (likely 4-9), at most {calls.high:,.0f}"
+    assert "likely" not in Range(1, 2).to_json() and "likely" not in (calls + calls).to_json()

@@ -15,10 +15,17 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Range:
-    """An expected value and an upper bound (equal when the input decides it)."""
+    """An expected value and an upper bound (equal when the input decides it).
+
+    ``likely``, where measured, is where most builds land (e.g. the 10th-90th
+    percentile of real builds around the expected value): the bound says what
+    cannot be exceeded, which for a stochastic count is far from what is typical.
+    It is the figure's own and is not carried through sums.
+    """
 
     expected: float
     high: float
+    likely: tuple[float, float] | None = None
 
     @classmethod
     def exact(cls, value: float) -> Range:
@@ -34,8 +41,11 @@ class Range:
     def scaled(self, factor: float) -> Range:
         return Range(self.expected * factor, self.high * factor)
 
-    def to_json(self) -> dict[str, float]:
-        return {"expected": _rounded(self.expected), "high": _rounded(self.high)}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"expected": _rounded(self.expected), "high": _rounded(self.high)}
+        if self.likely is not None:
+            out["likely"] = [_rounded(self.likely[0]), _rounded(self.likely[1])]
+        return out
 
 
 ZERO = Range(0, 0)

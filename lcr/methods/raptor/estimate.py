@@ -11,6 +11,9 @@ the model, so the layers above are a range:
   within 0.72-1.24 of the curve), at least enough clusters for the summariser's
   token budget; summaries of ``completion_share`` of their budget (observed in
   the last build with the model, else smollm2's);
+- likely: the same with each layer :data:`LIKELY_SPREAD` times the curve, where
+  80% of real texts' first layers fell (the count varies with the text: 5-10
+  clusters for twelve texts of ~49 leaves);
 - upper bound: every layer one node shorter than the one below (the build stops
   when clustering no longer shrinks a layer), every summary the whole budget,
   every cluster filling the budget; up to ``max_layers`` layers.
@@ -30,6 +33,9 @@ from lcr.models.base import Message, Tokenizer
 # pick fewer clusters per node as layers grow); fitted by bench/raptor_layers.py
 CLUSTER_SCALE = 0.32
 CLUSTER_EXPONENT = 0.774
+# where most texts' first layers fall around the curve: the 10th and 90th percentiles
+# of actual / curve over 49 texts of 24-562 leaves (bench/raptor_layers.py, 2026-11-27)
+LIKELY_SPREAD = (0.73, 1.54)
 REPLY_SHARE = 0.9  # summaries run to about this share of summary_max_new_tokens
 OVERLAP = 1.1  # soft membership: a node joins every cluster above the threshold
 CHARS_PER_TOKEN = 4.0
@@ -46,13 +52,14 @@ class TreeShape:
     messages: Callable[[Sequence[str]], list[Message]]
 
 
-def expected_clusters(nodes: int) -> int:
-    """The clusters RAPTOR's clustering is expected to make of a layer of ``nodes``."""
-    return round(CLUSTER_SCALE * nodes**CLUSTER_EXPONENT)
+def expected_clusters(nodes: int, spread: float = 1.0) -> int:
+    """The clusters RAPTOR's clustering is expected to make of a layer of ``nodes``
+    (``spread`` times the curve: see :data:`LIKELY_SPREAD`)."""
+    return round(spread * CLUSTER_SCALE * nodes**CLUSTER_EXPONENT)
 
 
 def _layers(
-    n: int, free_tokens: float, s: TreeShape, reply: float, ratio: float
+    n: int, free_tokens: float, s: TreeShape, reply: float, ratio: float, spread: float = 1.0
 ) -> list[tuple[int, float]]:
     """Per layer, the number of summaries and the model tokens of the text they read."""
     out: list[tuple[int, float]] = []
@@ -61,7 +68,7 @@ def _layers(
         if nodes <= s.reduction_dim + 1:
             break
         budget_floor = math.ceil(text_free * OVERLAP / s.cluster_max_tokens)
-        wanted = max(budget_floor, expected_clusters(nodes))
+        wanted = max(budget_floor, expected_clusters(nodes, spread))
         clusters = min(max(wanted, 1), nodes - 1)
         out.append((clusters, text_free * ratio * OVERLAP))
         summaries = clusters * reply * s.summary_max_new_tokens
@@ -97,6 +104,9 @@ def estimate_tree(
 
     layers = _layers(n, free, s, reply[0], ratio)
     calls = sum(c for c, _ in layers)
+    likely = tuple(
+        sum(c for c, _ in _layers(n, free, s, reply[0], ratio, f)) for f in LIKELY_SPREAD
+    )
     prompt = sum(c * overhead + text for c, text in layers)
     completion = calls * reply[0] * budget
     encoded = sum(encoded_tokens(c * overhead + text, c, prefix) for c, text in layers)
@@ -116,7 +126,7 @@ def estimate_tree(
         llm=LLMWork(
             role="llm",
             model=tokenizer.model_id,
-            calls=Range(calls, calls_high),
+            calls=Range(calls, calls_high, (min(likely[0], calls), min(likely[1], calls_high))),
             prompt_tokens=Range(prompt, max(prompt, prompt_high)),
             completion_tokens=Range(completion, completion_high),
             encoded_tokens=Range(encoded, max(encoded, prompt_high)),
@@ -137,7 +147,9 @@ def estimate_tree(
             "calls": (
                 f"range: expected layers {sizes} ({CLUSTER_SCALE} n^{CLUSTER_EXPONENT} clusters "
                 "of n nodes, fitted on real text by bench/raptor_layers.py; at least enough "
-                f"clusters for raptor.cluster_max_tokens={s.cluster_max_tokens}); "
+                f"clusters for raptor.cluster_max_tokens={s.cluster_max_tokens}); likely: "
+                f"{LIKELY_SPREAD[0]}-{LIKELY_SPREAD[1]} times the curve, where 80% of 49 texts' "
+                "first layers fell; "
                 f"upper bound: each layer one node shorter, up to raptor.max_layers="
                 f"{s.max_layers}"
             ),
