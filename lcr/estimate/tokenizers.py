@@ -21,16 +21,39 @@ from lcr.models.base import Message, Tokenizer
 from lcr.models.spec import ModelSpec
 
 if TYPE_CHECKING:
+    from lcr.models.llamacpp_setup import ChatTemplate
     from lcr.models.loading import Source
 
 TEMPLATE_TOKENS_PER_MESSAGE = 5  # a server's chat template, when its tokenizer is unknown
 SERVER_WINDOW = 32768  # a server's window when --context-window does not say
 
 
-class LlamaCppTokenizer:
-    """A GGUF's vocabulary and chat template (llama.cpp, ``vocab_only``)."""
+class _TemplatedTokenizer:
+    """What a tokenizer with a model's own chat template shares: its window, counting
+    by encoding, and the messages joined by blank lines when there is no template."""
 
     approximate = False
+    _window: int
+    _template: ChatTemplate | None
+
+    def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    @property
+    def context_window(self) -> int:
+        return self._window
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def render_text(self, messages: Sequence[Message]) -> str:
+        if self._template is not None:
+            return self._template.render(messages)
+        return "\n\n".join(m["content"] for m in messages) + "\n\n"
+
+
+class LlamaCppTokenizer(_TemplatedTokenizer):
+    """A GGUF's vocabulary and chat template (llama.cpp, ``vocab_only``)."""
 
     def __init__(self, path: Path, model_id: str, window: int | None) -> None:
         import llama_cpp
@@ -71,22 +94,10 @@ class LlamaCppTokenizer:
         piece = bytes(self._model.token_to_piece(token, special=True)).rstrip(b"\0")
         return piece.decode("utf-8", errors="replace")
 
-    @property
-    def context_window(self) -> int:
-        return self._window
-
     def encode(self, text: str) -> list[int]:
         if not text:
             return []
         return [int(t) for t in self._model.tokenize(text.encode("utf-8"), False, False)]
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.encode(text))
-
-    def render_text(self, messages: Sequence[Message]) -> str:
-        if self._template is not None:
-            return self._template.render(messages)
-        return "\n\n".join(m["content"] for m in messages) + "\n\n"
 
     def render(self, messages: Sequence[Message]) -> list[int]:
         text = self.render_text(messages)
@@ -126,13 +137,11 @@ class HFTokenizer:
         return self.encode(self.render_text(messages))
 
 
-class FolderTokenizer:
+class FolderTokenizer(_TemplatedTokenizer):
     """A transformers model folder read without transformers: its ``tokenizer.json``
     through the ``tokenizers`` library and its chat template through the same Jinja
     renderer as llama.cpp's backend (transformers' options), so the counts are the
     transformers backend's own."""
-
-    approximate = False
 
     def __init__(self, folder: Path, model_id: str, cap: int) -> None:
         from tokenizers import Tokenizer as FastTokenizer
@@ -152,20 +161,8 @@ class FolderTokenizer:
         bos, eos = (_token_text(settings.get(k)) for k in ("bos_token", "eos_token"))
         self._template = ChatTemplate(source, bos, eos) if source else None
 
-    @property
-    def context_window(self) -> int:
-        return self._window
-
     def encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.encode(text))
-
-    def render_text(self, messages: Sequence[Message]) -> str:
-        if self._template is not None:
-            return self._template.render(messages)
-        return "\n\n".join(m["content"] for m in messages) + "\n\n"
 
     def render(self, messages: Sequence[Message]) -> list[int]:
         return self.encode(self.render_text(messages))
