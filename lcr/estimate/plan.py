@@ -199,7 +199,7 @@ class Estimator:
         if found is not None:
             found = found.at_load(throughput.current_load())
             return found.prefill, found.load_s, f"measured here {found.measured_at} (cached)"
-        self.note(f"measuring the embedder {name} once (cached for later estimates)")
+        self.note(f"measuring the embedder {name} once (cached for later)")
         started = time.perf_counter()
         embedder = self.models.embedder
         loaded = time.perf_counter() - started
