@@ -29,13 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from lcr import pipeline
-from lcr.answer import NOT_FOUND
+from lcr.answer.shared import NOT_FOUND
 from lcr.eval import runner, summary
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.pipeline import Result
-from lcr.plans import QueryPlan
+from lcr.pipeline.plans import QueryPlan
 
 # (name, --set lines, --max-new-tokens or None for --max-new-tokens of the command)
 ALL_SETS = [

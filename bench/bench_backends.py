@@ -33,7 +33,7 @@ LOCK = "/tmp/lcr-bigmodel.lock"
 
 def prompt_messages(target_tokens: int = 1150) -> list[dict[str, str]]:
     """The answer step's prompt over the first ~target_tokens of a SQuALITY story."""
-    from lcr.answer import build_messages
+    from lcr.answer.shared import build_messages
     from lcr.evidence import EvidenceItem
     from lcr.text.tokens import count_tokens
 

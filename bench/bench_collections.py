@@ -40,13 +40,13 @@ DATA = Path(os.environ.get("LCR_SHARED_DATA", REPO.parent / "shared" / "data"))
 # --scripted: the CLI with a scripted LLM (tests/fakes.py) and the real embedder
 SCRIPTED = """
 import sys
-import lcr.cli, lcr.cli_collection
+import lcr.cli.main, lcr.cli.collection
 from lcr.models.container import Models
 from tests.fakes import ScriptedLLM
 def models(spec, progress):
     return Models.with_objects(llm=ScriptedLLM(words=40, after="possible: "), spec=spec)
-lcr.cli._models = lcr.cli_collection._models = models
-lcr.cli.main(sys.argv[1:])
+lcr.cli.main._models = lcr.cli.collection._models = models
+lcr.cli.main.main(sys.argv[1:])
 """
 COMMAND = [sys.executable, "-m", "lcr"]
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lcr.estimate.plan import estimate_index
+from lcr.pipeline.estimate import estimate_index
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.pipeline import index_files

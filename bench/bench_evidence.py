@@ -13,7 +13,7 @@ Per method it prints two tables, each with 95% bootstrap intervals over question
   (the default LLM's tokenizer), answer found (a gold answer occurs in the text, as
   ``lcr eval`` counts it) and gold recall (the share of gold supporting sentences
   whose text is inside the evidence);
-- selection (:mod:`lcr.selection`) from the first ``--from`` items of the pool, for each
+- selection (:mod:`lcr.answer.selection`) from the first ``--from`` items of the pool, for each
   scorer (BM25 over the sentences, the embedder's cosine, their rank fusion), with and
   without the bridge hop and paragraph leads, at each token budget.
 """
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from lcr import selection
-from lcr.answer import ORIGINAL, select_evidence
+from lcr.answer import selection
+from lcr.answer.shared import ORIGINAL, select_evidence
 from lcr.eval import dataset, metrics
 from lcr.eval.stats import bootstrap_mean
 from lcr.evidence import EvidenceItem

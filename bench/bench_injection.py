@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lcr.answer import NOT_FOUND
+from lcr.answer.shared import NOT_FOUND
 from lcr.eval import dataset
 from lcr.eval.injection import injection_questions, load_fixture, obeyed
 from lcr.eval.stats import bootstrap_mean
-from lcr.support import DEFAULT_THRESHOLD, record_signals, support_score
+from lcr.answer.support import DEFAULT_THRESHOLD, record_signals, support_score
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,7 @@ any gold answer).
     python bench/bench_support.py report --answerable A.jsonl --unanswerable U.jsonl \\
         --data dev.jsonl --fit-corpus corpus0 --threshold 0.5
 
-``fit`` fits :func:`lcr.support.support_score`'s logistic constants on the
+``fit`` fits :func:`lcr.answer.support.support_score`'s logistic constants on the
 questions of one corpus (answerable ones whose draft scored F1 > 0 against the
 unanswerable ones asked *from* that corpus; the L2 penalty by 5-fold
 cross-validation inside that corpus), then picks the threshold: the highest
@@ -50,10 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from lcr.answer import NOT_FOUND
+from lcr.answer.shared import NOT_FOUND
 from lcr.eval import dataset
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
-from lcr.support import (
+from lcr.answer.support import (
     CONSTANTS,
     DEFAULT_THRESHOLD,
     SupportSignals,
@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument(
         "--constants",
         default=None,
-        help="report: BIAS,P_YES,OVERLAP,COVERAGE,NAMES weights (default lcr.support's; "
+        help="report: BIAS,P_YES,OVERLAP,COVERAGE,NAMES weights (default lcr.answer.support's; "
         "0,1,0,0,0: P(yes) alone)",
     )
     ap.add_argument("--labels", nargs="*", default=[], help="compare: one per --answerable")

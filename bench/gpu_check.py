@@ -175,7 +175,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from lcr.doctor import report
+    from lcr.cli.doctor import report
     from lcr.models.spec import ModelSpec
 
     configs = args.configs.split(",") if args.configs else default_configs()

@@ -3,7 +3,7 @@
     python bench/stream_latency.py INDEX -m bm25 -k 5 --llm MODEL "question" ...
 
 For each question, the shared answer step is run as ``lcr ask`` runs it on a terminal
-(its :class:`~lcr.answer.AnswerStream` timed): from the start of the question, when
+(its :class:`~lcr.answer.shared.AnswerStream` timed): from the start of the question, when
 the evidence starts being read, when the first piece of the answer arrives, and when
 the whole answer is done. Before streaming, a terminal showed the answer only then.
 Prints one JSON line per question; the load average is printed with each.

@@ -1,3 +1,3 @@
-from lcr.cli import main
+from lcr.cli.main import main
 
 main()

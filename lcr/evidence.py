@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lcr.citation import Citation
+from lcr.text.citation import Citation
 
 
 @dataclass
@@ -93,7 +93,7 @@ class EvidenceItem:
 class AnswerState:
     """What a retrieval keeps for its method's own answer step (PECAN's KV cache,
     GraphReader's notebooks): each such step declares its subclass
-    (:class:`lcr.answer_step.AnswerStep`'s ``state_type``)."""
+    (:class:`lcr.answer.step.AnswerStep`'s ``state_type``)."""
 
 
 @dataclass

@@ -70,7 +70,7 @@ class RichProgress:
     """Rich progress bars with ETA on stderr; one bar per task.
 
     Bars are redrawn in place, so anything else written to the terminal while they
-    are shown goes through :func:`print_above_bars` (``lcr.cli_output.echo`` does).
+    are shown goes through :func:`print_above_bars` (``lcr.cli.output.echo`` does).
     """
 
     def __init__(self) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lcr.citation import Citer
+from lcr.text.citation import Citer
 from lcr.evidence import Evidence, EvidenceItem, Usage
 
 if TYPE_CHECKING:

@@ -31,7 +31,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lcr import integrity, pipeline
+from lcr import pipeline
+from lcr.pipeline import integrity
 from lcr.config import Settings, value_text
 from lcr.errors import SettingError, UsageError
 from lcr.evidence import Usage

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lcr.answer import answer, build_messages, fit_to_budget
+from lcr.answer.shared import answer, build_messages, fit_to_budget
 from lcr.evidence import EvidenceItem
 from tests.fakes import ScriptedLLM
 
@@ -47,7 +47,7 @@ def _items(n: int, words: int = 200) -> list[EvidenceItem]:
 
 
 def test_nothing_fits_abstains_without_a_call_and_guess_still_asks() -> None:
-    from lcr.answer import NOT_FOUND, ORIGINAL, AnswerSettings, shared_answer
+    from lcr.answer.shared import NOT_FOUND, ORIGINAL, AnswerSettings, shared_answer
 
     llm = ScriptedLLM()
     items = _items(3, words=6000)  # each far over the 4,096-token window
@@ -58,7 +58,7 @@ def test_nothing_fits_abstains_without_a_call_and_guess_still_asks() -> None:
 
 
 def test_quoted_evidence_is_fenced_and_marked_as_data() -> None:
-    from lcr.answer import ORIGINAL, AnswerSettings, shared_prompt
+    from lcr.answer.shared import ORIGINAL, AnswerSettings, shared_prompt
 
     items = _items(2, words=3)
     quoted = shared_prompt(AnswerSettings(evidence="quoted"))("Who?", items)
@@ -79,7 +79,7 @@ def test_quoted_evidence_is_fenced_and_marked_as_data() -> None:
 
 
 def test_a_later_answer_setting_at_its_old_value_keeps_run_keys() -> None:
-    from lcr.answer import ORIGINAL, AnswerSettings
+    from lcr.answer.shared import ORIGINAL, AnswerSettings
 
     assert "evidence" not in ORIGINAL.choices() and "evidence" not in AnswerSettings().choices()
     assert AnswerSettings(evidence="quoted").choices()["evidence"] == "quoted"

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from lcr import pipeline
-from lcr.answer import (
+from lcr.answer.shared import (
     NOT_FOUND,
     ORIGINAL,
     AnswerSettings,
@@ -22,10 +22,10 @@ from lcr.answer import (
     shared_answer,
     shared_prompt,
 )
-from lcr.cli import cli
+from lcr.cli.main import cli
 from lcr.errors import SettingError
 from lcr.eval import runner
-from lcr.eval.cli import eval_group
+from lcr.cli.eval import eval_group
 from lcr.evidence import EvidenceItem
 from lcr.models.container import Models
 from lcr.store import Index
@@ -211,7 +211,7 @@ def test_not_found_normaliser_on_real_replies() -> None:
 
 
 def _normalised(reply: str, settings: AnswerSettings) -> str:
-    from lcr.answer import normalise_reply
+    from lcr.answer.shared import normalise_reply
 
     return normalise_reply(reply, settings)
 
@@ -318,7 +318,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
 
 
 def test_a_methods_measured_reading_is_its_default_and_sets_override_it() -> None:
-    from lcr.plans import plan_query
+    from lcr.pipeline.plans import plan_query
 
     bm25 = plan_query("bm25").answer
     assert (bm25.select, bm25.budget, bm25.pool) == ("bm25", 450, 20)

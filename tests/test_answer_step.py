@@ -1,5 +1,5 @@
-"""The answer step a method declares (lcr.answer_step), the accounting around a query's
-phases (lcr.accounting) and what a Result's evidence means."""
+"""The answer step a method declares (lcr.answer.step), the accounting around a query's
+phases (lcr.pipeline.accounting) and what a Result's evidence means."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from lcr import pipeline
-from lcr.accounting import spending
-from lcr.answer import AnswerResult
+from lcr.pipeline.accounting import spending
+from lcr.answer.shared import AnswerResult
 from lcr.evidence import AnswerState, Evidence
 from lcr.methods import registered
 from lcr.methods.base import AnswerContext, AnswerStep, QueryContext

@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
 
-from lcr.cli import cli
+from lcr.cli.main import cli
 from lcr.graph import similarity_graph
 from tests.conftest import REPO
 

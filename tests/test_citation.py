@@ -1,4 +1,4 @@
-"""Citing spans: the pure mapping (lcr.citation) and how plain output writes it.
+"""Citing spans: the pure mapping (lcr.text.citation) and how plain output writes it.
 
 The mapping is checked case by case (pages, headings, documents, empty layouts) and
 against a brute-force reading of the same layout for random layouts and spans.
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lcr.citation import Citation, Citer, PageRange, section_paths
-from lcr.cli_output import WIDTH, cite_text, evidence_heading
+from lcr.text.citation import Citation, Citer, PageRange, section_paths
+from lcr.cli.output import WIDTH, cite_text, evidence_heading
 from lcr.evidence import EvidenceItem
 from lcr.text.layout import DocumentLayout, Heading, Page
 

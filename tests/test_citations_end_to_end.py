@@ -17,11 +17,11 @@ from click.testing import CliRunner
 
 import lcr
 from lcr import pipeline
-from lcr.citation import Citer
-from lcr.cli import main
+from lcr.text.citation import Citer
+from lcr.cli.main import main
 from lcr.errors import IndexDamagedError
 from lcr.eval import runner
-from lcr.eval.cli import eval_group
+from lcr.cli.eval import eval_group
 from lcr.evidence import merge_spans
 from lcr.methods.base import item_from_node
 from lcr.models.container import Models

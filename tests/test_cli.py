@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lcr.cli import cli
-from lcr.cli_models import ModelsFactory, Seams
+from lcr.cli.main import cli
+from lcr.cli.models import ModelsFactory, Seams
 from tests.conftest import FIXTURES
 
 
@@ -23,7 +23,7 @@ def run(
     args: list[str], stdin: str | None = None, models: ModelsFactory | None = None
 ) -> tuple[int, str, str]:
     """``lcr ARGS`` through click's test runner: exit code, stdout, stderr; ``models``
-    makes the command's models (the CLI's public seam, :class:`lcr.cli_models.Seams`)."""
+    makes the command's models (the CLI's public seam, :class:`lcr.cli.models.Seams`)."""
     result = CliRunner().invoke(cli, args, input=stdin, prog_name="lcr", obj=Seams(models))
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception  # a bug escaped the CLI's error handling

@@ -383,7 +383,7 @@ def test_every_way_of_saying_out_of_memory_is_the_out_of_memory_line(
 ) -> None:
     """Seen under ulimit -v: a build's thread pool and a compiled library's import fail
     this way before any MemoryError (they were "internal error")."""
-    from lcr.cli_errors import report
+    from lcr.cli.errors import report
 
     assert report(exc) == 1
     assert capsys.readouterr().err.startswith("lcr: out of memory")

@@ -188,7 +188,7 @@ def test_info_json_has_each_source_added_and_the_last_change(
 # ------------------------------------------------------------ kill -9 in the middle
 SLOW_ADD = """
 import sys, time
-from lcr.cli import main
+from lcr.cli.main import main
 from lcr.models.container import Models
 from tests.test_index_writers import ExtractLLM, HashEmbedder
 class Slow(ExtractLLM):

@@ -22,7 +22,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from lcr.cli import cli
+from lcr.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])

@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 import pytest
 from click.testing import CliRunner
 
-from lcr.cli import cli
-from lcr.estimate.plan import Price
+from lcr.cli.main import cli
+from lcr.pipeline.estimate import Price
 from lcr.methods.lightpal.estimate import pair_tokens
 from lcr.models.base import split_token_budget
 from tests.terminal import _Handler
@@ -118,7 +118,7 @@ def _work(reply: float, context: float, batched: bool = False) -> Any:
 
 
 def test_decoding_costs_more_after_a_longer_context() -> None:
-    from lcr.estimate.plan import llm_seconds
+    from lcr.pipeline.estimate import llm_seconds
     from lcr.estimate.throughput import Rates
 
     rates = Rates(
@@ -322,7 +322,7 @@ def _built(text: Path, out: Path, method: str, sets: list[str]) -> dict[str, Any
 
 
 def _estimated(text: Path, out: Path, method: str, sets: list[str]) -> Any:
-    from lcr.estimate.plan import estimate_index
+    from lcr.pipeline.estimate import estimate_index
     from lcr.models.container import Models
     from lcr.models.spec import ModelSpec
 
@@ -377,7 +377,7 @@ def test_raptor_leaves_match_the_build(story: Path, tmp_path: Path) -> None:
 def test_raptor_calls_have_a_likely_range_inside_the_bound() -> None:
     """RAPTOR's first layer varies with the text (0.73-1.54x the curve for 80% of 49
     texts): the estimate says where most builds land, not only the hard bound."""
-    from lcr.cli_estimate import _range
+    from lcr.cli.estimate import _range
     from lcr.estimate.figures import Range
     from lcr.estimate.tokenizers import ApproximateTokenizer
     from lcr.methods.raptor.estimate import TreeShape, estimate_tree

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from lcr.errors import InputError, UsageError
 from lcr.eval import convert, dataset, generate
-from lcr.eval.cli import eval_group
+from lcr.cli.eval import eval_group
 from lcr.eval.dataset import Document, GoldEvidence, Question
 from lcr.text.tokens import count_tokens
 from tests.conftest import FIXTURES

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from lcr.errors import LcrError, UsageError
 from lcr.eval import runner
-from lcr.eval.cli import eval_group
+from lcr.cli.eval import eval_group
 from lcr.eval.summary import markdown_builds, summarize
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
@@ -212,7 +212,7 @@ def test_real_small_model_answers(niah_set: Path, tmp_path: Path) -> None:
 
 def test_table_is_wide_when_piped(monkeypatch: pytest.MonkeyPatch) -> None:
     """`lcr eval ... > log` keeps every column whole instead of rich's 80-column cut."""
-    from lcr.eval.cli import table_console
+    from lcr.cli.eval import table_console
 
     monkeypatch.delenv("COLUMNS", raising=False)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: False)

@@ -444,7 +444,7 @@ def test_scoring_batches_count_the_repeated_prefix_cache() -> None:
 
 
 def test_doctor_names_the_fix_for_each_missing_piece(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lcr import doctor
+    from lcr.cli import doctor
 
     spec = ModelSpec(llm=SMOL)
     fake(monkeypatch, DRIVER_CPU_TORCH)
@@ -471,7 +471,7 @@ def test_doctor_names_the_fix_for_each_missing_piece(monkeypatch: pytest.MonkeyP
 def test_doctor_says_what_auto_picks_for_each_method(monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from lcr.cli import cli
+    from lcr.cli.main import cli
 
     fake(monkeypatch, T4)
     out = CliRunner().invoke(cli, ["doctor", "--json", "--llm", SMOL])
@@ -497,7 +497,7 @@ def test_doctor_lists_every_model_each_method_loads_and_installs_the_missing(
     installed, and called the uninstalled default LLM "not a GGUF preset"."""
     from click.testing import CliRunner
 
-    from lcr.cli import cli
+    from lcr.cli.main import cli
 
     fake(monkeypatch, CPU_ONLY)
     missing = {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}

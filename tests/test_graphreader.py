@@ -663,7 +663,7 @@ def test_extraction_batches_and_counts_malformed(tmp_path: Path, embedder: Any) 
 @pytest.mark.slow
 def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
     """Real extraction, agent and answer with smollm2-135m and MiniLM, through the CLI."""
-    from lcr.cli import main
+    from lcr.cli.main import main
 
     text = CINDERELLA.read_text(encoding="utf-8")
     short = tmp_path / "short.txt"
@@ -731,7 +731,7 @@ def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
 
 
 def test_plain_output_shows_trace_only_when_asked(tmp_path: Path, embedder: Any) -> None:
-    from lcr.cli_output import print_result
+    from lcr.cli.output import print_result
 
     index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
     models = Models.with_objects(ScriptedLLM(words=60), embedder)

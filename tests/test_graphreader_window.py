@@ -172,7 +172,7 @@ def test_a_4k_window_query_end_to_end_with_smollm(tmp_path: Path) -> None:
     """Build and ask with smollm2-135m through the CLI at window 1024, temperature 0.2:
     every agent call's prompt fits (the agent counts with the model's own tokenizer),
     and the same seed gives the same answer and trace twice."""
-    from lcr.cli import main
+    from lcr.cli.main import main
 
     text = (FIXTURES / "cinderella.txt").read_text(encoding="utf-8")[:2400]
     source = tmp_path / "short.txt"

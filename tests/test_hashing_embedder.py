@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from click.testing import CliRunner
 
-from lcr.cli import cli
+from lcr.cli.main import cli
 from lcr.models.hashing import HashingEmbedder, hashing_dim
 from lcr.models.loading import load_embedder, resolve
 from lcr.models.spec import ModelSpec

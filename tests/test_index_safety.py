@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lcr.cli import main
+from lcr.cli.main import main
 from lcr.errors import (
     DiskFullError,
     FileAccessError,
@@ -510,7 +510,7 @@ def put(path, value, *args, **kwargs):
 local._put = put
 import zarr.core.chunk_grids as grids
 grids._guess_chunks = lambda shape, *a, **k: tuple(min(64, max(1, n)) for n in shape)
-from lcr.cli import main
+from lcr.cli.main import main
 main(sys.argv[1:])
 """
 

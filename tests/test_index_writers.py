@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from lcr.cli import main
-from lcr.cli_models import ModelsFactory
+from lcr.cli.main import main
+from lcr.cli.models import ModelsFactory
 from lcr.models.base import Generation, Message
 from lcr.models.container import Models
 from lcr.store import Index
@@ -261,7 +261,7 @@ def test_a_failed_force_rebuild_leaves_the_old_index_and_keeps_what_it_paid(
 
 SLOW_BUILD = """
 import sys, time
-from lcr.cli import main
+from lcr.cli.main import main
 from lcr.models.container import Models
 from tests.test_index_writers import ExtractLLM, HashEmbedder
 class Slow(ExtractLLM):

@@ -489,7 +489,7 @@ def test_multi_document_index_answers_through_the_cli(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Three stories, one index, the real smollm2-135m scorer and answerer, through the CLI."""
-    from lcr.cli import main
+    from lcr.cli.main import main
 
     files = []
     for name, text in _stories(3, 1500):

@@ -2,7 +2,7 @@
 
 The click command tree and ``lcr methods --settings --json`` are the truth: a new
 option, command, method or setting changes the generated page, and the committed
-page then fails here until it is regenerated with ``python -m lcr.manpage -o man/lcr.1``.
+page then fails here until it is regenerated with ``python -m lcr.cli.manpage -o man/lcr.1``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lcr import manpage
-from lcr.cli import cli
+from lcr.cli import manpage
+from lcr.cli.main import cli
 from lcr.config import value_text
 from lcr.methods import method_names
 
@@ -43,7 +43,7 @@ def test_committed_page_is_the_generated_one(page: str) -> None:
     committed = MAN_PAGE.read_text(encoding="utf-8")
     assert committed == page, (
         "man/lcr.1 is out of date with the CLI; regenerate it with: "
-        "python -m lcr.manpage -o man/lcr.1"
+        "python -m lcr.cli.manpage -o man/lcr.1"
     )
 
 
@@ -51,7 +51,7 @@ def test_check_mode_reports_drift(tmp_path: Path, capsys: pytest.CaptureFixture[
     stale = tmp_path / "lcr.1"
     stale.write_text(MAN_PAGE.read_text(encoding="utf-8").replace("lcr index", "lcr indx", 1))
     assert manpage.main(["--check", str(stale)]) == 1
-    assert "python -m lcr.manpage -o man/lcr.1" in capsys.readouterr().out
+    assert "python -m lcr.cli.manpage -o man/lcr.1" in capsys.readouterr().out
     fresh = tmp_path / "fresh.1"
     assert manpage.main(["-o", str(fresh)]) == 0
     assert manpage.main(["--check", str(fresh)]) == 0

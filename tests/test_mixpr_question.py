@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from lcr.cli import cli
+from lcr.cli.main import cli
 from lcr.methods.mixpr import question_chunks, refit_question_vector
 from lcr.scoring.tfidf import TfidfModel
 from lcr.text.chunking import sentence_word_chunks

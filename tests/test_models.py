@@ -524,7 +524,7 @@ def test_list_presets_and_install_command(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_import_does_not_load_torch() -> None:
     code = (
-        "import sys, lcr.models, lcr.models.container, lcr.models.backends, lcr.cli; "
+        "import sys, lcr.models, lcr.models.container, lcr.models.backends, lcr.cli.main; "
         "print(any(m in sys.modules for m in ('torch', 'transformers', 'sentence_transformers')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

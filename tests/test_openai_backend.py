@@ -24,7 +24,7 @@ pytest.importorskip("llama_cpp", reason="the llamacpp extra is not installed")
 pytest.importorskip("uvicorn", reason="the llamacpp extra's server part is not installed")
 pytest.importorskip("fastapi", reason="the llamacpp extra's server part is not installed")
 
-from lcr.cli import main
+from lcr.cli.main import main
 from lcr.errors import CapabilityError, LLMCallError, ModelError
 from lcr.models.backends import choose_backend
 from lcr.models.base import Capability, Generation

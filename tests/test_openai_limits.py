@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lcr.cli import cli
+from lcr.cli.main import cli
 from lcr.errors import LLMCallError
 from lcr.models.openai_llm import OpenAILLM, RetryPolicy, UrllibTransport
 from lcr.models.spec import ModelSpec

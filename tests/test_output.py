@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lcr.cli import main
-from lcr.cli_output import printable
+from lcr.cli.main import main
+from lcr.cli.output import printable
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.store import Index
 

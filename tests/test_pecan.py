@@ -389,7 +389,7 @@ def test_ask_answers_through_the_hook_from_the_search_cache(
     """`lcr ask -m pecan` answers with PECAN's declared step (the paper's second turn
     from the search's KV cache, typed SecondTurn), and the answer equals the step's on
     the retrieved evidence."""
-    from lcr.answer import AnswerSettings
+    from lcr.answer.shared import AnswerSettings
     from lcr.methods.base import AnswerContext
 
     models = Models.with_objects(llm=smollm, embedder=embedder)
@@ -429,7 +429,7 @@ def test_ask_answers_through_the_hook_from_the_search_cache(
 def test_cli_ask_answers_with_the_second_turn(
     built: Index, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from lcr.cli import main
+    from lcr.cli.main import main
 
     with pytest.raises(SystemExit) as ex:
         main(["ask", str(built.path), "Who fell sick?", "-m", "pecan", "--llm", "smollm2-135m",
@@ -491,7 +491,7 @@ def test_context_window_overflow_is_reported(built: Index, smollm: Any, embedder
 # ------------------------------------------------------------ CLI, kill, resume
 @pytest.mark.slow
 def test_cli_build_killed_then_resumed_then_ask(tmp_path: Path) -> None:
-    from lcr.cli import main
+    from lcr.cli.main import main
 
     story = tmp_path / "cinderella-opening.txt"
     story.write_text(_excerpt(), encoding="utf-8")

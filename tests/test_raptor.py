@@ -572,7 +572,7 @@ def test_end_to_end_smollm_cli(tmp_path: Path) -> None:
         )
     from click.testing import CliRunner
 
-    from lcr.cli import cli
+    from lcr.cli.main import cli
 
     out = tmp_path / "c.idx"
     common = ["--llm", "smollm2-135m", "-q"]
@@ -624,7 +624,7 @@ def test_defaults_from_the_reference_code_are_not_called_the_papers() -> None:
     values come only from the authors' released code (issue 42)."""
     from click.testing import CliRunner
 
-    from lcr.cli import cli
+    from lcr.cli.main import cli
 
     build = RaptorBuild.by_name()
     for name in REFERENCE_CODE:

@@ -13,10 +13,10 @@ import pytest
 from click.testing import CliRunner
 
 from lcr import config, pipeline
-from lcr.cli import cli
-from lcr.cli_models import Seams
+from lcr.cli.main import cli
+from lcr.cli.models import Seams
 from lcr.config import value_text
-from lcr.eval.cli import eval_group
+from lcr.cli.eval import eval_group
 from lcr.methods import get_method
 from lcr.methods.base import Needs
 from lcr.models.base import Capability
@@ -165,7 +165,7 @@ def test_k_is_the_setting_the_method_names(text: Path, tmp_path: Path) -> None:
 def test_adding_documents_rebuilds_with_the_recorded_models_leaving_the_callers(
     text: Path, tmp_path: Path
 ) -> None:
-    from lcr.collection import add_files
+    from lcr.pipeline.collection import add_files
 
     idx = tmp_path / "dense.idx"
     lcr(["index", str(text), "-o", str(idx), "-q", "-m", "dense", "--embedder", "hashing-64"])

@@ -13,22 +13,22 @@ import pytest
 from click.testing import CliRunner
 
 from lcr import pipeline
-from lcr.answer import (
+from lcr.answer.shared import (
     NOT_FOUND,
     ORIGINAL,
     resolve_answer_settings,
     select_evidence,
     shared_answer,
 )
-from lcr.answer_step import SHARED_ANSWER, AnswerStep
-from lcr.cli import cli
+from lcr.answer.step import SHARED_ANSWER, AnswerStep
+from lcr.cli.main import cli
 from lcr.eval import runner
 from lcr.evidence import EvidenceItem
 from lcr.methods import get_method
 from lcr.models.base import Message
 from lcr.models.container import Models
 from lcr.scoring.bm25 import BM25Index, bm25_scores, bm25_tokenize
-from lcr.selection import (
+from lcr.answer.selection import (
     PIECE_GAP,
     bm25_scorer,
     choose,

@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from lcr.cli import main
+from lcr.cli.main import main
 from lcr.config import Setting, SettingRenamed, Settings, parse_sets, setting
 from lcr.errors import SettingError
 

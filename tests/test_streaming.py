@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from lcr.cli_answer import _LineWrapper
-from lcr.cli_models import ModelsFactory
-from lcr.cli_output import wrapped
+from lcr.cli.answer import _LineWrapper
+from lcr.cli.models import ModelsFactory
+from lcr.cli.output import wrapped
 from lcr.models.base import Generation, Message, OnText
 from lcr.models.openai_stream import StreamedReply, StreamFailure, read_events
 from lcr.models.text_stream import TextPieces
@@ -183,7 +183,7 @@ def use(monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM, *, terminal: bool) ->
 
     factory: ModelsFactory = lambda spec, progress: Models.with_objects(llm=llm, spec=spec)  # noqa: E731
     monkeypatch.setattr(sys.modules[__name__], "_MODELS", factory)
-    monkeypatch.setattr("lcr.cli_answer.stdout_is_terminal", lambda: terminal)
+    monkeypatch.setattr("lcr.cli.answer.stdout_is_terminal", lambda: terminal)
 
 
 def test_ask_on_a_terminal_streams_the_answer_before_it_is_done(

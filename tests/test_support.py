@@ -11,14 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from lcr import pipeline
-from lcr.answer import (
+from lcr.answer.shared import (
     NOT_FOUND,
     AnswerResult,
     AnswerSettings,
     resolve_answer_settings,
     shared_answer,
 )
-from lcr.cli import cli
+from lcr.cli.main import cli
 from lcr.errors import SettingError
 from lcr.eval import dataset, runner
 from lcr.eval.dataset import Document, GoldEvidence, Question
@@ -27,7 +27,7 @@ from lcr.eval.unanswerable import unanswerable
 from lcr.evidence import EvidenceItem
 from lcr.models.container import Models
 from lcr.store import Index
-from lcr.support import (
+from lcr.answer.support import (
     SupportSignals,
     answer_overlap,
     check_messages,
@@ -51,7 +51,7 @@ def test_overlap_counts_the_answers_content_words_in_the_evidence() -> None:
 
 
 def test_coverage_is_the_share_of_the_questions_words_in_the_evidence() -> None:
-    from lcr.support import question_coverage
+    from lcr.answer.support import question_coverage
 
     assert question_coverage(QUESTION, TEXT) == 0.75  # bird, down, cinderella; "throw" is not
     assert question_coverage("Who wrote Premalekha?", TEXT) == 0.0
@@ -63,7 +63,7 @@ def test_coverage_is_the_share_of_the_questions_words_in_the_evidence() -> None:
 
 
 def test_names_are_the_questions_runs_of_capitalised_words() -> None:
-    from lcr.support import question_names
+    from lcr.answer.support import question_names
 
     assert question_names("Who had more pen names, George Orwell or Nelson DeMille?") == [
         ("george", "orwell"),
@@ -85,7 +85,7 @@ def test_names_are_the_questions_runs_of_capitalised_words() -> None:
 
 
 def test_name_coverage_looks_for_each_name_weighed_by_its_letters() -> None:
-    from lcr.support import name_coverage
+    from lcr.answer.support import name_coverage
 
     text = "Nelson DeMille's novels; Orwell wrote as George Orwell, born Eric Blair."
     assert name_coverage("Who had more pen names, George Orwell or Nelson DeMille?", text) == 1.0
@@ -98,7 +98,7 @@ def test_name_coverage_looks_for_each_name_weighed_by_its_letters() -> None:
 
 
 def test_a_name_word_may_be_one_edit_apart() -> None:
-    from lcr.support import name_coverage, one_edit_apart
+    from lcr.answer.support import name_coverage, one_edit_apart
 
     assert one_edit_apart("curson", "curzon") and one_edit_apart("rio", "río")
     assert one_edit_apart("orwel", "orwell") and one_edit_apart("rand", "ran")
@@ -110,7 +110,7 @@ def test_a_name_word_may_be_one_edit_apart() -> None:
 
 
 def test_a_name_begun_by_the_questions_first_word_may_go_without_it() -> None:
-    from lcr.support import name_coverage
+    from lcr.answer.support import name_coverage
 
     text = "Stephen A. Smith appears with Max Kellerman. Greyia has three species."
     assert name_coverage("Stephen Smith appears alongside whom?", text) == 1.0
@@ -119,8 +119,8 @@ def test_a_name_begun_by_the_questions_first_word_may_go_without_it() -> None:
 
 
 def test_names_are_also_looked_for_in_the_paragraphs_first_line() -> None:
-    from lcr.selection import paragraph_leads
-    from lcr.support import record_signals, signals_of
+    from lcr.answer.selection import paragraph_leads
+    from lcr.answer.support import record_signals, signals_of
 
     source = (
         "Philip Kraft. Philip Kraft is a Swiss chemist. He has lectured at the University "
@@ -170,7 +170,7 @@ def test_the_shared_step_looks_for_names_in_the_evidences_paragraph_leads() -> N
 
 
 def test_names_weigh_in_the_score() -> None:
-    from lcr.support import NAMES_WEIGHT
+    from lcr.answer.support import NAMES_WEIGHT
 
     named = support_score(SupportSignals(0.8, 1.0, 1.0, None, names=1.0))
     unnamed = support_score(SupportSignals(0.8, 1.0, 1.0, None, names=0.0))
@@ -257,7 +257,7 @@ def test_abstain_answers_with_the_guess_prompt_and_instruct_keeps_the_old_one() 
 
 
 def test_the_scoring_call_is_made_only_when_asked_and_weighs_as_the_constants_say() -> None:
-    from lcr.support import ASK_P_YES, P_YES_WEIGHT
+    from lcr.answer.support import ASK_P_YES, P_YES_WEIGHT
 
     assert AnswerSettings().p_yes is ASK_P_YES is (P_YES_WEIGHT != 0.0)  # the default
     runs = {}

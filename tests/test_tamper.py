@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lcr.cli import main
+from lcr.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
 QUESTION = "Where did the bird sit?"

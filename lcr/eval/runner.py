@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lcr import pipeline
-from lcr.answer import (
+from lcr.answer.shared import (
     ORIGINAL,
     AnswerSettings,
 )
-from lcr.answer_step import SHARED_ANSWER
-from lcr.answering import answer_evidence
+from lcr.answer.step import SHARED_ANSWER
+from lcr.pipeline.answering import answer_evidence
 from lcr.config import NoSettings, Settings
 from lcr.errors import InputError, LcrError, SettingError, UsageError
 from lcr.eval import dataset, metrics
@@ -38,7 +38,7 @@ from lcr.methods import get_method
 from lcr.methods.base import Method
 from lcr.models.container import Models
 from lcr.pipeline import Result
-from lcr.plans import BUILD, QUERY, ParsedSets, QueryPlan, parse_sets, plan_build
+from lcr.pipeline.plans import BUILD, QUERY, ParsedSets, QueryPlan, parse_sets, plan_build
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
 from lcr.store.manifest import Manifest

@@ -9,7 +9,7 @@ A method declares, once each:
   loads models, and ``lcr methods`` writes its "needs" line;
 - ``build``: writes its artefacts through a :class:`~lcr.store.MethodWriter`;
 - ``retrieve``: reads them back and returns :class:`~lcr.evidence.Evidence`;
-- ``answer_step``: how its evidence is answered (:mod:`lcr.answer_step`): the
+- ``answer_step``: how its evidence is answered (:mod:`lcr.answer.step`): the
   shared step (the default, with the ``answer.*`` values its paper fixes in
   ``answer_paper``) or its paper's own, with the typed state its search keeps.
 
@@ -27,17 +27,21 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 
-from lcr.answer import AnswerSettings
-from lcr.answer_step import SHARED_ANSWER
-from lcr.answer_step import AnswerContext as AnswerContext  # the contract: a method's own step
-from lcr.answer_step import AnswerState as AnswerState
-from lcr.answer_step import AnswerStep as AnswerStep
-from lcr.answer_step import NoState as NoState
+from lcr.answer.shared import AnswerSettings
+from lcr.answer.step import SHARED_ANSWER
+from lcr.answer.step import AnswerContext as AnswerContext  # the contract: a method's own step
+from lcr.answer.step import AnswerState as AnswerState
+from lcr.answer.step import AnswerStep as AnswerStep
+from lcr.answer.step import NoState as NoState
 from lcr.config import NoSettings, Settings, SettingValue
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence, EvidenceItem
 from lcr.methods.toolkit import BuildStages, Generations, LLMCalls, chunk_nodes, embed_pooled
-from lcr.models.base import Capability, Tokenizer, describe_capabilities
+from lcr.models.base import Tokenizer
+from lcr.models.needs import ANSWER_WITH_LLM as ANSWER_WITH_LLM
+from lcr.models.needs import GENERATE as GENERATE
+from lcr.models.needs import NOTHING as NOTHING
+from lcr.models.needs import Needs as Needs  # the contract: what a phase needs
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, SourceDoc
 
@@ -48,53 +52,6 @@ if TYPE_CHECKING:
 B = TypeVar("B", bound=Settings)
 Q = TypeVar("Q", bound=Settings)
 
-GENERATE = frozenset({Capability.GENERATE})
-
-
-@dataclass(frozen=True)
-class Needs:
-    """What one phase of a method needs: model roles and the LLM capabilities of each.
-
-    An empty capability set means the role is not used (the model is never loaded).
-    ``why`` is said to the user when retrieval loads an LLM, with how to avoid it.
-    """
-
-    llm: frozenset[Capability] = frozenset()  # the answering LLM (--llm)
-    embedder: bool = False
-    scorer: frozenset[Capability] = frozenset()  # a second LLM (LightPAL's scorer)
-    scorer_model: str = ""  # the model the scorer role loads (a setting's value)
-    why: str = ""
-    # said after the error when the scorer model is not there: how to do without it
-    scorer_missing: str = field(default="", compare=False)
-
-    def __or__(self, other: Needs) -> Needs:
-        return Needs(
-            self.llm | other.llm,
-            self.embedder or other.embedder,
-            self.scorer | other.scorer,
-            self.scorer_model or other.scorer_model,
-            self.why or other.why,
-            self.scorer_missing or other.scorer_missing,
-        )
-
-    @property
-    def uses_llm(self) -> bool:
-        return bool(self.llm)
-
-    def describe(self) -> str:
-        """``embedder + LLM (generate, attention)``, or ``nothing``."""
-        parts = []
-        if self.embedder:
-            parts.append("embedder")
-        if self.llm:
-            parts.append(f"LLM ({describe_capabilities(self.llm)})")
-        if self.scorer:
-            parts.append(f"scorer LLM ({describe_capabilities(self.scorer)})")
-        return " + ".join(parts) or "nothing"
-
-
-NOTHING = Needs()
-ANSWER_WITH_LLM = Needs(llm=GENERATE)
 
 
 @dataclass(frozen=True)
@@ -333,7 +290,7 @@ class Method(ABC, Generic[B, Q]):
 
     def answer_step(self, settings: Q) -> AnswerStep[Any, Any]:
         """How this method's evidence is answered with these settings: the shared step
-        unless its paper has its own (:mod:`lcr.answer_step`)."""
+        unless its paper has its own (:mod:`lcr.answer.step`)."""
         return SHARED_ANSWER
 
 

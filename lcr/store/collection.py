@@ -1,6 +1,6 @@
 """An index's documents as a list that grows and shrinks: what is kept of each stored
 document (its text as extracted, its layout, its record), and the new list after an
-addition or a removal. Pure bookkeeping; the rebuild is ``lcr.collection``'s.
+addition or a removal. Pure bookkeeping; the rebuild is ``lcr.pipeline.collection``'s.
 
 A document added comes after every document already there, so the offsets of
 those stay what they were; a document removed shifts the ones after it, whose

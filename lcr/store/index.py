@@ -310,7 +310,7 @@ class Index:
     def _structure_problems(self, name: str, entry: MethodEntry) -> list[str]:
         """What checksums cannot see (files rewritten with their digests refreshed):
         every node record and its spans, every array's structure. A method's own checks
-        (shapes against node counts, its JSON) are ``lcr.integrity.verify_index``'s."""
+        (shapes against node counts, its JSON) are ``lcr.pipeline.integrity.verify_index``'s."""
         reader = MethodReader(self, name, entry)
         source, documents = self.source, len(self.documents)
         found: list[str] = []
@@ -396,7 +396,7 @@ class Index:
     @classmethod
     def stage(cls, path: str | Path, documents: Sequence[DocumentInput]) -> Index:
         """A new index of ``documents`` staged beside the one at ``path``, sharing its LLM
-        cache, for :meth:`commit` to swap in (documents added or removed: lcr.collection).
+        cache, for :meth:`commit` to swap in (documents added or removed: lcr.pipeline.collection).
         The caller holds :func:`writer_lock` of ``path`` until the commit."""
         p = Path(path)
         check_replaceable(p)

@@ -111,7 +111,7 @@ class Manifest:
     # entries that did not read (see BrokenEntry): method -> entry
     broken: dict[str, BrokenEntry] = field(default_factory=dict)
     # the last documents added or removed, and what each method paid for it
-    # (lcr.collection): {"at", "added", "removed", "methods": {name: costs}}
+    # (lcr.pipeline.collection): {"at", "added", "removed", "methods": {name: costs}}
     last_change: dict[str, Any] = field(default_factory=dict)
     format: str = FORMAT
     schema_version: int = SCHEMA_VERSION

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
-from lcr.answer import AnswerResult
+from lcr.answer.shared import AnswerResult
 from lcr.config import MOST_NEW_TOKENS, Settings, setting
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import AnswerState, Evidence, EvidenceItem

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from lcr.answer import AnswerResult, answer
+from lcr.answer.shared import AnswerResult, answer
 from lcr.config import Settings, SettingValue, setting
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence

@@ -23,7 +23,7 @@ INSTRUCTION = (
 def summary_prompt(
     names: Sequence[str], words: int
 ) -> Callable[[str, list[EvidenceItem]], list[Message]]:
-    """A prompt builder for :func:`lcr.answer.answer`; ``names`` are the documents' names."""
+    """A prompt builder for :func:`lcr.answer.shared.answer`; ``names`` are the documents' names."""
 
     def build(question: str, items: list[EvidenceItem]) -> list[Message]:
         parts = [INSTRUCTION.format(words=words), ""]

@@ -11,7 +11,7 @@ that a long candidate does not lose to a short one for its length alone.
 The cache holds both parts per pair (the summed log-probability and the token
 count), so one scoring pass serves either score. They are kept per pair, in a
 row per passage d_i, so when a passage's candidates change (documents added or
-removed: lcr.collection) only its new pairs are scored. A passage's row goes
+removed: lcr.pipeline.collection) only its new pairs are scored. A passage's row goes
 into the index's LLM cache as soon as it is scored, so a killed build resumes
 without scoring any pair twice. Entries of the first cache format (a passage's
 whole candidate list, means only) are still read by ``mean``; ``sum`` scores
@@ -187,7 +187,7 @@ class PairScorer:
     def _row_key(self, prefix: str) -> str:
         """Where every pair scored after ``prefix`` is kept, whatever its candidates: a
         collection that grows changes some passages' candidates, and the pairs that stay
-        must not be paid again (lcr.collection)."""
+        must not be paid again (lcr.pipeline.collection)."""
         identity = self.cache.llm_identity(self.llm)
         return cache_key(
             SCORE_VERSION, "row", identity, self.max_tokens, self.continuation_tokens, prefix

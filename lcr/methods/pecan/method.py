@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lcr.answer import AnswerResult
+from lcr.answer.shared import AnswerResult
 from lcr.config import SettingValue
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence

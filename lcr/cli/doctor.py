@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from lcr.cli_models import model_options, pop_model_spec
+from lcr.cli.models import model_options, pop_model_spec
 from lcr.errors import CapabilityError, LcrError
 from lcr.models import machine
 from lcr.models.backends import (

@@ -1,5 +1,5 @@
 """How the command line ends: the one place an error becomes what the user sees (one
-line on stderr) and an exit code, and stdout's last flush. :class:`lcr.cli.LcrGroup`
+line on stderr) and an exit code, and stdout's last flush. :class:`lcr.cli.main.LcrGroup`
 calls these for every command."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from lcr.cli_output import err as _err
+from lcr.cli.output import err as _err
 from lcr.errors import LcrError, OutOfMemoryError, OutputError, from_os_error
 
 OUT_OF_MEMORY = (

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lcr.cli_output import WIDTH, echo, note, print_result, printable, say, wrapped
+from lcr.cli.output import WIDTH, echo, note, print_result, printable, say, wrapped
 from lcr.errors import UsageError
 from lcr.progress import bars_paused
 

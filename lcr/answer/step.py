@@ -2,7 +2,7 @@
 
 A method names one step per query settings (``Method.answer_step``): the shared
 step (:data:`SHARED_ANSWER`, which reads the evidence with the ``answer.*``
-settings, :mod:`lcr.answer`) unless its paper answers its own way. A step that
+settings, :mod:`lcr.answer.shared`) unless its paper answers its own way. A step that
 answers from something its search kept (PECAN's KV cache, GraphReader's
 notebooks) declares that state's type (``state_type``, a subclass of
 :class:`AnswerState`); the retrieval puts it on ``Evidence.state`` and the
@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
-from lcr.answer import AnswerResult, AnswerSettings, AnswerStream, shared_answer
+from lcr.answer.shared import AnswerResult, AnswerSettings, AnswerStream, shared_answer
 from lcr.config import Settings
 from lcr.evidence import AnswerState, Evidence, EvidenceItem
 
 if TYPE_CHECKING:
     from lcr.models.base import LLM
-    from lcr.selection import SentenceScorer
+    from lcr.answer.selection import SentenceScorer
     from lcr.store import SourceDoc
 
 Q = TypeVar("Q", bound=Settings)
@@ -104,7 +104,7 @@ class AnswerStep(ABC, Generic[Q, S]):
 
 
 class SharedAnswer(AnswerStep[Settings, NoState]):
-    """The shared step: the evidence read with the ``answer.*`` settings (:mod:`lcr.answer`)."""
+    """The shared step: the evidence read with the ``answer.*`` settings (:mod:`lcr.answer.shared`)."""
 
     name = "shared"
     shared_settings = True

@@ -246,7 +246,7 @@ def estimate_index(
     builds already up to date are counted as rebuilt, as ``--force`` rebuilds them)."""
     from lcr.methods import get_method
     from lcr.pipeline import load_documents
-    from lcr.plans import build_settings, expand_methods, parse_sets, require
+    from lcr.pipeline.plans import build_settings, expand_methods, parse_sets, require
     from lcr.store.documents import join_documents
     from lcr.text.inputs import expand_inputs
     from lcr.text.tokens import count_tokens
@@ -332,7 +332,7 @@ def _bill(
 ) -> MethodBill:
     from lcr.methods.base import EstimateContext
     from lcr.pipeline import _same_models, _same_settings, build_models_record
-    from lcr.plans import bind
+    from lcr.pipeline.plans import bind
 
     est = dataclasses.replace(est, models=bind(est.models, needs))  # the scorer it names
     models = est.models

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lcr import config
-from lcr.answer import ANSWER_TARGET, AnswerSettings
+from lcr.answer.shared import ANSWER_TARGET, AnswerSettings
 from lcr.config import Settings, SettingValue
 from lcr.errors import ModelError, SettingError, UsageError
 from lcr.methods import get_method, method_names
@@ -151,7 +151,7 @@ def query_settings(method: AnyMethod, sets: Sequence[str] | ParsedSets) -> Setti
 def answer_settings(
     method: AnyMethod | None, sets: Sequence[str] | ParsedSets, max_new_tokens: int = 256
 ) -> AnswerSettings:
-    """The :class:`~lcr.answer.AnswerSettings` ``method`` answers with: lcr's defaults,
+    """The :class:`~lcr.answer.shared.AnswerSettings` ``method`` answers with: lcr's defaults,
     the values measured best for it (``Method.answer_measured``), the values its paper
     fixes (``Method.answer_paper``), then ``--set answer.*`` (``method`` None: lcr's
     defaults, then ``--set``)."""

@@ -1,5 +1,5 @@
 """The answer phase of a query: a retrieval's evidence through the method's declared
-answer step (:mod:`lcr.answer_step`), measured, cited and recorded on its
+answer step (:mod:`lcr.answer.step`), measured, cited and recorded on its
 :class:`~lcr.result.Result`. ``lcr ask`` and ``lcr eval``'s gold-evidence reading
 both answer here."""
 
@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lcr.accounting import spending
-from lcr.answer import AnswerSettings, AnswerStream, dropped_warning
-from lcr.answer_step import AnswerContext, AnswerStep
+from lcr.pipeline.accounting import spending
+from lcr.answer.shared import AnswerSettings, AnswerStream, dropped_warning
+from lcr.answer.step import AnswerContext, AnswerStep
 from lcr.config import Settings
 from lcr.evidence import EvidenceItem, rank_order
 from lcr.models.backends import describe_configuration, llm_configuration
 from lcr.result import Result, cite
-from lcr.selection import sentence_scorer
+from lcr.answer.selection import sentence_scorer
 
 if TYPE_CHECKING:
     from lcr.models.container import Models

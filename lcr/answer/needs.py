@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lcr.answer import AnswerSettings
+from lcr.answer.shared import AnswerSettings
 from lcr.errors import NoLogprobsError
-from lcr.methods.base import Needs
+from lcr.models.needs import Needs
 from lcr.models.base import Capability
 
 if TYPE_CHECKING:

@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcr import config
-from lcr.accounting import spending
-from lcr.answer import AnswerStream
-from lcr.answer_needs import require_answer
-from lcr.answering import answer_evidence
+from lcr.pipeline.accounting import spending
+from lcr.answer.shared import AnswerStream
+from lcr.answer.needs import require_answer
+from lcr.pipeline.answering import answer_evidence
 from lcr.config import Settings
 from lcr.errors import InputError, SettingError
 from lcr.estimate.throughput import observe_build
 from lcr.evidence import EvidenceItem
-from lcr.integrity import check_evidence, stored_build_settings
+from lcr.pipeline.integrity import check_evidence, stored_build_settings
 from lcr.methods.base import BuildContext, Needs, QueryContext
 from lcr.models.backends import (
     cpu_configuration,
@@ -33,7 +33,7 @@ from lcr.models.backends import (
 from lcr.models.base import Role
 from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
-from lcr.plans import (
+from lcr.pipeline.plans import (
     AnyMethod,
     BuildPlan,
     ParsedSets,
@@ -48,9 +48,9 @@ from lcr.plans import (
 )
 
 # re-exported: the pipeline's callers (lcr eval, the estimate, tests) build settings here too
-from lcr.plans import answer_settings as answer_settings
-from lcr.plans import build_settings as build_settings
-from lcr.plans import query_settings as query_settings
+from lcr.pipeline.plans import answer_settings as answer_settings
+from lcr.pipeline.plans import build_settings as build_settings
+from lcr.pipeline.plans import query_settings as query_settings
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.result import Result, cite
 from lcr.store import DocumentInput, Index
@@ -153,7 +153,7 @@ def build(
     note: Callable[[str], None] | None = None,
 ) -> list[BuildReport]:
     """Build ``methods`` (names, with ``sets``; or plans made with
-    :func:`~lcr.plans.plan_builds`) into ``index``; an identical, undamaged existing
+    :func:`~lcr.pipeline.plans.plan_builds`) into ``index``; an identical, undamaged existing
     build is kept.
 
     ``on_report`` hears of each method as soon as it is committed (or found up to
@@ -288,7 +288,7 @@ def index_files(
 ) -> tuple[Index, list[BuildReport]]:
     """Create (or reuse) the index of ``paths`` (files and folders) at ``out`` and build
     ``methods`` into it (names, with ``sets``: ``all``, or none for the default ones;
-    or plans made with :func:`~lcr.plans.plan_builds`).
+    or plans made with :func:`~lcr.pipeline.plans.plan_builds`).
 
     A file named twice is indexed once, with a warning. An index this call created
     is removed again if its first build fails before anything was committed or paid.
@@ -395,7 +395,7 @@ def retrieve_query(
     note: Callable[[str], None] | None = None,
     keep_state: bool = False,
 ) -> Result:
-    """:func:`retrieve` for a :class:`~lcr.plans.QueryPlan` and a checked question;
+    """:func:`retrieve` for a :class:`~lcr.pipeline.plans.QueryPlan` and a checked question;
     ``keep_state`` keeps what the method's own answer step needs (``evidence.state``)
     for :func:`ask_query`."""
     method = query.method
@@ -453,7 +453,7 @@ def ask(
     note: Callable[[str], None] | None = None,
 ) -> Result:
     """Retrieve, then answer: the method's own answer step if it has one, else the
-    shared one with the ``answer.*`` settings of ``sets`` (:mod:`lcr.answer`)."""
+    shared one with the ``answer.*`` settings of ``sets`` (:mod:`lcr.answer.shared`)."""
     plan = plan_query(method_name, sets, k=k, max_new_tokens=max_new_tokens)
     return ask_query(index, plan, checked_question(question), models, progress=progress, note=note)
 
@@ -468,7 +468,7 @@ def ask_query(
     note: Callable[[str], None] | None = None,
     stream: AnswerStream | None = None,
 ) -> Result:
-    """:func:`ask` for a :class:`~lcr.plans.QueryPlan` and a checked question;
+    """:func:`ask` for a :class:`~lcr.pipeline.plans.QueryPlan` and a checked question;
     ``stream`` watches the shared step."""
     method = query.method
     step = method.answer_step(query.settings)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lcr.models.base import LLM, Message
-from lcr.selection import paragraph_leads
+from lcr.answer.selection import paragraph_leads
 
 _CHECK = 'Do the excerpts state that "{answer}" answers the question "{question}"? Reply Yes or No.'
 _ANSWER_WORDS = 48  # a long answer is quoted by its start in the check
@@ -303,7 +303,7 @@ def signals_of(
     text, so a record's answer can be scored again offline by newer signals or constants.
 
     ``leads`` are the first sentences of the paragraphs the evidence comes from
-    (:func:`lcr.selection.paragraph_leads`): a sentence read out of its paragraph says
+    (:func:`lcr.answer.selection.paragraph_leads`): a sentence read out of its paragraph says
     "he" where the paragraph's first line gave the name and the subject, so the question's
     names and words are looked for there too. The answer's words must be in the evidence
     itself."""

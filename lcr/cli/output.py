@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lcr.citation import Citation, PageRange
+from lcr.text.citation import Citation, PageRange
 from lcr.errors import OutputError
 from lcr.evidence import EvidenceItem
 from lcr.progress import print_above_bars

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lcr.cli_output import WIDTH, human, say
+from lcr.cli.output import WIDTH, human, say
 
 if TYPE_CHECKING:
     from lcr.store import Index
 
 
 def print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) -> None:
-    from lcr.cli_collection import print_sources
+    from lcr.cli.collection import print_sources
     from lcr.config import value_text
     from lcr.models.backends import describe_configuration
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lcr.cli_output import human, say, visible
+from lcr.cli.output import human, say, visible
 from lcr.models.backends import BACKEND_CHOICES
 from lcr.models.spec import (
     DEFAULT_CALL_TIMEOUT,
@@ -150,7 +150,7 @@ class Seams:
     """What a caller running the commands in-process supplies instead of lcr's own:
     ``models`` makes each command's :class:`~lcr.models.container.Models` from its
     model options (tests inject scripted or already loaded models this way). Passed
-    as click's ``obj``: ``lcr.cli.main(argv, models=...)``, or
+    as click's ``obj``: ``lcr.cli.main.main(argv, models=...)``, or
     ``CliRunner().invoke(cli, argv, obj=Seams(models=...))``."""
 
     models: ModelsFactory | None = None

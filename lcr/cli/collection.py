@@ -1,5 +1,5 @@
 """``lcr remove`` and what ``lcr index --add`` and ``lcr info`` print about a collection
-that grows and shrinks (the work itself is :mod:`lcr.collection`'s)."""
+that grows and shrinks (the work itself is :mod:`lcr.pipeline.collection`'s)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lcr.cli_models import command_models, model_options, pop_model_spec
-from lcr.cli_output import WIDTH, NonEmptyPath, UnprintedReports, visible
-from lcr.cli_output import err as _err
-from lcr.cli_output import human as _human
-from lcr.cli_output import say as _say
+from lcr.cli.models import command_models, model_options, pop_model_spec
+from lcr.cli.output import WIDTH, NonEmptyPath, UnprintedReports, visible
+from lcr.cli.output import err as _err
+from lcr.cli.output import human as _human
+from lcr.cli.output import say as _say
 
 if TYPE_CHECKING:
     from lcr.pipeline import BuildReport
@@ -32,7 +32,7 @@ def remove_cmd(index_path: str, names: tuple[str, ...], quiet: bool, **model: An
     (interrupted, the index stays as it was); what each method paid is
     printed, and `lcr info` shows it.
     """
-    from lcr.collection import remove_documents
+    from lcr.pipeline.collection import remove_documents
     from lcr.progress import progress_for, progress_mode
 
     unprinted = UnprintedReports()
@@ -64,7 +64,7 @@ def report_build(unprinted: UnprintedReports, target: str, r: BuildReport) -> No
 def print_sources(index: Index) -> None:
     """Each source (format, size, checksum, extractor, when it was added), then the last
     change and what each method paid for it."""
-    from lcr.collection import describe_change
+    from lcr.pipeline.collection import describe_change
 
     m = index.manifest
     for d in index.documents:

@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from lcr import cli_estimate as est
+from lcr.cli import estimate as est
 from lcr._version import __version__
-from lcr.cli_answer import ResultOutput, answer_only_option, evidence_option
-from lcr.cli_errors import flush_stdout, one_line, print_traceback, usage_line
-from lcr.cli_errors import report as report_error
-from lcr.cli_info import print_info
-from lcr.cli_methods import DerivedHelpOption, k_help, mode_help, trace_help
-from lcr.cli_models import (
+from lcr.cli.answer import ResultOutput, answer_only_option, evidence_option
+from lcr.cli.errors import flush_stdout, one_line, print_traceback, usage_line
+from lcr.cli.errors import report as report_error
+from lcr.cli.info import print_info
+from lcr.cli.methods import DerivedHelpOption, k_help, mode_help, trace_help
+from lcr.cli.models import (
     ModelsFactory,
     Seams,
     command_models,
@@ -32,15 +32,15 @@ from lcr.cli_models import (
     models_group,
     pop_model_spec,
 )
-from lcr.cli_output import (
+from lcr.cli.output import (
     WIDTH,
     NonEmptyPath,
     UnprintedReports,
     check_stdout,
     guarded_stdout,
 )
-from lcr.cli_output import err as _err
-from lcr.cli_output import say as _say
+from lcr.cli.output import err as _err
+from lcr.cli.output import say as _say
 from lcr.config import SettingRenamed
 from lcr.errors import (
     IndexDamagedError,
@@ -258,9 +258,9 @@ def index_cmd(
     and then by name (--format to force one); pages and headings are kept in
     the index's layout.json.
     """
-    from lcr.cli_collection import report_build
+    from lcr.cli.collection import report_build
     from lcr.pipeline import default_index_path, index_files
-    from lcr.plans import expand_methods, plan_builds
+    from lcr.pipeline.plans import expand_methods, plan_builds
     from lcr.progress import progress_for, progress_mode
     from lcr.text.formats import ExtractOptions
     from lcr.text.inputs import expand_inputs
@@ -290,8 +290,8 @@ def index_cmd(
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes
         _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
     build: Callable[..., object] = functools.partial(index_files, force=force)
-    if add:  # a collection that grows: lcr.collection
-        from lcr.collection import add_files
+    if add:  # a collection that grows: lcr.pipeline.collection
+        from lcr.pipeline.collection import add_files
 
         if out is None or force:
             raise UsageError("--add adds to the index given by -o (and takes no --force)")
@@ -493,7 +493,7 @@ def info_cmd(index_path: str, as_json: bool, verify: bool, estimate: bool) -> No
     index = Index.open(index_path)
     problems = {name: [message] for name, message in index.damaged.items()}
     if verify:
-        from lcr.integrity import verify_index
+        from lcr.pipeline.integrity import verify_index
 
         for name, line in verify_index(index).items():
             problems.setdefault(name, [line])
@@ -536,7 +536,7 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
     With --settings, also the shared answer step's settings (--set answer.KEY=VALUE)
     and, per method, which of them its paper fixes or its own answer prompt ignores.
     """
-    from lcr.answer import ANSWER_SETTINGS
+    from lcr.answer.shared import ANSWER_SETTINGS
     from lcr.config import value_text
     from lcr.methods import loadable_methods
 
@@ -646,9 +646,9 @@ def _setting_json(s: Setting) -> dict[str, Any]:
 
 
 def _attach_eval() -> None:
-    from lcr.cli_collection import remove_cmd
-    from lcr.doctor import doctor_cmd
-    from lcr.eval.cli import eval_group
+    from lcr.cli.collection import remove_cmd
+    from lcr.cli.doctor import doctor_cmd
+    from lcr.cli.eval import eval_group
 
     cli.add_command(models_group, "models")
     cli.add_command(eval_group, "eval")
@@ -662,7 +662,7 @@ _attach_eval()
 # --------------------------------------------------------------------- main
 def main(argv: Sequence[str] | None = None, *, models: ModelsFactory | None = None) -> NoReturn:
     """``lcr`` as a process: its standard streams guarded for the run (a closed or full
-    stdout is one line, see :func:`lcr.cli_output.guarded_stdout`), then the exit code.
+    stdout is one line, see :func:`lcr.cli.output.guarded_stdout`), then the exit code.
     ``models`` makes each command's models from its model options (:class:`Seams`)."""
     with guarded_stdout():
         code = cli.main(args=argv, prog_name="lcr", standalone_mode=False, obj=Seams(models))

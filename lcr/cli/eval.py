@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from lcr.cli_models import command_models, model_options, pop_model_spec
-from lcr.cli_output import NonEmptyPath, check_stdout, note
+from lcr.cli.models import command_models, model_options, pop_model_spec
+from lcr.cli.output import NonEmptyPath, check_stdout, note
 from lcr.errors import OutOfMemoryError, OutputError
 
 FORMAT_HELP = """\b

@@ -193,7 +193,7 @@ def _recorded_models(models: Models, recorded: dict[str, str], method: str) -> M
 
 def _verify(staged: Index, target: Path) -> None:
     """Every span of the rebuilt index checked before it replaces the old one."""
-    from lcr.integrity import verify_index
+    from lcr.pipeline.integrity import verify_index
 
     problems = verify_index(Index.open(staged.path))
     if problems:

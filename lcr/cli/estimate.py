@@ -1,5 +1,5 @@
 """``lcr index ... --estimate``: the options and the printing (the figures live in
-:mod:`lcr.estimate.plan`)."""
+:mod:`lcr.pipeline.estimate`)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lcr.cli_output import WIDTH
-from lcr.cli_output import echo as _echo
-from lcr.cli_output import human as _human
-from lcr.cli_output import say as _say
+from lcr.cli.output import WIDTH
+from lcr.cli.output import echo as _echo
+from lcr.cli.output import human as _human
+from lcr.cli.output import say as _say
 from lcr.errors import UsageError
 
 if TYPE_CHECKING:
     from lcr.estimate.figures import Range
-    from lcr.estimate.plan import MethodBill, Price
+    from lcr.pipeline.estimate import MethodBill, Price
     from lcr.models.spec import ModelSpec
 
 ESTIMATE_OPTIONS = ("estimate", "as_json", "price_per_mtok")
@@ -50,7 +50,7 @@ def estimate_options(f: Any) -> Any:
 def pop_estimate(options: dict[str, Any]) -> tuple[bool, bool, Price | None]:
     """Take ``--estimate``, ``--json`` and ``--price-per-mtok`` out of a command's options,
     checked: the last two only go with the first."""
-    from lcr.estimate.plan import Price
+    from lcr.pipeline.estimate import Price
 
     estimate, as_json, price = (options.pop(name) for name in ESTIMATE_OPTIONS)
     if as_json and not estimate:
@@ -76,8 +76,8 @@ def run_estimate(
     quiet: bool = False,
 ) -> None:
     """Estimate each index ``lcr index`` would build (``jobs``) and print the bills."""
-    from lcr.cli_output import err
-    from lcr.estimate.plan import estimate_index
+    from lcr.cli.output import err
+    from lcr.pipeline.estimate import estimate_index
     from lcr.models.container import Models
     from lcr.text.formats import ExtractOptions
 
@@ -175,8 +175,8 @@ def info_estimate_option(f: Any) -> Any:
 def rebuild_figures(index: Any, as_json: bool, out: dict[str, Any] | None = None) -> None:
     """``lcr info --estimate``: into ``out`` (``--json``: each method's ``rebuild``), else
     printed, one block a method."""
-    from lcr.cli_output import err
-    from lcr.estimate.plan import estimate_rebuilds
+    from lcr.cli.output import err
+    from lcr.pipeline.estimate import estimate_rebuilds
 
     rebuilds = estimate_rebuilds(index, note=err)
     if as_json and out is not None:

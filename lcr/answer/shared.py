@@ -26,7 +26,7 @@ from lcr.config import Setting, Settings, SettingValue, parse_sets, setting, spl
 from lcr.errors import SettingError
 from lcr.evidence import EvidenceItem, Usage, merge_spans
 from lcr.models.base import LLM, Message
-from lcr.selection import (
+from lcr.answer.selection import (
     Selection,
     SentenceScorer,
     Unit,
@@ -38,7 +38,7 @@ from lcr.selection import (
     split_units,
     touching,
 )
-from lcr.support import (
+from lcr.answer.support import (
     ASK_P_YES,
     DEFAULT_THRESHOLD,
     SupportSignals,
@@ -350,7 +350,7 @@ def select_evidence(
     count_tokens: Callable[[str], int],
 ) -> tuple[list[EvidenceItem], Selection]:
     """``answer.select``: the best sentences of ``items`` (in rank order) up to
-    ``answer.budget`` tokens, as sub-spans of their items (:mod:`lcr.selection`), by
+    ``answer.budget`` tokens, as sub-spans of their items (:mod:`lcr.answer.selection`), by
     the rank of the item each came from; and what the selection weighed and kept."""
     units = split_units(items, source)
     if not units:
@@ -623,7 +623,7 @@ def decide_support(
     question: str, out: AnswerResult, llm: LLM, settings: AnswerSettings, source: str = ""
 ) -> None:
     """``answer.not_found=abstain``, after the answer is generated: score its support
-    (:mod:`lcr.support`; with ``answer.p_yes``, one short scoring call on the answer's
+    (:mod:`lcr.answer.support`; with ``answer.p_yes``, one short scoring call on the answer's
     own prompt) and withhold
     it as :data:`NOT_FOUND` below ``answer.support``. A reply that already says the
     answer is not there, or one read from no evidence, scores 0 without a call."""

@@ -1,0 +1,1 @@
+"""The command line: click commands, what they print, how errors become exits."""
