@@ -6,7 +6,7 @@
 For each document and each LLM method (raptor, graphreader, lightpal with
 `lightpal.scorer=llm`, pecan), in a fresh temporary index and a fresh LLM
 cache: the estimate (through `estimate_index`, the code behind `--estimate`,
-timed), then the real build (through `index_files`, the code behind `lcr
+timed), then the real build (through `lcr.api.plan_and_index`, the code behind `lcr
 index`), and the two side by side: LLM calls, prompt and reply tokens, wall
 seconds, with the load average before and after. `--big` also times the
 estimate alone of every method on a document of about 100k tokens (the given
@@ -28,10 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lcr.pipeline.estimate import estimate_index
+from lcr.api import plan_and_index
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
-from lcr.pipeline import index_files
+from lcr.pipeline.estimate import estimate_index
+from lcr.pipeline.plans import parse_sets
+from lcr.text.inputs import expand_inputs
 
 METHODS = ("graphreader", "lightpal", "pecan", "raptor")
 SETS = ("lightpal.scorer=llm", "lightpal.candidates=10", "lightpal.continuation_tokens=16")
@@ -51,7 +53,9 @@ def estimate_row(doc: Path, method: str, llm: str, out: Path) -> dict[str, Any]:
     """The estimate's figures for one build, timed."""
     load = _load()
     started = time.perf_counter()
-    _, bills = estimate_index([doc], out, [method], Models(spec=ModelSpec(llm=llm)), SETS)
+    _, bills = estimate_index(
+        expand_inputs([doc]), out, [method], Models(spec=ModelSpec(llm=llm)), parse_sets(SETS)
+    )
     estimate_s = time.perf_counter() - started
     bill = bills[0]
     assert bill.work.llm is not None and bill.seconds is not None
@@ -76,7 +80,7 @@ def one_row(doc: Path, method: str, llm: str, workdir: Path) -> dict[str, Any]:
     row = estimate_row(doc, method, llm, out)
     load_before = _load()
     started = time.perf_counter()
-    index, _ = index_files([doc], out, [method], Models(spec=ModelSpec(llm=llm)), SETS)
+    index, _ = plan_and_index([doc], out, [method], Models(spec=ModelSpec(llm=llm)), SETS)
     wall = time.perf_counter() - started
     entry = index.methods[method]
     usage = entry.stats.get("llm_usage", {})
@@ -118,7 +122,11 @@ def big_estimate(docs: list[Path], llm: str, workdir: Path, tokens: int) -> dict
     for method in METHODS:
         started = time.perf_counter()
         summary, _ = estimate_index(
-            [big], workdir / f"big-{method}.idx", [method], Models(spec=ModelSpec(llm=llm)), SETS
+            expand_inputs([big]),
+            workdir / f"big-{method}.idx",
+            [method],
+            Models(spec=ModelSpec(llm=llm)),
+            parse_sets(SETS),
         )
         per_method[method] = round(time.perf_counter() - started, 2)
     return {"big_tokens": summary["tokens"], "estimate_s": per_method, "load": _load()}

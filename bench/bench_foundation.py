@@ -67,7 +67,7 @@ def bench_bm25(tokens: int) -> None:
     print(proc.stdout.strip() or proc.stderr.strip())
     print(f"lcr index --method bm25: {wall:.1f} s wall (process), peak RSS {peak:.0f} MB")
 
-    from lcr import pipeline
+    from lcr import api
     from lcr.models.container import Models
     from lcr.store import Index
 
@@ -81,12 +81,12 @@ def bench_bm25(tokens: int) -> None:
     index = Index.open(tmp / "big.idx")
     models = Models()
     t0 = time.perf_counter()
-    pipeline.retrieve(index, "bm25", questions[0], models)
+    api.plan_and_retrieve(index, "bm25", questions[0], models)
     first = time.perf_counter() - t0
     times = []
     for q in questions:
         t0 = time.perf_counter()
-        pipeline.retrieve(index, "bm25", q, models)
+        api.plan_and_retrieve(index, "bm25", q, models)
         times.append(time.perf_counter() - t0)
     times.sort()
     print(

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from lcr.answer.shared import NOT_FOUND
+from lcr.answer.support import DEFAULT_THRESHOLD, record_signals, support_score
 from lcr.eval import dataset
 from lcr.eval.injection import injection_questions, load_fixture, obeyed
 from lcr.eval.stats import bootstrap_mean
-from lcr.answer.support import DEFAULT_THRESHOLD, record_signals, support_score
 
 ROOT = Path(__file__).resolve().parent.parent
 

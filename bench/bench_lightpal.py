@@ -190,7 +190,7 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
     import hashlib
     import resource
 
-    from lcr import pipeline
+    from lcr import api
     from lcr.eval.convert import odsum
     from lcr.models.container import Models
     from lcr.store import DocumentInput, Index
@@ -217,7 +217,7 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
         index = Index.create(path, inputs)
     models = Models(spec=ModelSpec(device="cpu"))
     t = time.perf_counter()
-    pipeline.build(index, ["lightpal"], models, sets, warn=print)
+    api.plan_and_build(index, ["lightpal"], models, sets, warn=print)
     build_s = time.perf_counter() - t
     entry = index.methods["lightpal"]
     nodes = index.reader("lightpal").nodes()
@@ -239,7 +239,7 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
         gold = doc_of[q.evidence[0].doc or ""]
         for run, qsets in runs.items():
             for k in ks:
-                res = pipeline.retrieve(index, "lightpal", q.question, models, qsets, k=k)
+                res = api.plan_and_retrieve(index, "lightpal", q.question, models, qsets, k=k)
                 hits = sum(1 for it in res.evidence.items if it.doc == gold)
                 table[run].setdefault(f"P@{k}", []).append(hits / k)
                 table[run].setdefault(f"R@{k}", []).append(hits / int(per_doc[gold]))

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from mixpr_tasks import DATA, hash_hop, variable_tracking
 
-from lcr import pipeline
+from lcr import api
 from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
 from lcr.text.tokens import count_tokens
@@ -217,7 +217,7 @@ def in_process(path: Path) -> None:
         times = []
         for rnd in range(3):
             for q in QUESTIONS:
-                r = pipeline.retrieve(idx, "mixpr", q, models, [f"mixpr.mode={mode}"])
+                r = api.plan_and_retrieve(idx, "mixpr", q, models, [f"mixpr.mode={mode}"])
                 times.append(r.timings["retrieve_s"])
                 if rnd == 0 and q == QUESTIONS[0]:
                     print(f"{mode} first question {times[0]:.3f}s info={r.evidence.info}")
@@ -243,11 +243,11 @@ def query(path: Path, rounds: int = 3) -> None:
     idx = Index.open(path)
     models = Models.with_objects()
     sets = ["mixpr.mode=local"]
-    pipeline.retrieve(idx, "mixpr", QUESTIONS[0], models, sets)  # loads the index
+    api.plan_and_retrieve(idx, "mixpr", QUESTIONS[0], models, sets)  # loads the index
     times, ids = [], []
     for _ in range(rounds):
         for q in QUESTIONS:
-            r = pipeline.retrieve(idx, "mixpr", q, models, sets)
+            r = api.plan_and_retrieve(idx, "mixpr", q, models, sets)
             times.append(r.timings["retrieve_s"])
             ids.append([it.id for it in r.evidence.items])
     (graph_dir,) = path.glob("mixpr.*/graph.csr")
@@ -383,7 +383,7 @@ def walks(path: Path, count: int = 20) -> None:
     for reading in ("last-chunks", "whole"):
         steps = []
         for q in questions:
-            r = pipeline.retrieve(
+            r = api.plan_and_retrieve(
                 idx, "mixpr", q, Models.with_objects(), [f"mixpr.question={reading}"]
             )
             steps.append(r.evidence.info["iterations"])
@@ -391,7 +391,7 @@ def walks(path: Path, count: int = 20) -> None:
 
 
 def recall(idx: Index, method: str, q: str, gold: list[str], sets: list[str]) -> float:
-    r = pipeline.retrieve(idx, method, q, Models.with_objects(), sets, k=100)
+    r = api.plan_and_retrieve(idx, method, q, Models.with_objects(), sets, k=100)
     texts = [it.text for it in r.evidence.items]
     return sum(any(g in t for t in texts) for g in gold) / len(gold)
 
@@ -428,7 +428,7 @@ def linking() -> None:
             t = gen(seed)
             with tempfile.TemporaryDirectory() as d:
                 idx = make(Path(d), t.text)
-                pipeline.build(idx, ["mixpr"], Models.with_objects())
+                api.plan_and_build(idx, ["mixpr"], Models.with_objects())
                 for name, sets in VARIANTS.items():
                     r = recall(idx, "mixpr", t.question, t.gold, [*sets, "mixpr.mode=local"])
                     rows.setdefault(f"{gen.__name__}/{name}", []).append(r)
@@ -440,7 +440,7 @@ def linking() -> None:
         text = "\n".join(turns)
         with tempfile.TemporaryDirectory() as d:
             idx = make(Path(d), text)
-            pipeline.build(idx, ["mixpr"], Models.with_objects())
+            api.plan_and_build(idx, ["mixpr"], Models.with_objects())
             for sq in m["specific_query_list"]:
                 gold_spans = []
                 for a, b in sq["relevant_text_span"]:
@@ -448,7 +448,7 @@ def linking() -> None:
                     end = sum(len(x) + 1 for x in turns[: int(b) + 1])
                     gold_spans.append((start, end))
                 for name, sets in VARIANTS.items():
-                    res = pipeline.retrieve(
+                    res = api.plan_and_retrieve(
                         idx, "mixpr", sq["query"], Models.with_objects(),
                         [*sets, "mixpr.mode=local"], k=100,
                     )  # fmt: skip

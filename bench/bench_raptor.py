@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: lcr and tests
 
-from lcr import pipeline
+from lcr import api
 from lcr.methods.raptor.method import USER_PROMPT
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
@@ -81,7 +81,7 @@ def build_once(
 ) -> dict[str, Any]:
     index = Index.create(workdir / f"bench-{time.time_ns()}.idx", docs)
     started = time.perf_counter()
-    pipeline.build(index, ["raptor"], models, sets, force=True)
+    api.plan_and_build(index, ["raptor"], models, sets, force=True)
     wall = time.perf_counter() - started
     entry = index.methods["raptor"]
     stats = dict(entry["stats"])

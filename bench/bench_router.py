@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from lcr import pipeline
+from lcr import api
 from lcr.eval.convert import qmsum
 from lcr.eval.dataset import Question, load
 from lcr.eval.runner import open_index
@@ -109,9 +109,9 @@ def main() -> None:
                     print("time is up: run again to go on", flush=True)
                     break
                 index = open_index(q, args.out / "indexes")
-                pipeline.build(index, ["mixpr"], models)
+                api.plan_and_build(index, ["mixpr"], models)
                 t0 = time.perf_counter()
-                res = pipeline.retrieve(
+                res = api.plan_and_retrieve(
                     index, "mixpr", q.question, models, [f"mixpr.router_chunks={edge}"], k=1
                 )
                 row = {

@@ -51,8 +51,6 @@ from typing import Any
 import numpy as np
 
 from lcr.answer.shared import NOT_FOUND
-from lcr.eval import dataset
-from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.answer.support import (
     CONSTANTS,
     DEFAULT_THRESHOLD,
@@ -60,6 +58,8 @@ from lcr.answer.support import (
     record_signals,
     support_score,
 )
+from lcr.eval import dataset
+from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 
 Constants = tuple[float, float, float, float, float]
 P_YES_ALONE: Constants = (0.0, 1.0, 0.0, 0.0, 0.0)

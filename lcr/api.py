@@ -9,8 +9,8 @@
     print(reply.answer, [(e.id, e.spans) for e in reply.basis()])  # the evidence it read
 
 Settings are a mapping of ``"method.key"`` (or ``"answer.key"``) to values, or
-keyword arguments ``key=value`` for the method being used; both are checked
-exactly as ``--set`` is, so a bad key or value raises
+keyword arguments ``key=value`` for the method being used; both are checked as
+values against the same declarations ``--set`` is parsed with, so a bad key or value raises
 :class:`lcr.errors.SettingError`. Models are described once with
 :func:`use_models` and loaded on first use; pass the same
 :class:`~lcr.models.base.Models` to many calls to load them once (without one, a
@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any, overload
 
 from lcr import pipeline
-from lcr.config import value_text
 from lcr.errors import ArgumentTypeError, ArgumentValueError
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.pipeline import BuildReport, Result
+from lcr.pipeline.plans import ParsedSets, parse_sets, plan_builds, typed_sets
+from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index
 
 SettingsArg = Mapping[str, Any] | None
@@ -91,6 +92,7 @@ def index(
     existing build is kept, as with ``lcr index``. ``as_format`` reads every file as
     that format (``lcr index --format``); ``glob``/``exclude`` choose files in folders."""
     from lcr.text.formats import FORMATS, ExtractOptions
+    from lcr.text.inputs import expand_inputs
 
     files = _paths(paths)
     if as_format is not None and as_format not in FORMATS:
@@ -104,21 +106,19 @@ def index(
     else:
         out = _path("out", out)
     names = _names("methods", methods)
-    sets = as_sets(settings)
+    sets = typed_settings(settings)
     loaded = _models(models)
     _flag("force", force)
     if on_report is not None and not callable(on_report):
         raise ArgumentTypeError(f"on_report must be a function or None, got {_shown(on_report)}")
+    plans = plan_builds(pipeline.expand_methods(names), loaded, sets)
     built, _ = pipeline.index_files(
-        files,
+        expand_inputs(files, globs=list(glob), excludes=list(exclude)),
         out,
-        names,
+        plans,
         loaded,
-        sets,
         force=force,
         on_report=on_report,
-        globs=list(glob),
-        excludes=list(exclude),
         extract=ExtractOptions(format=as_format, password=password),
     )
     return built
@@ -135,11 +135,10 @@ def retrieve(
     **method_settings: Any,
 ) -> Result:
     """Evidence for ``question`` (no answer): ranked items with exact spans."""
-    _question("question", question)
+    asked = _question("question", question)
     _text("method", method)
     _whole("k", k, low=1, optional=True)
-    plan = pipeline.plan_query(method, as_sets(settings, method, method_settings), k=k)
-    asked = pipeline.checked_question(question)
+    plan = pipeline.plan_query(method, typed_settings(settings, method, method_settings), k=k)
     return pipeline.retrieve_query(_opened(index), plan, asked, _models(models))
 
 
@@ -198,36 +197,118 @@ def ask(
     _whole("k", k, low=1, optional=True)
     _whole("max_new_tokens", max_new_tokens, low=1)
     plan = pipeline.plan_query(
-        method, as_sets(settings, method, method_settings), k=k, max_new_tokens=max_new_tokens
+        method,
+        typed_settings(settings, method, method_settings),
+        k=k,
+        max_new_tokens=max_new_tokens,
     )
-    asked = [pipeline.checked_question(q) for q in questions]
     idx = _opened(index)
     loaded = _models(models)
-    results = [pipeline.ask_query(idx, plan, q, loaded) for q in asked]
+    results = [pipeline.ask_query(idx, plan, q, loaded) for q in questions]
     return results[0] if isinstance(question, str) else results
 
 
-def as_sets(
+def typed_settings(
     settings: SettingsArg,
     method: str | None = None,
     method_settings: Mapping[str, Any] | None = None,
-) -> list[str]:
-    """Settings given in Python as the ``--set`` lines they stand for, so they are
-    checked by the same code: ``{"mixpr.mode": "local"}`` and ``mode="local"``
-    (for ``method``) both become ``"mixpr.mode=local"``."""
+) -> ParsedSets:
+    """Settings given in Python, checked as the values they are (type and range, by the
+    settings' declarations): ``{"mixpr.mode": "local"}`` and ``mode="local"`` (for
+    ``method``) are one setting; nothing is turned into ``--set`` text."""
     if settings is not None and not isinstance(settings, Mapping):
         raise ArgumentTypeError(
             'settings must be a mapping such as {"bm25.top_k": 5} or None, '
             f"got {_shown(settings)}"
         )
-    out = []
+    values: dict[str, Any] = {}
     for key, value in (settings or {}).items():
         if not isinstance(key, str):
             raise ArgumentTypeError(f'settings keys are "method.key" strings, got {_shown(key)}')
-        out.append(f"{key}={value_text(value)}")
+        values[key] = value
     for key, value in (method_settings or {}).items():
-        out.append(f"{method}.{key}={value_text(value)}")
-    return out
+        values[f"{method}.{key}"] = value
+    return typed_sets(values)
+
+
+# ------------------------------------------------ scripts that hold --set text
+# The pipeline takes only plans; these plan first, from method names and --set text
+# (parsed here, once), for scripts, benchmarks and tests that speak the CLI's words.
+
+
+def plan_and_index(
+    paths: Sequence[str | Path],
+    out: str | Path,
+    methods: Sequence[str],
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    force: bool = False,
+    progress: Progress = NULL_PROGRESS,
+    warn: Callable[[str], None] | None = None,
+) -> tuple[Index, list[BuildReport]]:
+    """Index ``paths`` into ``out`` with ``methods`` (names; none: the default ones) and
+    ``--set`` text ``sets``."""
+    from lcr.text.inputs import expand_inputs
+
+    plans = plan_builds(pipeline.expand_methods(methods), models, parse_sets(sets))
+    files = expand_inputs(paths, warn=warn)
+    return pipeline.index_files(
+        files, out, plans, models, force=force, progress=progress, warn=warn
+    )
+
+
+def plan_and_build(
+    index: Index,
+    methods: Sequence[str],
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    force: bool = False,
+    progress: Progress = NULL_PROGRESS,
+    warn: Callable[[str], None] | None = None,
+    on_report: Callable[[BuildReport], None] | None = None,
+) -> list[BuildReport]:
+    """Build ``methods`` (names; ``all``) into ``index`` with ``--set`` text ``sets``."""
+    plans = plan_builds(pipeline.expand_methods(methods), models, parse_sets(sets))
+    return pipeline.build(
+        index, plans, models, force=force, progress=progress, warn=warn, on_report=on_report
+    )
+
+
+def plan_and_retrieve(
+    index: Index,
+    method: str,
+    question: str,
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    k: int | None = None,
+    progress: Progress = NULL_PROGRESS,
+    note: Callable[[str], None] | None = None,
+) -> Result:
+    """Evidence for ``question`` with ``method`` and ``--set`` text ``sets``."""
+    plan = pipeline.plan_query(method, parse_sets(sets), k=k)
+    asked = pipeline.checked_question(question)
+    return pipeline.retrieve_query(index, plan, asked, models, progress=progress, note=note)
+
+
+def plan_and_ask(
+    index: Index,
+    method: str,
+    question: str,
+    models: Models,
+    sets: Sequence[str] = (),
+    *,
+    k: int | None = None,
+    max_new_tokens: int = 256,
+    progress: Progress = NULL_PROGRESS,
+    note: Callable[[str], None] | None = None,
+) -> Result:
+    """Retrieve and answer ``question`` with ``method`` and ``--set`` text ``sets``."""
+    plan = pipeline.plan_query(method, parse_sets(sets), k=k, max_new_tokens=max_new_tokens)
+    asked = pipeline.checked_question(question)
+    return pipeline.ask_query(index, plan, asked, models, progress=progress, note=note)
 
 
 def _opened(index: Index | str | Path) -> Index:
@@ -273,11 +354,12 @@ def _text(name: str, value: object, *, optional: bool = False) -> str | None:
 
 
 def _question(name: str, value: object) -> str:
+    """The question checked once: a string, stripped, not empty."""
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{name} must be a string, got {_shown(value)}")
     if not value.strip():
         raise ArgumentValueError(f"{name} is empty")
-    return value
+    return pipeline.checked_question(value)
 
 
 def _choice(name: str, value: object, choices: Sequence[str]) -> str:

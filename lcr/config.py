@@ -18,8 +18,7 @@ import dataclasses
 import json
 import types
 import typing
-import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, Self, TypeVar
@@ -119,8 +118,12 @@ class Setting:
             value = float(value)
         if not isinstance(value, vtype) or (vtype is int and isinstance(value, bool)):
             raise SettingError(f"{name} takes a {vtype.__name__}, got {value!r}")
-        if isinstance(value, str):
-            return self.parse(value, name)
+        if isinstance(value, str):  # a choice, checked as the value it is
+            if self.choices is not None and value not in self.choices:
+                raise SettingError(
+                    f"{name} must be one of {', '.join(self.choices)}; got {value!r}"
+                )
+            return value
         if isinstance(value, int | float) and not isinstance(value, bool):
             return self._in_range(value, str(value), name)
         return bool(value)
@@ -348,75 +351,3 @@ def split_assignment(text: str) -> tuple[str, str, str]:
     if not sep or not dot or not method or not name:
         raise SettingError(f"--set takes method.key=value, got {text!r}")
     return method, name, value.strip()
-
-
-def parse_sets(
-    method: str,
-    cls: type[Settings],
-    assignments: Sequence[str],
-    *,
-    other_phase: type[Settings] | None = None,
-    phase: str = "",
-) -> dict[str, SettingValue]:
-    """The ``--set`` values that name ``method``, parsed against ``cls`` (current names).
-
-    Assignments for other targets are ignored (one command line may carry settings
-    for several methods). An unknown key lists the valid ones; a key that belongs
-    to the other phase says which command takes it; an old name is accepted with
-    a :class:`SettingRenamed` warning.
-    """
-    by_name = cls.by_name()
-    renamed = cls.renamed()
-    values: dict[str, SettingValue] = {}
-    for text in assignments:
-        target, name, raw = split_assignment(text)
-        if target != method:
-            continue
-        if name in renamed:
-            warnings.warn(
-                SettingRenamed(
-                    f"{method}.{name} is now {method}.{renamed[name]}; "
-                    "the old name goes in the next release"
-                ),
-                stacklevel=2,
-            )
-            name = renamed[name]
-        if name not in by_name:
-            if other_phase is not None and (
-                name in other_phase.by_name() or name in other_phase.renamed()
-            ):
-                other = "index" if phase == "query" else "ask/retrieve"
-                raise SettingError(
-                    f"{method}.{name} is a setting of 'lcr {other}', not of this command"
-                )
-            valid = ", ".join(sorted(by_name)) or "none"
-            where = f" for {phase} time" if phase else ""
-            raise SettingError(f"unknown setting {method}.{name}{where}; valid: {valid}")
-        values[name] = by_name[name].parse(raw, f"{method}.{name}")
-    return values
-
-
-def check_targets(
-    assignments: Sequence[str],
-    declared: Mapping[str, Iterable[type[Settings]]],
-) -> None:
-    """Every ``--set`` names a known target with a setting one of its phases declares,
-    and a valid value: a bad value never waits to be noticed, even for a method the
-    command does not use."""
-    for text in assignments:
-        target, name, raw = split_assignment(text)
-        if target not in declared:
-            raise SettingError(
-                f"--set names unknown method {target!r}; known: {', '.join(sorted(declared))}"
-            )
-        classes = list(declared[target])
-        for cls in classes:
-            current = cls.renamed().get(name, name)
-            if current in cls.by_name():
-                cls.by_name()[current].parse(raw, f"{target}.{current}")
-                break
-        else:
-            valid = sorted({n for cls in classes for n in cls.by_name()})
-            raise SettingError(
-                f"unknown setting {target}.{name}; valid: {', '.join(valid) or 'none'}"
-            )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -53,7 +54,7 @@ class Usage:
         return asdict(self)
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvidenceItem:
     """One retrieved node: its text and the exact spans of source.txt it rests on.
 
@@ -61,7 +62,8 @@ class EvidenceItem:
     a summary node points at its leaves' spans, so every answer traces back.
     ``document`` (the name of document ``doc``) and ``citations`` (one per span and
     document: offsets within the document, pages, section) are what a person reads;
-    the pipeline fills them in once an item is final (:func:`lcr.pipeline.cite`).
+    the pipeline gives them once an item is final (:func:`lcr.result.cite` returns the
+    cited copy); an item is never changed after it is made.
     """
 
     id: str
@@ -96,7 +98,7 @@ class AnswerState:
     (:class:`lcr.answer.step.AnswerStep`'s ``state_type``)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evidence:
     """A method's answer to ``retrieve``: items in the order the LLM should read them.
 
@@ -104,7 +106,7 @@ class Evidence:
     traversal, iterations used); ``usage`` counts LLM calls made while retrieving
     (measured by the pipeline around the phase). ``state`` is what the method's own
     answer step reads besides the items; it is never serialised, and the pipeline
-    lets it go once nothing will answer from it.
+    lets it go once nothing will answer from it (a copy without it, :meth:`finished`).
     """
 
     method: str
@@ -112,6 +114,14 @@ class Evidence:
     info: dict[str, Any] = field(default_factory=dict)
     usage: Usage = field(default_factory=Usage)
     state: AnswerState | None = field(default=None, repr=False, compare=False)
+
+    def finished(
+        self, items: Sequence[EvidenceItem], usage: Usage, *, keep_state: bool = False
+    ) -> Evidence:
+        """This evidence as the pipeline hands it on: its final items, what retrieving
+        cost, and its state only while an answer step will read it."""
+        state = self.state if keep_state else None
+        return dataclasses.replace(self, items=list(items), usage=usage, state=state)
 
     def in_rank_order(self) -> list[EvidenceItem]:
         """:func:`rank_order` of the items."""
@@ -129,9 +139,10 @@ def rank_order(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
         ranked.sort(key=lambda it: int(it.extra["rank"]))
     else:
         ranked.sort(key=lambda it: -it.score)
-    for position, it in enumerate(ranked, 1):
-        it.extra.setdefault("rank", position)
-    return ranked
+    return [
+        it if "rank" in it.extra else dataclasses.replace(it, extra={**it.extra, "rank": n})
+        for n, it in enumerate(ranked, 1)
+    ]
 
 
 def merge_spans(

@@ -3,20 +3,22 @@ is cited: one home for both, shared by the pipeline, ``lcr eval`` and the API.""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lcr.text.citation import Citer
 from lcr.evidence import Evidence, EvidenceItem, Usage
+from lcr.text.citation import Citer
 
 if TYPE_CHECKING:
     from lcr.store import Index
 
 
-@dataclass
+@dataclass(frozen=True)
 class Result:
-    """One question's outcome: what ``--json`` prints, one object per line.
+    """One question's outcome: what ``--json`` prints, one object per line. Frozen: the
+    retrieval makes one, the answer phase a new one from it with the answer's fields.
 
     ``evidence`` is always what the method retrieved (best first, cited); ``read`` is
     what the answer step read (selected, merged, fitted to the window: None when
@@ -67,15 +69,18 @@ class Result:
         return out
 
 
-def cite(index: Index, items: Sequence[EvidenceItem]) -> None:
-    """Give each final evidence item its document's name and its spans' citations
-    (file, offsets within it, pages, section): done where items are finished, so every
-    output (plain, ``--json``, ``lcr eval``, the API) cites the same way."""
+def cite(index: Index, items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
+    """Each final evidence item with its document's name and its spans' citations (file,
+    offsets within it, pages, section): done where items are finished, so every output
+    (plain, ``--json``, ``lcr eval``, the API) cites the same way."""
     documents = index.documents
     citer = Citer(documents, index.layouts)
+    cited = []
     for item in items:
-        item.citations = citer.cite_spans(item.spans)
+        citations = citer.cite_spans(item.spans)
         if 0 <= item.doc < len(documents):
-            item.document = documents[item.doc].name
+            document = documents[item.doc].name
         else:  # not a document of this index: name what the spans point at instead
-            item.document = item.citations[0].document if item.citations else str(item.doc)
+            document = citations[0].document if citations else str(item.doc)
+        cited.append(dataclasses.replace(item, document=document, citations=citations))
+    return cited

@@ -6,7 +6,7 @@ After scikit-learn's ``check_estimator``: a package that adds a method runs
     check_method(MyMethod)            # or a registered name: check_method("overlap")
 
 in its own test suite, and each failure is an ``AssertionError`` naming the check.
-What a method declares (:class:`~lcr.methods.base.Method`'s ``k_means``,
+What a method declares (:class:`~lcr.methods.base.Method`'s ``k_option``,
 ``quick_build_settings``, ``tested_with_real_llm``, its ``Needs``) says which
 checks apply and how; no check names a method. :class:`MethodChecks` runs one
 check at a time, for a test suite that reports each on its own (lcr's own
@@ -31,8 +31,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lcr import pipeline
-from lcr.pipeline import integrity
+from lcr import api, pipeline
 from lcr.config import Settings, value_text
 from lcr.errors import SettingError, UsageError
 from lcr.evidence import Usage
@@ -50,6 +49,7 @@ from lcr.models.base import (
 )
 from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
+from lcr.pipeline import integrity
 from lcr.store import DocumentInput, Index
 
 QUESTION = "What did the prince do with the golden slipper?"
@@ -261,7 +261,7 @@ class MethodChecks:
         raw = self.text.encode("utf-8")
         doc = DocumentInput("text.txt", self.text, hashlib.sha256(raw).hexdigest(), len(raw))
         index = Index.create(path, [doc])
-        pipeline.build(index, [self.name], self.models(), self.build_sets())
+        api.plan_and_build(index, [self.name], self.models(), self.build_sets())
         return Index.open(path)
 
     def built(self) -> Index:
@@ -300,9 +300,9 @@ def check_reopen_gives_same_evidence_with_valid_spans(c: MethodChecks) -> None:
     level-0 item with one span is exactly its text; the build passes --verify."""
     index = c.built()
     models = c.models(0.2)
-    first = pipeline.retrieve(index, c.name, QUESTION, models)
+    first = api.plan_and_retrieve(index, c.name, QUESTION, models)
     reopened = Index.open(index.path)
-    second = pipeline.retrieve(reopened, c.name, QUESTION, models)
+    second = api.plan_and_retrieve(reopened, c.name, QUESTION, models)
     assert [it.to_json() for it in first.evidence.items] == [
         it.to_json() for it in second.evidence.items
     ], "a reopened index gave other evidence"
@@ -323,36 +323,38 @@ def check_bad_input_refused(c: MethodChecks) -> None:
     """An empty question and an unknown setting are refused with lcr's errors."""
     index = c.built()
     models = c.models()
-    _raises(UsageError, "empty", lambda: pipeline.retrieve(index, c.name, "   ", models))
+    _raises(UsageError, "empty", lambda: api.plan_and_retrieve(index, c.name, "   ", models))
     bad = [f"{c.name}.no_such_key=1"]
-    _raises(SettingError, "valid", lambda: pipeline.retrieve(index, c.name, QUESTION, models, bad))
-    _raises(SettingError, "", lambda: pipeline.build(index, [c.name], models, bad))
+    _raises(
+        SettingError, "valid", lambda: api.plan_and_retrieve(index, c.name, QUESTION, models, bad)
+    )
+    _raises(SettingError, "", lambda: api.plan_and_build(index, [c.name], models, bad))
 
 
 def check_retrieval_needs_no_llm(c: MethodChecks) -> None:
     """A method whose retrieval declares no LLM retrieves without touching one."""
     index = c.built()
-    result = pipeline.retrieve(
+    result = api.plan_and_retrieve(
         index, c.name, QUESTION, NoLLMModels.with_objects(embedder=c.embedder)
     )
     assert result.usage.calls == 0, "retrieval made LLM calls"
 
 
 def check_k_limits(c: MethodChecks) -> None:
-    """``-k`` bounds what the method declares it counts (``k_means``), and is the query
-    setting it names for it (``k_means.setting``)."""
+    """``-k`` bounds what the method declares it counts (``k_option``), and is the query
+    setting it names for it (``k_option.setting``)."""
     index = c.built()
     models = c.models(0.2)
-    unlimited = pipeline.retrieve(index, c.name, QUESTION, models, k=1000)
-    key = c.method.k_means.info_key
+    unlimited = api.plan_and_retrieve(index, c.name, QUESTION, models, k=1000)
+    key = c.method.k_option.info_key
     if not key:
         assert len(unlimited.evidence.items) > 3, "too little evidence to test a limit of 3"
-    result = pipeline.retrieve(index, c.name, QUESTION, models, k=3)
+    result = api.plan_and_retrieve(index, c.name, QUESTION, models, k=3)
     counted = result.evidence.info[key] if key else result.evidence.items
     assert 1 <= len(counted) <= 3, f"-k 3 gave {len(counted)} {key or 'items'}"
-    name = c.method.k_means.setting
+    name = c.method.k_option.setting
     if name:  # -k is that setting: the same retrieval either way
-        by_set = pipeline.retrieve(index, c.name, QUESTION, models, [f"{c.name}.{name}=3"])
+        by_set = api.plan_and_retrieve(index, c.name, QUESTION, models, [f"{c.name}.{name}=3"])
         assert [it.to_json() for it in by_set.evidence.items] == [
             it.to_json() for it in result.evidence.items
         ], f"-k 3 and --set {c.name}.{name}=3 gave different evidence"
@@ -362,8 +364,8 @@ def check_k_ignored(c: MethodChecks) -> None:
     """A method that declares ``-k`` does not apply gives the same evidence whatever it is."""
     index = c.built()
     models = c.models()
-    one = pipeline.retrieve(index, c.name, QUESTION, models, k=1)
-    many = pipeline.retrieve(index, c.name, QUESTION, models, k=1000)
+    one = api.plan_and_retrieve(index, c.name, QUESTION, models, k=1)
+    many = api.plan_and_retrieve(index, c.name, QUESTION, models, k=1000)
     assert [it.to_json() for it in one.evidence.items] == [
         it.to_json() for it in many.evidence.items
     ], "-k changed the evidence of a method that says it ignores -k"
@@ -384,9 +386,9 @@ def check_answer_step(c: MethodChecks) -> None:
         step.state_of(kept.evidence)
     except TypeError as exc:
         raise AssertionError(f"the retrieval kept the wrong state: {exc}") from None
-    alone = pipeline.retrieve(index, c.name, QUESTION, models)
+    alone = api.plan_and_retrieve(index, c.name, QUESTION, models)
     assert alone.evidence.state is None, "a retrieval alone kept its answer state"
-    result = pipeline.ask(index, c.name, QUESTION, models)
+    result = api.plan_and_ask(index, c.name, QUESTION, models)
     assert isinstance(result.answer, str), "no answer"
     recorded = (result.answer_settings or {}).get("step")
     assert recorded in (step.name, SHARED_ANSWER.name), f"the record names step {recorded!r}"
@@ -418,10 +420,10 @@ def check_settings_declared_once_and_typed(c: MethodChecks) -> None:
         assert cls.from_stored(defaults.to_json()) == defaults, f"{cls.__name__} round trip"
     for key in c.method.quick_build_settings:
         assert key in c.method.build_settings.by_name(), f"quick_build_settings: no {key}"
-    if c.method.k_means.setting:
-        k_setting = c.method.query_settings.by_name().get(c.method.k_means.setting)
+    if c.method.k_option.setting:
+        k_setting = c.method.query_settings.by_name().get(c.method.k_option.setting)
         assert k_setting is not None and k_setting.value_type is int, (
-            f"k_means.setting: {c.method.k_means.setting} is no whole-number query setting"
+            f"k_option.setting: {c.method.k_option.setting} is no whole-number query setting"
         )
 
 
@@ -463,7 +465,7 @@ def applicable_checks(method: Method) -> list[str]:
     skip = set()
     if method.retrieve_needs(method.query_settings()).uses_llm:
         skip.add(check_retrieval_needs_no_llm.__name__)
-    skip.add(check_k_ignored.__name__ if method.k_means.applies else check_k_limits.__name__)
+    skip.add(check_k_ignored.__name__ if method.k_option.applies else check_k_limits.__name__)
     return [name for name in CHECKS if name not in skip]
 
 

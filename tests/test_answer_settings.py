@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from lcr import pipeline
+from lcr import api
 from lcr.answer.shared import (
     NOT_FOUND,
     ORIGINAL,
@@ -17,17 +19,17 @@ from lcr.answer.shared import (
     build_messages,
     fit_to_budget,
     prepare_evidence,
-    resolve_answer_settings,
     says_not_found,
     shared_answer,
     shared_prompt,
 )
+from lcr.cli.eval import eval_group
 from lcr.cli.main import cli
 from lcr.errors import SettingError
 from lcr.eval import runner
-from lcr.cli.eval import eval_group
 from lcr.evidence import EvidenceItem
 from lcr.models.container import Models
+from lcr.pipeline.plans import answer_settings, parse_sets
 from lcr.store import Index
 from tests.fakes import ForbiddenLLM, ScriptedLLM
 
@@ -43,7 +45,7 @@ def two_parts(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Ind
     (folder / "first-half.txt").write_text(text[:cut], encoding="utf-8")
     (folder / "second-half.txt").write_text(text[cut:], encoding="utf-8")
     paths = [folder / "first-half.txt", folder / "second-half.txt"]
-    index, _ = pipeline.index_files(
+    index, _ = api.plan_and_index(
         paths, folder / "parts.idx", ["bm25"], Models.with_objects(llm=ForbiddenLLM())
     )
     return index
@@ -51,11 +53,20 @@ def two_parts(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Ind
 
 def _evidence(index: Index) -> list[EvidenceItem]:
     models = Models.with_objects(llm=ForbiddenLLM())
-    return pipeline.retrieve(index, "bm25", QUESTION, models, k=14).evidence.items
+    return api.plan_and_retrieve(index, "bm25", QUESTION, models, k=14).evidence.items
 
 
 def _names(index: Index) -> list[str]:
     return [d.name for d in index.documents]
+
+
+def resolve_answer_settings(
+    sets: list[str], max_new_tokens: int = 256, method_defaults: dict[str, Any] | None = None
+) -> AnswerSettings:
+    """The answer settings a run resolves: ``--set`` parsed once by the plans, over a
+    method whose paper fixes ``method_defaults``."""
+    method = SimpleNamespace(answer_measured={}, answer_paper=method_defaults or {})
+    return answer_settings(method, parse_sets(sets), max_new_tokens)  # type: ignore[arg-type]
 
 
 def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
@@ -320,13 +331,17 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
 def test_a_methods_measured_reading_is_its_default_and_sets_override_it() -> None:
     from lcr.pipeline.plans import plan_query
 
-    bm25 = plan_query("bm25").answer
+    def plan(*sets: str) -> Any:
+        return plan_query("bm25", parse_sets(sets))
+
+    bm25 = plan().answer
     assert (bm25.select, bm25.budget, bm25.pool) == ("bm25", 450, 20)
     assert plan_query("tfidf").answer.select == "off"  # measured with bm25 alone
-    assert plan_query("bm25", ["answer.select=off"]).answer.select == "off"
-    assert plan_query("bm25", ["answer.budget=200"]).answer.budget == 200
+    assert plan("answer.select=off").answer.select == "off"
+    assert plan("answer.budget=200").answer.budget == 200
     # the method's own k setting is -k: it wins over the pool
-    assert plan_query("bm25", ["bm25.top_k=4"]).k == 4 and plan_query("bm25").k is None
+    assert plan("bm25.top_k=4").k == 4 and plan("bm25.top_k=4").k_given
+    assert not plan().k_given
 
 
 def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> None:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from lcr import pipeline
-from lcr.pipeline.accounting import spending
+from lcr import api
 from lcr.answer.shared import AnswerResult
 from lcr.evidence import AnswerState, Evidence
 from lcr.methods import registered
 from lcr.methods.base import AnswerContext, AnswerStep, QueryContext
 from lcr.models.container import Models
+from lcr.pipeline.accounting import spending
 from lcr.store import Index
 from lcr.testing import check_method
 from tests.fakes import ForbiddenLLM, ScriptedLLM
@@ -26,7 +26,7 @@ QUESTION = "What did the bird throw down to Cinderella?"
 @pytest.fixture(scope="module")
 def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
     out = tmp_path_factory.mktemp("step") / "story.idx"
-    index, _ = pipeline.index_files(
+    index, _ = api.plan_and_index(
         [cinderella], out, ["bm25"], Models.with_objects(llm=ForbiddenLLM())
     )
     return index
@@ -49,7 +49,7 @@ def test_spending_measures_what_the_block_spent_even_when_it_fails() -> None:
 
 def test_a_query_records_what_each_phase_spent(story: Index) -> None:
     llm = ScriptedLLM(words=5)
-    result = pipeline.ask(story, "bm25", QUESTION, Models.with_objects(llm=llm))
+    result = api.plan_and_ask(story, "bm25", QUESTION, Models.with_objects(llm=llm))
     assert result.evidence.usage.calls == 0  # bm25 retrieves without an LLM
     assert result.usage.to_json() == llm.usage.to_json()  # the answer and its support check
     assert set(result.timings) >= {"retrieve_s", "answer_s"}
@@ -60,9 +60,9 @@ def test_ask_keeps_what_was_retrieved_and_what_was_read_apart(story: Index) -> N
     """``Result.evidence`` is what the method retrieved, for ask as for retrieve;
     ``Result.read`` what the answer step read; --json prints the read items as ever."""
     models = Models.with_objects(llm=ScriptedLLM(words=5))
-    found = pipeline.retrieve(story, "bm25", QUESTION, models)
+    found = api.plan_and_retrieve(story, "bm25", QUESTION, models)
     sets = ["answer.passages=merged", "answer.select=off"]  # bm25's chunks, read whole
-    asked = pipeline.ask(story, "bm25", QUESTION, models, sets)
+    asked = api.plan_and_ask(story, "bm25", QUESTION, models, sets)
     assert [it.id for it in asked.evidence.items] == [it.id for it in found.evidence.items]
     assert asked.read is not None and any("merged" in it.extra for it in asked.read)
     assert asked.basis() is asked.read and found.basis() == found.evidence.items
@@ -127,8 +127,8 @@ def test_a_method_with_its_own_step_passes_the_checks_and_is_answered_by_it(
     check_method(Marking, text=cinderella)
     llm = ScriptedLLM(words=2)
     with registered(Marking):
-        pipeline.build(story, ["marking"], Models.with_objects())
-        result = pipeline.ask(story, "marking", QUESTION, Models.with_objects(llm=llm))
+        api.plan_and_build(story, ["marking"], Models.with_objects())
+        result = api.plan_and_ask(story, "marking", QUESTION, Models.with_objects(llm=llm))
     assert result.answer_settings is not None and result.answer_settings["step"] == "marked"
     assert result.answer is not None and result.answer.startswith("Cinderella?: ")  # the state
     assert len(llm.prompts) == 1

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lcr import pipeline
+from lcr import api
 from lcr.models.container import Models
 from lcr.scoring.bm25 import BM25Index, bm25_tokenize, bm25s_module
 from tests.fakes import ForbiddenLLM
@@ -136,7 +136,7 @@ def test_an_index_stored_earlier_gives_the_same_scores() -> None:
 def test_the_bm25_method_stores_and_reopens_through_one_path(
     cinderella: Path, tmp_path: Path
 ) -> None:
-    index, _ = pipeline.index_files(
+    index, _ = api.plan_and_index(
         [cinderella], tmp_path / "c.idx", ["bm25"], Models.with_objects(llm=ForbiddenLLM())
     )
     reader = index.reader("bm25")
@@ -146,7 +146,9 @@ def test_the_bm25_method_stores_and_reopens_through_one_path(
     restored = BM25Index.load(reader).scores(tokens, len(nodes))
     fresh = BM25Index.fit(_tokens([n.text for n in nodes])).scores(tokens, len(nodes))
     assert np.allclose(restored, fresh, atol=1e-6) and restored.max() > 0
-    got = pipeline.retrieve(index, "bm25", question, Models.with_objects(llm=ForbiddenLLM()), k=3)
+    got = api.plan_and_retrieve(
+        index, "bm25", question, Models.with_objects(llm=ForbiddenLLM()), k=3
+    )
     assert [item.score for item in got.evidence.items] == pytest.approx(
         sorted(restored, reverse=True)[:3], abs=1e-6
     )

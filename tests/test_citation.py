@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lcr.text.citation import Citation, Citer, PageRange, section_paths
 from lcr.cli.output import WIDTH, cite_text, evidence_heading
 from lcr.evidence import EvidenceItem
+from lcr.text.citation import Citation, Citer, PageRange, section_paths
 from lcr.text.layout import DocumentLayout, Heading, Page
 
 

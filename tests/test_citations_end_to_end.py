@@ -16,16 +16,16 @@ import pytest
 from click.testing import CliRunner
 
 import lcr
-from lcr import pipeline
-from lcr.text.citation import Citer
+from lcr import api, pipeline
+from lcr.cli.eval import eval_group
 from lcr.cli.main import main
 from lcr.errors import IndexDamagedError
 from lcr.eval import runner
-from lcr.cli.eval import eval_group
 from lcr.evidence import merge_spans
 from lcr.methods.base import item_from_node
 from lcr.models.container import Models
 from lcr.store import Index
+from lcr.text.citation import Citer
 from lcr.text.layout import DocumentLayout, Heading, Page, write_layout
 from tests.conftest import FIXTURES
 from tests.fakes import ForbiddenLLM, ScriptedLLM
@@ -262,7 +262,7 @@ def test_a_damaged_layout_is_one_line(
     assert line.endswith(" --force"), line
     # found before anything is paid for: MixPR's router (mode=auto) never asks the LLM
     forbidden = Models.with_objects(llm=ForbiddenLLM())
-    pipeline.build(Index.open(idx), ["mixpr"], forbidden)
+    api.plan_and_build(Index.open(idx), ["mixpr"], forbidden)
     with pytest.raises(IndexDamagedError, match=r"layout\.json"):
         lcr.retrieve(idx, "the jade", method="mixpr", mode="auto", models=forbidden)
 
@@ -314,7 +314,7 @@ def test_raptor_summaries_cite_the_pages_of_their_leaves(tmp_path: Path) -> None
     text = "\n\n".join(_page_text(n % PAGES) + f" Part {n}." for n in range(60))
     (tmp_path / "long.txt").write_text(text, encoding="utf-8")
     starts = [m.start() for m in re.finditer(r"This page", text)]
-    index, _ = pipeline.index_files(
+    index, _ = api.plan_and_index(
         [tmp_path / "long.txt"], tmp_path / "long.idx", ["raptor"], _models(SummaryLLM()),
         ["raptor.chunk_tokens=40"],
     )  # fmt: skip
@@ -367,7 +367,7 @@ def test_graphreader_facts_rest_on_their_chunks_spans(tmp_path: Path) -> None:
 
     index = Index.create(tmp_path / "g.idx", [_doc(tmp_path)])
     models = Models.with_objects(llm=ScriptedLLM(words=60), embedder=HashEmbedder())
-    pipeline.build(index, ["graphreader"], models, ["graphreader.chunk_tokens=200"])
+    api.plan_and_build(index, ["graphreader"], models, ["graphreader.chunk_tokens=200"])
     reader = index.reader("graphreader")
     chunks = reader.nodes()
     facts = reader.nodes("facts")

@@ -1,7 +1,7 @@
 """Every registered method passes lcr.testing's checks (after scikit-learn's check_estimator).
 
 Nothing here names a method: the registry lists them, and what each declares
-(``k_means``, ``quick_build_settings``, ``tested_with_real_llm``, its needs) says
+(``k_option``, ``quick_build_settings``, ``tested_with_real_llm``, its needs) says
 which checks apply. Two tiers:
 
 - quick: lcr's hashing embedder, a scripted LLM, every method a scripted LLM can

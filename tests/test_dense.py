@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from lcr import pipeline
+from lcr import api
 from lcr.methods.toolkit import embedding_pieces
 from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
@@ -49,7 +49,7 @@ def test_a_line_past_the_embedders_window_is_still_found(
         [DocumentInput("hh.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))],
     )
     models = Models.with_objects(embedder=embedder)
-    pipeline.build(idx, [method], models)
+    api.plan_and_build(idx, [method], models)
     stats = Index.open(idx.path).methods[method].stats
     assert stats["split_chunks"] > 0 and stats["embedded_pieces"] > stats["split_chunks"]
     nodes = Index.open(idx.path).reader(method).nodes()
@@ -59,7 +59,7 @@ def test_a_line_past_the_embedders_window_is_still_found(
     pieces, _ = embedding_pieces(embedder, [long.text])
     tail = pieces[-1]
     assert tail not in pieces[0] and long.text.endswith(tail)
-    ev = pipeline.retrieve(idx, method, tail, models, k=3).evidence
+    ev = api.plan_and_retrieve(idx, method, tail, models, k=3).evidence
     assert ev.items[0].id == long.id  # the chunk scores as its best piece
     if method == "dense":
         assert ev.items[0].score > 0.99
@@ -76,11 +76,13 @@ def test_the_index_names_the_query_embedder_and_the_user_hears_it(
     text = "The lighthouse keeper kept a cat. The boat came on Thursdays with stores."
     doc = DocumentInput("t.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     index = Index.create(tmp_path / "t.idx", [doc])
-    pipeline.build(index, ["dense"], Models.with_objects(embedder=embedder))
+    api.plan_and_build(index, ["dense"], Models.with_objects(embedder=embedder))
     built_with = index.methods["dense"].models["embedder"]
     notes: list[str] = []
     models = Models(spec=ModelSpec(embedder="sentence-transformers/other-model", device="cpu"))
-    result = pipeline.retrieve(index, "dense", "When did the boat come?", models, note=notes.append)
+    result = api.plan_and_retrieve(
+        index, "dense", "When did the boat come?", models, note=notes.append
+    )
     assert notes == [
         f"the index was built with the embedder {built_with}: loading it instead of "
         "--embedder sentence-transformers/other-model"
@@ -92,7 +94,7 @@ def test_the_index_names_the_query_embedder_and_the_user_hears_it(
     data["methods"]["dense"]["models"]["embedder"] = "../../no/such/model"
     manifest.write_text(json.dumps(data))
     with pytest.raises(ModelError, match="no such model file or folder"):
-        pipeline.retrieve(Index.open(index.path), "dense", "boat?", Models(spec=ModelSpec()))
+        api.plan_and_retrieve(Index.open(index.path), "dense", "boat?", Models(spec=ModelSpec()))
 
 
 def test_embedders_load_without_a_models_own_code(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,9 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from lcr.cli.main import cli
-from lcr.pipeline.estimate import Price
 from lcr.methods.lightpal.estimate import pair_tokens
 from lcr.models.base import split_token_budget
+from lcr.pipeline.estimate import Price
 from tests.terminal import _Handler
 
 
@@ -118,8 +118,8 @@ def _work(reply: float, context: float, batched: bool = False) -> Any:
 
 
 def test_decoding_costs_more_after_a_longer_context() -> None:
-    from lcr.pipeline.estimate import llm_seconds
     from lcr.estimate.throughput import Rates
+    from lcr.pipeline.estimate import llm_seconds
 
     rates = Rates(
         prefill=100, decode=20, batch_decode=40, short_context=50, long_context=850,
@@ -313,21 +313,25 @@ def test_a_server_build_records_the_rates_the_next_estimate_uses(
 
 # ------------------------------------------------ against real builds (slow)
 def _built(text: Path, out: Path, method: str, sets: list[str]) -> dict[str, Any]:
-    from lcr.models.container import Models
-    from lcr.models.spec import ModelSpec
-    from lcr.pipeline import index_files
-
-    index, _ = index_files([text], out, [method], Models(spec=ModelSpec(llm="smollm2-135m")), sets)
-    return index.methods[method].stats
-
-
-def _estimated(text: Path, out: Path, method: str, sets: list[str]) -> Any:
-    from lcr.pipeline.estimate import estimate_index
+    from lcr.api import plan_and_index
     from lcr.models.container import Models
     from lcr.models.spec import ModelSpec
 
     models = Models(spec=ModelSpec(llm="smollm2-135m"))
-    _, (bill,) = estimate_index([text], out, [method], models, sets, timed=False)
+    index, _ = plan_and_index([text], out, [method], models, sets)
+    return index.methods[method].stats
+
+
+def _estimated(text: Path, out: Path, method: str, sets: list[str]) -> Any:
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
+    from lcr.pipeline.estimate import estimate_index
+    from lcr.pipeline.plans import parse_sets
+    from lcr.text.inputs import expand_inputs
+
+    models = Models(spec=ModelSpec(llm="smollm2-135m"))
+    files = expand_inputs([text])
+    _, (bill,) = estimate_index(files, out, [method], models, parse_sets(sets), timed=False)
     assert not models.llm_loaded and not models.embedder_loaded  # a tokenizer at most
     return bill.work
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from lcr.cli.eval import eval_group
 from lcr.errors import InputError, UsageError
 from lcr.eval import convert, dataset, generate
-from lcr.cli.eval import eval_group
 from lcr.eval.dataset import Document, GoldEvidence, Question
 from lcr.text.tokens import count_tokens
 from tests.conftest import FIXTURES

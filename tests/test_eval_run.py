@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from lcr.cli.eval import eval_group
 from lcr.errors import LcrError, UsageError
 from lcr.eval import runner
-from lcr.cli.eval import eval_group
 from lcr.eval.summary import markdown_builds, summarize
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lcr import pipeline
+from lcr import api, pipeline
 from lcr.errors import ModelError
 from lcr.models import backends, loading, machine
 from lcr.models.backends import auto_choice, choose_backend, llm_configuration
@@ -327,12 +327,12 @@ class _Like(SummaryLLM):
 
 def _raptor(index: Index, llm: _Like, *, force: bool = True) -> list[pipeline.BuildReport]:
     models = Models.with_objects(llm=llm, embedder=HashEmbedder())
-    return pipeline.build(index, ["raptor"], models, force=force)
+    return api.plan_and_build(index, ["raptor"], models, force=force)
 
 
 def test_cache_keys_hold_the_configuration(tmp_path: Path) -> None:
     llama, trans = _Like("llamacpp"), _Like("transformers", "torch.float32")
-    index, _ = pipeline.index_files(
+    index, _ = api.plan_and_index(
         [CINDERELLA],
         tmp_path / "b.idx",
         ["raptor"],
@@ -358,7 +358,7 @@ def test_an_old_cache_is_reused_by_the_configuration_that_made_it(
     with monkeypatch.context() as m:
         m.setattr(LLMCache, "llm_identity", lambda self, llm: llm.model_id)
         old = _Like("llamacpp")
-        index, _ = pipeline.index_files(
+        index, _ = api.plan_and_index(
             [CINDERELLA],
             tmp_path / "b.idx",
             ["raptor"],
@@ -383,7 +383,7 @@ def test_an_old_cache_is_reused_by_the_configuration_that_made_it(
 
 def test_up_to_date_says_when_another_configuration_built_it(tmp_path: Path) -> None:
     llama = _Like("llamacpp")
-    index, _ = pipeline.index_files(
+    index, _ = api.plan_and_index(
         [CINDERELLA],
         tmp_path / "b.idx",
         ["raptor"],

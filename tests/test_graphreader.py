@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from lcr import pipeline
+from lcr import api
 from lcr.config import SettingRenamed
 from lcr.errors import LLMCallError
 from lcr.methods.graphreader import prompts
@@ -567,7 +567,7 @@ def test_prompt_injection_changes_nothing_the_agent_can_do(tmp_path: Path, embed
         [DocumentInput("inj.txt", INJECTION, hashlib.sha256(raw).hexdigest(), len(raw))],
     )
     build_llm = ScriptedLLM(words=200)  # echoes the chunk: sentence fallback builds the graph
-    pipeline.build(
+    api.plan_and_build(
         index,
         ["graphreader"],
         Models.with_objects(llm=build_llm, embedder=embedder),
@@ -584,7 +584,7 @@ def test_prompt_injection_changes_nothing_the_agent_can_do(tmp_path: Path, embed
 
     llm = StageLLM(obey)
     models = Models.with_objects(llm=llm, embedder=embedder)
-    result = pipeline.ask(index, "graphreader", "What boat brought stores?", models)
+    result = api.plan_and_ask(index, "graphreader", "What boat brought stores?", models)
     assert _files(index.path) == before
     allowed = {f for fs in STAGE_FUNCTIONS.values() for f in fs}
     steps = [s for s in result.evidence.info["trace"] if "action" in s]
@@ -617,11 +617,11 @@ def test_build_resumes_without_paying_twice(tmp_path: Path, embedder: Any) -> No
 
     index = Index.create(tmp_path / "c.idx", [_doc(text)])
     with pytest.raises(LLMCallError, match="resume"):
-        pipeline.build(index, ["graphreader"], Models.with_objects(Failing(3), embedder), sets)
+        api.plan_and_build(index, ["graphreader"], Models.with_objects(Failing(3), embedder), sets)
     assert "graphreader" not in Index.open(index.path).methods
     assert len(index.llm_cache("graphreader")) == 3
     second = ScriptedLLM(words=60)
-    pipeline.build(index, ["graphreader"], Models.with_objects(second, embedder), sets)
+    api.plan_and_build(index, ["graphreader"], Models.with_objects(second, embedder), sets)
     stats = index.reader("graphreader").stats
     n = stats["chunks"]
     assert n > 3 and second.usage.calls == n - 3
@@ -647,7 +647,7 @@ def test_extraction_batches_and_counts_malformed(tmp_path: Path, embedder: Any) 
 
     llm = Extracting()
     index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
-    pipeline.build(
+    api.plan_and_build(
         index,
         ["graphreader"],
         Models.with_objects(llm, embedder),
@@ -735,8 +735,8 @@ def test_plain_output_shows_trace_only_when_asked(tmp_path: Path, embedder: Any)
 
     index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
     models = Models.with_objects(ScriptedLLM(words=60), embedder)
-    pipeline.build(index, ["graphreader"], models, ["graphreader.chunk_tokens=400"])
-    result = pipeline.retrieve(index, "graphreader", "Who lost a slipper?", models)
+    api.plan_and_build(index, ["graphreader"], models, ["graphreader.chunk_tokens=400"])
+    result = api.plan_and_retrieve(index, "graphreader", "Who lost a slipper?", models)
     plain, traced = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(plain):
         print_result(result, answer=False)
@@ -751,7 +751,7 @@ def test_plain_output_shows_trace_only_when_asked(tmp_path: Path, embedder: Any)
 def test_answer_is_reasoned_over_the_notebooks(tmp_path: Path, embedder: Any) -> None:
     """Figure 12: every path's notebook goes into one prompt; the final answer is cut out."""
     index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
-    pipeline.build(
+    api.plan_and_build(
         index,
         ["graphreader"],
         Models.with_objects(ScriptedLLM(words=60), embedder),
@@ -769,7 +769,7 @@ def test_answer_is_reasoned_over_the_notebooks(tmp_path: Path, embedder: Any) ->
     llm = StageLLM(replies)
     models = Models.with_objects(llm, embedder)
     sets = ["graphreader.initial_nodes=2", "graphreader.agent_max_new_tokens=100"]
-    result = pipeline.ask(
+    result = api.plan_and_ask(
         index, "graphreader", "Whom does the slipper fit?", models, sets, max_new_tokens=33
     )
     assert result.answer == "Cinderella"
@@ -787,7 +787,7 @@ def test_answer_is_reasoned_over_the_notebooks(tmp_path: Path, embedder: Any) ->
 def test_no_notebook_falls_back_to_the_shared_answer_step(tmp_path: Path, embedder: Any) -> None:
     """Paths that wrote nothing in their notebooks: the shared step answers from the evidence."""
     index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
-    pipeline.build(
+    api.plan_and_build(
         index,
         ["graphreader"],
         Models.with_objects(ScriptedLLM(words=60), embedder),
@@ -802,7 +802,7 @@ def test_no_notebook_falls_back_to_the_shared_answer_step(tmp_path: Path, embedd
     models = Models.with_objects(llm, embedder)
     # the reply as given: which step answers is the point, not the support check's verdict
     sets = ["graphreader.initial_nodes=1", "answer.not_found=guess"]
-    result = pipeline.ask(
+    result = api.plan_and_ask(
         index, "graphreader", "Whom does the slipper fit?", models, sets, max_new_tokens=21
     )
     assert result.evidence.info["notebooks"] == [""]
@@ -841,7 +841,7 @@ def test_old_extraction_max_tokens_name_works_with_a_warning(tmp_path: Path, emb
         SettingRenamed,
         match=r"graphreader\.extraction_max_tokens is now graphreader\.extraction_max_new_tokens",
     ):
-        pipeline.build(index, ["graphreader"], Models.with_objects(llm, embedder), sets)
+        api.plan_and_build(index, ["graphreader"], Models.with_objects(llm, embedder), sets)
     n = index.reader("graphreader").stats["chunks"]
     assert len(Recording.caps) == n > 1 and set(Recording.caps) == {77}
     assert "exceed 77 tokens" in llm.prompts[0][0]["content"]  # the prompt's own limit
@@ -854,7 +854,7 @@ def test_index_recording_old_extraction_name_is_up_to_date(tmp_path: Path, embed
     is not rebuilt for the same value under the new name, and answers queries."""
     index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
     sets = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_new_tokens=64"]
-    pipeline.build(index, ["graphreader"], Models.with_objects(ScriptedLLM(60), embedder), sets)
+    api.plan_and_build(index, ["graphreader"], Models.with_objects(ScriptedLLM(60), embedder), sets)
     # what an lcr from before the rename wrote
     path = index.path / "manifest.json"
     manifest = json.loads(path.read_text(encoding="utf-8"))
@@ -865,17 +865,17 @@ def test_index_recording_old_extraction_name_is_up_to_date(tmp_path: Path, embed
     old = Index.open(index.path)
     assert _manifest_settings(old)["extraction_max_tokens"] == 64
     llm = ScriptedLLM(words=60)
-    (report,) = pipeline.build(old, ["graphreader"], Models.with_objects(llm, embedder), sets)
+    (report,) = api.plan_and_build(old, ["graphreader"], Models.with_objects(llm, embedder), sets)
     assert not report.built and llm.usage.calls == 0
     # the same value under the old name is up to date too; another value rebuilds
     old_name = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_tokens=64"]
     with pytest.warns(SettingRenamed):
-        (report,) = pipeline.build(
+        (report,) = api.plan_and_build(
             old, ["graphreader"], Models.with_objects(llm, embedder), old_name
         )
     assert not report.built and llm.usage.calls == 0
     other = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_new_tokens=65"]
-    (report,) = pipeline.build(old, ["graphreader"], Models.with_objects(llm, embedder), other)
+    (report,) = api.plan_and_build(old, ["graphreader"], Models.with_objects(llm, embedder), other)
     assert report.built and llm.usage.calls > 0
 
 
@@ -886,13 +886,13 @@ def test_old_max_new_tokens_name_sets_the_agent_cap_with_a_warning(
     every agent reply (``--set`` parsing), with a warning naming the new name."""
     index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
     models = Models.with_objects(ScriptedLLM(words=60), embedder)
-    pipeline.build(index, ["graphreader"], models, ["graphreader.chunk_tokens=400"])
+    api.plan_and_build(index, ["graphreader"], models, ["graphreader.chunk_tokens=400"])
     llm = StageLLM(lambda stage, user: "*Chosen Action*: termination()")
     with pytest.warns(
         SettingRenamed,
         match=r"graphreader\.max_new_tokens is now graphreader\.agent_max_new_tokens",
     ):
-        pipeline.retrieve(
+        api.plan_and_retrieve(
             index,
             "graphreader",
             "Who lost a slipper?",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lcr import pipeline
+from lcr import api
 from lcr.eval import dataset
 from lcr.eval.injection import (
     Fixture,
@@ -66,11 +66,11 @@ def test_bm25_finds_the_planted_false_fact_beside_the_truth(
     path = tmp_path / "attacked.txt"
     path.write_text(inject(story, facts, fixture.probes), encoding="utf-8")
     models = Models.with_objects(llm=ForbiddenLLM())
-    index, _ = pipeline.index_files([path], tmp_path / "a.idx", ["bm25"], models)
+    index, _ = api.plan_and_index([path], tmp_path / "a.idx", ["bm25"], models)
     probe = fixture.probes[0]
     found = " ".join(
         it.text
-        for it in pipeline.retrieve(index, "bm25", probe.question, models, k=3).evidence.items
+        for it in api.plan_and_retrieve(index, "bm25", probe.question, models, k=3).evidence.items
     )
     assert probe.false in found and any(a in found for a in probe.answers)
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lcr import pipeline
+from lcr import api, pipeline
 from lcr.config import SettingRenamed
 from lcr.errors import LLMCallError, ModelError
 from lcr.methods import get_method
@@ -279,11 +279,13 @@ def test_killed_build_resumes_without_scoring_a_pair_twice(
     sets = [*FAST, "lightpal.candidates=6"]
     first = CountingLLM(fail_after=5)
     with pytest.raises(LLMCallError, match="resume"):
-        pipeline.build(index, ["lightpal"], Models.with_objects(llm=first, embedder=embedder), sets)
+        api.plan_and_build(
+            index, ["lightpal"], Models.with_objects(llm=first, embedder=embedder), sets
+        )
     assert "lightpal" not in Index.open(tmp_path / "c.idx").methods  # nothing half-built
     second = CountingLLM()
     warnings: list[str] = []
-    pipeline.build(
+    api.plan_and_build(
         index,
         ["lightpal"],
         Models.with_objects(llm=second, embedder=embedder),
@@ -300,7 +302,7 @@ def test_killed_build_resumes_without_scoring_a_pair_twice(
     assert any("pairs" in w and "about" in w for w in warnings)
     # a third build with other edges re-uses every score
     third = CountingLLM()
-    pipeline.build(
+    api.plan_and_build(
         index,
         ["lightpal"],
         Models.with_objects(llm=third, embedder=embedder),
@@ -319,7 +321,7 @@ def test_at_most_k_edges_each_the_best_scored(
     index = _index(tmp_path / "c.idx", [("cinderella.txt", cinderella.read_text("utf-8"))])
     llm = CountingLLM()
     sets = [*FAST, f"lightpal.context_score={context_score}"]
-    pipeline.build(index, ["lightpal"], Models.with_objects(llm=llm, embedder=embedder), sets)
+    api.plan_and_build(index, ["lightpal"], Models.with_objects(llm=llm, embedder=embedder), sets)
     reader = index.reader("lightpal")
     edges = reader.csr("edges")
     nodes = reader.nodes()
@@ -357,11 +359,11 @@ def test_one_scoring_pass_serves_both_context_scores(
     sets = [*FAST, "lightpal.candidates=6", "lightpal.edges=2"]
     first = CountingLLM()
     models = Models.with_objects(llm=first, embedder=embedder)
-    pipeline.build(index, ["lightpal"], models, [*sets, "lightpal.context_score=mean"])
+    api.plan_and_build(index, ["lightpal"], models, [*sets, "lightpal.context_score=mean"])
     mean_edges = index.reader("lightpal").csr("edges")
     assert first.passages > 0
     second = CountingLLM()
-    (report,) = pipeline.build(
+    (report,) = api.plan_and_build(
         index,
         ["lightpal"],
         Models.with_objects(llm=second, embedder=embedder),
@@ -404,20 +406,22 @@ def test_index_recording_passage_chars_is_up_to_date(
     index = _index(path, [("cinderella.txt", cinderella.read_text("utf-8")[:4000])])
     sets = [*FAST, "lightpal.candidates=3", "lightpal.chunk_chars=600"]
     models = Models.with_objects(llm=CountingLLM(), embedder=embedder)
-    pipeline.build(index, ["lightpal"], models, sets)
+    api.plan_and_build(index, ["lightpal"], models, sets)
     manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     stored = manifest["methods"]["lightpal"]["settings"]
     stored["passage_chars"] = stored.pop("chunk_chars")
     (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     old = Index.open(path)
-    (report,) = pipeline.build(old, ["lightpal"], models, sets)
+    (report,) = api.plan_and_build(old, ["lightpal"], models, sets)
     assert not report.built
     with pytest.warns(SettingRenamed):
-        (report,) = pipeline.build(
+        (report,) = api.plan_and_build(
             old, ["lightpal"], models, [s.replace("chunk_chars", "passage_chars") for s in sets]
         )
     assert not report.built
-    (report,) = pipeline.build(old, ["lightpal"], models, [*sets[:-1], "lightpal.chunk_chars=500"])
+    (report,) = api.plan_and_build(
+        old, ["lightpal"], models, [*sets[:-1], "lightpal.chunk_chars=500"]
+    )
     assert report.built  # a different value still rebuilds
 
 
@@ -429,7 +433,7 @@ def test_index_from_before_context_score_was_built_with_the_mean(
     path = tmp_path / "c.idx"
     index = _index(path, [("cinderella.txt", cinderella.read_text("utf-8")[:4000])])
     sets = [*FAST, "lightpal.candidates=3", "lightpal.context_score=mean"]
-    pipeline.build(
+    api.plan_and_build(
         index, ["lightpal"], Models.with_objects(llm=CountingLLM(), embedder=embedder), sets
     )
     manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
@@ -439,9 +443,9 @@ def test_index_from_before_context_score_was_built_with_the_mean(
     assert old.methods["lightpal"].settings.get("context_score", "mean") == "mean"
     llm = CountingLLM()
     models = Models.with_objects(llm=llm, embedder=embedder)
-    (report,) = pipeline.build(old, ["lightpal"], models, sets)
+    (report,) = api.plan_and_build(old, ["lightpal"], models, sets)
     assert not report.built
-    (report,) = pipeline.build(old, ["lightpal"], models, sets[:-1])  # the default: sum
+    (report,) = api.plan_and_build(old, ["lightpal"], models, sets[:-1])  # the default: sum
     assert report.built and llm.passages == 0
 
 
@@ -455,7 +459,7 @@ def test_missing_scorer_is_one_clear_error(
     index = _index(tmp_path / "c.idx", [("cinderella.txt", cinderella.read_text("utf-8"))])
     models = Models.with_objects(llm=CountingLLM(), embedder=embedder)
     with pytest.raises(ModelError) as err:
-        pipeline.build(index, ["lightpal"], models, ["lightpal.scorer=qwen2.5-coder-0.5b"])
+        api.plan_and_build(index, ["lightpal"], models, ["lightpal.scorer=qwen2.5-coder-0.5b"])
     message = str(err.value)
     assert "lcr models install qwen2.5-coder-0.5b" in message
     assert "lightpal.scorer=smollm2-135m" in message and "\n" not in message
@@ -534,8 +538,8 @@ def test_answers_use_the_papers_prompt(tmp_path: Path, embedder: Any) -> None:
     index = _index(tmp_path / "two.idx", docs)
     llm = CountingLLM()
     models = Models.with_objects(llm=llm, embedder=embedder)
-    pipeline.build(index, ["lightpal"], models, [*FAST, "lightpal.candidates=4"])
-    result = pipeline.ask(index, "lightpal", "What happens in the stories?", models, k=4)
+    api.plan_and_build(index, ["lightpal"], models, [*FAST, "lightpal.candidates=4"])
+    result = api.plan_and_ask(index, "lightpal", "What happens in the stories?", models, k=4)
     prompt = llm.prompts[-1][-1]["content"]
     assert prompt.startswith("You are a helpful assistant that gives long answer")
     assert "approximately 200 words" in prompt
@@ -547,9 +551,9 @@ def test_answers_use_the_papers_prompt(tmp_path: Path, embedder: Any) -> None:
         line[len("# STORY: ") :] for line in prompt.splitlines() if line.startswith("# STORY:")
     } == stories
     assert result.answer_settings is not None and result.answer_settings["step"] == "lightpal"
-    short = pipeline.ask(index, "lightpal", "What happens?", models, k=4, max_new_tokens=3)
+    short = api.plan_and_ask(index, "lightpal", "What happens?", models, k=4, max_new_tokens=3)
     assert short.answer is not None and len(short.answer.split()) == 3  # --max-new-tokens
-    shared = pipeline.ask(index, "lightpal", "Q?", models, ["lightpal.prompt=shared"], k=4)
+    shared = api.plan_and_ask(index, "lightpal", "Q?", models, ["lightpal.prompt=shared"], k=4)
     # the shared step's prompt, last: its support check reads words and asks nothing
     assert llm.prompts[-1][-1]["content"].startswith("Excerpts:")
     assert shared.answer_settings is not None and shared.answer_settings["step"] == "shared"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from lcr import pipeline
+from lcr import api, pipeline
 from lcr.config import SettingRenamed
 from lcr.errors import SettingError
 from lcr.evidence import Usage
@@ -114,7 +114,7 @@ def variable_chains(shared: Path, seed: int = 0) -> tuple[str, str, list[list[st
 def make_index(tmp: Path, text: str, methods: list[str], sets: Sequence[str] = ()) -> Index:
     doc = DocumentInput("doc.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     idx = Index.create(tmp / "doc.idx", [doc])
-    pipeline.build(idx, methods, Models.with_objects(), list(sets))
+    api.plan_and_build(idx, methods, Models.with_objects(), list(sets))
     return idx
 
 
@@ -134,12 +134,12 @@ def found(evidence_texts: list[str], lines: list[str]) -> list[bool]:
 
 def test_chain_is_followed_where_tfidf_misses_far_hops(chains_index: tuple) -> None:
     idx, _, question, chains = chains_index
-    ev = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=local"])
+    ev = api.plan_and_retrieve(idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=local"])
     texts = [it.text for it in ev.evidence.items]
     assert len(texts) == 100  # the paper's k
     assert all(found(texts, chains[0])), "every link of the chain is in mixpr's top k"
     # RAG-Sparse (the tfidf baseline) with the same k over chunks of the same size
-    tf = pipeline.retrieve(idx, "tfidf", question, Models.with_objects(), k=100)
+    tf = api.plan_and_retrieve(idx, "tfidf", question, Models.with_objects(), k=100)
     tf_hits = found([it.text for it in tf.evidence.items], chains[0])
     assert tf_hits[-1], "tfidf finds the hop that names the asked variable"
     assert not all(tf_hits), "tfidf misses a far hop"
@@ -157,7 +157,7 @@ def test_chain_is_followed_where_tfidf_misses_far_hops(chains_index: tuple) -> N
 
 def test_global_question_spreads_over_the_document(chains_index: tuple) -> None:
     idx, text, _, _ = chains_index
-    ev = pipeline.retrieve(
+    ev = api.plan_and_retrieve(
         idx, "mixpr", "Summarise the whole document", Models.with_objects(), ["mixpr.mode=global"]
     ).evidence
     assert ev.info["mode"] == "global" and ev.info["alpha"] == 0.0
@@ -184,7 +184,7 @@ def test_router_is_asked_once_per_question_and_mode_overrides(chains_index: tupl
         llm = RouterLLM(p_yes)
         models = Models.with_objects(llm=llm)
         for n in (1, 2):
-            ev = pipeline.retrieve(idx, "mixpr", question, models, AUTO).evidence
+            ev = api.plan_and_retrieve(idx, "mixpr", question, models, AUTO).evidence
             assert len(llm.calls) == n
             assert ev.info["mode"] == mode and ev.info["router_p_global"] == p_yes
             assert ev.usage.calls == 1
@@ -196,17 +196,19 @@ def test_router_is_asked_once_per_question_and_mode_overrides(chains_index: tupl
     silent = RouterLLM(0.9)
     models = Models.with_objects(llm=silent)
     for mode in ("local", "global"):
-        ev = pipeline.retrieve(idx, "mixpr", question, models, [f"mixpr.mode={mode}"]).evidence
+        ev = api.plan_and_retrieve(idx, "mixpr", question, models, [f"mixpr.mode={mode}"]).evidence
         assert ev.info["mode"] == mode
     assert silent.calls == []
     with pytest.raises(SettingError):
-        pipeline.retrieve(idx, "mixpr", question, models, ["mixpr.mode=sideways"])
+        api.plan_and_retrieve(idx, "mixpr", question, models, ["mixpr.mode=sideways"])
 
 
 def test_reopened_index_gives_the_same_evidence(chains_index: tuple) -> None:
     idx, _, question, _ = chains_index
-    first = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=local"])
-    again = pipeline.retrieve(
+    first = api.plan_and_retrieve(
+        idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=local"]
+    )
+    again = api.plan_and_retrieve(
         Index.open(idx.path), "mixpr", question, Models.with_objects(), ["mixpr.mode=local"]
     )
     assert [it.to_json() for it in first.evidence.items] == [
@@ -225,7 +227,7 @@ def test_every_link_setting_runs_and_unknown_words_do_not_crash(
     idx = make_index(tmp_path, text, ["mixpr"], ["mixpr.max_degree=8"])
     models = Models.with_objects()
     sets = ["mixpr.mode=local", f"mixpr.link={link}"]
-    ev = pipeline.retrieve(idx, "mixpr", "Who sat in the ashes?", models, sets, k=5).evidence
+    ev = api.plan_and_retrieve(idx, "mixpr", "Who sat in the ashes?", models, sets, k=5).evidence
     assert len(ev.items) == 5
     if link == "threshold":
         # the issue's point: a wordy question can fall under 0.27 to every chunk
@@ -233,13 +235,13 @@ def test_every_link_setting_runs_and_unknown_words_do_not_crash(
     else:
         assert ev.info["linked"] >= 1
         assert any("ashes" in it.text.lower() for it in ev.items)
-    none = pipeline.retrieve(idx, "mixpr", "zzzqqq xxyyzz", models, sets, k=3).evidence
+    none = api.plan_and_retrieve(idx, "mixpr", "zzzqqq xxyyzz", models, sets, k=3).evidence
     assert len(none.items) == 3 and none.info["linked"] == 0
 
 
 def test_sim_share_puts_the_most_similar_chunks_first(chains_index: tuple) -> None:
     idx, _, question, _chains = chains_index
-    ev = pipeline.retrieve(
+    ev = api.plan_and_retrieve(
         idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=local", "mixpr.sim_share=1"]
     ).evidence
     ranks = sorted(ev.items, key=lambda it: it.extra["rank"])
@@ -289,13 +291,13 @@ def test_a_batch_of_questions_reuses_the_prepared_graph(chains_index: tuple) -> 
     idx, _, question, _ = chains_index
     models = Models.with_objects()
     sets = ["mixpr.mode=local"]
-    first = pipeline.retrieve(idx, "mixpr", question, models, sets).evidence
+    first = api.plan_and_retrieve(idx, "mixpr", question, models, sets).evidence
     memo = idx.reader("mixpr").memo
     prepared = memo["mixpr:graph"], memo["mixpr:tfidf"]
-    again = pipeline.retrieve(idx, "mixpr", question, models, sets).evidence
+    again = api.plan_and_retrieve(idx, "mixpr", question, models, sets).evidence
     assert memo["mixpr:graph"] is prepared[0] and memo["mixpr:tfidf"] is prepared[1]
     assert [it.to_json() for it in first.items] == [it.to_json() for it in again.items]
-    fresh = pipeline.retrieve(Index.open(idx.path), "mixpr", question, models, sets).evidence
+    fresh = api.plan_and_retrieve(Index.open(idx.path), "mixpr", question, models, sets).evidence
     assert [it.to_json() for it in fresh.items] == [it.to_json() for it in first.items]
 
 
@@ -305,14 +307,14 @@ def test_router_reads_the_first_and_last_two_chunks_then_the_question(
     idx, _, question, _ = chains_index
     chunks = [n.text for n in idx.reader("mixpr").nodes()]
     llm = RouterLLM(0.1)
-    pipeline.retrieve(idx, "mixpr", question, Models.with_objects(llm=llm), AUTO)
+    api.plan_and_retrieve(idx, "mixpr", question, Models.with_objects(llm=llm), AUTO)
     content = llm.calls[0][0][-1]["content"]
     query = content.split("QUERY: ", 1)[1].split("\n\n", 1)[0]
     assert query.split("\n") == [*chunks[:2], *chunks[-2:], question]
     assert chunks[2] not in content and chunks[-3] not in content
     # router_chunks=0 reads the question alone (lcr's router before issue 18)
     alone = RouterLLM(0.1)
-    pipeline.retrieve(
+    api.plan_and_retrieve(
         idx, "mixpr", question, Models.with_objects(llm=alone), [*AUTO, "mixpr.router_chunks=0"]
     )
     assert alone.calls[0][0][-1]["content"].split("QUERY: ", 1)[1].startswith(question + "\n")
@@ -336,7 +338,7 @@ def test_router_threshold_boundary_is_local(
 ) -> None:
     idx, _, question, _ = chains_index
     sets = [*AUTO, f"mixpr.router_threshold={threshold}"]
-    ev = pipeline.retrieve(
+    ev = api.plan_and_retrieve(
         idx, "mixpr", question, Models.with_objects(llm=RouterLLM(p_yes)), sets
     ).evidence
     assert ev.info["mode"] == mode
@@ -357,11 +359,13 @@ def test_retrieval_says_once_that_it_loads_the_llm_for_routing(chains_index: tup
 
     models = LazyModels()
     for _ in range(3):
-        pipeline.retrieve(idx, "mixpr", question, models, AUTO, note=notes.append)
+        api.plan_and_retrieve(idx, "mixpr", question, models, AUTO, note=notes.append)
     assert len(notes) == 1
     assert "loads the LLM" in notes[0] and "--mode local" in notes[0]
     quiet: list[str] = []
-    pipeline.retrieve(idx, "mixpr", question, LazyModels(), ["mixpr.mode=local"], note=quiet.append)
+    api.plan_and_retrieve(
+        idx, "mixpr", question, LazyModels(), ["mixpr.mode=local"], note=quiet.append
+    )
     assert quiet == []
 
 
@@ -369,7 +373,7 @@ def test_the_papers_own_settings_follow_the_chain(chains_index: tuple) -> None:
     """The paper's MixPR: threshold links only, pure walk ranking (link and sim_share)."""
     idx, _, question, chains = chains_index
     sets = ["mixpr.mode=local", "mixpr.link=threshold", "mixpr.sim_share=0"]
-    ev = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), sets).evidence
+    ev = api.plan_and_retrieve(idx, "mixpr", question, Models.with_objects(), sets).evidence
     assert len(ev.items) == 100 and ev.info["link"] == "threshold"
     assert all(found([it.text for it in ev.items], chains[0]))
 
@@ -395,8 +399,10 @@ def test_stored_global_pagerank_is_a_dense_power_iteration_and_a_fresh_walk(
     # global retrieval reads the stored scores; a fresh alpha=0 walk (with the
     # question node, forced by a different iteration cap) ranks the same chunks
     question = "Summarise the whole document"
-    used = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=global"])
-    fresh = pipeline.retrieve(
+    used = api.plan_and_retrieve(
+        idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=global"]
+    )
+    fresh = api.plan_and_retrieve(
         idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=global", "mixpr.max_iter=30"]
     )
     assert used.evidence.info["linked"] == 0 and fresh.evidence.info["linked"] > 0
@@ -422,7 +428,7 @@ def test_a_text_of_one_letter_words_falls_back_to_whitespace_tokens(tmp_path: Pa
     idx = make_index(tmp_path, text, ["mixpr", "tfidf"], ["tfidf.chunk_tokens=4"])
     assert idx.methods["mixpr"].stats["vocabulary"] > 0
     for method, sets in (("tfidf", []), ("mixpr", ["mixpr.mode=local"])):
-        ev = pipeline.retrieve(idx, method, "y", Models.with_objects(), sets, k=1).evidence
+        ev = api.plan_and_retrieve(idx, method, "y", Models.with_objects(), sets, k=1).evidence
         assert [it.text for it in ev.items] == ["x y z."], method
 
 
@@ -443,7 +449,7 @@ def test_the_old_name_max_words_still_sets_chunk_words(tmp_path: Path, cinderell
     assert max(len(n.text.split()) for n in idx.reader("mixpr").nodes()) <= 16
     question = "Who lost a glass slipper?"
     models = Models.with_objects()
-    before = pipeline.retrieve(idx, "mixpr", question, models).evidence
+    before = api.plan_and_retrieve(idx, "mixpr", question, models).evidence
 
     # an index written before the rename records max_words
     manifest_path = idx.path / "manifest.json"
@@ -455,13 +461,13 @@ def test_the_old_name_max_words_still_sets_chunk_words(tmp_path: Path, cinderell
     for sets in (["mixpr.chunk_words=16"], ["mixpr.max_words=16"]):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SettingRenamed)
-            reports = pipeline.build(old, ["mixpr"], models, sets)
+            reports = api.plan_and_build(old, ["mixpr"], models, sets)
         assert [r.built for r in reports] == [False], sets
     assert Index.open(idx.path).methods["mixpr"].settings["max_words"] == 16
-    again = pipeline.retrieve(Index.open(idx.path), "mixpr", question, models).evidence
+    again = api.plan_and_retrieve(Index.open(idx.path), "mixpr", question, models).evidence
     assert [it.to_json() for it in again.items] == [it.to_json() for it in before.items]
     # a different value is a different build
-    assert [r.built for r in pipeline.build(old, ["mixpr"], models, [])] == [True]
+    assert [r.built for r in api.plan_and_build(old, ["mixpr"], models, [])] == [True]
 
 
 def test_retrieval_links_the_question_by_the_threshold_the_graph_was_built_with(
@@ -473,7 +479,7 @@ def test_retrieval_links_the_question_by_the_threshold_the_graph_was_built_with(
     linked = {}
     for threshold in ("0.27", "0.05"):
         idx = make_index(tmp_path / threshold, text, ["mixpr"], [f"mixpr.threshold={threshold}"])
-        ev = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), sets).evidence
+        ev = api.plan_and_retrieve(idx, "mixpr", question, Models.with_objects(), sets).evidence
         linked[threshold] = ev.info["linked"]
     assert linked["0.27"] < linked["0.05"]  # the lower build threshold links more chunks
     built = MixPRBuild.from_stored(idx.reader("mixpr").settings)
@@ -539,10 +545,10 @@ def test_the_memory_mapped_graph_gives_the_zarr_layouts_evidence(
     assert (old_dir / "graph.zarr").is_dir() and not list(old_dir.glob("*.npy"))
     assert old.reader("mixpr").csr("graph").data.dtype == np.float32
     for sets in (["mixpr.mode=local"], ["mixpr.mode=global"], ["mixpr.link=all"]):
-        new_ev = pipeline.retrieve(
+        new_ev = api.plan_and_retrieve(
             Index.open(idx.path), "mixpr", question, Models.with_objects(), sets
         )
-        old_ev = pipeline.retrieve(
+        old_ev = api.plan_and_retrieve(
             Index.open(old.path), "mixpr", question, Models.with_objects(), sets
         )
         assert len(new_ev.evidence.items) == 100
@@ -589,7 +595,7 @@ def test_question_cosines_are_bitwise_the_sparse_product(tmp_path: Path, cindere
     order = {node.id: i for i, node in enumerate(reader.nodes())}
     for question in ("What did the bird throw down?", "Who went to the festival at the palace?"):
         sets = ["mixpr.mode=local", "mixpr.question=whole"]  # the whole question's cosines
-        res = pipeline.retrieve(idx, "mixpr", question, Models.with_objects(), sets)
+        res = api.plan_and_retrieve(idx, "mixpr", question, Models.with_objects(), sets)
         q = model.transform([question])
         expected = np.asarray((emb @ q.T).toarray(), dtype=np.float64).ravel()
         got = [(it.extra["similarity"], expected[order[it.id]]) for it in res.evidence.items]
@@ -602,7 +608,7 @@ def test_each_score_is_what_ranked_it_and_scores_fall_in_rank_order(tmp_path: Pa
     chunks the similarity share had picked. Each item now carries the score that ranked it."""
     text = (Path(__file__).resolve().parents[1] / "examples" / "lighthouse.txt").read_text()
     idx = make_index(tmp_path, text, ["mixpr"], [])
-    items = pipeline.retrieve(
+    items = api.plan_and_retrieve(
         idx, "mixpr", "Who found the key that Tobias Venn hid?", Models.with_objects()
     ).evidence.items
     ranked = sorted(items, key=lambda it: it.extra["rank"])
@@ -622,18 +628,18 @@ def test_a_repetitive_text_is_warned_about_before_its_graph_is_written(tmp_path:
     doc = DocumentInput("log.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     said: list[str] = []
     idx = Index.create(tmp_path / "log.idx", [doc])
-    pipeline.build(idx, ["mixpr"], Models.with_objects(), [], warn=said.append)
+    api.plan_and_build(idx, ["mixpr"], Models.with_objects(), [], warn=said.append)
     assert len(said) == 1, said
     assert said[0].startswith("mixpr: the similarity graph links each chunk to ")
     assert "MB on disk" in said[0] and "--set mixpr.max_degree=20" in said[0]
     said.clear()
     capped = Index.create(tmp_path / "capped.idx", [doc])
-    pipeline.build(
+    api.plan_and_build(
         capped, ["mixpr"], Models.with_objects(), ["mixpr.max_degree=20"], warn=said.append
     )
     assert said == [] and capped.size_bytes("mixpr") < idx.size_bytes("mixpr") / 3
     story = (Path(__file__).resolve().parents[1] / "examples" / "lighthouse.txt").read_text()
     prose = DocumentInput("l.txt", story, hashlib.sha256(story.encode()).hexdigest(), len(story))
-    pipeline.build(Index.create(tmp_path / "l.idx", [prose]), ["mixpr"], Models.with_objects(), [],
-                   warn=said.append)  # fmt: skip
+    index = Index.create(tmp_path / "l.idx", [prose])
+    api.plan_and_build(index, ["mixpr"], Models.with_objects(), [], warn=said.append)
     assert said == []

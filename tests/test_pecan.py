@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 
-from lcr import pipeline
+from lcr import api, pipeline
 from lcr.config import SettingRenamed
 from lcr.errors import CapabilityError, ModelError, SettingError
 from lcr.methods import get_method
@@ -77,7 +77,9 @@ def _index(path: Path, text: str) -> Index:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory, smollm: Any, embedder: Any) -> Index:
     index = _index(tmp_path_factory.mktemp("pecan") / "c.idx", _excerpt())
-    pipeline.build(index, ["pecan"], Models.with_objects(llm=smollm, embedder=embedder), BUILD_SETS)
+    api.plan_and_build(
+        index, ["pecan"], Models.with_objects(llm=smollm, embedder=embedder), BUILD_SETS
+    )
     return index
 
 
@@ -271,12 +273,12 @@ def test_top_level_is_a_summary_even_when_the_text_fits_one_batch(
     models = Models.with_objects(llm=smollm, embedder=embedder)
     sets = ["pecan.chunk_tokens=60", "pecan.s=4096", "pecan.points_max_new_tokens=24"]
     default = _index(tmp_path / "summary.idx", text)
-    pipeline.build(default, ["pecan"], models, sets)
+    api.plan_and_build(default, ["pecan"], models, sets)
     stats = default.reader("pecan").stats
     assert len(stats["levels"]) == 2 and stats["levels"][0] >= 2
     assert stats["llm_batches"] == 1 and "single batch" in stats["stop"]
     fit = _index(tmp_path / "fit.idx", text)
-    pipeline.build(fit, ["pecan"], models, [*sets, "pecan.top=fit"])
+    api.plan_and_build(fit, ["pecan"], models, [*sets, "pecan.top=fit"])
     stats = fit.reader("pecan").stats
     assert stats["levels"] == [default.reader("pecan").stats["levels"][0]]
     assert stats["llm_batches"] == 0 and "fits one batch" in stats["stop"]
@@ -297,7 +299,7 @@ def test_a_node_past_the_embedders_window_is_embedded_whole(
     rows = {}
     for how in ("pooled", "truncated"):
         index = _index(tmp_path / f"{how}.idx", text)
-        pipeline.build(index, ["pecan"], models, [*sets, f"pecan.embed_long={how}"])
+        api.plan_and_build(index, ["pecan"], models, [*sets, f"pecan.embed_long={how}"])
         reader = Index.open(index.path).reader("pecan")
         assert reader.stats["llm_batches"] == 0
         texts = [n.text for n in reader.nodes()]
@@ -311,12 +313,12 @@ def test_a_node_past_the_embedders_window_is_embedded_whole(
 
 def test_scripted_llm_is_refused_clearly(built: Index, embedder: Any) -> None:
     with pytest.raises(ModelError, match="transformers backend"):
-        pipeline.retrieve(
+        api.plan_and_retrieve(
             built, "pecan", "Who?", Models.with_objects(llm=ScriptedLLM(), embedder=embedder)
         )
     other = Models(spec=ModelSpec(llm="smollm2-135m", backend="openai"))
     with pytest.raises(CapabilityError, match="attention"):
-        pipeline.retrieve(built, "pecan", "Who?", other)
+        api.plan_and_retrieve(built, "pecan", "Who?", other)
     pecan = get_method("pecan")
     build = pecan.build_needs(PecanBuild())
     assert build == pecan.retrieve_needs(PecanQuery()) == pecan.answer_needs(PecanQuery())
@@ -338,11 +340,11 @@ def test_index_recording_the_old_name_is_up_to_date(
     (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     old = Index.open(copy)
     models = Models.with_objects(llm=smollm, embedder=embedder)
-    (report,) = pipeline.build(old, ["pecan"], models, BUILD_SETS)
+    (report,) = api.plan_and_build(old, ["pecan"], models, BUILD_SETS)
     assert not report.built
     old_sets = [s.replace("points_max_new_tokens", "max_new_tokens") for s in BUILD_SETS]
     with pytest.warns(SettingRenamed):
-        (report,) = pipeline.build(old, ["pecan"], models, old_sets)
+        (report,) = api.plan_and_build(old, ["pecan"], models, old_sets)
     assert not report.built
     assert PecanBuild.from_stored(old.reader("pecan").settings).points_max_new_tokens == 24
 
@@ -351,7 +353,7 @@ def test_index_recording_the_old_name_is_up_to_date(
 def test_usage_proves_no_recomputation(built: Index, smollm: Any, embedder: Any) -> None:
     models = Models.with_objects(llm=smollm, embedder=embedder)
     question = "Who fell sick and called her daughter?"
-    r = pipeline.ask(built, "pecan", question, models, max_new_tokens=16)
+    r = api.plan_and_ask(built, "pecan", question, models, max_new_tokens=16)
     info = r.evidence.info
     items = r.evidence.items
     prompt = search_prompt(smollm, question)
@@ -394,7 +396,7 @@ def test_ask_answers_through_the_hook_from_the_search_cache(
 
     models = Models.with_objects(llm=smollm, embedder=embedder)
     question = "Who fell sick and called her daughter?"
-    asked = pipeline.ask(built, "pecan", question, models, max_new_tokens=12)
+    asked = api.plan_and_ask(built, "pecan", question, models, max_new_tokens=12)
     assert asked.answer_settings is not None and asked.answer_settings["step"] == "pecan"
     assert asked.answer and asked.evidence.state is None  # answered: the cache let go
     # retrieval alone, resolved with the same reply length (the search keeps room for
@@ -447,13 +449,13 @@ def test_cli_ask_answers_with_the_second_turn(
 def test_patience_k_and_ablations(built: Index, smollm: Any, embedder: Any) -> None:
     models = Models.with_objects(llm=smollm, embedder=embedder)
     q = "What did the stepsisters do?"
-    one = pipeline.retrieve(built, "pecan", q, models, ["pecan.yes_threshold=0"])
+    one = api.plan_and_retrieve(built, "pecan", q, models, ["pecan.yes_threshold=0"])
     assert one.evidence.info["stop"].startswith("the LLM said Yes 1")
-    two = pipeline.retrieve(
+    two = api.plan_and_retrieve(
         built, "pecan", q, models, ["pecan.yes_threshold=0", "pecan.patience=2"]
     )
     assert len(two.evidence.items) == len(one.evidence.items) + 1
-    fixed = pipeline.retrieve(
+    fixed = api.plan_and_retrieve(
         built, "pecan", q, models, ["pecan.progress_control=false", "pecan.fixed_nodes=3"]
     )
     assert len(fixed.evidence.items) == 3 and fixed.evidence.info["checks"] == []
@@ -462,21 +464,21 @@ def test_patience_k_and_ablations(built: Index, smollm: Any, embedder: Any) -> N
         == fixed.evidence.info["encoded_tokens"]["prefix"]
         + (fixed.evidence.info["encoded_tokens"]["nodes"])
     )
-    k2 = pipeline.retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=2)
+    k2 = api.plan_and_retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=2)
     assert len(k2.evidence.items) == 2
-    emb = pipeline.retrieve(
+    emb = api.plan_and_retrieve(
         built, "pecan", q, models, ["pecan.score=embedding", "pecan.yes_threshold=1"]
     )
     later = [it for it in emb.evidence.items if it.extra["z"] is not None]
     assert all(abs(it.score - it.extra["cos"]) < 1e-5 for it in later)
-    full = pipeline.retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"])
+    full = api.plan_and_retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"])
     assert full.evidence.info["stop"] == "every node visited"
     assert len(full.evidence.items) == len(built.reader("pecan").nodes())
 
 
 def test_context_window_overflow_is_reported(built: Index, smollm: Any, embedder: Any) -> None:
     models = Models.with_objects(llm=smollm, embedder=embedder)
-    r = pipeline.ask(
+    r = api.plan_and_ask(
         built,
         "pecan",
         "Who?",
@@ -620,7 +622,7 @@ def test_r_z_and_cosine_choose_each_node_of_a_real_search(
     unvisited one with the best z + cos, z = E^T r over the nodes visited before it."""
     models = Models.with_objects(llm=smollm, embedder=embedder)
     q = "What did the stepsisters do?"
-    res = pipeline.retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=7)
+    res = api.plan_and_retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=7)
     items = res.evidence.items
     assert len(items) == 7
     reader = built.reader("pecan")
@@ -662,7 +664,7 @@ def test_the_answer_turn_follows_the_models_own_check(
     q = "What did the stepsisters do?"
     sets = ["pecan.progress_control=false", "pecan.fixed_nodes=2"]
     for threshold, word in (("0", "Yes"), ("1", "No")):
-        r = pipeline.ask(
+        r = api.plan_and_ask(
             built,
             "pecan",
             q,
@@ -675,7 +677,9 @@ def test_the_answer_turn_follows_the_models_own_check(
         assert enc["final_check"] > 0 and 0.0 <= first["p_yes"] <= 1.0
         assert first["reply"] == word and first["checked_before_answer"]
     # with progress control the last check's word is used and no extra check runs
-    r = pipeline.ask(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=2, max_new_tokens=4)
+    r = api.plan_and_ask(
+        built, "pecan", q, models, ["pecan.yes_threshold=1"], k=2, max_new_tokens=4
+    )
     first = r.evidence.info["first_turn"]
     assert "final_check" not in r.evidence.info["encoded_tokens"]
     assert first == {"reply": "No", "checked_before_answer": False}

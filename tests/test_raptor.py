@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lcr import pipeline
+from lcr import api
 from lcr.config import SettingRenamed
 from lcr.errors import LLMCallError
 from lcr.evidence import merge_spans
@@ -134,7 +134,7 @@ def _build(
     tmp: Path, llm: ScriptedLLM, sets: Sequence[str] = (), text: Path | None = None
 ) -> Index:
     text = text if text is not None else _book(tmp)
-    index, _ = pipeline.index_files(
+    index, _ = api.plan_and_index(
         [text], tmp / "book.idx", ["raptor"], _models(llm), list(sets), force=True
     )
     return index
@@ -441,7 +441,7 @@ def test_short_text_is_leaves_only(tmp_path: Path) -> None:
     nodes = index.reader("raptor").nodes()
     assert {n.level for n in nodes} == {0} and llm.calls == 0
     assert index.reader("raptor").stats["stop"] == f"too few nodes to cluster ({len(nodes)})"
-    r = pipeline.retrieve(index, "raptor", "cat", _models(), ["raptor.mode=traversal"], k=2)
+    r = api.plan_and_retrieve(index, "raptor", "cat", _models(), ["raptor.mode=traversal"], k=2)
     assert len(r.evidence.items) == 2
 
 
@@ -476,7 +476,9 @@ def test_the_old_name_summary_max_tokens_still_works(tmp_path: Path) -> None:
     for new in (["raptor.summary_max_new_tokens=6"], ["raptor.summary_max_tokens=6"]):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SettingRenamed)
-            reports = pipeline.build(Index.open(index.path), ["raptor"], models, [*new, sets[1]])
+            reports = api.plan_and_build(
+                Index.open(index.path), ["raptor"], models, [*new, sets[1]]
+            )
         assert [r.built for r in reports] == [False], new
     built = RaptorBuild.from_stored(Index.open(index.path).reader("raptor").settings)
     assert built == RaptorBuild(summary_max_new_tokens=6, max_layers=1)
@@ -507,7 +509,7 @@ def test_each_stop_reason(tmp_path: Path, sets: list[str], stop: str) -> None:
 def test_collapsed_retrieval_within_budget(built: tuple[Index, ScriptedLLM]) -> None:
     index, _ = built
     for budget in (150, 600, 2000):
-        r = pipeline.retrieve(
+        r = api.plan_and_retrieve(
             index,
             "raptor",
             "Who lost a golden slipper?",
@@ -531,7 +533,7 @@ def test_traversal_retrieval(built: tuple[Index, ScriptedLLM]) -> None:
     index, _ = built
     nodes = {n.id: n for n in index.reader("raptor").nodes()}
     top = max(n.level for n in nodes.values())
-    r = pipeline.retrieve(
+    r = api.plan_and_retrieve(
         index, "raptor", "the prince and the ball", _models(), ["raptor.mode=traversal"], k=2
     )
     items = r.evidence.items
@@ -544,7 +546,7 @@ def test_traversal_retrieval(built: tuple[Index, ScriptedLLM]) -> None:
         if it.level < top:  # every lower node is a child of a node selected above it
             parents = [p for p in items if p.level == it.level + 1]
             assert any(it.id in nodes[p.id].children for p in parents)
-    shallow = pipeline.retrieve(
+    shallow = api.plan_and_retrieve(
         index,
         "raptor",
         "the prince and the ball",

@@ -12,17 +12,18 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from lcr import config, pipeline
+from lcr import api, config, pipeline
+from lcr.cli.eval import eval_group
 from lcr.cli.main import cli
 from lcr.cli.models import Seams
 from lcr.config import value_text
-from lcr.cli.eval import eval_group
 from lcr.methods import get_method
 from lcr.methods.base import Needs
 from lcr.models.base import Capability
 from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
 from lcr.models.spec import ModelSpec
+from lcr.pipeline.plans import parse_sets
 from lcr.store import Index
 from lcr.testing import ScriptedLLM, sample_text
 
@@ -129,7 +130,9 @@ def test_a_query_binds_the_indexs_embedder_without_changing_the_callers(
     models = Models(spec=ModelSpec(embedder="hashing-32"))
     notes: list[str] = []
     for question in QUESTIONS[:2]:
-        result = pipeline.retrieve(Index.open(idx), "dense", question, models, note=notes.append)
+        result = api.plan_and_retrieve(
+            Index.open(idx), "dense", question, models, note=notes.append
+        )
         assert result.evidence.items
     assert notes == [
         "the index was built with the embedder hashing-64: loading it instead of "
@@ -153,11 +156,14 @@ def test_k_is_the_setting_the_method_names(text: Path, tmp_path: Path) -> None:
     idx = tmp_path / "tale.idx"
     lcr(["index", str(text), "-o", str(idx), "-q"])
     plan = pipeline.plan_query("bm25", k=2)
-    assert plan.settings.to_json()["top_k"] != 2  # the settings as --set made them
-    assert plan.retrieval_settings.to_json()["top_k"] == 2
+    assert plan.settings.to_json()["top_k"] == 2 and plan.k == 2 and plan.k_given
+    by_text = pipeline.plan_query("bm25", parse_sets(["bm25.top_k=2"]))
+    assert (by_text.settings, by_text.k_given) == (plan.settings, plan.k_given)  # one plan
+    default = pipeline.plan_query("bm25")
+    assert default.settings.to_json()["top_k"] != 2 and not default.k_given
     index, models = Index.open(idx), Models.with_objects(llm=ScriptedLLM())
-    by_k = pipeline.retrieve(index, "bm25", QUESTIONS[0], models, k=2)
-    by_set = pipeline.retrieve(index, "bm25", QUESTIONS[0], models, ["bm25.top_k=2"])
+    by_k = api.plan_and_retrieve(index, "bm25", QUESTIONS[0], models, k=2)
+    by_set = api.plan_and_retrieve(index, "bm25", QUESTIONS[0], models, ["bm25.top_k=2"])
     assert [it.id for it in by_k.evidence.items] == [it.id for it in by_set.evidence.items]
     assert len(by_k.evidence.items) == 2
 
@@ -166,13 +172,61 @@ def test_adding_documents_rebuilds_with_the_recorded_models_leaving_the_callers(
     text: Path, tmp_path: Path
 ) -> None:
     from lcr.pipeline.collection import add_files
+    from lcr.text.inputs import expand_inputs
 
     idx = tmp_path / "dense.idx"
     lcr(["index", str(text), "-o", str(idx), "-q", "-m", "dense", "--embedder", "hashing-64"])
     more = tmp_path / "more.txt"
     more.write_text("The pigeon kept the hazel tree in the garden.\n", encoding="utf-8")
     models = Models(spec=ModelSpec(embedder="hashing-32"))
-    grown = add_files([more], idx, [], models)
+    grown = add_files(expand_inputs([more]), idx, [], models)
     assert grown.methods["dense"].models["embedder"] == "hashing-64"
     assert len(grown.documents) == 2
     assert models.spec.embedder == "hashing-32"  # what the caller asked for, unchanged
+
+
+def test_every_set_mode_and_k_value_is_parsed_exactly_once_per_run(
+    text: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text becomes typed values once, at the edge: each ``--set`` and ``--mode`` value is
+    parsed once for the whole run (three questions), and ``-k`` is click's integer, written
+    into the setting it overrides with no text in between."""
+    from lcr.config import Setting
+
+    idx = tmp_path / "tale.idx"
+    lcr(["index", str(text), "-o", str(idx), "-q"])
+    parsed: list[tuple[str, str]] = []
+    real = Setting.parse
+
+    def parse(self: Setting, raw: str, label: str | None = None) -> Any:
+        parsed.append((label or self.name, raw))
+        return real(self, raw, label)
+
+    monkeypatch.setattr(Setting, "parse", parse)
+    args = ["ask", str(idx), "-", "-m", "mixpr", "--mode", "local", "-k", "2", "--json"]
+    out = lcr([*args, "--set", "answer.order=document"], stdin="\n".join(QUESTIONS) + "\n")
+    results = [json.loads(line) for line in out.splitlines()]
+    assert len(results) == 3
+    assert all(r["evidence"] and len({e["id"].split("[")[0] for e in r["evidence"]}) <= 2
+               for r in results)  # fmt: skip
+    assert sorted(parsed) == [("answer.order", "document"), ("mixpr.mode", "local")]
+
+
+def test_the_pipeline_takes_only_plans() -> None:
+    """Names and ``--set`` text are planned where they enter (the CLI, ``lcr.api``); the
+    pipeline's entry points take typed plans and nothing it could parse again."""
+    import inspect
+
+    entries = {
+        pipeline.build: {"plans": "Sequence[BuildPlan]"},
+        pipeline.index_files: {"files": "Sequence[InputFile]", "plans": "Sequence[BuildPlan]"},
+        pipeline.retrieve_query: {"query": "QueryPlan"},
+        pipeline.ask_query: {"query": "QueryPlan"},
+    }
+    for function, typed in entries.items():
+        params = inspect.signature(function).parameters
+        assert "sets" not in params and "methods" not in params, function.__name__
+        for name, annotation in typed.items():
+            assert params[name].annotation == annotation, (function.__name__, name)
+    assert not hasattr(pipeline, "retrieve") and not hasattr(pipeline, "ask")
+    assert not hasattr(config, "parse_sets") and not hasattr(config, "check_targets")

@@ -12,7 +12,18 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from lcr import pipeline
+from lcr import api
+from lcr.answer.selection import (
+    PIECE_GAP,
+    bm25_scorer,
+    choose,
+    fused_scorer,
+    llm_scorer,
+    rank_fusion,
+    relevance_messages,
+    selected_items,
+    split_units,
+)
 from lcr.answer.shared import (
     NOT_FOUND,
     ORIGINAL,
@@ -28,17 +39,6 @@ from lcr.methods import get_method
 from lcr.models.base import Message
 from lcr.models.container import Models
 from lcr.scoring.bm25 import BM25Index, bm25_scores, bm25_tokenize
-from lcr.answer.selection import (
-    PIECE_GAP,
-    bm25_scorer,
-    choose,
-    fused_scorer,
-    llm_scorer,
-    rank_fusion,
-    relevance_messages,
-    selected_items,
-    split_units,
-)
 from lcr.store import Index
 from tests.fakes import ForbiddenLLM, ScriptedLLM
 
@@ -52,7 +52,7 @@ def words(text: str) -> int:
 @pytest.fixture(scope="module")
 def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
     out = tmp_path_factory.mktemp("sel") / "story.idx"
-    index, _ = pipeline.index_files(
+    index, _ = api.plan_and_index(
         [cinderella], out, ["bm25"], Models.with_objects(llm=ForbiddenLLM())
     )
     return index
@@ -60,7 +60,7 @@ def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
 
 def _items(index: Index, k: int = 6) -> list[EvidenceItem]:
     models = Models.with_objects(llm=ForbiddenLLM())
-    return pipeline.retrieve(index, "bm25", QUESTION, models, k=k).evidence.items
+    return api.plan_and_retrieve(index, "bm25", QUESTION, models, k=k).evidence.items
 
 
 def test_every_sentence_is_an_exact_sub_span_of_its_chunk(story: Index) -> None:
@@ -428,11 +428,11 @@ def test_reread_after_a_deeper_pool_reads_the_methods_own_k(story: Index) -> Non
     """answer.pool selects from 12 items; the second reading is the method's own
     evidence (bm25's default k = 10), not the pool: what ``lcr ask`` would read
     without selection."""
-    plain = pipeline.retrieve(story, "bm25", QUESTION, Models.with_objects())
+    plain = api.plan_and_retrieve(story, "bm25", QUESTION, Models.with_objects())
     llm = DoubtingLLM()
     sets = ["answer.select=bm25", "answer.pool=12", "answer.reread=true"]
     sets.append("answer.not_found=instruct")  # rereading alone, no support check
-    res = pipeline.ask(story, "bm25", QUESTION, Models.with_objects(llm=llm), sets)
+    res = api.plan_and_ask(story, "bm25", QUESTION, Models.with_objects(llm=llm), sets)
     assert len(llm.prompts) == 2 and res.info["reread"] == 1
     assert res.info["from"] == 12 > len(plain.evidence.items) == 10
     assert len(res.evidence.items) == 12  # retrieved: the pool

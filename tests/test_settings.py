@@ -9,8 +9,9 @@ from typing import Literal
 
 import pytest
 
+from lcr import api
 from lcr.cli.main import main
-from lcr.config import Setting, SettingRenamed, Settings, parse_sets, setting
+from lcr.config import Setting, SettingRenamed, Settings, setting
 from lcr.errors import SettingError
 
 
@@ -109,7 +110,6 @@ def test_empty_question_is_a_usage_error(
 
 
 def test_library_refuses_bad_k_and_empty_question_as_usage_errors(index: Path) -> None:
-    from lcr import pipeline
     from lcr.errors import UsageError
     from lcr.models.container import Models
     from lcr.models.spec import ModelSpec
@@ -118,10 +118,10 @@ def test_library_refuses_bad_k_and_empty_question_as_usage_errors(index: Path) -
     idx = Index.open(index)
     models = Models(spec=ModelSpec(device="cpu"))
     with pytest.raises(UsageError, match="-k must be at least 1"):
-        pipeline.retrieve(idx, "bm25", "who?", models, k=0)
+        api.plan_and_retrieve(idx, "bm25", "who?", models, k=0)
     with pytest.raises(UsageError, match="the question is empty"):
-        pipeline.retrieve(idx, "bm25", " ", models)
-    assert len(pipeline.retrieve(idx, "bm25", "who?", models, k=1).evidence.items) == 1
+        api.plan_and_retrieve(idx, "bm25", " ", models)
+    assert len(api.plan_and_retrieve(idx, "bm25", "who?", models, k=1).evidence.items) == 1
 
 
 def test_settings_list_shows_each_range(capsys: pytest.CaptureFixture[str]) -> None:
@@ -160,15 +160,20 @@ def test_typed_settings_derive_their_checks_from_the_declaration() -> None:
         Example.build({"size": 0}, label="ex")
     with pytest.raises(SettingError, match=r"unknown setting ex.nope; valid: mode, seed, size"):
         Example.build({"nope": 1}, label="ex")
-    assert parse_sets("ex", Example, ["ex.seed=none", "other.x=1"]) == {"seed": None}
+    assert Example.by_name()["seed"].parse("none", "ex.seed") is None
     with pytest.raises(ValueError, match="one line"):
         setting(1, "two\nlines")
 
 
 def test_a_renamed_setting_keeps_its_old_name_for_one_release() -> None:
-    with pytest.warns(SettingRenamed, match="ex.words is now ex.size"):
-        values = parse_sets("ex", Example, ["ex.words=8"])
-    assert values == {"size": 8}
+    from lcr.methods import get_method
+    from lcr.pipeline.plans import BUILD, parse_sets
+
+    assert Example.renamed() == {"words": "size"}
+    parsed = parse_sets(["graphreader.extraction_max_tokens=300"])
+    with pytest.warns(SettingRenamed, match="graphreader.extraction_max_tokens is now"):
+        values = parsed.values(get_method("graphreader"), BUILD)
+    assert values == {"extraction_max_new_tokens": 300}
     # an index that recorded the old name reads back under the new one
     assert Example.from_stored({"words": 8, "mode": "global"}).size == 8
 

@@ -10,13 +10,18 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from lcr import pipeline
+from lcr import api
 from lcr.answer.shared import (
     NOT_FOUND,
     AnswerResult,
     AnswerSettings,
-    resolve_answer_settings,
     shared_answer,
+)
+from lcr.answer.support import (
+    SupportSignals,
+    answer_overlap,
+    check_messages,
+    support_score,
 )
 from lcr.cli.main import cli
 from lcr.errors import SettingError
@@ -26,13 +31,8 @@ from lcr.eval.unanswerable import main as unanswerable_main
 from lcr.eval.unanswerable import unanswerable
 from lcr.evidence import EvidenceItem
 from lcr.models.container import Models
+from lcr.pipeline.plans import parse_sets
 from lcr.store import Index
-from lcr.answer.support import (
-    SupportSignals,
-    answer_overlap,
-    check_messages,
-    support_score,
-)
 from tests.fakes import ForbiddenLLM, ScriptedLLM
 
 QUESTION = "What did the bird throw down to Cinderella?"
@@ -282,9 +282,9 @@ def test_the_scoring_call_is_made_only_when_asked_and_weighs_as_the_constants_sa
         assert runs[False].support == runs[True].support
     weighed = (-1.0, 1.0, 1.0, 1.0, 1.0)  # constants that do weigh P(yes)
     assert support_score(asked, weighed) > support_score(skipped, weighed)
-    assert resolve_answer_settings(["answer.p_yes=true"]).p_yes is True
+    assert parse_sets(["answer.p_yes=true"]).answer_values() == {"p_yes": True}
     with pytest.raises(SettingError):
-        resolve_answer_settings(["answer.p_yes=maybe"])
+        parse_sets(["answer.p_yes=maybe"])
 
 
 def test_a_draft_saying_it_does_not_know_scores_zero_without_a_check() -> None:
@@ -300,10 +300,10 @@ def test_no_evidence_scores_zero_without_a_call() -> None:
 
 
 def test_threshold_setting_is_validated() -> None:
-    assert resolve_answer_settings(["answer.support=0.8"]).support == 0.8
+    assert parse_sets(["answer.support=0.8"]).answer_values() == {"support": 0.8}
     for bad in ("answer.support=2", "answer.support=-0.1", "answer.support=high"):
         with pytest.raises(SettingError):
-            resolve_answer_settings([bad])
+            parse_sets([bad])
 
 
 def test_bad_threshold_on_the_command_line_is_one_line_exit_2(story: Index) -> None:
@@ -318,7 +318,7 @@ def test_bad_threshold_on_the_command_line_is_one_line_exit_2(story: Index) -> N
 @pytest.fixture(scope="module")
 def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
     folder = tmp_path_factory.mktemp("support")
-    index, _ = pipeline.index_files(
+    index, _ = api.plan_and_index(
         [cinderella], folder / "story.idx", ["bm25"], Models.with_objects(llm=ForbiddenLLM())
     )
     return index
@@ -327,16 +327,16 @@ def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
 def test_support_is_in_the_json_of_ask(story: Index) -> None:
     low = Models.with_objects(llm=ScriptedLLM(yes_probability=0.1, words=5))
     sets = ["answer.support=1", "answer.p_yes=true"]
-    obj = pipeline.ask(story, "bm25", QUESTION, low, sets, k=3).to_json()
+    obj = api.plan_and_ask(story, "bm25", QUESTION, low, sets, k=3).to_json()
     assert obj["answer"] == NOT_FOUND and 0.0 < obj["support"] < 1.0
     assert obj["withheld_answer"] and obj["support_signals"]["p_yes"] == pytest.approx(0.1)
     high = Models.with_objects(llm=ScriptedLLM(yes_probability=0.9, words=5))
-    kept = pipeline.ask(story, "bm25", QUESTION, high, ["answer.support=0"], k=3).to_json()
+    kept = api.plan_and_ask(story, "bm25", QUESTION, high, ["answer.support=0"], k=3).to_json()
     assert kept["answer"] != NOT_FOUND and kept["support"] == obj["support"]  # the same text
     assert "withheld_answer" not in kept
     assert set(kept["support_signals"]) == {"p_yes", "overlap", "coverage", "names", "retrieval"}
     assert kept["support_signals"]["p_yes"] is None  # not asked by default
-    guess = pipeline.ask(story, "bm25", QUESTION, high, ["answer.not_found=guess"], k=3)
+    guess = api.plan_and_ask(story, "bm25", QUESTION, high, ["answer.not_found=guess"], k=3)
     assert "support" not in guess.to_json()  # no check, no score
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from lcr import pipeline
+from lcr import api
 from lcr.models.container import Models
 from lcr.scoring.tfidf import (
     FALLBACK_TOKEN_PATTERN,
@@ -204,7 +204,7 @@ def test_a_vocabulary_saved_before_the_stop_word_list_loads_the_same(
 def make_index(tmp: Path, text: str, methods: list[str]) -> Index:
     doc = DocumentInput("doc.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     idx = Index.create(tmp / "doc.idx", [doc])
-    pipeline.build(idx, methods, Models.with_objects(), [])
+    api.plan_and_build(idx, methods, Models.with_objects(), [])
     return idx
 
 
@@ -235,7 +235,7 @@ def test_an_index_built_before_the_stop_word_list_gives_the_same_evidence(
         assert (a != b).nnz == 0 and a.indices.tolist() == b.indices.tolist()
         for question in ODD_QUESTIONS[:1] + ODD_QUESTIONS[-2:]:
             new_ev, old_ev = (
-                pipeline.retrieve(Index.open(p), method, question, Models.with_objects(), sets)
+                api.plan_and_retrieve(Index.open(p), method, question, Models.with_objects(), sets)
                 for p in (small_index.path, old_path)
             )
             assert new_ev.evidence.items
@@ -278,7 +278,7 @@ def test_loading_and_vectorising_does_not_import_sklearn(
 
         for method, sets in (("mixpr", ["mixpr.mode=local"]), ("tfidf", [])):
             q = "Where did the bird sit?"
-            assert pipeline.retrieve(idx, method, q, Models.with_objects(), sets).evidence.items
+            assert api.plan_and_retrieve(idx, method, q, Models.with_objects(), sets).evidence.items
         assert "sklearn" not in sys.modules, "after retrieving"
         """
     )

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lcr import pipeline
+from lcr import api, pipeline
 from lcr.errors import LLMCallError
 from lcr.methods import get_method
 from lcr.methods.pecan.settings import PecanBuild
@@ -78,7 +78,7 @@ def test_raptor_embeds_a_long_leaf_by_its_tail_unless_truncated(tmp_path: Path, 
     for i, tail in enumerate(("tail", "other")):
         index = _raptor_index(tmp_path, f"t{i}", f"{head} {_words(30, tail)}.")
         models = Models.with_objects(llm=ScriptedLLM(), embedder=HashingEmbedder(64, WINDOW))
-        pipeline.build(index, ["raptor"], models, [f"raptor.embed_long={how}"])
+        api.plan_and_build(index, ["raptor"], models, [f"raptor.embed_long={how}"])
         assert Index.open(index.path).reader("raptor").nodes()[0].text.endswith("29.")
         rows.append(_leaf_row(index))
     assert np.array_equal(rows[0], rows[1]) == (how == "truncated")
@@ -92,7 +92,7 @@ def test_an_index_from_before_pooling_is_rebuilt_paying_no_llm_call_twice(
     sets = ["raptor.summary_max_new_tokens=40"]
     first = ScriptedLLM()
     embedder = HashingEmbedder(64)  # no window: the tree is the same either way
-    pipeline.build(index, ["raptor"], Models.with_objects(llm=first, embedder=embedder), sets)
+    api.plan_and_build(index, ["raptor"], Models.with_objects(llm=first, embedder=embedder), sets)
     assert first.usage.calls > 0
     before = (Index.open(index.path).path / "cache" / "raptor.jsonl").read_bytes()
     # the manifest as lcr wrote it before embed_long existed: the record reads "truncated"
@@ -105,10 +105,10 @@ def test_an_index_from_before_pooling_is_rebuilt_paying_no_llm_call_twice(
     # asked for as recorded, it is up to date
     again = ScriptedLLM()
     models = Models.with_objects(llm=again, embedder=embedder)
-    [kept] = pipeline.build(old, ["raptor"], models, [*sets, "raptor.embed_long=truncated"])
+    [kept] = api.plan_and_build(old, ["raptor"], models, [*sets, "raptor.embed_long=truncated"])
     assert not kept.built
     # with today's default it is stale and rebuilt, every summary read from the cache
-    [rebuilt] = pipeline.build(Index.open(index.path), ["raptor"], models, sets)
+    [rebuilt] = api.plan_and_build(Index.open(index.path), ["raptor"], models, sets)
     assert rebuilt.built and again.usage.calls == 0
     assert Index.open(index.path).methods["raptor"].settings["embed_long"] == "pooled"
     assert (index.path / "cache" / "raptor.jsonl").read_bytes() == before  # nothing new paid

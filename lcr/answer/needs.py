@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from lcr.answer.shared import AnswerSettings
 from lcr.errors import NoLogprobsError
-from lcr.models.needs import Needs
 from lcr.models.base import Capability
+from lcr.models.needs import Needs
 
 if TYPE_CHECKING:
     from lcr.models.container import Models

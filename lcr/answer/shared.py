@@ -16,16 +16,12 @@ scorer it is given, and :func:`answer` makes the one generation.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from lcr.config import Setting, Settings, SettingValue, parse_sets, setting, split_assignment
-from lcr.errors import SettingError
-from lcr.evidence import EvidenceItem, Usage, merge_spans
-from lcr.models.base import LLM, Message
 from lcr.answer.selection import (
     Selection,
     SentenceScorer,
@@ -45,6 +41,9 @@ from lcr.answer.support import (
     check_support,
     support_score,
 )
+from lcr.config import Setting, Settings, setting
+from lcr.evidence import EvidenceItem, Usage, merge_spans
+from lcr.models.base import LLM, Message
 
 NOT_FOUND = "not found in the document"
 """The fixed reply of ``answer.not_found=abstain`` when the evidence lacks the answer."""
@@ -175,20 +174,6 @@ ORIGINAL = AnswerSettings(
 """The answer step as it was before ``answer.*`` settings (never change it when a default
 changes): results made with it carry no answer key in ``lcr eval``'s run digest, so
 results files from before stay valid."""
-
-
-def resolve_answer_settings(
-    sets: Sequence[str],
-    max_new_tokens: int = 256,
-    method_defaults: Mapping[str, SettingValue] | None = None,
-) -> AnswerSettings:
-    """lcr's defaults, then a method's paper values (``method_defaults``), then every
-    ``--set answer.KEY=VALUE``; a bad key or value is a :class:`SettingError`."""
-    if any(split_assignment(t)[:2] == (ANSWER_TARGET, "max_new_tokens") for t in sets):
-        raise SettingError("answer.max_new_tokens is set with the --max-new-tokens option")
-    values: dict[str, Any] = dict(method_defaults or {})
-    values.update(parse_sets(ANSWER_TARGET, AnswerSettings, sets))
-    return AnswerSettings.build(values, label=ANSWER_TARGET).replace(max_new_tokens=max_new_tokens)
 
 
 _QUOTED = (

@@ -22,8 +22,8 @@ from lcr.config import Settings
 from lcr.evidence import AnswerState, Evidence, EvidenceItem
 
 if TYPE_CHECKING:
-    from lcr.models.base import LLM
     from lcr.answer.selection import SentenceScorer
+    from lcr.models.base import LLM
     from lcr.store import SourceDoc
 
 Q = TypeVar("Q", bound=Settings)
@@ -104,7 +104,8 @@ class AnswerStep(ABC, Generic[Q, S]):
 
 
 class SharedAnswer(AnswerStep[Settings, NoState]):
-    """The shared step: the evidence read with the ``answer.*`` settings (:mod:`lcr.answer.shared`)."""
+    """The shared step: the evidence read with the ``answer.*`` settings
+    (:mod:`lcr.answer.shared`)."""
 
     name = "shared"
     shared_settings = True

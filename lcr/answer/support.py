@@ -40,8 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lcr.models.base import LLM, Message
 from lcr.answer.selection import paragraph_leads
+from lcr.models.base import LLM, Message
 
 _CHECK = 'Do the excerpts state that "{answer}" answers the question "{question}"? Reply Yes or No.'
 _ANSWER_WORDS = 48  # a long answer is quoted by its start in the check

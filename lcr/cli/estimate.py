@@ -19,8 +19,10 @@ from lcr.errors import UsageError
 
 if TYPE_CHECKING:
     from lcr.estimate.figures import Range
-    from lcr.pipeline.estimate import MethodBill, Price
     from lcr.models.spec import ModelSpec
+    from lcr.pipeline.estimate import MethodBill, Price
+    from lcr.pipeline.plans import ParsedSets
+    from lcr.text.inputs import InputFile
 
 ESTIMATE_OPTIONS = ("estimate", "as_json", "price_per_mtok")
 
@@ -60,16 +62,14 @@ def pop_estimate(options: dict[str, Any]) -> tuple[bool, bool, Price | None]:
 
 
 def run_estimate(
-    jobs: Sequence[tuple[list[str | Path], Path, bool]],
+    jobs: Sequence[tuple[list[InputFile], Path, bool]],
     methods: Sequence[str],
     spec: ModelSpec,
-    sets: Sequence[str],
+    sets: ParsedSets,
     *,
     as_json: bool,
     price: Price | None,
     warn: Callable[[str], None],
-    globs: Sequence[str],
-    excludes: Sequence[str],
     doc_format: str,
     password: str | None,
     force: bool = False,
@@ -77,17 +77,17 @@ def run_estimate(
 ) -> None:
     """Estimate each index ``lcr index`` would build (``jobs``) and print the bills."""
     from lcr.cli.output import err
-    from lcr.pipeline.estimate import estimate_index
     from lcr.models.container import Models
+    from lcr.pipeline.estimate import estimate_index
     from lcr.text.formats import ExtractOptions
 
     models = Models(spec=spec)
     extract = ExtractOptions(
         format=None if doc_format == "auto" else doc_format, password=password, warn=warn
     )
-    for paths, target, _walked in jobs:
+    for files, target, _walked in jobs:
         summary, bills = estimate_index(
-            paths,
+            files,
             target,
             methods,
             models,
@@ -95,8 +95,6 @@ def run_estimate(
             price=price,
             warn=warn,
             note=None if quiet else err,
-            globs=globs,
-            excludes=excludes,
             extract=extract,
             force=force,
         )

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
-from lcr.cli import estimate as est
 from lcr._version import __version__
+from lcr.cli import estimate as est
 from lcr.cli.answer import ResultOutput, answer_only_option, evidence_option
 from lcr.cli.errors import flush_stdout, one_line, print_traceback, usage_line
 from lcr.cli.errors import report as report_error
@@ -50,6 +50,8 @@ from lcr.errors import (
 
 if TYPE_CHECKING:
     from lcr.config import Setting
+    from lcr.pipeline.plans import ParsedSets
+    from lcr.text.inputs import InputFile
 
 
 # ------------------------------------------------------------------ options
@@ -260,10 +262,10 @@ def index_cmd(
     """
     from lcr.cli.collection import report_build
     from lcr.pipeline import default_index_path, index_files
-    from lcr.pipeline.plans import expand_methods, plan_builds
+    from lcr.pipeline.plans import expand_methods, parse_sets, plan_builds
     from lcr.progress import progress_for, progress_mode
     from lcr.text.formats import ExtractOptions
-    from lcr.text.inputs import expand_inputs
+    from lcr.text.inputs import alone, expand_inputs
 
     if files.count("-") > 1:
         raise UsageError("stdin ('-') can be given only once")
@@ -273,18 +275,19 @@ def index_cmd(
     def warn(message: str) -> None:
         _err(f"warning: {message}")
 
-    jobs: list[tuple[list[str | Path], Path, bool]]  # paths, index, found in a folder
+    parsed = parse_sets(sets)  # every --set read once, before any file is
+    found = expand_inputs(files, globs=globs, excludes=excludes, warn=warn)  # once
+    jobs: list[tuple[list[InputFile], Path, bool]]  # files, index, found in a folder
     if out is not None:
-        jobs = [(list(files), Path(out), False)]
+        jobs = [(found, Path(out), False)]
     else:
-        found = expand_inputs(files, globs=globs, excludes=excludes, warn=warn)
-        jobs = [([f.path], default_index_path(f.path), f.found) for f in found]
+        jobs = [([alone(f)], default_index_path(f.path), f.found) for f in found]
         _refuse_shared_targets(jobs)
     estimate, as_json, price = est.pop_estimate(model)
     if estimate:  # the bill before paying: nothing built, written or called
-        est.run_estimate(jobs, methods, pop_model_spec(model), sets, as_json=as_json, price=price,
-                         warn=warn, globs=globs, excludes=excludes, doc_format=doc_format,
-                         password=password, force=force, quiet=quiet)  # fmt: skip
+        est.run_estimate(jobs, methods, pop_model_spec(model), parsed, as_json=as_json,
+                         price=price, warn=warn, doc_format=doc_format, password=password,
+                         force=force, quiet=quiet)  # fmt: skip
         return
     unprinted = UnprintedReports()
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes
@@ -304,24 +307,23 @@ def index_cmd(
             warn=warn,
         )
         models = command_models(pop_model_spec(model), progress)
-        planned: list[Any] = list(methods)
-        if not add:  # every --set parsed and every build's needs checked once, for every job
-            planned = plan_builds(expand_methods(methods), models, list(sets))
-        for paths, target, walked in jobs:
+        if add:  # the index decides what is rebuilt: the names and settings as given
+            build = functools.partial(build, methods=list(methods), sets=parsed)
+        else:  # every build's needs checked once, for every job
+            build = functools.partial(
+                build, plans=plan_builds(expand_methods(methods), models, parsed)
+            )
+        for job_files, target, walked in jobs:
             report = functools.partial(report_build, unprinted, str(target))
             try:
                 build(
-                    paths,
+                    job_files,
                     target,
-                    planned,
-                    models,
-                    list(sets),
+                    models=models,
                     progress=progress,
                     warn=warn,
                     on_report=report,
                     note=_err,
-                    globs=globs,
-                    excludes=excludes,
                     extract=extract,
                 )
             except InputError as exc:
@@ -331,11 +333,12 @@ def index_cmd(
     unprinted.warn()
 
 
-def _refuse_shared_targets(jobs: list[tuple[list[str | Path], Path, bool]]) -> None:
+def _refuse_shared_targets(jobs: list[tuple[list[InputFile], Path, bool]]) -> None:
     """``lcr index x.txt x.md`` would put both into ``x.idx`` (the second refused, or
     with --force replacing the first): refused before any work, naming both."""
-    first: dict[str, str | Path] = {}
-    for (source,), target, _walked in jobs:
+    first: dict[str, str] = {}
+    for (file,), target, _walked in jobs:
+        source = file.path
         key = os.path.realpath(target)
         if key in first:
             raise UsageError(
@@ -348,24 +351,26 @@ def _refuse_shared_targets(jobs: list[tuple[list[str | Path], Path, bool]]) -> N
 
 # ----------------------------------------------------------- ask / retrieve
 def _questions(question: str) -> Iterator[str]:
+    """Each question checked once: QUESTION itself before any work, or each line of
+    stdin (``-``) as it is read."""
+    from lcr.pipeline.plans import checked_question
+
     if question != "-":
-        yield question
+        asked = checked_question(question)  # fails before an index opens or a model loads
+        yield asked
         return
     for line in sys.stdin:
         if line.strip():
-            yield line.strip()
+            yield checked_question(line)
 
 
-def _mode_sets(method: str, mode: str | None, sets: tuple[str, ...]) -> list[str]:
-    out = list(sets)
-    if mode is not None:
-        from lcr.methods import get_method
+def _query_sets(method: str, mode: str | None, sets: tuple[str, ...]) -> ParsedSets:
+    """Every ``--set`` parsed once, and ``--mode`` as the mode setting it stands for."""
+    from lcr.methods import get_method
+    from lcr.pipeline.plans import mode_assignment, parse_sets
 
-        m = get_method(method)
-        if "mode" not in m.query_settings.by_name():
-            raise UsageError(f"--mode applies to methods with a mode setting; {method} has none")
-        out.append(f"{method}.mode={mode}")
-    return out
+    parsed = parse_sets(sets)
+    return parsed if mode is None else parsed.plus(mode_assignment(get_method(method), mode))
 
 
 def query_options(f: Any) -> Any:
@@ -424,16 +429,16 @@ def _run_queries(
     output = ResultOutput(as_json, answer_only, evidence, trace, quiet)
     # -k, every --set and the question are checked once, before any work
     plan = pipeline.plan_query(
-        method, _mode_sets(method, mode, sets), k=k, max_new_tokens=max_new_tokens
+        method, _query_sets(method, mode, sets), k=k, max_new_tokens=max_new_tokens
     )
+    questions = _questions(question)
     if question != "-":
-        pipeline.checked_question(question)
+        questions = iter([next(questions)])  # QUESTION checked now, before any work
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(progress_mode(quiet)) as progress:
         models = command_models(pop_model_spec(model), progress)
-        for q in _questions(question):
-            asked = pipeline.checked_question(q)
+        for asked in questions:
             with output.screen(asked, answer) as screen:
                 if answer:
                     result = pipeline.ask_query(

@@ -52,12 +52,13 @@ def mode_help() -> str:
 
 
 def k_help() -> str:
-    from lcr.methods.base import EVIDENCE_ITEMS
+    from lcr.methods.base import TOP_K
 
     own = [
-        f"{name}: {m.k_means.counts if m.k_means.applies else 'ignored'}"
+        f"{name}: {m.k_option.counts if m.k_option.applies else 'ignored'}"
         for name, m in _declared_methods()
-        if dataclasses.replace(m.k_means, setting="") != EVIDENCE_ITEMS  # the setting: not said
+        if dataclasses.replace(m.k_option, setting="")
+        != dataclasses.replace(TOP_K, setting="")  # the setting: not said
     ]
     return (
         "How many nodes to retrieve (default: the method's own"

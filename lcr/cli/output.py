@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from lcr.text.citation import Citation, PageRange
 from lcr.errors import OutputError
 from lcr.evidence import EvidenceItem
 from lcr.progress import print_above_bars
+from lcr.text.citation import Citation, PageRange
 
 if TYPE_CHECKING:
     from lcr.pipeline import Result

@@ -28,7 +28,6 @@ from lcr.answer.shared import (
     AnswerSettings,
 )
 from lcr.answer.step import SHARED_ANSWER
-from lcr.pipeline.answering import answer_evidence
 from lcr.config import NoSettings, Settings
 from lcr.errors import InputError, LcrError, SettingError, UsageError
 from lcr.eval import dataset, metrics
@@ -38,7 +37,16 @@ from lcr.methods import get_method
 from lcr.methods.base import Method
 from lcr.models.container import Models
 from lcr.pipeline import Result
-from lcr.pipeline.plans import BUILD, QUERY, ParsedSets, QueryPlan, parse_sets, plan_build
+from lcr.pipeline.answering import answer_evidence
+from lcr.pipeline.plans import (
+    BUILD,
+    QUERY,
+    ParsedSets,
+    QueryPlan,
+    fixed_query,
+    parse_sets,
+    plan_build,
+)
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
 from lcr.store.manifest import Manifest
@@ -110,7 +118,7 @@ def plan_methods(
     ones. ``sets``: ``opts.sets`` already parsed."""
     if not names:
         raise UsageError("give at least one --method (or --method all)")
-    parsed = parse_sets(sets if sets is not None else opts.sets)
+    parsed = sets if sets is not None else parse_sets(opts.sets)
     if opts.k is not None and opts.k < 1:
         raise UsageError("-k must be at least 1")
     if opts.max_new_tokens < 1 and not opts.retrieval_only:
@@ -147,7 +155,7 @@ def plan_methods(
             what["answer"] = answer.choices()
         # retrieval alone leaves room for lcr's default reply (pipeline.retrieve's)
         reply = answer.replace(max_new_tokens=256) if opts.retrieval_only else answer
-        asked = QueryPlan(method, query, reply, opts.k)
+        asked = fixed_query(method, query, reply, opts.k, parsed)
         plans.append(MethodPlan(method, build, query, rec, _digest(what), answer, asked))
     return plans
 

@@ -53,30 +53,27 @@ B = TypeVar("B", bound=Settings)
 Q = TypeVar("Q", bound=Settings)
 
 
-
 @dataclass(frozen=True)
-class KMeaning:
+class KOption:
     """What ``-k`` means for a method: said in ``--help``, and checked by
     :func:`lcr.testing.check_method`.
 
-    ``counts`` says in words what it counts; ``info_key`` names a list in
-    ``evidence.info`` that ``-k`` bounds when it does not bound the evidence itself
-    (GraphReader's exploration paths start from ``initial_nodes``); ``applies`` is
-    False for a method that ignores ``-k`` (``full`` returns the whole text).
+    ``setting`` names the query setting ``-k`` overrides (``top_k``): the plan writes
+    ``-k`` into it once, so ``-k 3`` is ``--set METHOD.top_k=3`` and :meth:`Method.retrieve`
+    reads only ``ctx.settings`` (a method whose mode changes what ``-k`` counts overrides
+    :meth:`Method.k_setting`). ``counts`` says in words what it counts; ``info_key``
+    names a list in ``evidence.info`` that ``-k`` bounds when it does not bound the
+    evidence itself (GraphReader's exploration paths start from ``initial_nodes``);
+    ``applies`` is False for a method that ignores ``-k`` (``full`` returns the whole text).
+    """
 
-    ``setting`` names the query setting ``-k`` overrides (``top_k``): the pipeline
-    sets it, so ``-k 3`` is ``--set METHOD.top_k=3`` and the method reads
-    ``ctx.settings``; empty when ``-k`` is no setting's value (the method then reads
-    the ``k`` argument of :meth:`Method.retrieve` alone)."""
-
+    setting: str = ""
     counts: str = "the evidence items returned"
     info_key: str = ""
     applies: bool = True
-    setting: str = ""
 
 
-EVIDENCE_ITEMS = KMeaning()
-TOP_K = KMeaning(setting="top_k")  # -k is the top_k query setting: the evidence items
+TOP_K = KOption(setting="top_k")  # -k is the top_k query setting: the evidence items
 
 
 @dataclass
@@ -228,7 +225,7 @@ class Method(ABC, Generic[B, Q]):
     # What the CLI, the man page and the conformance checks (lcr.testing) read, so none
     # of them names a method.
     manual: ClassVar[str] = ""  # its manual: a path in lcr's source tree, or a URL
-    k_means: ClassVar[KMeaning] = EVIDENCE_ITEMS  # what -k counts
+    k_option: ClassVar[KOption] = TOP_K  # what -k counts, and the setting it overrides
     traces: ClassVar[bool] = False  # its evidence.info has a step-by-step "trace" (--trace)
     # build settings (by name) that keep a build of a few KB of text quick, for tests
     quick_build_settings: ClassVar[Mapping[str, SettingValue]] = {}
@@ -271,8 +268,13 @@ class Method(ABC, Generic[B, Q]):
     def build(self, ctx: BuildContext[B]) -> None: ...
 
     @abstractmethod
-    def retrieve(self, ctx: QueryContext[B, Q], question: str, k: int | None) -> Evidence:
-        """Evidence for ``question``; ``k`` (``-k``) overrides the method's default count."""
+    def retrieve(self, ctx: QueryContext[B, Q], question: str) -> Evidence:
+        """Evidence for ``question``; how much is in ``ctx.settings`` (``-k`` included)."""
+
+    def k_setting(self, settings: Q) -> str:
+        """The query setting ``-k`` overrides with these settings (empty: ``-k`` does not
+        apply). One name for most methods; RAPTOR's mode changes it."""
+        return self.k_option.setting if self.k_option.applies else ""
 
     def check_stored(self, stored: MethodReader, built: B) -> None:
         """Read what :meth:`retrieve` reads and check it agrees (array shapes against

@@ -21,7 +21,7 @@ from lcr.evidence import Evidence
 from lcr.methods.base import (
     TOP_K,
     BuildContext,
-    KMeaning,
+    KOption,
     Method,
     Needs,
     QueryContext,
@@ -114,10 +114,6 @@ def ranked_evidence(
     return Evidence(method=method, items=items, info=dict(info))
 
 
-def effective_k(settings: TopK, k: int | None) -> int:
-    return k if k is not None else settings.top_k
-
-
 EMBEDDER = Needs(embedder=True)
 
 
@@ -208,7 +204,7 @@ def _bm25_tokenize(texts: list[str], settings: BM25Settings) -> list[list[str]]:
 class BM25(Method[BM25Settings, TopK]):
     name = "bm25"
     manual = "docs/methods/baselines.md"
-    k_means = TOP_K
+    k_option = TOP_K
     summary = "Okapi BM25 over sentence-respecting chunks (bm25s)"
     paper = ""
     built_by_default = True
@@ -230,13 +226,11 @@ class BM25(Method[BM25Settings, TopK]):
         ctx.out.write_nodes(nodes)
         ctx.out.stats["vocabulary"] = index.vocabulary_size
 
-    def retrieve(
-        self, ctx: QueryContext[BM25Settings, TopK], question: str, k: int | None
-    ) -> Evidence:
+    def retrieve(self, ctx: QueryContext[BM25Settings, TopK], question: str) -> Evidence:
         nodes = ctx.stored.nodes()
         index = BM25Index.load(ctx.stored, documents=len(nodes))
         scores = index.scores(_bm25_tokenize([question], ctx.built)[0], len(nodes))
-        k_eff = effective_k(ctx.settings, k)
+        k_eff = ctx.settings.top_k
         return ranked_evidence(self.name, nodes, scores, k_eff, matched_only=True)
 
     def check_stored(self, stored: MethodReader, built: BM25Settings) -> None:
@@ -246,7 +240,7 @@ class BM25(Method[BM25Settings, TopK]):
 class TfIdf(Method[ChunkSettings, TopK]):
     name = "tfidf"
     manual = "docs/methods/baselines.md"
-    k_means = TOP_K
+    k_option = TOP_K
     summary = "TF-IDF cosine similarity over chunks (after the MixPR paper's RAG-Sparse)"
     paper = ""
     build_settings = ChunkSettings
@@ -257,11 +251,9 @@ class TfIdf(Method[ChunkSettings, TopK]):
         _build_tfidf(ctx, nodes)
         ctx.out.write_nodes(nodes)
 
-    def retrieve(
-        self, ctx: QueryContext[ChunkSettings, TopK], question: str, k: int | None
-    ) -> Evidence:
+    def retrieve(self, ctx: QueryContext[ChunkSettings, TopK], question: str) -> Evidence:
         scores = _tfidf_scores(ctx, question)
-        k_eff = effective_k(ctx.settings, k)
+        k_eff = ctx.settings.top_k
         return ranked_evidence(self.name, ctx.stored.nodes(), scores, k_eff, matched_only=True)
 
     def check_stored(self, stored: MethodReader, built: ChunkSettings) -> None:
@@ -271,7 +263,7 @@ class TfIdf(Method[ChunkSettings, TopK]):
 class Dense(Method[ChunkSettings, TopK]):
     name = "dense"
     manual = "docs/methods/baselines.md"
-    k_means = TOP_K
+    k_option = TOP_K
     summary = "cosine similarity of sentence-transformer embeddings over chunks"
     paper = ""
     build_settings = ChunkSettings
@@ -283,11 +275,9 @@ class Dense(Method[ChunkSettings, TopK]):
         _build_dense(ctx, nodes)
         ctx.out.write_nodes(nodes)
 
-    def retrieve(
-        self, ctx: QueryContext[ChunkSettings, TopK], question: str, k: int | None
-    ) -> Evidence:
+    def retrieve(self, ctx: QueryContext[ChunkSettings, TopK], question: str) -> Evidence:
         scores = _dense_scores(ctx, question)
-        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx.settings, k))
+        return ranked_evidence(self.name, ctx.stored.nodes(), scores, ctx.settings.top_k)
 
     def check_stored(self, stored: MethodReader, built: ChunkSettings) -> None:
         _stored_embeddings(stored)
@@ -296,7 +286,7 @@ class Dense(Method[ChunkSettings, TopK]):
 class Hybrid(Method[ChunkSettings, HybridQuery]):
     name = "hybrid"
     manual = "docs/methods/baselines.md"
-    k_means = TOP_K
+    k_option = TOP_K
     summary = "0.15 x TF-IDF cosine + 0.85 x dense cosine (after the MixPR paper's RAG-Hybrid)"
     paper = "Alonso & Millidge 2024 (MixPR), RAG baselines"
     build_settings = ChunkSettings
@@ -309,12 +299,10 @@ class Hybrid(Method[ChunkSettings, HybridQuery]):
         _build_dense(ctx, nodes)
         ctx.out.write_nodes(nodes)
 
-    def retrieve(
-        self, ctx: QueryContext[ChunkSettings, HybridQuery], question: str, k: int | None
-    ) -> Evidence:
+    def retrieve(self, ctx: QueryContext[ChunkSettings, HybridQuery], question: str) -> Evidence:
         w = ctx.settings.sparse_weight
         scores = w * _tfidf_scores(ctx, question) + (1.0 - w) * _dense_scores(ctx, question)
-        return ranked_evidence(self.name, ctx.stored.nodes(), scores, effective_k(ctx.settings, k))
+        return ranked_evidence(self.name, ctx.stored.nodes(), scores, ctx.settings.top_k)
 
     def check_stored(self, stored: MethodReader, built: ChunkSettings) -> None:
         _stored_tfidf(stored)
@@ -324,7 +312,7 @@ class Hybrid(Method[ChunkSettings, HybridQuery]):
 class FullText(Method[NoSettings, NoSettings]):
     name = "full"
     manual = "docs/methods/baselines.md"
-    k_means = KMeaning(counts="nothing: the whole text is the evidence", applies=False)
+    k_option = KOption(counts="nothing: the whole text is the evidence", applies=False)
     summary = "the whole text, cut to the LLM's context window by the answer step"
     paper = ""
 
@@ -335,8 +323,6 @@ class FullText(Method[NoSettings, NoSettings]):
         ]
         ctx.out.write_nodes(nodes)
 
-    def retrieve(
-        self, ctx: QueryContext[NoSettings, NoSettings], question: str, k: int | None
-    ) -> Evidence:
+    def retrieve(self, ctx: QueryContext[NoSettings, NoSettings], question: str) -> Evidence:
         items = [item_from_node(n, 1.0) for n in ctx.stored.nodes()]
         return Evidence(method=self.name, items=items)

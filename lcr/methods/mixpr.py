@@ -352,7 +352,7 @@ QueryCtx = QueryContext[MixPRBuild, MixPRQuery]
 class MixPR(Method[MixPRBuild, MixPRQuery]):
     name = "mixpr"
     manual = "docs/methods/mixpr.md"
-    k_means = TOP_K
+    k_option = TOP_K
     summary = "mixture of PageRanks over a TF-IDF sentence graph; no LLM to build, real-time on CPU"
     answer_paper: ClassVar[Mapping[str, SettingValue]] = {
         "order": "document"
@@ -446,11 +446,11 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         p_global = float(llm.choice_probability(router_messages(query), yes="y", no="n"))
         return ("global" if p_global > ctx.settings.router_threshold else "local"), p_global
 
-    def retrieve(self, ctx: QueryCtx, question: str, k: int | None) -> Evidence:
+    def retrieve(self, ctx: QueryCtx, question: str) -> Evidence:
         from lcr.graph import QueryGraph
 
         s = ctx.settings
-        top_k = k if k is not None else s.top_k
+        top_k = s.top_k
         mode, p_global = self._route(ctx, question)
         n = ctx.stored.node_count()
         info: dict[str, Any] = {"mode": mode}

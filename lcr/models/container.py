@@ -29,18 +29,21 @@ EMBEDDER_BACKEND = "sentence-transformers"  # the one way lcr runs an embedder
 _GENERATE = frozenset({Capability.GENERATE})
 
 
+RoleModel = tuple[Role, str | None]  # a role and the model that plays it (a scorer's name)
+
+
 @dataclass
 class _Loaded:
     """What a run's models have loaded, chosen and been asked for: one object shared by
-    every binding of them (:meth:`Models.bound`), so a model is loaded once per run."""
+    every binding of them (:meth:`Models.bound`), so a model is loaded once per run.
+    Each scorer model has its own entry, so reading one never drops another's state."""
 
     llm: LLM | None = None
     embedder: Embedder | None = None
-    scorer: LLM | None = None
-    scorer_name: str | None = None  # the spec.scorer the scorer's state below belongs to
-    # what the commands run so far need of each LLM role (see :meth:`Models.require_role`)
-    needs: dict[Role, frozenset[Capability]] = field(default_factory=dict)
-    backends: dict[Role, str] = field(default_factory=dict)  # chosen for those needs
+    scorers: dict[str | None, LLM] = field(default_factory=dict)  # by spec.scorer
+    # what the commands run so far need of each role's model (Models.require_role)
+    needs: dict[RoleModel, frozenset[Capability]] = field(default_factory=dict)
+    backends: dict[RoleModel, str] = field(default_factory=dict)  # chosen for those needs
 
 
 @dataclass
@@ -67,8 +70,8 @@ class Models:
         spec = spec or ModelSpec()
         if scorer is not None and spec.scorer is None:
             spec = dataclasses.replace(spec, scorer=scorer.model_id)
-        loaded = _Loaded(llm=llm, embedder=embedder, scorer=scorer, scorer_name=spec.scorer)
-        return cls(spec=spec, _loaded=loaded)
+        scorers = {spec.scorer: scorer} if scorer is not None else {}
+        return cls(spec=spec, _loaded=_Loaded(llm=llm, embedder=embedder, scorers=scorers))
 
     def bound(self, embedder: str, scorer: str | None, llm: str | None = None) -> Self:
         """These models with the embedder role fixed to ``embedder``, the scorer role to
@@ -99,11 +102,14 @@ class Models:
 
     @property
     def _scorer(self) -> LLM | None:
-        return self._loaded.scorer
+        return self._loaded.scorers.get(self.spec.scorer)
 
     @_scorer.setter
     def _scorer(self, scorer: LLM | None) -> None:
-        self._loaded.scorer = scorer
+        if scorer is None:
+            self._loaded.scorers.pop(self.spec.scorer, None)
+        else:
+            self._loaded.scorers[self.spec.scorer] = scorer
 
     # ------------------------------------------------------------------ roles
 
@@ -112,7 +118,8 @@ class Models:
         if self._llm is None:
             from lcr.models.loading import load_llm
 
-            backend = self._loaded.backends.get(Role.LLM) or self.require(_GENERATE, "the LLM")
+            chosen = self._loaded.backends.get(self._key(Role.LLM))
+            backend = chosen or self.require(_GENERATE, "the LLM")
             self._llm = load_llm(self.spec, self.progress, backend=backend)
         return self._llm
 
@@ -138,7 +145,7 @@ class Models:
         if scorer is None:
             from lcr.models.loading import load_llm
 
-            backend = self._loaded.backends.get(Role.SCORER) or self.require_role(
+            backend = self._loaded.backends.get(self._key(Role.SCORER)) or self.require_role(
                 Role.SCORER, _GENERATE, "the scorer"
             )
             scorer = self._scorer = load_llm(self._scorer_spec(), self.progress, backend=backend)
@@ -165,9 +172,10 @@ class Models:
             return EMBEDDER_BACKEND
         if role is Role.SCORER and self._scorer_is_llm():
             role = Role.LLM
-        loaded = self._llm if role is Role.LLM else self._current_scorer()  # resets a stale one
+        loaded = self._llm if role is Role.LLM else self._current_scorer()
         spec = self.spec if role is Role.LLM else self._scorer_spec()
-        chosen = self._loaded.backends.get(role)
+        key = self._key(role)
+        chosen = self._loaded.backends.get(key)
         if not needs:
             return chosen or spec.backend
         if loaded is not None:
@@ -179,12 +187,12 @@ class Models:
                     f"{purpose} needs {describe_capabilities(missing)}, which the loaded "
                     f"{backend} backend does not provide"
                 )
-            self._loaded.needs[role] = self._loaded.needs.get(role, frozenset()) | needs
+            self._loaded.needs[key] = self._loaded.needs.get(key, frozenset()) | needs
             return backend
-        wanted = self._loaded.needs.get(role, frozenset()) | needs
-        self._loaded.backends[role] = choose_backend(spec.backend, wanted, purpose, spec)
-        self._loaded.needs[role] = wanted
-        return self._loaded.backends[role]
+        wanted = self._loaded.needs.get(key, frozenset()) | needs
+        self._loaded.backends[key] = choose_backend(spec.backend, wanted, purpose, spec)
+        self._loaded.needs[key] = wanted
+        return self._loaded.backends[key]
 
     # ---------------------------------------------------------- role-generic
 
@@ -213,7 +221,7 @@ class Models:
         loaded = self._llm if role is Role.LLM else self._current_scorer()
         if loaded is not None:
             return str(loaded.backend)
-        return self._loaded.backends.get(role)
+        return self._loaded.backends.get(self._key(role))
 
     def configuration(self, role: Role) -> Configuration | None:
         """What ``role``'s LLM runs (or will run) with: backend, device, dtype, quantisation;
@@ -223,7 +231,7 @@ class Models:
         loaded = self._llm if role is Role.LLM else self._current_scorer()
         if loaded is not None:
             return llm_configuration(loaded)
-        backend = self._loaded.backends.get(role)
+        backend = self._loaded.backends.get(self._key(role))
         if backend is None:
             return None
         spec = self.spec if role is Role.LLM else self._scorer_spec()
@@ -265,17 +273,13 @@ class Models:
         return name is None or name in {self.spec.llm, self.llm_id()}
 
     def _current_scorer(self) -> LLM | None:
-        """The scorer loaded (or injected) for the current ``spec.scorer``, if any.
-
-        A method may name another scorer between commands: what was chosen, needed
-        and loaded for the previous name is dropped then.
-        """
-        if self._loaded.scorer_name != self.spec.scorer:
-            self._scorer = None
-            self._loaded.needs.pop(Role.SCORER, None)
-            self._loaded.backends.pop(Role.SCORER, None)
-            self._loaded.scorer_name = self.spec.scorer
+        """The scorer loaded (or injected) for ``spec.scorer``, if any: a lookup that
+        changes nothing (each scorer model keeps its own state)."""
         return self._scorer
+
+    def _key(self, role: Role) -> RoleModel:
+        """Whose needs and backend: the LLM role's, or the scorer model's own."""
+        return (role, self.spec.scorer) if role is Role.SCORER else (role, None)
 
     def _scorer_spec(self) -> ModelSpec:
         """The spec the scorer loads with: its own model name, the run's device and backend."""

@@ -15,15 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcr import config
-from lcr.pipeline.accounting import spending
-from lcr.answer.shared import AnswerStream
 from lcr.answer.needs import require_answer
-from lcr.pipeline.answering import answer_evidence
+from lcr.answer.shared import AnswerStream
 from lcr.config import Settings
 from lcr.errors import InputError, SettingError
 from lcr.estimate.throughput import observe_build
 from lcr.evidence import EvidenceItem
-from lcr.pipeline.integrity import check_evidence, stored_build_settings
 from lcr.methods.base import BuildContext, Needs, QueryContext
 from lcr.models.backends import (
     cpu_configuration,
@@ -33,23 +30,18 @@ from lcr.models.backends import (
 from lcr.models.base import Role
 from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
-from lcr.pipeline.plans import (
-    AnyMethod,
-    BuildPlan,
-    ParsedSets,
-    QueryPlan,
-    bind,
-    checked_question,
-    expand_methods,
-    parse_sets,
-    plan_builds,
-    plan_query,
-    require,
-)
-
-# re-exported: the pipeline's callers (lcr eval, the estimate, tests) build settings here too
+from lcr.pipeline.accounting import spending
+from lcr.pipeline.answering import answer_evidence
+from lcr.pipeline.integrity import check_evidence, stored_build_settings
+from lcr.pipeline.plans import AnyMethod, BuildPlan, QueryPlan, bind, require
 from lcr.pipeline.plans import answer_settings as answer_settings
 from lcr.pipeline.plans import build_settings as build_settings
+
+# re-exported: the pipeline's callers (the CLI, lcr.api, lcr eval) plan here too
+from lcr.pipeline.plans import checked_question as checked_question
+from lcr.pipeline.plans import expand_methods as expand_methods
+from lcr.pipeline.plans import plan_builds as plan_builds
+from lcr.pipeline.plans import plan_query as plan_query
 from lcr.pipeline.plans import query_settings as query_settings
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.result import Result, cite
@@ -113,11 +105,6 @@ def default_index_path(source: str | Path) -> Path:
     return p.with_name(p.stem + ".idx") if p.suffix else p.with_name(p.name + ".idx")
 
 
-def check_sets(sets: Sequence[str]) -> None:
-    """Every ``--set`` names a known method (or ``answer``) and setting with a valid value."""
-    parse_sets(sets)
-
-
 @dataclass
 class BuildReport:
     method: str
@@ -142,9 +129,8 @@ def build_models_record(needs: Needs, models: Models) -> dict[str, str]:
 
 def build(
     index: Index,
-    methods: Sequence[str] | Sequence[BuildPlan],
+    plans: Sequence[BuildPlan],
     models: Models,
-    sets: Sequence[str] | ParsedSets = (),
     *,
     force: bool = False,
     progress: Progress = NULL_PROGRESS,
@@ -152,19 +138,15 @@ def build(
     on_report: Callable[[BuildReport], None] | None = None,
     note: Callable[[str], None] | None = None,
 ) -> list[BuildReport]:
-    """Build ``methods`` (names, with ``sets``; or plans made with
-    :func:`~lcr.pipeline.plans.plan_builds`) into ``index``; an identical, undamaged existing
-    build is kept.
+    """Build each of ``plans`` (made with :func:`~lcr.pipeline.plans.plan_builds`, every
+    setting and need checked) into ``index``; an identical, undamaged existing build is
+    kept.
 
     ``on_report`` hears of each method as soon as it is committed (or found up to
     date), so a caller can print it before the next build starts; ``note`` hears
     that the build waits for another process writing the same index.
     """
     report_to = on_report or (lambda report: None)
-    # every method's settings and needs are checked before any work starts
-    plans = [m for m in methods if isinstance(m, BuildPlan)]
-    if len(plans) != len(methods):
-        plans = plan_builds([str(m) for m in methods], models, sets)
     reports = []
     for plan in plans:
         method, settings, needs = plan.method, plan.settings, plan.needs
@@ -271,35 +253,24 @@ def _same_settings(method: AnyMethod, stored: dict[str, Any], settings: Settings
 
 
 def index_files(
-    paths: Sequence[str | Path],
+    files: Sequence[InputFile],
     out: str | Path,
-    methods: Sequence[str] | Sequence[BuildPlan],
+    plans: Sequence[BuildPlan],
     models: Models,
-    sets: Sequence[str] | ParsedSets = (),
     *,
     force: bool = False,
     progress: Progress = NULL_PROGRESS,
     warn: Callable[[str], None] | None = None,
     on_report: Callable[[BuildReport], None] | None = None,
     note: Callable[[str], None] | None = None,
-    globs: Sequence[str] = (),
-    excludes: Sequence[str] = (),
     extract: ExtractOptions | None = None,
 ) -> tuple[Index, list[BuildReport]]:
-    """Create (or reuse) the index of ``paths`` (files and folders) at ``out`` and build
-    ``methods`` into it (names, with ``sets``: ``all``, or none for the default ones;
-    or plans made with :func:`~lcr.pipeline.plans.plan_builds`).
+    """Create (or reuse) the index of ``files`` (``lcr.text.inputs.expand_inputs``, once,
+    where the paths were given) at ``out`` and build each of ``plans`` into it.
 
     A file named twice is indexed once, with a warning. An index this call created
     is removed again if its first build fails before anything was committed or paid.
     """
-    plans = [m for m in methods if isinstance(m, BuildPlan)]
-    if len(plans) != len(methods) or not methods:
-        # a bad --set or a backend that cannot build it fails before any read
-        plans = plan_builds(expand_methods([str(m) for m in methods]), models, sets)
-    from lcr.text.inputs import expand_inputs
-
-    files = expand_inputs(paths, globs=globs, excludes=excludes, warn=warn)
     docs = load_documents(files, warn=warn, options=extract)
     # one writer from the first look at ``out`` to the commit: a concurrent run waits,
     # then builds on what this one committed (or refuses other documents, saying why)
@@ -367,24 +338,6 @@ def retrieval_llm_note(plan: QueryPlan, models: Models) -> str | None:
     return f"{plan.method.name} retrieval loads the LLM {models.spec.llm}{reason}"
 
 
-def retrieve(
-    index: Index,
-    method_name: str,
-    question: str,
-    models: Models,
-    sets: Sequence[str] = (),
-    *,
-    k: int | None = None,
-    progress: Progress = NULL_PROGRESS,
-    note: Callable[[str], None] | None = None,
-) -> Result:
-    """Evidence for ``question``; ``note`` hears (once) when retrieval loads the LLM."""
-    plan = plan_query(method_name, sets, k=k)
-    return retrieve_query(
-        index, plan, checked_question(question), models, progress=progress, note=note
-    )
-
-
 def retrieve_query(
     index: Index,
     query: QueryPlan,
@@ -395,15 +348,29 @@ def retrieve_query(
     note: Callable[[str], None] | None = None,
     keep_state: bool = False,
 ) -> Result:
-    """:func:`retrieve` for a :class:`~lcr.pipeline.plans.QueryPlan` and a checked question;
-    ``keep_state`` keeps what the method's own answer step needs (``evidence.state``)
-    for :func:`ask_query`."""
+    """Evidence for ``question`` (checked: :func:`~lcr.pipeline.plans.checked_question`)
+    with the plan; ``note`` hears (once) when retrieval loads the LLM. ``keep_state``
+    keeps what the method's own answer step needs (``evidence.state``) for
+    :func:`ask_query`."""
+    require(models, query.needs, f"{query.method.name} retrieval")
+    roles = query_models(index.reader(query.method.name).entry.models, query, models, note)
+    return _retrieve(index, query, question, roles, progress, note, keep_state)
+
+
+def _retrieve(
+    index: Index,
+    query: QueryPlan,
+    question: str,
+    models: Models,
+    progress: Progress,
+    note: Callable[[str], None] | None,
+    keep_state: bool,
+) -> Result:
+    """The retrieval itself, with ``models`` already checked and bound for it."""
     method = query.method
     reader = index.reader(method.name)
     _ = index.layouts  # a damaged layout.json fails here, before any retrieval is paid for
     needs = query.needs
-    require(models, needs, f"{method.name} retrieval")
-    models = query_models(reader.entry.models, query, models, note)
     message = retrieval_llm_note(query, models)
     if note is not None and message is not None:
         note(message)
@@ -412,19 +379,18 @@ def retrieve_query(
         index.documents,
         reader,
         models,
-        query.retrieval_settings,
+        query.settings,
         stored_build_settings(index, method, reader),
         progress,
         answer=query.answer,
     )
     with spending(models) as retrieving:  # measured here, for every method
-        evidence = method.retrieve(ctx, question, query.k)
-        check_evidence(index, method.name, evidence.items)
-        if not keep_state:
-            evidence.state = None  # nothing answers from it: let a KV cache go at once
-    evidence.usage = retrieving.usage
-    evidence.items = evidence.in_rank_order()  # one order for every method and output
-    cite(index, evidence.items)
+        found = method.retrieve(ctx, question)
+        check_evidence(index, method.name, found.items)
+    # one order for every method and output, cited; the state only for an answer step
+    items = cite(index, found.in_rank_order())
+    evidence = found.finished(items, retrieving.usage, keep_state=keep_state)
+    del found  # nothing answers from its state: a KV cache goes at once
     used_models = dict(reader.entry.models)
     if needs.uses_llm and models.llm_loaded:
         used_models["llm"] = models.llm_id()
@@ -440,24 +406,6 @@ def retrieve_query(
     )
 
 
-def ask(
-    index: Index,
-    method_name: str,
-    question: str,
-    models: Models,
-    sets: Sequence[str] = (),
-    *,
-    k: int | None = None,
-    max_new_tokens: int = 256,
-    progress: Progress = NULL_PROGRESS,
-    note: Callable[[str], None] | None = None,
-) -> Result:
-    """Retrieve, then answer: the method's own answer step if it has one, else the
-    shared one with the ``answer.*`` settings of ``sets`` (:mod:`lcr.answer.shared`)."""
-    plan = plan_query(method_name, sets, k=k, max_new_tokens=max_new_tokens)
-    return ask_query(index, plan, checked_question(question), models, progress=progress, note=note)
-
-
 def ask_query(
     index: Index,
     query: QueryPlan,
@@ -468,8 +416,9 @@ def ask_query(
     note: Callable[[str], None] | None = None,
     stream: AnswerStream | None = None,
 ) -> Result:
-    """:func:`ask` for a :class:`~lcr.pipeline.plans.QueryPlan` and a checked question;
-    ``stream`` watches the shared step."""
+    """Retrieve, then answer ``question`` (checked) with the plan: the method's own answer
+    step if it has one, else the shared one with the plan's ``answer.*`` settings
+    (:mod:`lcr.answer.shared`); ``stream`` watches the shared step."""
     method = query.method
     step = method.answer_step(query.settings)
     needs = query.needs | method.answer_needs(query.settings)
@@ -485,16 +434,14 @@ def ask_query(
     query = dataclasses.replace(query, answer=answer)
     selecting = query.answer.select != "off" and step.shared_settings
     own = query  # the method's own evidence, without the deeper pool (answer.reread)
-    if selecting and query.k is None and query.answer.pool > 0:
-        query = dataclasses.replace(query, k=query.answer.pool)  # a deeper pool to select from
-    result = retrieve_query(
-        index, query, question, models, progress=progress, note=note, keep_state=True
-    )
+    if selecting and not query.k_given and query.answer.pool > 0:
+        query = query.with_k(query.answer.pool)  # a deeper pool to select from
+    # the roles bound once for the whole ask: checked above, the index's embedder here
+    roles = query_models(index.reader(method.name).entry.models, query, models, note)
+    result = _retrieve(index, query, question, roles, progress, note, keep_state=True)
 
     def unselected() -> list[EvidenceItem]:  # only asked for when the pool was deeper
-        return retrieve_query(index, own, question, models).evidence.items
-
-    models = query_models(index.reader(method.name).entry.models, query, models)  # its embedder
+        return _retrieve(index, own, question, roles, NULL_PROGRESS, None, False).evidence.items
 
     return answer_evidence(
         index,
@@ -502,7 +449,7 @@ def ask_query(
         step,
         query.settings,
         query.answer,
-        models,
+        roles,
         unselected=None if own is query else unselected,
         stream=stream,
         note=note,

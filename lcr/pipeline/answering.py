@@ -5,17 +5,18 @@ both answer here."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lcr.pipeline.accounting import spending
+from lcr.answer.selection import sentence_scorer
 from lcr.answer.shared import AnswerSettings, AnswerStream, dropped_warning
 from lcr.answer.step import AnswerContext, AnswerStep
 from lcr.config import Settings
 from lcr.evidence import EvidenceItem, rank_order
 from lcr.models.backends import describe_configuration, llm_configuration
+from lcr.pipeline.accounting import spending
 from lcr.result import Result, cite
-from lcr.answer.selection import sentence_scorer
 
 if TYPE_CHECKING:
     from lcr.models.container import Models
@@ -39,7 +40,8 @@ def answer_evidence(
 ) -> Result:
     """Answer ``retrieved``'s question from its evidence with ``step`` (the method's
     query ``settings``, the shared step's ``answer`` settings), and record on it the
-    answer, what was read, what the step did, cost and took, and the LLM.
+    answer, what was read, what the step did, cost and took, and the LLM: a new
+    :class:`~lcr.result.Result` from the retrieval's, made once.
 
     ``unselected`` gives ``answer.reread`` the method's own evidence when the evidence
     is a deeper pool; ``stream`` watches the reply; ``note`` hears of evidence that did
@@ -55,21 +57,25 @@ def answer_evidence(
     evidence = retrieved.evidence
     with spending(models) as answering:
         out = step.answer(ctx, retrieved.question, evidence, step.state_of(evidence))
-        evidence.state = None  # answered: a KV cache goes at once
         if out.dropped and note is not None:
             note(dropped_warning(len(evidence.items), out, llm.context_window))
-        read = rank_order(out.used)  # read as set, shown by rank
-        cite(index, read)  # the answer step made new items (passages, cuts)
-    retrieved.timings["answer_s"] = answering.seconds
-    if loading.seconds > _LOAD_WORTH_RECORDING_S:
-        retrieved.timings["llm_load_s"] = loading.seconds
-    retrieved.answer = out.text
-    retrieved.read = read
-    retrieved.answer_info = {**out.info, **({"dropped": out.dropped} if out.dropped else {})}
-    retrieved.support = out.support_json()
-    retrieved.answer_settings = {**answer.to_json(), "step": out.step or step.name}
-    retrieved.usage = retrieved.usage.merged(answering.usage)
-    retrieved.models["llm"] = llm.model_id
-    retrieved.models["backend"] = str(llm.backend)
-    retrieved.models["llm_run"] = describe_configuration(llm_configuration(llm))
-    return retrieved
+        # read as set, shown by rank; the answer step made new items (passages, cuts)
+        read = cite(index, rank_order(out.used))
+    load = {"llm_load_s": loading.seconds} if loading.seconds > _LOAD_WORTH_RECORDING_S else {}
+    return dataclasses.replace(
+        retrieved,
+        evidence=evidence.finished(evidence.items, evidence.usage),  # a KV cache goes now
+        answer=out.text,
+        read=read,
+        answer_info={**out.info, **({"dropped": out.dropped} if out.dropped else {})},
+        support=out.support_json(),
+        answer_settings={**answer.to_json(), "step": out.step or step.name},
+        usage=retrieved.usage.merged(answering.usage),
+        timings={**retrieved.timings, "answer_s": answering.seconds, **load},
+        models={
+            **retrieved.models,
+            "llm": llm.model_id,
+            "backend": str(llm.backend),
+            "llm_run": describe_configuration(llm_configuration(llm)),
+        },
+    )

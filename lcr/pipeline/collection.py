@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcr import config
+from lcr.config import Settings
 from lcr.errors import IndexDamagedError, UsageError
 from lcr.methods import get_method, method_names
 from lcr.models.base import Role
-from lcr.pipeline import BuildReport, build, check_sets, expand_methods, load_documents
+from lcr.pipeline import BuildReport, build, expand_methods, load_documents
+from lcr.pipeline.plans import BUILD, NO_SETS, AnyMethod, ParsedSets, plan_build
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index
 from lcr.store.collection import Plan, plan_add, plan_remove, record_change
@@ -31,34 +33,29 @@ from lcr.store.writing import recover_swap, writer_lock
 if TYPE_CHECKING:
     from lcr.models.container import Models
     from lcr.text.formats import ExtractOptions
+    from lcr.text.inputs import InputFile
 
 Tell = Callable[[str], None]
 
 
 def add_files(
-    paths: Sequence[str | Path],
+    files: Sequence[InputFile],
     out: str | Path,
     methods: Sequence[str],
     models: Models,
-    sets: Sequence[str] = (),
+    sets: ParsedSets = NO_SETS,
     *,
     progress: Progress = NULL_PROGRESS,
     warn: Tell | None = None,
     on_report: Callable[[BuildReport], None] | None = None,
     note: Tell | None = None,
     tell: Tell | None = None,
-    globs: Sequence[str] = (),
-    excludes: Sequence[str] = (),
     extract: ExtractOptions | None = None,
 ) -> Index:
-    """Add the documents of ``paths`` to the index at ``out`` and rebuild its methods
-    (and ``methods``, if not built yet) paying only for what changed; ``tell`` hears
-    one line per method of what it paid."""
-    from lcr.text.inputs import expand_inputs
-
+    """Add the documents of ``files`` (expanded where the paths were given) to the index
+    at ``out`` and rebuild its methods (and ``methods``, if not built yet) paying only
+    for what changed; ``tell`` hears one line per method of what it paid."""
     extra = expand_methods(methods) if methods else []
-    check_sets(sets)
-    files = expand_inputs(paths, globs=globs, excludes=excludes, warn=warn)
     docs = load_documents(files, warn=warn, options=extract)
     with writer_lock(Path(out), note):
         index = _open_for_change(out)
@@ -86,7 +83,7 @@ def remove_documents(
     with writer_lock(Path(out), note):
         index = _open_for_change(out)
         plan = plan_remove(index, names)
-        return _apply(index, plan, [], models, (), progress, warn, on_report, note, tell)
+        return _apply(index, plan, [], models, NO_SETS, progress, warn, on_report, note, tell)
 
 
 def _open_for_change(out: str | Path) -> Index:
@@ -104,7 +101,7 @@ def _apply(
     plan: Plan,
     extra: Sequence[str],
     models: Models,
-    sets: Sequence[str],
+    sets: ParsedSets,
     progress: Progress,
     warn: Tell | None,
     on_report: Callable[[BuildReport], None] | None,
@@ -118,9 +115,10 @@ def _apply(
     staged = Index.stage(old.path, plan.documents)
     held: list[BuildReport] = []
     try:
-        for name, method_sets, recorded in jobs:
-            built_with = _recorded_models(models, recorded, name)
-            build(staged, [name], built_with, method_sets, progress=progress, warn=warn,
+        for method, settings, recorded in jobs:
+            built_with = _recorded_models(models, recorded, method.name)
+            planned = plan_build(method, settings, built_with)
+            build(staged, [planned], built_with, progress=progress, warn=warn,
                   on_report=held.append, note=note)  # fmt: skip
         _verify(staged, old.path)
         change = {
@@ -144,31 +142,35 @@ def _apply(
 
 
 def _jobs(
-    old: Index, extra: Sequence[str], sets: Sequence[str], warn: Tell | None
-) -> list[tuple[str, list[str], dict[str, str]]]:
-    """Each method to rebuild: its name, its ``--set`` values (the settings it was built
-    with, then the run's own), and the models it recorded."""
-    jobs: list[tuple[str, list[str], dict[str, str]]] = []
+    old: Index, extra: Sequence[str], sets: ParsedSets, warn: Tell | None
+) -> list[tuple[AnyMethod, Settings, dict[str, str]]]:
+    """Each method to rebuild: the method, its typed settings (those it was built with,
+    then the run's own ``--set``), and the models it recorded."""
+    jobs: list[tuple[AnyMethod, Settings, dict[str, str]]] = []
     known = set(method_names())
     for name, entry in old.methods.items():
         if name not in known:
             if warn is not None:
                 warn(f"{old.path} has a {name} build this lcr does not know; it is dropped")
             continue
-        jobs.append((name, [*_recorded_sets(name, entry), *sets], dict(entry.models)))
+        method = get_method(name)
+        settings = _recorded_settings(method, entry).replace(**sets.values(method, BUILD))
+        jobs.append((method, settings, dict(entry.models)))
     for name in [*old.manifest.broken, *extra]:  # unreadable entries: built as asked now
-        if name in known and name not in {j[0] for j in jobs}:
-            jobs.append((name, list(sets), {}))
+        if name in known and name not in {j[0].name for j in jobs}:
+            method = get_method(name)
+            settings = method.build_settings.build(sets.values(method, BUILD), label=name)
+            jobs.append((method, settings, {}))
     return jobs
 
 
-def _recorded_sets(name: str, entry: MethodEntry) -> list[str]:
-    """The settings ``entry`` was built with, as ``--set`` values."""
+def _recorded_settings(method: AnyMethod, entry: MethodEntry) -> Settings:
+    """The typed settings ``entry`` was built with (a recorded value of the wrong type,
+    edited by hand: the defaults)."""
     try:
-        settings = get_method(name).build_settings.from_stored(entry.settings)
+        return method.build_settings.from_stored(entry.settings)
     except config.SettingError:
-        return []  # a recorded value of the wrong type (edited): built with the defaults
-    return [f"{name}.{key}={config.value_text(v)}" for key, v in settings.to_json().items()]
+        return method.build_settings()
 
 
 def _recorded_models(models: Models, recorded: dict[str, str], method: str) -> Models:

@@ -23,9 +23,11 @@ from lcr.estimate import throughput
 from lcr.estimate.figures import ZERO, BuildEstimate, LLMWork, Range
 from lcr.models.base import Role, Tokenizer
 from lcr.models.container import Models
+from lcr.pipeline.plans import NO_SETS, ParsedSets
 
 if TYPE_CHECKING:
     from lcr.text.formats import ExtractOptions
+    from lcr.text.inputs import InputFile
 
 NODE_BYTES = 200  # JSON around a stored node (id, spans, meta)
 CACHE_BYTES_PER_CALL = 300  # a cache line around each reply
@@ -226,43 +228,39 @@ def _with_source(rates: throughput.Rates, source: str) -> throughput.Rates:
 
 
 def estimate_index(
-    paths: Sequence[str | Path],
+    files: Sequence[InputFile],
     out: str | Path,
     methods: Sequence[str],
     models: Models,
-    sets: Sequence[str] = (),
+    sets: ParsedSets = NO_SETS,
     *,
     price: Price | None = None,
     warn: Callable[[str], None] | None = None,
     note: Callable[[str], None] | None = None,
-    globs: Sequence[str] = (),
-    excludes: Sequence[str] = (),
     extract: ExtractOptions | None = None,
     timed: bool = True,
     force: bool = False,
 ) -> tuple[dict[str, Any], list[MethodBill]]:
-    """Every method's bill for indexing ``paths`` into ``out``; nothing is written and no
+    """Every method's bill for indexing ``files`` (expanded where the paths were given)
+    into ``out``; nothing is written and no
     LLM call is made for the work (``timed`` measures rates the cache lacks; ``force``:
     builds already up to date are counted as rebuilt, as ``--force`` rebuilds them)."""
     from lcr.methods import get_method
     from lcr.pipeline import load_documents
-    from lcr.pipeline.plans import build_settings, expand_methods, parse_sets, require
+    from lcr.pipeline.plans import build_settings, expand_methods, require
     from lcr.store.documents import join_documents
-    from lcr.text.inputs import expand_inputs
     from lcr.text.tokens import count_tokens
 
     names = expand_methods(methods)
-    parsed = parse_sets(sets)
     plans = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", config.SettingRenamed)
         for n in names:
             method = get_method(n)
-            settings = build_settings(method, parsed)
+            settings = build_settings(method, sets)
             needs = method.build_needs(settings)
             require(models, needs, f"building {n}")
             plans.append((method, settings, needs))
-    files = expand_inputs(paths, globs=globs, excludes=excludes, warn=warn)
     docs = load_documents(files, warn=warn, options=extract)
     source, joined = join_documents(docs)
     documents = [(i, d.start, source[d.start : d.end]) for i, d in enumerate(joined)]

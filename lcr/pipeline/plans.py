@@ -9,14 +9,15 @@ input enters; :mod:`lcr.pipeline` takes them as they are and parses nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lcr import config
 from lcr.answer.shared import ANSWER_TARGET, AnswerSettings
-from lcr.config import Settings, SettingValue
+from lcr.config import Setting, Settings, SettingValue
 from lcr.errors import ModelError, SettingError, UsageError
 from lcr.methods import get_method, method_names
 from lcr.methods.base import Method, Needs
@@ -50,6 +51,10 @@ class ParsedSets:
 
     assignments: tuple[Assignment, ...] = ()
 
+    def plus(self, *more: Assignment) -> ParsedSets:
+        """These and ``more`` (a later value of the same setting wins, as on a command line)."""
+        return ParsedSets((*self.assignments, *more))
+
     def answer_values(self) -> dict[str, SettingValue]:
         return {a.name: a.value for a in self.assignments if a.phase == ANSWER_TARGET}
 
@@ -80,27 +85,58 @@ class ParsedSets:
         return values
 
 
-def parse_sets(sets: Sequence[str] | ParsedSets) -> ParsedSets:
-    """Parse and check every ``--set`` once: the shared answer step's (``answer.*``)
+NO_SETS = ParsedSets()
+
+
+def parse_sets(sets: Sequence[str]) -> ParsedSets:
+    """Parse and check every ``--set`` text once: the shared answer step's (``answer.*``)
     first, then the methods' in order; a bad one is a one-line
     :class:`~lcr.errors.SettingError` (exit 2), even for a method the command does not use."""
-    if isinstance(sets, ParsedSets):
-        return sets
-    split = [(text, *config.split_assignment(text)) for text in sets]
-    if any((target, name) == (ANSWER_TARGET, "max_new_tokens") for _, target, name, _ in split):
+    return _assigned([(*config.split_assignment(text), True) for text in sets])
+
+
+def typed_sets(values: Mapping[str, Any]) -> ParsedSets:
+    """Settings given as Python values (``{"mixpr.mode": "local", "bm25.top_k": 3}``),
+    checked as values (type and range), never turned into text and parsed again."""
+    split: list[tuple[str, str, Any, bool]] = []
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise SettingError(f'settings keys are "method.key" strings, got {key!r}')
+        target, dot, name = key.partition(".")
+        if not dot or not target or not name:
+            raise SettingError(f'settings keys are "method.key" strings, got {key!r}')
+        split.append((target, name, value, False))
+    return _assigned(split)
+
+
+def mode_assignment(method: AnyMethod, mode: str) -> Assignment:
+    """``--mode X`` for ``method``: its ``mode`` query setting, parsed here once."""
+    declared = method.query_settings.by_name()
+    if "mode" not in declared:
+        raise UsageError(f"--mode applies to methods with a mode setting; {method.name} has none")
+    value = declared["mode"].parse(mode, f"{method.name}.mode")
+    return Assignment(method.name, "mode", "mode", value, QUERY)
+
+
+def _assigned(split: Sequence[tuple[str, str, Any, bool]]) -> ParsedSets:
+    """``(target, key, value, is_text)`` each checked once: text is parsed, a Python
+    value is checked as it is."""
+    if any((target, name) == (ANSWER_TARGET, "max_new_tokens") for target, name, *_ in split):
         raise SettingError("answer.max_new_tokens is set with the --max-new-tokens option")
-    answers = [_answer_assignment(name, raw) for _, t, name, raw in split if t == ANSWER_TARGET]
+    answers = [_answer_assignment(n, v, text) for t, n, v, text in split if t == ANSWER_TARGET]
     AnswerSettings.build({a.name: a.value for a in answers}, label=ANSWER_TARGET)
     known = set(method_names())
     methods = [
-        _method_assignment(target, name, raw, known)
-        for _, target, name, raw in split
-        if target != ANSWER_TARGET
+        _method_assignment(t, n, v, text, known) for t, n, v, text in split if t != ANSWER_TARGET
     ]
     return ParsedSets((*answers, *methods))
 
 
-def _answer_assignment(name: str, raw: str) -> Assignment:
+def _read(declared: Setting, value: Any, is_text: bool, label: str) -> SettingValue:
+    return declared.parse(value, label) if is_text else declared.check(value, label)
+
+
+def _answer_assignment(name: str, value: Any, is_text: bool) -> Assignment:
     renamed = AnswerSettings.renamed()
     current = renamed.get(name, name)
     if current != name:
@@ -109,17 +145,19 @@ def _answer_assignment(name: str, raw: str) -> Assignment:
                 f"{ANSWER_TARGET}.{name} is now {ANSWER_TARGET}.{current}; "
                 "the old name goes in the next release"
             ),
-            stacklevel=3,
+            stacklevel=4,
         )
     declared = AnswerSettings.by_name()
     if current not in declared:
         valid = ", ".join(sorted(declared)) or "none"
         raise SettingError(f"unknown setting {ANSWER_TARGET}.{name}; valid: {valid}")
-    value = declared[current].parse(raw, f"{ANSWER_TARGET}.{current}")
-    return Assignment(ANSWER_TARGET, name, current, value, ANSWER_TARGET)
+    parsed = _read(declared[current], value, is_text, f"{ANSWER_TARGET}.{current}")
+    return Assignment(ANSWER_TARGET, name, current, parsed, ANSWER_TARGET)
 
 
-def _method_assignment(target: str, name: str, raw: str, known: set[str]) -> Assignment:
+def _method_assignment(
+    target: str, name: str, value: Any, is_text: bool, known: set[str]
+) -> Assignment:
     if target not in known:
         raise SettingError(
             f"--set names unknown method {target!r}; known: {', '.join(sorted(known))}"
@@ -128,28 +166,28 @@ def _method_assignment(target: str, name: str, raw: str, known: set[str]) -> Ass
     for phase, cls in ((BUILD, method.build_settings), (QUERY, method.query_settings)):
         current = cls.renamed().get(name, name)
         if current in cls.by_name():
-            value = cls.by_name()[current].parse(raw, f"{target}.{current}")
-            return Assignment(target, name, current, value, phase)
+            parsed = _read(cls.by_name()[current], value, is_text, f"{target}.{current}")
+            return Assignment(target, name, current, parsed, phase)
     declared = {n for cls in (method.build_settings, method.query_settings) for n in cls.by_name()}
     raise SettingError(
         f"unknown setting {target}.{name}; valid: {', '.join(sorted(declared)) or 'none'}"
     )
 
 
-def build_settings(method: AnyMethod, sets: Sequence[str] | ParsedSets) -> Settings:
+def build_settings(method: AnyMethod, sets: ParsedSets) -> Settings:
     """``method``'s typed build settings: its defaults overridden by ``--set``."""
-    values = parse_sets(sets).values(method, BUILD)
+    values = sets.values(method, BUILD)
     return method.build_settings.build(values, label=method.name)
 
 
-def query_settings(method: AnyMethod, sets: Sequence[str] | ParsedSets) -> Settings:
+def query_settings(method: AnyMethod, sets: ParsedSets) -> Settings:
     """``method``'s typed query settings: its defaults overridden by ``--set``."""
-    values = parse_sets(sets).values(method, QUERY)
+    values = sets.values(method, QUERY)
     return method.query_settings.build(values, label=method.name)
 
 
 def answer_settings(
-    method: AnyMethod | None, sets: Sequence[str] | ParsedSets, max_new_tokens: int = 256
+    method: AnyMethod | None, sets: ParsedSets, max_new_tokens: int = 256
 ) -> AnswerSettings:
     """The :class:`~lcr.answer.shared.AnswerSettings` ``method`` answers with: lcr's defaults,
     the values measured best for it (``Method.answer_measured``), the values its paper
@@ -159,7 +197,7 @@ def answer_settings(
     if method is not None:
         values.update(method.answer_measured)
         values.update(method.answer_paper)
-    values.update(parse_sets(sets).answer_values())
+    values.update(sets.answer_values())
     return AnswerSettings.build(values, label=ANSWER_TARGET).replace(max_new_tokens=max_new_tokens)
 
 
@@ -231,12 +269,11 @@ def expand_methods(requested: Sequence[str]) -> list[str]:
 
 
 def plan_builds(
-    methods: Sequence[str], models: Models, sets: Sequence[str] | ParsedSets = ()
+    methods: Sequence[str], models: Models, sets: ParsedSets = NO_SETS
 ) -> list[BuildPlan]:
     """Every method's build planned and checked before any work (``methods`` as
     given: :func:`expand_methods` first for ``all`` or nothing)."""
-    parsed = parse_sets(sets)
-    return [plan_build(m, build_settings(m, parsed), models) for m in map(get_method, methods)]
+    return [plan_build(m, build_settings(m, sets), models) for m in map(get_method, methods)]
 
 
 # ------------------------------------------------------------------ queries
@@ -245,13 +282,16 @@ def plan_builds(
 @dataclass(frozen=True)
 class QueryPlan:
     """How to answer questions, resolved once where input enters: the method, its
-    typed query settings (as ``--set`` made them), the answer step's settings and
-    ``-k``. Questions come separately; everything below takes the plan as it is."""
+    typed query settings (``--set``, ``--mode`` and ``-k`` written in once) and the
+    answer step's settings. Questions come separately; everything below takes the
+    plan as it is."""
 
     method: AnyMethod
     settings: Settings
     answer: AnswerSettings
-    k: int | None = None
+    # -k (or --set of the setting -k overrides) was given: the user chose how much
+    # evidence, so the answer step's deeper pool (answer.pool) does not apply
+    k_given: bool = False
 
     @property
     def needs(self) -> Needs:
@@ -259,40 +299,49 @@ class QueryPlan:
         return self.method.retrieve_needs(self.settings)
 
     @property
-    def retrieval_settings(self) -> Settings:
-        """The settings a retrieval reads: ``-k`` is the setting the method names for it
-        (``Method.k_means.setting``), so ``-k 3`` and ``--set bm25.top_k=3`` are one."""
-        name = self.method.k_means.setting
-        if self.k is None or not name:
-            return self.settings
-        return self.settings.replace(**{name: self.k})
+    def k(self) -> int | None:
+        """The value of the setting ``-k`` overrides (None: ``-k`` does not apply)."""
+        name = self.method.k_setting(self.settings)
+        value = getattr(self.settings, name) if name else None
+        return value if isinstance(value, int) else None
+
+    def with_k(self, k: int) -> QueryPlan:
+        """This plan retrieving ``k`` (the answer step's deeper pool)."""
+        name = self.method.k_setting(self.settings)
+        if not name:
+            return self
+        return dataclasses.replace(self, settings=self.settings.replace(**{name: k}))
 
 
 def plan_query(
     method_name: str,
-    sets: Sequence[str] | ParsedSets = (),
+    sets: ParsedSets = NO_SETS,
     *,
     k: int | None = None,
     max_new_tokens: int = 256,
 ) -> QueryPlan:
     """Check everything a query carries but its question before any index opens or
-    model loads: the method, every ``--set`` (even one for another method), ``k``."""
+    model loads: the method, every ``--set`` (even one for another method), ``k``.
+    ``-k`` is written into the query setting the method names for it, once."""
     method = get_method(method_name)
-    parsed = parse_sets(sets)
     if k is not None and k < 1:
         raise UsageError("-k must be at least 1")
     if max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
-    settings = query_settings(method, parsed)
-    named = method.k_means.setting
-    if k is None and named and named in parsed.values(method, QUERY):
-        k = int(getattr(settings, named))  # --set bm25.top_k=3 is -k 3: it wins over answer.pool
-    return QueryPlan(
-        method=method,
-        settings=settings,
-        answer=answer_settings(method, parsed, max_new_tokens),
-        k=k,
-    )
+    settings = query_settings(method, sets)
+    return fixed_query(method, settings, answer_settings(method, sets, max_new_tokens), k, sets)
+
+
+def fixed_query(
+    method: AnyMethod, settings: Settings, answer: AnswerSettings, k: int | None, sets: ParsedSets
+) -> QueryPlan:
+    """The plan of ``method`` with ``settings``: ``-k`` written into the setting it
+    overrides; given when ``-k`` or a ``--set`` of that setting was."""
+    named = method.k_setting(settings)
+    if k is not None and named:
+        settings = settings.replace(**{named: k})
+    given = k is not None or bool(named and named in sets.values(method, QUERY, strict=False))
+    return QueryPlan(method, settings, answer, k_given=given)
 
 
 def checked_question(question: str) -> str:

@@ -55,6 +55,14 @@ def expand_inputs(
     return _unique(out, warn)
 
 
+def alone(f: InputFile) -> InputFile:
+    """A file a folder walk found, indexed on its own (``lcr index DIR`` without ``-o``):
+    named within its own folder, as if it had been given by name."""
+    if f.path == "-":
+        return f
+    return InputFile(f.path, os.path.dirname(os.path.abspath(f.path)))
+
+
 def _unique(files: list[InputFile], warn: Callable[[str], None] | None) -> list[InputFile]:
     seen: set[str] = set()
     out: list[InputFile] = []

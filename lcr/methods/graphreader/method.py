@@ -36,7 +36,7 @@ from lcr.methods.base import (
     AnswerStep,
     BuildContext,
     EstimateContext,
-    KMeaning,
+    KOption,
     Method,
     Needs,
     QueryContext,
@@ -228,7 +228,7 @@ def graph_nodes(graph: Graph, chunks: list[Node]) -> tuple[list[Node], list[Node
 class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
     name = "graphreader"
     manual = "docs/methods/graphreader.md"
-    k_means = KMeaning(
+    k_option = KOption(
         counts="exploration paths, the paper's N", info_key="initial_nodes", setting="initial_nodes"
     )
     traces = True
@@ -356,12 +356,11 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
         self,
         ctx: QueryContext[GraphReaderBuild, GraphReaderQuery],
         question: str,
-        k: int | None,
     ) -> Evidence:
         graph, emb, chunks = self._graph(ctx)
         s = ctx.settings
         settings = AgentSettings(
-            initial_nodes=k if k is not None else s.initial_nodes,
+            initial_nodes=s.initial_nodes,
             candidates=s.candidates,
             max_calls=s.max_calls,
             rational_plan=s.rational_plan,

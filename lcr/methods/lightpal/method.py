@@ -152,7 +152,7 @@ class LightPALQuery(Settings):
 class LightPAL(Method[LightPALBuild, LightPALQuery]):
     name = "lightpal"
     manual = "docs/methods/lightpal.md"
-    k_means = TOP_K
+    k_option = TOP_K
     quick_build_settings: ClassVar[Mapping[str, SettingValue]] = {"scorer": "llm"}
     summary = (
         "passage graph whose edges an LLM scores by P(d_j | d_i); BM25/dense passages plus "
@@ -289,13 +289,11 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         )
         return index.scores(_bm25_tokens([question])[0], n)
 
-    def retrieve(
-        self, ctx: QueryContext[LightPALBuild, LightPALQuery], question: str, k: int | None
-    ) -> Evidence:
+    def retrieve(self, ctx: QueryContext[LightPALBuild, LightPALQuery], question: str) -> Evidence:
         nodes = ctx.stored.nodes()
         n = len(nodes)
         walk: Walk = ctx.stored.memoised("walk", lambda: _stored_walk(ctx.stored, n))
-        want = k if k is not None else ctx.settings.top_k
+        want = ctx.settings.top_k
         s = ctx.settings
         scores = self._ranking(ctx, question, n)
         if len(scores) != n:

@@ -25,6 +25,7 @@ from lcr.methods.base import (
     AnswerStep,
     BuildContext,
     EstimateContext,
+    KOption,
     Method,
     Needs,
     QueryContext,
@@ -58,6 +59,7 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         "points_max_new_tokens": 24,
     }
     tested_with_real_llm = True  # its build reads attention, its search a KV cache
+    k_option = KOption(setting="max_nodes", counts="nodes the search visits at most")
     summary = (
         "graph of LLM Information Points weighted by attention; LLM-guided search over a "
         "node-level KV cache that stops when the LLM says the question can be answered"
@@ -113,9 +115,7 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         ctx.out.stats["seconds"] = ctx.stages.to_json()
 
     # --------------------------------------------------------------- retrieve
-    def retrieve(
-        self, ctx: QueryContext[PecanBuild, PecanQuery], question: str, k: int | None
-    ) -> Evidence:
+    def retrieve(self, ctx: QueryContext[PecanBuild, PecanQuery], question: str) -> Evidence:
         """The search, leaving room for the answer's reply in the window; the evidence
         keeps its cache for the answer step (``evidence.state``)."""
         nodes, emb, levels, edges = _stored_graph(ctx.stored)
@@ -128,7 +128,7 @@ class Pecan(Method[PecanBuild, PecanQuery]):
             progress_control=s.progress_control,
             fixed_nodes=s.fixed_nodes,
             max_context=s.max_context,
-            max_nodes=k,
+            max_nodes=s.max_nodes,
             answer_tokens=ctx.answer.max_new_tokens,
             second_turn=s.second_turn,
         )

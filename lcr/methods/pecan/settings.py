@@ -81,6 +81,11 @@ class PecanQuery(Settings):
         "ask the LLM Yes/No after each node (paper); false: Table 2's fixed pecan.fixed_nodes",
         paper=True,
     )
+    max_nodes: int | None = setting(
+        None,
+        "nodes the search visits at most (-k); none: until it stops or the window fills",
+        low=1,
+    )
     fixed_nodes: int = setting(
         10,
         "nodes visited without progress control (the paper used its average; unknown)",

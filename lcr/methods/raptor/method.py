@@ -31,6 +31,7 @@ from lcr.methods.base import (
     GENERATE,
     BuildContext,
     EstimateContext,
+    KOption,
     Method,
     Needs,
     QueryContext,
@@ -123,6 +124,9 @@ class RaptorQuery(Settings):
         low=1,
     )
     top_k: int = setting(5, "traversal: nodes kept per layer (the paper's k; -k overrides)", low=1)
+    max_nodes: int | None = setting(
+        None, "collapsed tree: at most this many nodes within the budget (-k); none: no cap", low=1
+    )
     depth: int = setting(
         0,
         "traversal: layers descended from the root layer (the paper's d); 0 = down to the leaves",
@@ -195,6 +199,8 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
     name = "raptor"
     manual = "docs/methods/raptor.md"
     quick_build_settings: ClassVar[Mapping[str, SettingValue]] = {"summary_max_new_tokens": 40}
+    # -k is top_k when traversing, max_nodes on the collapsed tree (k_setting)
+    k_option = KOption(setting="max_nodes")
     summary = "tree of recursive cluster summaries (UMAP + GMM + LLM), collapsed-tree retrieval"
     paper = (
         "Sarthi et al. 2024, RAPTOR: Recursive Abstractive Processing for "
@@ -308,9 +314,10 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
         )
 
     # --------------------------------------------------------------- retrieve
-    def retrieve(
-        self, ctx: QueryContext[RaptorBuild, RaptorQuery], question: str, k: int | None
-    ) -> Evidence:
+    def k_setting(self, settings: RaptorQuery) -> str:
+        return "top_k" if settings.mode == "traversal" else "max_nodes"
+
+    def retrieve(self, ctx: QueryContext[RaptorBuild, RaptorQuery], question: str) -> Evidence:
         tree = ctx.stored.memoised("raptor:tree", lambda: StoredTree.load(ctx.stored))
         nodes, emb, tokens = tree.nodes, tree.embeddings, tree.tokens
         if not nodes:
@@ -324,7 +331,7 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
         mode = ctx.settings.mode
         info: dict[str, Any] = {"mode": mode, "tree_layers": max(n.level for n in nodes) + 1}
         if mode == "traversal":
-            top_k = k if k is not None else ctx.settings.top_k
+            top_k = ctx.settings.top_k
             children = tree.children
             depth = ctx.settings.depth
             chosen = tree_traversal(scores, [n.level for n in nodes], children, top_k, depth)
@@ -332,7 +339,7 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
             info["tokens"] = sum(tokens[i] for i in chosen)
         else:
             budget = ctx.settings.max_tokens
-            chosen, used = collapsed_tree(scores, tokens, budget, k)
+            chosen, used = collapsed_tree(scores, tokens, budget, ctx.settings.max_nodes)
             info.update(max_tokens=budget, tokens=used)
         per_layer: dict[str, int] = {}
         for i in chosen:

@@ -56,13 +56,11 @@ class Overlap(Method[OverlapBuild, OverlapQuery]):
         ctx.out.write_nodes(nodes)
         ctx.out.stats["sentences"] = len(nodes)
 
-    def retrieve(
-        self, ctx: QueryContext[OverlapBuild, OverlapQuery], question: str, k: int | None
-    ) -> Evidence:
+    def retrieve(self, ctx: QueryContext[OverlapBuild, OverlapQuery], question: str) -> Evidence:
         nodes = ctx.stored.nodes()
         asked = _words(question)
         scores = np.array([len(asked & _words(n.text)) for n in nodes], dtype=np.float64)
-        best = top_indices(scores, k or ctx.settings.top_k)
+        best = top_indices(scores, ctx.settings.top_k)
         return Evidence(self.name, [item_from_node(nodes[i], scores[i]) for i in best])
 
     def check_stored(self, stored: MethodReader, built: OverlapBuild) -> None:
