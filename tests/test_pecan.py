@@ -52,6 +52,7 @@ from lcr.models.base import Capability
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.models.transformers_llm import NodeKVCache, span_mean_matrix
+from lcr.pipeline.plans import parse_sets
 from lcr.store import DocumentInput, Index
 from tests.conftest import FIXTURES, REPO
 from tests.fakes import ScriptedLLM
@@ -148,7 +149,9 @@ def test_settings_are_typed_and_the_old_name_still_works() -> None:
     for cls in (PecanBuild, PecanQuery):
         assert all(len(s.help) <= 100 for s in cls.declared())
     with pytest.warns(SettingRenamed, match=r"pecan\.max_new_tokens is now pecan\.points_max"):
-        settings = pipeline.build_settings(get_method("pecan"), ["pecan.max_new_tokens=24"])
+        settings = pipeline.build_settings(
+            get_method("pecan"), parse_sets(["pecan.max_new_tokens=24"])
+        )
     assert settings == PecanBuild(points_max_new_tokens=24)
     # a record from before embed_long was embedded by truncation, and says so
     assert PecanBuild.from_stored({"max_new_tokens": 24}) == settings.replace(

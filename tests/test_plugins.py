@@ -9,6 +9,7 @@ registry is left alone).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -157,8 +158,10 @@ def test_check_method_fails_a_method_that_breaks_the_contract() -> None:
         class IgnoresK(Overlap):
             name = "ignoresk"
 
-            def retrieve(self, ctx, question, k):  # type: ignore[no-untyped-def]
-                return super().retrieve(ctx, question, None)
+            def retrieve(self, ctx, question):  # type: ignore[no-untyped-def]
+                # reads a fixed count, not the setting -k overrides
+                fixed = dataclasses.replace(ctx, settings=ctx.settings.replace(top_k=5))
+                return super().retrieve(fixed, question)
 
         with pytest.raises(AssertionError, match="check_k_limits: -k 3 gave 5 items"):
             check_method(IgnoresK)
