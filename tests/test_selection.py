@@ -27,7 +27,7 @@ from lcr.answer.selection import (
 from lcr.answer.shared import (
     NOT_FOUND,
     ORIGINAL,
-    resolve_answer_settings,
+    AnswerSettings,
     select_evidence,
     shared_answer,
 )
@@ -38,11 +38,17 @@ from lcr.evidence import EvidenceItem
 from lcr.methods import get_method
 from lcr.models.base import Message
 from lcr.models.container import Models
+from lcr.pipeline.plans import answer_settings, parse_sets
 from lcr.scoring.bm25 import BM25Index, bm25_scores, bm25_tokenize
 from lcr.store import Index
 from tests.fakes import ForbiddenLLM, ScriptedLLM
 
 QUESTION = "What did the bird throw down to Cinderella?"
+
+
+def resolve_answer_settings(sets: list[str]) -> AnswerSettings:
+    """lcr's answer settings with ``--set`` text parsed once, as a run does."""
+    return answer_settings(None, parse_sets(sets))
 
 
 def words(text: str) -> int:
