@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from lxml import html as lxml_html
 from lcr._version import source_commit
 from lcr.cli.eval import eval_group
 from lcr.cli.main import cli as main_cli
-from lcr.eval.report import Difference, _holm, frontier
+from lcr.eval.report import Difference, _holm, distinct_runs, frontier
 from tests.browser import CHROMIUM, NO_CHROMIUM, open_pages
 from tests.conftest import REPO, SHARED_DATA, needs_shared_data
 
@@ -140,6 +141,11 @@ def test_page_names_the_command_commit_and_question_types(hotpot: dict[str, Any]
     # the questions where recall differs, each method's evidence a click away
     rows = page.xpath("//*[@id='disagree']//tbody/tr")
     assert rows and all(len(r.xpath(".//details")) == 2 for r in rows)
+    # many charts on one page: every id once, every reference inside an SVG resolved
+    ids = re.findall(r'\bid="([^"]+)"', text)
+    assert len(ids) == len(set(ids))
+    refs = set(re.findall(r'href="#([^"]+)"', text)) | set(re.findall(r"url\(#([^)]+)\)", text))
+    assert refs and refs <= set(ids)
     # and the figures for a paper: every chart as PNG and SVG
     figures = sorted(p.name for p in (hotpot["work"] / "figures").iterdir())
     charts = [c.get("id").removeprefix("chart-") for c in page.xpath("//*[@class='chart']")]
@@ -245,6 +251,16 @@ def test_frontier_and_holm_by_hand() -> None:
         Difference("x", "y", "f1", {"p_value": p}) for p in (0.01, 0.04, 0.03)
     ]  # Holm: sorted 0.01*3, 0.03*2, max(0.06, 0.04*1)
     assert [round(d.holm, 6) for d in _holm(tests)] == [0.03, 0.06, 0.06]
+
+
+def test_one_method_with_two_settings_is_two_rows() -> None:
+    """bm25 run at two -k into one results file: neither hides the other; a record
+    written twice (a file given twice) counts once."""
+    rec = {"id": "q1", "method": "bm25", "run": "aaaaaaaa11", "metrics": {"recall": 1.0}}
+    other = {**rec, "run": "bbbbbbbb22", "metrics": {"recall": 0.0}}
+    tfidf = {**rec, "method": "tfidf", "run": "cccccc"}
+    rows = distinct_runs([rec, other, tfidf, dict(rec)])
+    assert sorted(r["method"] for r in rows) == ["bm25 [aaaaaa]", "bm25 [bbbbbb]", "tfidf"]
 
 
 @pytest.mark.slow

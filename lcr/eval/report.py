@@ -197,7 +197,12 @@ def svg_of(figure: Any, name: str) -> str:
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": name}):
         figure.savefig(buf, format="svg", metadata={"Date": None})
     text = buf.getvalue()
-    return text[text.index("<svg") :]
+    text = text[text.index("<svg") :]
+    # matplotlib numbers its groups per figure (axes_1, ...): prefixed with the chart's
+    # name, ids stay unique on a page of many charts (the drawn points' pt- ids are kept)
+    text = re.sub(r'\bid="(?!pt-)([^"]+)"', rf'id="{name}-\1"', text)
+    text = re.sub(r'href="#([^"]+)"', rf'href="#{name}-\1"', text)
+    return text.replace("url(#", f"url(#{name}-")
 
 
 def figure_bytes(chart: Chart, kind: str) -> bytes:
