@@ -225,6 +225,8 @@ def test_report_errors_are_one_line_and_write_nothing(hashhop: Path, tmp_path: P
         assert res.exit_code == 2, (extra, res.output)
         assert message in res.output and "Traceback" not in res.output
         assert not page.exists()
+    res = report(results, "-o", str(tmp_path / "nowhere" / "r.html"))
+    assert res.exit_code == 2 and "no folder" in res.output
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     for missing in (str(tmp_path / "none.jsonl"), str(empty)):

@@ -182,6 +182,8 @@ def run_command(
 
     if max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
+    if report_path is not None and not report_path.parent.is_dir():  # before hours of run
+        raise UsageError(f"--report: no folder {report_path.parent} to write the page in")
     opts = runner.RunOptions(
         methods=list(methods),
         k=k,
@@ -271,16 +273,26 @@ def write_report(
     if request.page is not None:
         if request.page.is_dir():
             raise UsageError(f"{request.page} is a folder; give the page's file name")
-        atomic_write_text(request.page, made.html)
+        if not request.page.parent.is_dir():
+            raise UsageError(f"no folder {request.page.parent} to write {request.page.name} in")
+        try:
+            atomic_write_text(request.page, made.html)
+        except OSError as exc:
+            raise OutputError(f"cannot write {request.page}: {exc.strerror or exc}") from None
         wrote.append(f"the report {request.page}")
     if request.figures is not None:
         if request.figures.exists() and not request.figures.is_dir():
             raise UsageError(f"--figures {request.figures} is a file; give a folder")
-        request.figures.mkdir(parents=True, exist_ok=True)
-        for chart in made.charts:
-            for suffix in ("svg", "png"):
-                data = report.figure_bytes(chart, suffix)
-                atomic_write_bytes(request.figures / f"{chart.name}.{suffix}", data)
+        try:
+            request.figures.mkdir(parents=True, exist_ok=True)
+            for chart in made.charts:
+                for suffix in ("svg", "png"):
+                    data = report.figure_bytes(chart, suffix)
+                    atomic_write_bytes(request.figures / f"{chart.name}.{suffix}", data)
+        except OSError as exc:
+            raise OutputError(
+                f"cannot write the figures in {request.figures}: {exc.strerror or exc}"
+            ) from None
         wrote.append(f"{len(made.charts)} figures (PNG and SVG) in {request.figures}")
     return "wrote " + " and ".join(wrote)
 
