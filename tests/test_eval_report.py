@@ -286,4 +286,9 @@ def test_real_model_answers_report_f1_and_the_found_split(tmp_path: Path) -> Non
     found = {r["metrics"]["answer_found"] for r in records}
     assert charts["chart-answer-found-split"] == 2 * len(found)  # each method, each half
     assert "F1" in tree.xpath("//*[@id='quality-cost']//figcaption")[0].text_content()
+    printed = printed_tables(run.stdout)  # the answered tables too, cell for cell
+    title = "found but not read: accuracy by whether a gold answer is in the evidence read"
+    assert page_rows(tree, "//*[@id='chart-answer-found-split']//table") == printed[title]
+    means = printed["lcr eval: mean [95% bootstrap interval]"]
+    assert page_rows(tree, "//*[@id='summary']//table") == means
     assert all(r["answers"] and r["made_by"]["command"] for r in records)

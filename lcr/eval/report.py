@@ -686,7 +686,7 @@ thead th{background:#f3f3f3}th[scope=row]{text-align:left}caption{text-align:lef
 .chart{display:flex;flex-wrap:wrap;gap:1em;align-items:flex-start;margin-bottom:1.5em}
 figure{flex:0 1 640px}
 .chart svg{max-width:100%;height:auto}figure{margin:0}figcaption{color:#444;max-width:42em}
-.disagree td{text-align:left;max-width:28em}.disagree q{color:#333}
+.disagree td,.disagree th{text-align:left}.disagree td{max-width:28em}.disagree q{color:#333}
 details ol{padding-left:1.2em;margin:.3em 0}details li{margin:.2em 0;white-space:pre-wrap}
 .src{color:#777;font-size:11px}mark{background:#ffe58a}code{font-size:12px;word-break:break-all}
 """
