@@ -235,9 +235,11 @@ def test_report_errors_are_one_line_and_write_nothing(hashhop: Path, tmp_path: P
         assert res.output.startswith("lcr: ") and res.output.count("\n") == 1
         assert not page.exists()
     # dollars at a price: retrieval spends no LLM tokens, so every method costs $0
-    res = report(results, "-o", str(page), "--price", "0.15,0.6", "--cost", "usd")
+    note = "Hash-Hop <generated> & no licence"
+    res = report(results, "-o", str(page), "--price", "0.15,0.6", "--cost", "usd", "--note", note)
     assert res.exit_code == 0, res.output
     tree = lxml_html.fromstring(page.read_text("utf-8"))
+    assert tree.xpath("//p[@class='note']")[0].text_content() == note  # escaped, shown as is
     first = tree.xpath("//*[@class='chart']")[0]
     assert first.get("id") == "chart-quality-vs-usd"
     assert {r[0] for r in page_rows(tree, "//*[@id='chart-quality-vs-usd']//table").values()} == {

@@ -382,6 +382,12 @@ def _price(value: str | None) -> Any:
     help="At most N questions in the table of those the methods disagree on.",
 )
 @click.option("--title", default="lcr eval report", show_default=True, help="The page's title.")
+@click.option(
+    "--note",
+    default="",
+    metavar="TEXT",
+    help="A line under the title: the data set and its licence's attribution, say.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No note on stderr.")
 def report_command(
     results: tuple[Path, ...],
@@ -393,6 +399,7 @@ def report_command(
     index_dirs: tuple[Path, ...],
     disagreements: int,
     title: str,
+    note: str,
     quiet: bool,
 ) -> None:
     """Write the results of `lcr eval` runs as one HTML page that opens offline.
@@ -427,7 +434,7 @@ def report_command(
         if d.is_dir()
     ]  # fmt: skip
     builds = [b for d in folders for b in runner.recorded_build_costs(records, d)]
-    options = ReportOptions(quality, costs, _price(price), disagreements, title)
+    options = ReportOptions(quality, costs, _price(price), disagreements, title, note)
     target = page or results[0].with_suffix(".html")
     request = ReportRequest(target, figures_dir, options, [str(p) for p in results])
     _note(write_report(records, builds, request), quiet)

@@ -92,6 +92,8 @@ class ReportOptions:
     price: Price | None = None
     disagreements: int = DISAGREEMENTS
     title: str = "lcr eval report"
+    # a line under the title: the data set and its licence's attribution, say
+    note: str = ""
 
 
 # --------------------------------------------------------------------------- the records
@@ -740,6 +742,7 @@ def build_report(
 
     parts = [
         f"<h1>{html.escape(options.title)}</h1>",
+        f"<p class='note'>{html.escape(options.note)}</p>" if options.note else "",
         f"<p>{len(methods)} methods on {len({r['id'] for r in records})} questions"
         f"{' (retrieval only: no answers)' if retrieval_only else ''}; quality: "
         f"{html.escape(label(quality))}. Every interval is a 95% percentile bootstrap "
