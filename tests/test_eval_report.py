@@ -208,6 +208,9 @@ def test_pages_open_offline_in_a_real_browser(
 
 def test_report_errors_are_one_line_and_write_nothing(hashhop: Path, tmp_path: Path) -> None:
     results = str(hashhop.with_name("hh.results.jsonl"))
+    # run in this process (not from lcr's command line): no command is made up for it
+    lines = Path(results).read_text("utf-8").splitlines()
+    assert {json.loads(line)["made_by"]["command"] for line in lines} == {None}
     page = tmp_path / "r.html"
     cli = CliRunner()
 

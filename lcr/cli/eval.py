@@ -239,7 +239,9 @@ def command_line() -> str | None:
     None where lcr was not started from its command line (the Python API, tests)."""
     import shlex
 
-    if Path(sys.argv[0]).name not in ("lcr", "__main__.py") or len(sys.argv) < 2:
+    started = Path(sys.argv[0])
+    from_lcr = started.name == "lcr" or started.parts[-2:] == ("lcr", "__main__.py")
+    if not from_lcr or "eval" not in sys.argv[1:]:  # pytest's own argv, say
         return None
     return shlex.join(["lcr", *sys.argv[1:]])
 

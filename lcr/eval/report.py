@@ -661,7 +661,7 @@ def _provenance_html(records: Sequence[dict[str, Any]], sources: Sequence[str], 
         m = entry["made_by"] if isinstance(entry["made_by"], dict) else {}
         rows.append(
             [
-                m.get("command") or "not recorded (results from before lcr recorded it)",
+                m.get("command") or "not recorded (made before lcr kept it, or not from lcr's CLI)",
                 str(m.get("commit") or "unknown"),
                 str(m.get("version") or "unknown"),
                 ", ".join(entry["methods"]),
