@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,8 @@ class DefaultGroup(click.Group):
             ctx.command_path,
             "DATA.jsonl --method M [--method M2 ...] [OPTIONS]\n"
             f"{' ' * (len(ctx.command_path) + 7)}| prepare KIND SOURCE -o OUT | generate KIND "
-            "--length N -o OUT",
+            "--length N -o OUT\n"
+            f"{' ' * (len(ctx.command_path) + 7)}| report RESULTS.jsonl... -o PAGE.html",
         )
 
 
@@ -63,7 +65,8 @@ def eval_group() -> None:
 
     `lcr eval DATA.jsonl --method bm25 --method mixpr` runs every method on every
     question (see `lcr eval run --help`); `prepare` converts SQuALITY, QMSum,
-    ODSum and BABILong; `generate` writes RULER and Hash-Hop tasks.
+    ODSum and BABILong; `generate` writes RULER and Hash-Hop tasks; `report`
+    writes results as one HTML page that opens offline.
     """
 
 
@@ -124,6 +127,24 @@ def _note(message: str, quiet: bool) -> None:
     metavar="METHOD.KEY=VALUE",
     help="Override a setting (build, query, or the answer step's answer.KEY=VALUE).",
 )
+@click.option(
+    "--report",
+    "report_path",
+    type=NonEmptyPath(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="PAGE.html",
+    help="Also write the run's report, one HTML page that opens offline (as `lcr eval "
+    "report`: quality against cost, paired differences, found or not, by question type, "
+    "builds, the questions the methods disagree on).",
+)
+@click.option(
+    "--figures",
+    "figures_dir",
+    type=NonEmptyPath(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Also save the report's charts as PNG and SVG files in DIR, for a paper.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or notes on stderr.")
 def run_command(
@@ -137,6 +158,8 @@ def run_command(
     documents_root: Path | None,
     max_new_tokens: int,
     sets: tuple[str, ...],
+    report_path: Path | None,
+    figures_dir: Path | None,
     as_json: bool,
     quiet: bool,
     **model: Any,
@@ -159,6 +182,8 @@ def run_command(
 
     if max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be at least 1")
+    if report_path is not None and not report_path.parent.is_dir():  # before hours of run
+        raise UsageError(f"--report: no folder {report_path.parent} to write the page in")
     opts = runner.RunOptions(
         methods=list(methods),
         k=k,
@@ -170,6 +195,7 @@ def run_command(
         out=out,
         documents_root=documents_root,
         note=lambda message: _note(message, quiet),
+        command=command_line(),
     )
     with progress_for(progress_mode(quiet, bars_need_stdout=False)) as progress:
         models = command_models(pop_model_spec(model), progress)
@@ -178,6 +204,13 @@ def run_command(
     result = summary.summarize(
         outcome.records, names, retrieval_only=retrieval_only, builds=outcome.builds
     )
+    if report_path is not None or figures_dir is not None:
+        written = write_report(
+            outcome.records,
+            outcome.builds,
+            ReportRequest(report_path, figures_dir, sources=[str(outcome.out)]),
+        )
+        _note(written, quiet)
     try:
         if as_json:
             payload: dict[str, Any] = {
@@ -201,6 +234,71 @@ def run_command(
         raise OutputError(f"{exc}; the results are saved in {outcome.out}") from None
 
 
+def command_line() -> str | None:
+    """The command as typed (``lcr eval ...``), for the records and the report to show;
+    None where lcr was not started from its command line (the Python API, tests)."""
+    import shlex
+
+    started = Path(sys.argv[0])
+    from_lcr = started.name == "lcr" or started.parts[-2:] == ("lcr", "__main__.py")
+    if not from_lcr or "eval" not in sys.argv[1:]:  # pytest's own argv, say
+        return None
+    return shlex.join(["lcr", *sys.argv[1:]])
+
+
+@dataclass(frozen=True)
+class ReportRequest:
+    """Where a report goes and what it charts (see ``lcr eval report --help``)."""
+
+    page: Path | None
+    figures: Path | None
+    options: Any = None  # lcr.eval.report.ReportOptions; None: the defaults
+    sources: list[str] = field(default_factory=list)
+
+
+def write_report(
+    records: list[dict[str, Any]], builds: list[dict[str, Any]], request: ReportRequest
+) -> str:
+    """Build the report, write the page (atomically) and the figures; what was written."""
+    from lcr.atomic import atomic_write_bytes, atomic_write_text
+    from lcr.errors import UsageError
+    from lcr.eval import report
+
+    options = request.options or report.ReportOptions()
+    try:
+        made = report.build_report(
+            records, builds, options, sources=request.sources, made=command_line() or ""
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    wrote = []
+    if request.page is not None:
+        if request.page.is_dir():
+            raise UsageError(f"{request.page} is a folder; give the page's file name")
+        if not request.page.parent.is_dir():
+            raise UsageError(f"no folder {request.page.parent} to write {request.page.name} in")
+        try:
+            atomic_write_text(request.page, made.html)
+        except OSError as exc:
+            raise OutputError(f"cannot write {request.page}: {exc.strerror or exc}") from None
+        wrote.append(f"the report {request.page}")
+    if request.figures is not None:
+        if request.figures.exists() and not request.figures.is_dir():
+            raise UsageError(f"--figures {request.figures} is a file; give a folder")
+        try:
+            request.figures.mkdir(parents=True, exist_ok=True)
+            for chart in made.charts:
+                for suffix in ("svg", "png"):
+                    data = report.figure_bytes(chart, suffix)
+                    atomic_write_bytes(request.figures / f"{chart.name}.{suffix}", data)
+        except OSError as exc:
+            raise OutputError(
+                f"cannot write the figures in {request.figures}: {exc.strerror or exc}"
+            ) from None
+        wrote.append(f"{len(made.charts)} figures (PNG and SVG) in {request.figures}")
+    return "wrote " + " and ".join(wrote)
+
+
 def table_console() -> Any:
     """A rich console for the summary; piped to a file it is 240 columns wide, because
     rich's 80-column default would cut a dozen metric columns down to ellipses."""
@@ -208,6 +306,140 @@ def table_console() -> Any:
 
     wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 240
     return Console(width=wide)
+
+
+def _price(value: str | None) -> Any:
+    """``--price IN,OUT`` (dollars per million tokens) as a :class:`Price`."""
+    from lcr.errors import UsageError
+    from lcr.eval.report import Price
+
+    if value is None:
+        return None
+    parts = value.split(",")
+    try:
+        prices = [float(p) for p in parts]
+    except ValueError:
+        prices = []
+    if len(prices) != 2 or any(p < 0 or p != p for p in prices):
+        raise UsageError(
+            f"--price {value!r}: give two numbers, dollars per million tokens in and out "
+            "(e.g. --price 0.15,0.60)"
+        )
+    return Price(prices[0], prices[1])
+
+
+@eval_group.command("report")
+@click.argument("results", nargs=-1, required=True, type=NonEmptyPath(path_type=Path))
+@click.option(
+    "-o",
+    "--out",
+    "page",
+    type=NonEmptyPath(dir_okay=False, path_type=Path),
+    default=None,
+    metavar="PAGE.html",
+    help="The page to write (default: the first results file's name with .html).",
+)
+@click.option(
+    "--figures",
+    "figures_dir",
+    type=NonEmptyPath(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Also save every chart as PNG and SVG files in DIR, for a paper.",
+)
+@click.option(
+    "--quality",
+    default=None,
+    metavar="METRIC",
+    help="The quality axis: f1, em, rouge_l, match_all, recall, ... (default: F1 where "
+    "the methods answered, else evidence recall).",
+)
+@click.option(
+    "--cost",
+    "costs",
+    multiple=True,
+    type=click.Choice(["prompt_tokens", "evidence_tokens", "wall_s", "llm_calls", "usd"]),
+    help="A cost axis to chart quality against (repeat for several; default: every cost "
+    "the results spent; usd needs --price).",
+)
+@click.option(
+    "--price",
+    default=None,
+    metavar="IN,OUT",
+    help="US dollars per million LLM tokens in and out, for the usd cost axis.",
+)
+@click.option(
+    "--index-dir",
+    "index_dirs",
+    multiple=True,
+    type=NonEmptyPath(file_okay=False, path_type=Path),
+    help="The indexes the results were built into, for the build costs (default: "
+    "DATA.indexes/ beside each DATA.results.jsonl, where it exists).",
+)
+@click.option(
+    "--disagreements",
+    type=click.IntRange(min=0),
+    default=50,
+    show_default=True,
+    help="At most N questions in the table of those the methods disagree on.",
+)
+@click.option("--title", default="lcr eval report", show_default=True, help="The page's title.")
+@click.option(
+    "--note",
+    default="",
+    metavar="TEXT",
+    help="A line under the title: the data set and its licence's attribution, say.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No note on stderr.")
+def report_command(
+    results: tuple[Path, ...],
+    page: Path | None,
+    figures_dir: Path | None,
+    quality: str | None,
+    costs: tuple[str, ...],
+    price: str | None,
+    index_dirs: tuple[Path, ...],
+    disagreements: int,
+    title: str,
+    note: str,
+    quiet: bool,
+) -> None:
+    """Write the results of `lcr eval` runs as one HTML page that opens offline.
+
+    RESULTS are results files (JSONL) of one or more runs over the same questions.
+    The page shows where they come from (command, commit, models); quality against
+    each cost (LLM tokens in, evidence tokens, seconds, LLM calls, dollars at
+    --price), each method a point with 95% bootstrap intervals on both axes; the
+    paired differences between every two methods, with p-values (and Holm's
+    adjustment); the table `lcr eval` prints; accuracy split by whether a gold
+    answer was in the evidence read; the split by the data set's question type
+    (HotpotQA's bridge / comparison); what building one index cost; and the
+    questions where the methods disagree, each with its evidence a click away.
+    Each chart has its numbers in a table beside it. The charts are matplotlib's,
+    inlined as SVG: the page loads nothing from anywhere.
+    """
+    from lcr.errors import InputError
+    from lcr.eval import runner
+    from lcr.eval.report import ReportOptions
+
+    records: list[dict[str, Any]] = []
+    for path in results:
+        if not path.is_file():
+            raise InputError(f"no results file at {path}")
+        got = runner.read_results(path)
+        if not got:
+            raise InputError(f"{path} holds no `lcr eval` results")
+        records.extend(got)
+    folders = list(index_dirs) or [
+        d for d in (p.with_name(p.name.removesuffix(".results.jsonl") + ".indexes")
+                    for p in results if p.name.endswith(".results.jsonl"))
+        if d.is_dir()
+    ]  # fmt: skip
+    builds = [b for d in folders for b in runner.recorded_build_costs(records, d)]
+    options = ReportOptions(quality, costs, _price(price), disagreements, title, note)
+    target = page or results[0].with_suffix(".html")
+    request = ReportRequest(target, figures_dir, options, [str(p) for p in results])
+    _note(write_report(records, builds, request), quiet)
 
 
 _out_option = click.option(

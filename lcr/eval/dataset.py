@@ -82,6 +82,8 @@ class Question:
     evidence: list[GoldEvidence] = field(default_factory=list)
     task: str = ""
     meta: dict[str, Any] = field(default_factory=dict)
+    # the data set's own question type (HotpotQA's "type": bridge or comparison)
+    kind: str = ""
 
     def doc(self, doc_id: str) -> Document:
         for d in self.documents:
@@ -125,6 +127,8 @@ def question_record(q: Question, written: set[str]) -> dict[str, Any]:
         rec["task"] = q.task
     if q.meta:
         rec["meta"] = q.meta
+    if q.kind:
+        rec["type"] = q.kind
     return rec
 
 
@@ -296,6 +300,7 @@ def parse_line(
         evidence,
         _str(obj, "task", where, required=False),
         meta if isinstance(meta, dict) else {},
+        kind if isinstance(kind := obj.get("type"), str) else "",
     )
 
 

@@ -19,6 +19,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -67,6 +68,8 @@ class RunOptions:
     documents_root: Path | None = None
     # hears one-line notes for the user (e.g. retrieval is loading the LLM)
     note: Callable[[str], None] | None = None
+    # the command line that asked for the run, kept in each record (``made_by``)
+    command: str | None = None
 
 
 GOLD = "gold"
@@ -244,17 +247,47 @@ def build_costs(
                 continue
             if stored.to_json() != plan.build.to_json():
                 continue
-            rec: dict[str, Any] = {
-                "method": plan.name,
-                "index": path.name,
-                "build_s": entry.build_seconds,
-            }
-            usage = entry.stats.get("llm_usage")
-            if isinstance(usage, dict):
-                rec["llm_calls"] = usage.get("calls", 0)
-                rec["prompt_tokens"] = usage.get("prompt_tokens", 0)
-                rec["completion_tokens"] = usage.get("completion_tokens", 0)
-            out.append(rec)
+            out.append(_build_record(plan.name, path, entry))
+    return out
+
+
+def _build_record(method: str, path: Path, entry: Any) -> dict[str, Any]:
+    """One build's cost, from its manifest entry: seconds, and the LLM's calls and tokens."""
+    rec: dict[str, Any] = {"method": method, "index": path.name, "build_s": entry.build_seconds}
+    usage = entry.stats.get("llm_usage")
+    if isinstance(usage, dict):
+        rec["llm_calls"] = usage.get("calls", 0)
+        rec["prompt_tokens"] = usage.get("prompt_tokens", 0)
+        rec["completion_tokens"] = usage.get("completion_tokens", 0)
+    return rec
+
+
+def recorded_build_costs(
+    records: Sequence[dict[str, Any]], index_dir: Path
+) -> list[dict[str, Any]]:
+    """:func:`build_costs` for results read back from a file: each build in ``index_dir``
+    made with a method and build settings the records name; only the indexes the records
+    name (``index``), where they do (records from before they did: every index there)."""
+    settings = {
+        (str(r["method"]), json.dumps(r.get("settings", {}).get("build"), sort_keys=True))
+        for r in records
+    }
+    named = {str(r["index"]) for r in records if r.get("index")}
+    out: list[dict[str, Any]] = []
+    for path in sorted(index_dir.glob("*.idx")):
+        if named and path.name not in named:
+            continue
+        try:
+            built = Manifest.read(path).methods
+        except (LcrError, OSError):
+            continue
+        for name, entry in built.items():
+            try:
+                stored = get_method(name).build_settings.from_stored(entry.settings)
+            except (LcrError, KeyError):  # an unknown method, an edited manifest
+                continue
+            if (name, json.dumps(stored.to_json(), sort_keys=True)) in settings:
+                out.append(_build_record(name, path, entry))
     return out
 
 
@@ -318,7 +351,9 @@ def _record(
         "method": plan.name,
         "run": plan.key,
         "task": q.task,
+        **({"type": kind} if (kind := question_kind(q)) else {}),
         "question": q.question,
+        "answers": list(q.answers),
         "answer": result.answer,
         "evidence": [
             {
@@ -341,7 +376,30 @@ def _record(
         "settings": {"build": plan.build.to_json(), "query": plan.query.to_json()},
         "answer_settings": result.answer_settings,
         **result.support,
+        "made_by": made_by(opts.command),
     }
+
+
+def made_by(command: str | None) -> dict[str, str | None]:
+    """What made a record: the command, lcr's version and the commit it ran from."""
+    from lcr._version import __version__
+
+    return {"command": command, "version": __version__, "commit": _source_commit()}
+
+
+@cache
+def _source_commit() -> str | None:
+    """Asked of git once per process: a run writes many records."""
+    from lcr._version import source_commit
+
+    return source_commit()
+
+
+def question_kind(q: Question) -> str:
+    """The data set's question type: its ``type`` (HotpotQA), else ``meta.type`` (QMSum's
+    general / specific), else none."""
+    kind = q.kind or q.meta.get("type")
+    return kind if isinstance(kind, str) else ""
 
 
 def backfill_answer_found(rec: dict[str, Any], q: Question) -> None:
@@ -427,6 +485,7 @@ def run(
                         if (q.id, plan.key) not in todo:
                             continue
                         rec = run_one(q, plan, index, models, opts, gold, gold_docs)
+                        rec["index"] = index.path.name  # its build cost, for a report
                         fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
                         fh.flush()
                         done[(q.id, plan.key)] = rec

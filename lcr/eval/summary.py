@@ -161,7 +161,7 @@ def summarize(
     return out
 
 
-def _fmt(x: float) -> str:
+def fmt(x: float) -> str:
     if math.isnan(x):
         return "-"
     if abs(x) >= 1000:
@@ -173,11 +173,11 @@ def _fmt(x: float) -> str:
     return f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}"
 
 
-def _cell(iv: dict[str, float] | None, sep: str) -> str:
+def cell(iv: dict[str, float] | None, sep: str) -> str:
     """``mean{sep}[low, high]``, or ``-`` for a metric a method has no value for."""
     if iv is None:
         return "-"
-    return f"{_fmt(iv['mean'])}{sep}[{_fmt(iv['low'])}, {_fmt(iv['high'])}]"
+    return f"{fmt(iv['mean'])}{sep}[{fmt(iv['low'])}, {fmt(iv['high'])}]"
 
 
 def label(metric: str) -> str:
@@ -196,7 +196,7 @@ def render(summary: dict[str, Any], console: Any) -> None:
         table.add_column(label(metric), justify="right")
     for method, row in summary["methods"].items():
         cells = [method, str(row.get("questions", 0))]
-        cells.extend(_cell(row.get(metric), "\n") for metric in names)
+        cells.extend(cell(row.get(metric), "\n") for metric in names)
         table.add_row(*cells)
     console.print(table)
     paired = summary.get("paired")
@@ -210,8 +210,8 @@ def render(summary: dict[str, Any], console: Any) -> None:
         for metric, t in paired["tests"].items():
             t2.add_row(
                 label(metric),
-                _fmt(t["diff"]),
-                f"[{_fmt(t['low'])}, {_fmt(t['high'])}]",
+                fmt(t["diff"]),
+                f"[{fmt(t['low'])}, {fmt(t['high'])}]",
                 f"{t['p_value']:.3f}",
                 str(t["n"]),
             )
@@ -229,15 +229,15 @@ def render(summary: dict[str, Any], console: Any) -> None:
         )
         t3.add_column("method", style="bold")
         t3.add_column("indexes", justify="right")
-        shown = _build_columns(build)
+        shown = build_columns(build)
         for metric in shown:
             t3.add_column(dict(BUILD_METRICS)[metric], justify="right")
         for method, row in build.items():
-            t3.add_row(method, str(row["indexes"]), *(_cell(row.get(m), "\n") for m in shown))
+            t3.add_row(method, str(row["indexes"]), *(cell(row.get(m), "\n") for m in shown))
         console.print(t3)
 
 
-def _split_columns() -> list[tuple[str, str, str]]:
+def split_columns() -> list[tuple[str, str, str]]:
     """(part, metric, header) of the split table: n and each metric, found then not."""
     cols = []
     for part, _ in SPLIT_PARTS:
@@ -247,10 +247,10 @@ def _split_columns() -> list[tuple[str, str, str]]:
     return cols
 
 
-def _split_cell(half: dict[str, Any], metric: str, sep: str) -> str:
+def split_cell(half: dict[str, Any], metric: str, sep: str) -> str:
     if metric == "questions":
         return str(half.get("questions", 0))
-    return _cell(half.get(metric), sep)
+    return cell(half.get(metric), sep)
 
 
 def _split_table(split: dict[str, dict[str, Any]]) -> Any:
@@ -263,11 +263,11 @@ def _split_table(split: dict[str, dict[str, Any]]) -> Any:
         caption_justify="left",
     )
     table.add_column("method", style="bold")
-    cols = _split_columns()
+    cols = split_columns()
     for _, _, header in cols:
         table.add_column(header, justify="right")
     for method, row in split.items():
-        table.add_row(method, *(_split_cell(row[part], metric, "\n") for part, metric, _ in cols))
+        table.add_row(method, *(split_cell(row[part], metric, "\n") for part, metric, _ in cols))
     return table
 
 
@@ -276,18 +276,18 @@ def markdown_split(summary: dict[str, Any]) -> str:
     split = summary.get("split") or {}
     if not split:
         return ""
-    cols = _split_columns()
+    cols = split_columns()
     lines = [
         "| method | " + " | ".join(h for _, _, h in cols) + " |",
         "|---|" + "---:|" * len(cols),
     ]
     for method, row in split.items():
-        cells = " | ".join(_split_cell(row[part], metric, " ") for part, metric, _ in cols)
+        cells = " | ".join(split_cell(row[part], metric, " ") for part, metric, _ in cols)
         lines.append(f"| {method} | {cells} |")
     return "\n".join(lines) + "\n"
 
 
-def _build_columns(build: dict[str, dict[str, Any]]) -> list[str]:
+def build_columns(build: dict[str, dict[str, Any]]) -> list[str]:
     """Build time always; LLM columns only when some method built with an LLM."""
     return [m for m, _ in BUILD_METRICS if any(m in row for row in build.values())]
 
@@ -297,13 +297,13 @@ def markdown_builds(summary: dict[str, Any]) -> str:
     build = summary.get("build") or {}
     if not build:
         return ""
-    shown = _build_columns(build)
+    shown = build_columns(build)
     lines = [
         "| method | indexes | " + " | ".join(dict(BUILD_METRICS)[m] for m in shown) + " |",
         "|---|---:|" + "---:|" * len(shown),
     ]
     for method, row in build.items():
-        cells = " | ".join(_cell(row.get(m), " ") for m in shown)
+        cells = " | ".join(cell(row.get(m), " ") for m in shown)
         lines.append(f"| {method} | {row['indexes']} | {cells} |")
     return "\n".join(lines) + "\n"
 
@@ -315,6 +315,6 @@ def markdown(summary: dict[str, Any]) -> str:
     sep = "|---|---:|" + "---:|" * len(names)
     lines = [head, sep]
     for method, row in summary["methods"].items():
-        cells = " | ".join(_cell(row.get(m), " ") for m in names)
+        cells = " | ".join(cell(row.get(m), " ") for m in names)
         lines.append(f"| {method} | {row.get('questions', 0)} | {cells} |")
     return "\n".join(lines) + "\n"
