@@ -295,3 +295,27 @@ def test_check_method_fails_a_method_that_breaks_the_contract() -> None:
     finally:
         sys.path.remove(str(PLUGIN_SOURCE))
         sys.modules.pop("lcr_overlap", None)
+
+
+def test_declaration_problems_name_each_gap(plugin: ModuleType) -> None:
+    """The registry's reading of a class, one phrase per gap (a pure function)."""
+    from dataclasses import dataclass
+
+    from lcr.config import Settings, setting
+    from lcr.methods import declaration_problems
+
+    @dataclass(frozen=True)
+    class Tagged(Settings):
+        tags: tuple[str, ...] = setting((), "tags to keep")
+
+    class Unnamed(plugin.Overlap):  # type: ignore[misc, name-defined]
+        name = ""
+        summary = "two\nlines"
+        query_settings = Tagged
+
+    assert declaration_problems(plugin.Overlap) == []
+    assert declaration_problems(Unnamed) == [
+        "no name (its name, as --method takes it)",
+        "its summary is more than one line",
+        "its query_settings: Tagged.tags: unsupported setting type tuple[str, ...]",
+    ]

@@ -188,7 +188,11 @@ def declaration_problems(cls: type[Method]) -> list[str]:
         ):
             out.append(f"its {phase} is not a Settings dataclass")
             continue
-        declared = {s.name for s in settings.declared()}
+        try:
+            declared = {s.name for s in settings.declared()}
+        except (TypeError, ValueError) as exc:  # a setting's type lcr cannot read
+            out.append(f"its {phase}: {' '.join(str(exc).split())}")
+            continue
         for f in dataclasses.fields(settings):
             if f.name not in declared:
                 out.append(
