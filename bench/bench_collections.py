@@ -15,7 +15,10 @@ and LightPAL).
         --doc-chars 4000 --added-chars 40000 -m graphreader -m lightpal -m raptor
 
 ``--scripted`` counts at full size (every story whole) with a scripted LLM and the
-real embedder. Settings given with ``--set`` apply to every build (e.g. a smaller extraction budget
+real embedder, handed to the CLI through its seam (``lcr.cli.main.main(argv,
+models=...)``): a command that never asks the seam, or a build whose manifest names
+another LLM, stops the run with one line rather than measure lcr's own models.
+Settings given with ``--set`` apply to every build (e.g. a smaller extraction budget
 to keep GraphReader feasible on a loaded CPU); each result is printed as one JSON
 line as soon as its method is done, so a partial run still reports.
 """
@@ -30,30 +33,68 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("LCR_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
-# --scripted: the CLI with a scripted LLM (tests/fakes.py) and the real embedder
-SCRIPTED = """
-import sys
-import lcr.cli.main, lcr.cli.collection
-from lcr.models.container import Models
-from tests.fakes import ScriptedLLM
-def models(spec, progress):
-    return Models.with_objects(llm=ScriptedLLM(words=40, after="possible: "), spec=spec)
-lcr.cli.main._models = lcr.cli.collection._models = models
-lcr.cli.main.main(sys.argv[1:])
-"""
+# --scripted: the CLI with a scripted LLM and the real embedder, through the CLI's seam
+SCRIPTED_LLM = "scripted-test-llm"  # lcr.testing.ScriptedLLM's model_id, as manifests record it
+SCRIPTED = (
+    f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); "
+    "from bench_collections import scripted_lcr; scripted_lcr(sys.argv[1:])"
+)
+
+
+def scripted_lcr(argv: list[str], entry: Callable[..., object] | None = None) -> NoReturn:
+    """``lcr ARGV`` in this process with a scripted LLM, handed in through the CLI's seam
+    (``lcr.cli.main.main(argv, models=...)``); exits with lcr's code. A run that never
+    asked the seam for its models fails loudly: it would have measured lcr's own models
+    (a patch of a name the CLI no longer reads once did that silently). ``entry``:
+    what runs the CLI (tests pass one that ignores the seam, to see it fail)."""
+    from lcr.cli.main import main
+    from lcr.models.container import Models
+    from lcr.testing import ScriptedLLM
+
+    asked: list[object] = []
+
+    def models(spec: Any, progress: Any) -> Models:
+        asked.append(spec)
+        return Models.with_objects(llm=ScriptedLLM(words=40, after="possible: "), spec=spec)
+
+    try:
+        (entry or main)(argv, models=models)
+        code: object = 0
+    except SystemExit as done:
+        code = done.code
+    if code in (0, None) and not asked:
+        sys.exit(
+            f"bench: --scripted: `lcr {' '.join(argv)}` never asked the seam for its models: "
+            "it ran lcr's own, which this benchmark must not measure"
+        )
+    sys.exit(code)
+
+
+def check_scripted(entry: dict[str, Any], method: str) -> None:
+    """Under --scripted, a build whose manifest names another LLM was measured on the wrong
+    model: stop, loudly."""
+    llm = entry.get("models", {}).get("llm")
+    if COMMAND[1:2] == ["-c"] and llm not in (None, SCRIPTED_LLM):
+        sys.exit(f"bench: --scripted, yet {method} was built with the LLM {llm!r}")
+
+
 COMMAND = [sys.executable, "-m", "lcr"]
 
 
-def lcr(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def lcr(*args: str, cwd: Path, models: bool = True) -> subprocess.CompletedProcess[str]:
+    """``lcr ARGS``; ``models=False`` for a command that loads none (``info``): it runs
+    as plain ``lcr`` even under --scripted."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([*COMMAND, *args], cwd=cwd, env=env, capture_output=True, text=True)
+    command = COMMAND if models else [sys.executable, "-m", "lcr"]
+    done = subprocess.run([*command, *args], cwd=cwd, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"lcr {' '.join(args)} failed: {done.stderr.strip()}")
     return done
@@ -84,8 +125,9 @@ def cut(text: str, chars: int) -> str:
 
 def costs(folder: Path, index: str, method: str) -> dict[str, Any]:
     """What the last build of ``method`` in ``index`` paid."""
-    manifest = json.loads(lcr("info", index, "--json", cwd=folder).stdout)
+    manifest = json.loads(lcr("info", index, "--json", cwd=folder, models=False).stdout)
     entry = manifest["methods"][method]
+    check_scripted(entry, method)
     stats = entry["stats"]
     usage = stats.get("llm_usage") or {}
     out = {
@@ -118,10 +160,10 @@ def measure(
     shutil.copytree(folder / "base.idx", folder / "grown.idx")
     lcr("index", names[-1], "-o", "grown.idx", "--add", *model, "-q", cwd=folder)
     row["add"] = costs(folder, "grown.idx", method)
-    lcr("info", "grown.idx", "--verify", cwd=folder)
+    lcr("info", "grown.idx", "--verify", cwd=folder, models=False)
     lcr("remove", "grown.idx", names[0], *model, "-q", cwd=folder)
     row["remove"] = costs(folder, "grown.idx", method)
-    lcr("info", "grown.idx", "--verify", cwd=folder)
+    lcr("info", "grown.idx", "--verify", cwd=folder, models=False)
     alone = paid(row["alone"], method)
     row["add_over_alone"] = round(paid(row["add"], method) / alone, 3) if alone else None
     row["wall_s"] = round(time.time() - started, 1)

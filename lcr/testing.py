@@ -5,12 +5,22 @@ After scikit-learn's ``check_estimator``: a package that adds a method runs
     from lcr.testing import check_method
     check_method(MyMethod)            # or a registered name: check_method("overlap")
 
-in its own test suite, and each failure is an ``AssertionError`` naming the check.
+in its own test suite, and each failure is an ``AssertionError`` naming the check
+(whatever went wrong inside it: an error lcr raised is said in the same line).
 What a method declares (:class:`~lcr.methods.base.Method`'s ``k_option``,
 ``quick_build_settings``, ``tested_with_real_llm``, its ``Needs``) says which
-checks apply and how; no check names a method. :class:`MethodChecks` runs one
-check at a time, for a test suite that reports each on its own (lcr's own
-tests/test_conformance.py).
+checks apply and how; no check names a method. After scikit-learn's
+``parametrize_with_checks``, :func:`parametrize_with_checks` makes each check a
+test of its own (one pytest id per check, sharing one build per method)::
+
+    from lcr.testing import parametrize_with_checks
+
+    @parametrize_with_checks([MyMethod])
+    def test_my_method(method, check):
+        check(method)
+
+:class:`MethodChecks` runs one check at a time, for a caller that wants them one
+by one otherwise.
 
 The models are real components: :class:`~lcr.models.hashing.HashingEmbedder`
 unless an embedder is given, and :class:`ScriptedLLM`, a deterministic LLM made
@@ -19,6 +29,7 @@ of string operations, unless the method declares it needs a real one.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import hashlib
 import random
@@ -29,13 +40,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lcr import api, pipeline
 from lcr.config import Settings, value_text
 from lcr.errors import SettingError, UsageError
 from lcr.evidence import Usage
-from lcr.methods import get_method, method_names, registered
+from lcr.methods import declaration_problems, get_method, method_names, registered
 from lcr.methods.base import SHARED_ANSWER, AnswerState, AnswerStep, Method
 from lcr.models.base import (
     ALL_CAPABILITIES,
@@ -51,6 +62,9 @@ from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
 from lcr.pipeline import integrity
 from lcr.store import DocumentInput, Index
+
+if TYPE_CHECKING:
+    import pytest
 
 QUESTION = "What did the prince do with the golden slipper?"
 REAL_LLM_TEXT_CHARS = 1500  # a real small model builds over this much of the text
@@ -180,9 +194,11 @@ class MethodChecks:
     """The checks of one method, run one at a time, sharing a build where a check
     needs only a built index (``check_build_twice_is_identical`` builds its own two).
 
-    ``real_llm`` makes the LLM of a method that declares ``tested_with_real_llm``;
-    ``workdir`` holds the indexes (a temporary folder when None, removed by
-    :meth:`close`).
+    ``real_llm`` makes the LLM of a method that declares ``tested_with_real_llm``
+    (required for such a method); ``workdir`` holds the indexes (a temporary folder
+    when None, removed by :meth:`close`). A class nobody registered is in the
+    registry only while a check runs, so the checks leave the registry as they
+    found it.
     """
 
     def __init__(
@@ -195,11 +211,14 @@ class MethodChecks:
         workdir: Path | None = None,
     ) -> None:
         self._stack = ExitStack()
-        if isinstance(method, str):
-            self.name = method
-        else:
-            self.name = self._stack.enter_context(_registered_unless_known(method))
-        self.method: Method = get_method(self.name)
+        self.method: Method = get_method(method) if isinstance(method, str) else method()
+        self.name: str = getattr(self.method, "name", None) or type(self.method).__name__
+        self._cls = type(self.method)
+        if self.method.tested_with_real_llm and real_llm is None:
+            raise ValueError(
+                f"{self.name} declares tested_with_real_llm: pass real_llm= (a callable "
+                "returning a small real LLM with the capabilities it needs)"
+            )
         self.embedder = embedder if embedder is not None else HashingEmbedder()
         self.real_llm = real_llm
         if workdir is None:
@@ -223,8 +242,18 @@ class MethodChecks:
         return applicable_checks(self.method)
 
     def run(self, check: str) -> None:
-        """Run one check; an ``AssertionError`` says what failed."""
-        CHECKS[check](self)
+        """Run one check; any failure is an ``AssertionError`` naming the method and the
+        check (an error raised inside it, lcr's or the method's, is said on that line)."""
+        try:
+            with ExitStack() as registry:
+                if check != check_declarations.__name__:  # which may find it has no name
+                    registry.enter_context(_registered_unless_known(self._cls))
+                CHECKS[check](self)
+        except AssertionError as exc:
+            raise AssertionError(f"{self.name}: {check}: {exc}") from exc
+        except Exception as exc:
+            said = " ".join(str(exc).split()) or "(no message)"
+            raise AssertionError(f"{self.name}: {check}: {type(exc).__name__}: {said}") from exc
 
     # ------------------------------------------------------------- helpers
     def _text(self, text: str | Path | None) -> str:
@@ -237,13 +266,8 @@ class MethodChecks:
         return body[:REAL_LLM_TEXT_CHARS] if self.method.tested_with_real_llm else body
 
     def llm(self, yes_probability: float = 0.5) -> LLM:
-        if not self.method.tested_with_real_llm:
+        if not self.method.tested_with_real_llm or self.real_llm is None:
             return ScriptedLLM(yes_probability=yes_probability)
-        if self.real_llm is None:
-            raise ValueError(
-                f"{self.name} declares tested_with_real_llm: pass real_llm= (a callable "
-                "returning a small real LLM with the capabilities it needs)"
-            )
         return self.real_llm()
 
     def models(self, yes_probability: float = 0.5) -> Models:
@@ -286,6 +310,14 @@ def _registered_unless_known(method: type[Method]) -> Iterator[str]:
 def _method_files(index: Index, name: str) -> dict[str, bytes]:
     mdir = index.path / index.methods[name].dir
     return {str(p.relative_to(mdir)): p.read_bytes() for p in mdir.rglob("*") if p.is_file()}
+
+
+def check_declarations(c: MethodChecks) -> None:
+    """The class declares what lcr reads from every method (a name, a one-line summary,
+    its paper, settings each declared with ``setting()``): the registry refuses a
+    plugin without them, in one line naming what is missing."""
+    missing = declaration_problems(c._cls)
+    assert not missing, "; ".join(missing)
 
 
 def check_build_twice_is_identical(c: MethodChecks) -> None:
@@ -342,22 +374,30 @@ def check_retrieval_needs_no_llm(c: MethodChecks) -> None:
 
 def check_k_limits(c: MethodChecks) -> None:
     """``-k`` bounds what the method declares it counts (``k_option``), and is the query
-    setting it names for it (``k_option.setting``)."""
+    setting it names for it (``k_option.setting``). The limit is 3, or one less than
+    the method returns with ``-k 1000`` where that is fewer, so it always binds (a
+    method returning a single item is held to ``-k 1`` giving one)."""
     index = c.built()
     models = c.models(0.2)
-    unlimited = api.plan_and_retrieve(index, c.name, QUESTION, models, k=1000)
     key = c.method.k_option.info_key
-    if not key:
-        assert len(unlimited.evidence.items) > 3, "too little evidence to test a limit of 3"
-    result = api.plan_and_retrieve(index, c.name, QUESTION, models, k=3)
-    counted = result.evidence.info[key] if key else result.evidence.items
-    assert 1 <= len(counted) <= 3, f"-k 3 gave {len(counted)} {key or 'items'}"
+    what = key or "items"
+
+    def counted(k: int) -> tuple[list[Any], Any]:
+        result = api.plan_and_retrieve(index, c.name, QUESTION, models, k=k)
+        return (result.evidence.info[key] if key else result.evidence.items), result
+
+    unlimited = len(counted(1000)[0])
+    assert unlimited >= 1, f"-k 1000 gave no {what}"
+    limit = max(1, min(3, unlimited - 1))
+    limited, result = counted(limit)
+    assert 1 <= len(limited) <= limit, f"-k {limit} gave {len(limited)} {what}"
     name = c.method.k_option.setting
     if name:  # -k is that setting: the same retrieval either way
-        by_set = api.plan_and_retrieve(index, c.name, QUESTION, models, [f"{c.name}.{name}=3"])
+        sets = [f"{c.name}.{name}={limit}"]
+        by_set = api.plan_and_retrieve(index, c.name, QUESTION, models, sets)
         assert [it.to_json() for it in by_set.evidence.items] == [
             it.to_json() for it in result.evidence.items
-        ], f"-k 3 and --set {c.name}.{name}=3 gave different evidence"
+        ], f"-k {limit} and --set {c.name}.{name}={limit} gave different evidence"
 
 
 def check_k_ignored(c: MethodChecks) -> None:
@@ -447,6 +487,7 @@ def _raises(kind: type[BaseException], match: str, call: Callable[[], object]) -
 CHECKS: dict[str, Callable[[MethodChecks], None]] = {
     f.__name__: f
     for f in (
+        check_declarations,
         check_build_twice_is_identical,
         check_reopen_gives_same_evidence_with_valid_spans,
         check_bad_input_refused,
@@ -480,7 +521,88 @@ def check_method(
     first failure raises ``AssertionError`` naming its check."""
     with MethodChecks(method, embedder=embedder, real_llm=real_llm, text=text) as checks:
         for name in checks.names():
-            try:
-                checks.run(name)
-            except AssertionError as exc:
-                raise AssertionError(f"{checks.name}: {name}: {exc}") from exc
+            checks.run(name)
+
+
+class MethodCheck:
+    """One check, as :func:`parametrize_with_checks` hands it to a test: ``check(method)``
+    runs it on the checks of ``method`` made for that decorator (made at the first of
+    its checks, so the checks of one method share its build)."""
+
+    def __init__(self, name: str, suites: _Suites) -> None:
+        self.name = name
+        self._suites = suites
+
+    def __call__(self, method: str | type[Method]) -> None:
+        self._suites.get(method).run(self.name)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Suites:
+    """The :class:`MethodChecks` of one :func:`parametrize_with_checks`, one per method,
+    closed (their folders removed) when the process ends."""
+
+    def __init__(self, **options: Any) -> None:
+        self.options = options
+        self.made: dict[str | type[Method], MethodChecks] = {}
+        atexit.register(self.close)
+
+    def get(self, method: str | type[Method]) -> MethodChecks:
+        if method not in self.made:
+            embedder, real_llm = self.options["embedder"], self.options["real_llm"]
+            self.made[method] = MethodChecks(
+                method,
+                embedder=embedder() if embedder is not None else None,
+                real_llm=real_llm,
+                text=self.options["text"],
+            )
+        return self.made[method]
+
+    def close(self) -> None:
+        for checks in self.made.values():
+            checks.close()
+        self.made.clear()
+
+
+def parametrize_with_checks(
+    methods: Sequence[str | type[Method]],
+    *,
+    embedder: Callable[[], Embedder] | None = None,
+    real_llm: Callable[[], LLM] | None = None,
+    text: str | Path | None = None,
+) -> pytest.MarkDecorator:
+    """A pytest decorator making each check that applies to each of ``methods`` (classes,
+    or registered names) a test of its own, id ``NAME-check_...``, after
+    scikit-learn's ``parametrize_with_checks``::
+
+        @parametrize_with_checks([Overlap])
+        def test_overlap(method, check):
+            check(method)
+
+    ``embedder`` (a callable making one; lcr's hashing embedder when None),
+    ``real_llm`` and ``text`` are :func:`check_method`'s. A method that declares
+    ``tested_with_real_llm`` needs ``real_llm``: without it, it is left out, and
+    one test named ``NAME-needs_real_llm`` fails saying so."""
+    import pytest
+
+    suites = _Suites(embedder=embedder, real_llm=real_llm, text=text)
+    params = []
+    for method in methods:
+        instance = get_method(method) if isinstance(method, str) else method()
+        label = getattr(instance, "name", None) or getattr(method, "__name__", str(method))
+        if instance.tested_with_real_llm and real_llm is None:
+            params.append(pytest.param(method, _needs_real_llm, id=f"{label}-needs_real_llm"))
+            continue
+        for name in applicable_checks(instance):
+            params.append(pytest.param(method, MethodCheck(name, suites), id=f"{label}-{name}"))
+    return pytest.mark.parametrize(("method", "check"), params)
+
+
+def _needs_real_llm(method: str | type[Method]) -> None:
+    name = method if isinstance(method, str) else method.name
+    raise AssertionError(
+        f"{name} declares tested_with_real_llm: give parametrize_with_checks real_llm= "
+        "(a callable returning a small real LLM)"
+    )

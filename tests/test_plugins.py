@@ -10,17 +10,22 @@ registry is left alone).
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN_SOURCE = REPO / "tests" / "plugin_pkg"
+TUTORIAL = REPO / "docs" / "plugin-tutorial"
 
 
 def install(site: Path, dist: str, entry_points: dict[str, str]) -> Path:
@@ -131,6 +136,136 @@ def test_a_broken_plugin_is_named_in_one_line(tmp_path: Path, cinderella: Path) 
     assert fine.returncode == 0, fine.stderr
 
 
+@pytest.fixture
+def plugin() -> Iterator[ModuleType]:
+    """tests/plugin_pkg's package imported in this process, gone again after the test."""
+    sys.path.insert(0, str(PLUGIN_SOURCE))
+    try:
+        yield importlib.import_module("lcr_overlap")
+    finally:
+        sys.path.remove(str(PLUGIN_SOURCE))
+        for name in [m for m in sys.modules if m.split(".")[0] == "lcr_overlap"]:
+            del sys.modules[name]
+
+
+def own_tests(package: Path) -> str:
+    """A method package's own test suite, run as its author would run it: pytest in the
+    package's folder (its pyproject.toml the configuration), in a process of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider"],
+        cwd=package,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(package)])},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    return done.stdout
+
+
+def test_the_plugins_own_tests_pass_one_test_per_check() -> None:
+    """tests/plugin_pkg/tests: each check of lcr.testing.parametrize_with_checks a test."""
+    output = own_tests(PLUGIN_SOURCE)
+    passed = set(re.findall(r"test_overlap_follows_the_contract\[overlap-(\w+)\] PASSED", output))
+    assert {"check_declarations", "check_k_limits", "check_answer_step"} <= passed
+    assert len(passed) >= 8, passed
+
+
+def test_the_tutorial_plugin_passes_its_own_tests() -> None:
+    """docs/plugin-tutorial cannot rot: its package passes its tests against this lcr."""
+    output = own_tests(TUTORIAL)
+    assert "paragraphs-check_k_limits] PASSED" in output
+    assert "paragraphs-check_retrieval_needs_no_llm] PASSED" in output
+
+
+def test_a_plugin_missing_its_declarations_is_refused_in_one_line(
+    tmp_path: Path, cinderella: Path, plugin: ModuleType
+) -> None:
+    """No summary, no paper, a setting declared without setting(): `lcr methods` warns in
+    one line naming each (and lists the rest), a command using it fails in that line, and
+    check_method fails its first check, check_declarations."""
+    site = install(tmp_path / "site", "lcr-draft", {"draft": "lcr_overlap.draft:Draft"})
+    listed = lcr(site, "methods", cwd=tmp_path)
+    assert listed.returncode == 0 and "bm25" in listed.stdout
+    expected = (
+        "method 'draft' of the plugin lcr-draft (lcr_overlap.draft:Draft) is refused: "
+        'no summary (one line: what it does); no paper (its citation, or "" for a '
+        "baseline); DraftQuery.top_k is declared without setting(), so --set cannot reach it"
+    )
+    assert listed.stderr.strip().splitlines() == [f"lcr: warning: {expected}"]
+    story = tmp_path / "story.txt"
+    shutil.copy(cinderella, story)
+    used = lcr(site, "index", str(story), "-m", "draft", "-q", cwd=tmp_path)
+    assert used.returncode == 1 and used.stderr.strip().splitlines() == [f"lcr: {expected}"]
+
+    from lcr.testing import check_method
+
+    with pytest.raises(AssertionError, match=r"^draft: check_declarations: no summary"):
+        check_method(importlib.import_module("lcr_overlap.draft").Draft)
+
+
+def test_a_span_bug_fails_check_method_with_an_assertion_naming_the_check(
+    plugin: ModuleType,
+) -> None:
+    """lcr's own error from inside a check (the store refusing a span) is an AssertionError
+    naming the check, as every failure is, with lcr's message on the same line."""
+    from lcr.store import Node
+    from lcr.testing import check_method
+
+    class ShiftedSpans(plugin.Overlap):  # type: ignore[misc, name-defined]
+        name = "shifted"
+
+        def build(self, ctx):  # type: ignore[no-untyped-def]
+            end = len(ctx.source)
+            ctx.out.write_nodes([Node("s0", 0, ctx.source[:40], [(end - 10, end + 30)], 0)])
+
+    with pytest.raises(AssertionError) as failed:
+        check_method(ShiftedSpans)
+    message = str(failed.value)
+    check = "shifted: check_reopen_gives_same_evidence_with_valid_spans: IndexDamagedError: "
+    assert message.startswith(check) and "span" in message and "\n" not in message
+
+
+def test_check_k_limits_holds_a_method_returning_fewer_than_three(plugin: ModuleType) -> None:
+    """A method that returns at most two sentences is held to -k 1 giving one."""
+    from lcr.testing import MethodChecks
+
+    class AtMostTwo(plugin.Overlap):  # type: ignore[misc, name-defined]
+        name = "atmosttwo"
+
+        def retrieve(self, ctx, question):  # type: ignore[no-untyped-def]
+            two = dataclasses.replace(
+                ctx, settings=ctx.settings.replace(top_k=min(2, ctx.settings.top_k))
+            )
+            return super().retrieve(two, question)
+
+    class IgnoresKBelowTwo(AtMostTwo):
+        name = "ignoreskbelowtwo"
+
+        def retrieve(self, ctx, question):  # type: ignore[no-untyped-def]
+            # reads its default count, not the setting -k overrides
+            return super().retrieve(
+                dataclasses.replace(ctx, settings=type(ctx.settings)()), question
+            )
+
+    with MethodChecks(AtMostTwo) as checks:
+        checks.run("check_k_limits")
+    with (
+        MethodChecks(IgnoresKBelowTwo) as checks,
+        pytest.raises(AssertionError, match="check_k_limits: -k 1 gave 2 items"),
+    ):
+        checks.run("check_k_limits")
+
+
+def test_an_installed_plugin_leaves_lcrs_man_page_alone(tmp_path: Path) -> None:
+    """The generated page describes lcr's own methods whatever is installed beside it."""
+    site = install(tmp_path / "site", "lcr-overlap", {"overlap": "lcr_overlap:Overlap"})
+    listed = lcr(site, "methods", cwd=tmp_path)
+    assert "overlap" in listed.stdout  # installed, and seen
+    checked = run(site, "-m", "lcr.cli.manpage", "--check", str(REPO / "man" / "lcr.1"), cwd=REPO)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
 def test_check_method_takes_a_class_nobody_registered(tmp_path: Path) -> None:
     """A method's own tests run the checks before any entry point exists."""
     sys.path.insert(0, str(PLUGIN_SOURCE))
@@ -168,3 +303,27 @@ def test_check_method_fails_a_method_that_breaks_the_contract() -> None:
     finally:
         sys.path.remove(str(PLUGIN_SOURCE))
         sys.modules.pop("lcr_overlap", None)
+
+
+def test_declaration_problems_name_each_gap(plugin: ModuleType) -> None:
+    """The registry's reading of a class, one phrase per gap (a pure function)."""
+    from dataclasses import dataclass
+
+    from lcr.config import Settings, setting
+    from lcr.methods import declaration_problems
+
+    @dataclass(frozen=True)
+    class Tagged(Settings):
+        tags: tuple[str, ...] = setting((), "tags to keep")
+
+    class Unnamed(plugin.Overlap):  # type: ignore[misc, name-defined]
+        name = ""
+        summary = "two\nlines"
+        query_settings = Tagged
+
+    assert declaration_problems(plugin.Overlap) == []
+    assert declaration_problems(Unnamed) == [
+        "no name (its name, as --method takes it)",
+        "its summary is more than one line",
+        "its query_settings: Tagged.tags: unsupported setting type tuple[str, ...]",
+    ]

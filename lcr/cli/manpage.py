@@ -232,9 +232,14 @@ def option_env() -> dict[str, list[str]]:
 
 # ------------------------------------------------------------------ the page
 def render() -> str:
-    rows = methods_json()
-    out = _head() + _commands() + _methods(rows) + _settings(rows) + _answer_settings(rows)
-    return "\n".join(out + _tail()) + "\n"
+    """The page, of lcr's own methods alone: a plugin installed beside lcr is not part of
+    lcr's manual (its help, -k's included, would otherwise name it)."""
+    from lcr.methods import only_builtin
+
+    with only_builtin():
+        rows = methods_json()
+        out = _head() + _commands() + _methods(rows) + _settings(rows) + _answer_settings(rows)
+        return "\n".join(out + _tail()) + "\n"
 
 
 def _head() -> list[str]:

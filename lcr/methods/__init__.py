@@ -10,12 +10,15 @@ Entry points are read the first time the registry is needed, and a method's
 module is imported only when that method is used, so ``lcr --help`` stays fast.
 A plugin never replaces one of lcr's methods or another plugin's: the second of
 two with one name is left out, and :func:`problems` says so. A plugin that
-cannot be imported fails with a one-line :class:`~lcr.errors.MethodPluginError`
-naming it, only where it is used.
+cannot be imported, or whose class does not declare what the contract asks
+(:func:`declaration_problems`: a summary, a paper, settings each declared with
+``setting()``), fails with a one-line :class:`~lcr.errors.MethodPluginError`
+naming it and what is missing, only where it is used.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -115,23 +118,88 @@ def get_method(name: str) -> Method:
         found: Any = import_module(module)
         for part in attr.split(".") if attr else ():
             found = getattr(found, part)
-        method = found()
     except Exception as exc:  # any failure of someone else's code: one line, named
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        raise MethodPluginError(
-            f"method {name!r} of {reg.origin} cannot be loaded from {reg.target}: "
-            f"{type(exc).__name__}: {text}"
-        ) from None
-    if not isinstance(method, Method):
+        raise _plugin_error(name, reg, exc) from None
+    if not (isinstance(found, type) and issubclass(found, Method)):
         raise MethodPluginError(
             f"method {name!r} of {reg.origin}: {reg.target} is not an lcr.methods.base.Method"
         )
-    if getattr(method, "name", None) != name:
+    missing = declaration_problems(found)
+    if missing:
+        raise MethodPluginError(
+            f"method {name!r} of {reg.origin} ({reg.target}) is refused: {'; '.join(missing)}"
+        )
+    if found.name != name:
         raise MethodPluginError(
             f"method {name!r} of {reg.origin}: its class says name = "
-            f"{getattr(method, 'name', None)!r}; the entry point's name must be the same"
+            f"{found.name!r}; the entry point's name must be the same"
         )
+    try:
+        method: Method = found()
+    except Exception as exc:
+        raise _plugin_error(name, reg, exc) from None
     return method
+
+
+def _plugin_error(name: str, reg: Registration, exc: Exception) -> MethodPluginError:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return MethodPluginError(
+        f"method {name!r} of {reg.origin} cannot be loaded from {reg.target}: "
+        f"{type(exc).__name__}: {text}"
+    )
+
+
+# what a method class must declare itself: the attribute, and what it is for
+_DECLARED = {
+    "name": "its name, as --method takes it",
+    "summary": "one line: what it does",
+    "paper": 'its citation, or "" for a baseline',
+}
+
+
+def declaration_problems(cls: type[Method]) -> list[str]:
+    """What ``cls`` fails to declare that lcr reads from every method (``lcr methods``,
+    ``--help``, the man page, ``--set``), one short phrase each; empty when all is
+    there. The registry refuses a plugin with any; ``lcr.testing``'s
+    ``check_declarations`` fails on them."""
+    from lcr.config import Settings
+    from lcr.methods.base import KOption
+
+    out = []
+    for attr, what in _DECLARED.items():
+        value = getattr(cls, attr, None)
+        if not isinstance(value, str) or (attr != "paper" and not value.strip()):
+            out.append(f"no {attr} ({what})")
+        elif "\n" in value:
+            out.append(f"its {attr} is more than one line")
+    name = getattr(cls, "name", "")
+    if isinstance(name, str) and name and not name.replace("_", "").replace("-", "").isalnum():
+        out.append(f"its name {name!r} is not letters, digits, - and _ (--set METHOD.KEY reads it)")
+    if not isinstance(getattr(cls, "manual", ""), str):
+        out.append("its manual is not a path or URL")
+    if not isinstance(getattr(cls, "k_option", None), KOption):
+        out.append("its k_option is not a KOption (what -k counts)")
+    for phase in ("build_settings", "query_settings"):
+        settings = getattr(cls, phase, None)
+        if not (
+            isinstance(settings, type)
+            and issubclass(settings, Settings)
+            and dataclasses.is_dataclass(settings)
+        ):
+            out.append(f"its {phase} is not a Settings dataclass")
+            continue
+        try:
+            declared = {s.name for s in settings.declared()}
+        except (TypeError, ValueError) as exc:  # a setting's type lcr cannot read
+            out.append(f"its {phase}: {' '.join(str(exc).split())}")
+            continue
+        for f in dataclasses.fields(settings):
+            if f.name not in declared:
+                out.append(
+                    f"{settings.__name__}.{f.name} is declared without setting(), so --set "
+                    "cannot reach it"
+                )
+    return out
 
 
 def loadable_methods(on_problem: Callable[[str], None]) -> Iterator[tuple[str, Method]]:
@@ -149,6 +217,21 @@ def loadable_methods(on_problem: Callable[[str], None]) -> Iterator[tuple[str, M
 def default_build_methods() -> list[str]:
     """The methods a plain ``lcr index`` builds: lcr's own that say so."""
     return [n for n in BUILT_IN if get_method(n).built_by_default]
+
+
+@contextmanager
+def only_builtin() -> Iterator[None]:
+    """The registry holds lcr's own methods alone for the block: what lcr's own documents
+    (the man page) describe, whatever plugins are installed."""
+    global _registry
+    saved, saved_problems = _registry, list(_problems)
+    _registry = {n: Registration(n, t) for n, t in BUILT_IN.items()}
+    _problems.clear()
+    try:
+        yield
+    finally:
+        _registry = saved
+        _problems[:] = saved_problems
 
 
 @contextmanager

@@ -6,16 +6,21 @@ the server; its replies go through the same reading as a real server's
 (:func:`~lcr.models.openai_llm.status_error`, :func:`~lcr.models.openai_llm.reply_json`),
 so the backend's error paths (retries, ``Retry-After``, bodies that are not JSON,
 a refused connection) are tested without a network, beside the real-server tests.
+A reply whose ``Content-Type`` is ``text/event-stream`` is read as a server's stream
+is (:func:`~lcr.models.openai_stream.read_events`), event by event, when the caller
+streams: the transport takes every parameter of the protocol it stands in for.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lcr.models.openai_llm import ServerError, reply_json, status_error
+from lcr.models.openai_llm import MAX_RESPONSE_BYTES, ServerError, reply_json, status_error
+from lcr.models.openai_stream import StreamFailure, read_events
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,12 @@ class HttpResponse:
     def json(cls, obj: Any, status: int = 200, **headers: str) -> HttpResponse:
         return cls(status, json.dumps(obj).encode("utf-8"), dict(headers))
 
+    @property
+    def is_event_stream(self) -> bool:
+        """Whether the body is server-sent events (header names are case-insensitive)."""
+        kind = next((v for k, v in self.headers.items() if k.lower() == "content-type"), "")
+        return kind.split(";")[0].strip().lower() == "text/event-stream"
+
 
 class HandlerTransport:
     """Requests answered in-process by ``handler`` (httpx's ``MockTransport`` pattern):
@@ -49,14 +60,23 @@ class HandlerTransport:
     model server in the same process."""
 
     def __init__(
-        self, handler: Callable[[HttpRequest], HttpResponse], base_url: str = "http://handler"
+        self,
+        handler: Callable[[HttpRequest], HttpResponse],
+        base_url: str = "http://handler",
+        max_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.handler = handler
         self.base_url = base_url.rstrip("/")
+        self.max_bytes = max_bytes
         self.requests: list[HttpRequest] = []
 
     def request(
-        self, method: str, path: str, payload: dict[str, Any] | None, timeout: float
+        self,
+        method: str,
+        path: str,
+        payload: dict[str, Any] | None,
+        timeout: float,
+        on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         where = f"{self.base_url}{path}"
         sent = HttpRequest(method, path, payload, timeout)
@@ -71,4 +91,10 @@ class HandlerTransport:
             raise ServerError(f"cannot reach {self.base_url}: {exc}", transient=True) from None
         if not 200 <= reply.status < 300:
             raise status_error(reply.status, reply.body, reply.headers.get("Retry-After"), where)
+        if on_event is not None and reply.is_event_stream:
+            try:
+                read_events(io.BytesIO(reply.body), self.max_bytes, where, on_event)
+            except StreamFailure as exc:
+                raise ServerError(str(exc), transient=False) from None
+            return {}
         return reply_json(reply.body, where)
