@@ -24,6 +24,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("methods", ["lcr.methods"]),
     ("the pipeline", ["lcr.result", "lcr.pipeline"]),
     ("evaluation and checks", ["lcr.eval", "lcr.testing"]),
+    ("the server", ["lcr.serve"]),
     ("entry points", ["lcr.api", "lcr.cli", "lcr", "lcr.__main__"]),
 ]
 
