@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any
 
 import click
@@ -115,6 +113,4 @@ def serve_cmd(
         serve.run(config, http)
     finally:  # an interrupt goes on to lcr's "interrupted" line and exit code 130
         if not serve.stop(calls):  # a call still in a model or a build's step
-            click.echo("lcr serve: stopped with work in flight (every write is atomic)", err=True)
-            sys.stderr.flush()
-            os._exit(130)
+            serve.exit_when_stopped(calls, 130, None)

@@ -38,9 +38,15 @@ class CallCancelled(LcrError):
 class Call:
     """One tool call's cancellation flag and its progress channel to the client."""
 
-    def __init__(self, report: Report | None, closing: threading.Event) -> None:
+    def __init__(
+        self,
+        report: Report | None,
+        closing: threading.Event,
+        client_gone: threading.Event | None = None,
+    ) -> None:
         self._report = report
         self._closing = closing
+        self._client_gone = client_gone
         self.cancelled = threading.Event()
         self._sent = 0.0
         self._count = 0.0
@@ -48,7 +54,8 @@ class Call:
 
     def check(self) -> None:
         """Raise :class:`CallCancelled` if the call should stop now."""
-        if self.cancelled.is_set() or self._closing.is_set():
+        gone = self._client_gone is not None and self._client_gone.is_set()
+        if gone or self.cancelled.is_set() or self._closing.is_set():
             raise CallCancelled("cancelled: the client went away or the server is stopping")
 
     def progress(self, done: float, total: float | None, message: str | None) -> None:
@@ -102,8 +109,8 @@ class Calls:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
 
-    def call(self, report: Report | None) -> Call:
-        return Call(report, self.closing)
+    def call(self, report: Report | None, client_gone: threading.Event | None = None) -> Call:
+        return Call(report, self.closing, client_gone)
 
     async def run(self, call: Call, work: Callable[[], T]) -> T:
         """``work`` in a worker thread; if the caller is cancelled (its client went

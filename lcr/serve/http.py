@@ -3,7 +3,8 @@
 The guard answers, before the SDK sees a request: a missing or wrong bearer token
 (401), a body over the size limit (413), and a body that does not arrive within the
 read timeout (408, so a slow client holds no worker), each as a JSON-RPC error
-object. A malformed JSON-RPC message is the SDK's to refuse (a parse error).
+object. A malformed JSON-RPC message is the SDK's to refuse (a parse error). It also
+notices a client that disconnects while its tool call runs, so the call stops.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import hmac
 import json
 import socket
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     Message = dict[str, Any]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+CLIENT_GONE = "lcr.client_gone"
 PATH = "/mcp"
 INVALID_REQUEST = -32600
 
@@ -73,10 +76,22 @@ class Guard:
                 send, 408, f"the request did not arrive within {self.options.read_timeout_s:g} s"
             )
             return
-        await self.app(scope, _replay(bytes(body), receive), send)
+        gone = threading.Event()  # the tool call this request carries stops when set
+        scope = {**scope, CLIENT_GONE: gone}
+        await self.app(scope, _replay(bytes(body), receive, gone), send)
 
 
-def _replay(body: bytes, receive: Any) -> Any:
+def client_gone(request: Any) -> threading.Event | None:
+    """The event the guard sets when the client of ``request`` (the HTTP request that
+    carried a tool call) disconnects; None over stdio."""
+    scope = getattr(request, "scope", None)
+    found = scope.get(CLIENT_GONE) if isinstance(scope, dict) else None
+    return found if isinstance(found, threading.Event) else None
+
+
+def _replay(body: bytes, receive: Any, gone: threading.Event) -> Any:
+    """The body read already, then the connection's own messages, watched for the
+    client's disconnection (the SDK's response stream listens for it)."""
     sent = False
 
     async def replayed() -> Message:
@@ -84,7 +99,10 @@ def _replay(body: bytes, receive: Any) -> Any:
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+        return message
 
     return replayed
 
@@ -109,7 +127,8 @@ async def _refuse(send: Any, status: int, message: str) -> None:
 
 async def serve_http(server: MCPServer[Any], options: HttpOptions) -> None:
     """Listen on ``options.host:port`` (port 0: one the system picks) and say where on
-    stderr, then serve until interrupted."""
+    stderr, then serve until interrupted (then raise :class:`KeyboardInterrupt`, so
+    the command exits 130 as it does over stdio)."""
     import uvicorn
 
     app = server.streamable_http_app(
@@ -132,4 +151,7 @@ async def serve_http(server: MCPServer[Any], options: HttpOptions) -> None:
         timeout_keep_alive=5,
         lifespan="on",
     )
-    await uvicorn.Server(config).serve(sockets=[sock])
+    http_server = uvicorn.Server(config)
+    await http_server.serve(sockets=[sock])
+    if http_server.should_exit:  # stopped by a signal (uvicorn's own handler): as stdio is
+        raise KeyboardInterrupt

@@ -29,7 +29,7 @@ from lcr._version import __version__
 from lcr.config import value_text
 from lcr.errors import LcrError, LostRaceError, UsageError
 from lcr.models.container import Models
-from lcr.serve.calls import Call, Calls
+from lcr.serve.calls import Call, CallCancelled, Calls
 from lcr.serve.served import Served
 
 T = TypeVar("T")
@@ -273,7 +273,7 @@ class Tools:
         from lcr import pipeline
 
         served = self.config.served
-        sources = [served.source(p) for p in paths]
+        sources = _guarded(lambda: [served.source(p) for p in paths])
         target = _guarded(lambda: served.new_index(out))
         names = list(methods)
         sets = _sets(settings)
@@ -316,7 +316,7 @@ class Tools:
 
         served = self.config.served
         target = self._index(index)
-        sources = [served.source(p) for p in paths]
+        sources = _guarded(lambda: [served.source(p) for p in paths])
         models = self.config.models
         told: list[str] = []
 
@@ -346,12 +346,19 @@ class Tools:
     async def _run(self, ctx: Context | None, work: Callable[[Call], T]) -> T:
         """``work`` in a worker thread, its errors as MCP errors; with ``ctx``, its
         progress reaches the client."""
+        from lcr.serve.http import client_gone
+
         report = None if ctx is None else ctx.report_progress
-        call = self.config.calls.call(report)
+        request = None if ctx is None else ctx.request_context.request
+        call = self.config.calls.call(report, client_gone(request))
 
         def run() -> T:
             with _errors():
-                return work(call)
+                try:
+                    return work(call)
+                except CallCancelled as exc:
+                    _log(f"a call stopped: {exc}")
+                    raise
 
         with _errors():
             return await self.config.calls.run(call, run)
