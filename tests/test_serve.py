@@ -525,7 +525,7 @@ from mcp.client.streamable_http import streamable_http_client
 url, token, tool = sys.argv[1:4]
 if tool == "ask":
     arguments = {"index": "long.idx", "question": "Tell the whole story, every event in order.",
-                 "max_new_tokens": 1024, "k": 8}
+                 "max_new_tokens": 1024, "k": 8, "settings": {"answer.select": "off"}}
 else:
     arguments = {"paths": [sys.argv[4]], "out": sys.argv[5], "methods": ["mixpr"]}
 
