@@ -47,7 +47,7 @@ def run(config: ServeConfig, http: HttpOptions | None) -> None:
     else:
         from lcr.serve.http import serve_http
 
-        anyio.run(serve_http, server, http)
+        anyio.run(serve_http, server, http, config.calls.closing.set)
 
 
 def stop(calls: Calls) -> bool:

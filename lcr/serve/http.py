@@ -14,6 +14,7 @@ import json
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -125,10 +126,13 @@ async def _refuse(send: Any, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-async def serve_http(server: MCPServer[Any], options: HttpOptions) -> None:
+async def serve_http(
+    server: MCPServer[Any], options: HttpOptions, on_signal: Callable[[], None]
+) -> None:
     """Listen on ``options.host:port`` (port 0: one the system picks) and say where on
     stderr, then serve until interrupted (then raise :class:`KeyboardInterrupt`, so
-    the command exits 130 as it does over stdio)."""
+    the command exits 130 as it does over stdio). ``on_signal`` hears the signal at
+    once, so calls in flight stop while uvicorn closes its connections."""
     import uvicorn
 
     app = server.streamable_http_app(
@@ -147,11 +151,17 @@ async def serve_http(server: MCPServer[Any], options: HttpOptions) -> None:
     config = uvicorn.Config(
         Guard(app, options),
         log_level="warning",
-        timeout_graceful_shutdown=2,
+        timeout_graceful_shutdown=1,
         timeout_keep_alive=5,
         lifespan="on",
     )
-    http_server = uvicorn.Server(config)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            on_signal()
+            super().handle_exit(sig, frame)
+
+    http_server = Server(config)
     await http_server.serve(sockets=[sock])
     if http_server.should_exit:  # stopped by a signal (uvicorn's own handler): as stdio is
         raise KeyboardInterrupt
