@@ -415,7 +415,8 @@ def test_http_faults_get_protocol_errors_and_the_server_goes_on(
 
 def test_http_build_while_others_read(http: HttpServer, building: Path, served: Path) -> None:
     """One client adds a method to the served index while others read it: every read is
-    whole and right, progress arrives, the index verifies after."""
+    whole and right, progress arrives, the index verifies after. Then a document added
+    through the server is found as the CLI finds it."""
     question = QUESTIONS[8]
     before = json.loads(lcr("retrieve", str(building / "tale.idx"), question, "--json").stdout)
     progress: list[tuple[float, float | None, str | None]] = []
@@ -467,6 +468,27 @@ def test_http_build_while_others_read(http: HttpServer, building: Path, served: 
             return error.error.message
 
     assert "outside the folders this server serves" in run(refused)
+
+    # a document added: the server answers from it as the CLI does, and says so in info
+    barley = "How many sacks of barley were there?"
+
+    async def adding() -> tuple[dict[str, Any], ...]:
+        async with http.client() as client:
+            added = await call(
+                client, "add", {"index": "tale.idx", "paths": [str(building / "more.txt")]}
+            )
+            found = await call(
+                client, "retrieve", {"index": "tale.idx", "question": barley, "k": 1}
+            )
+            return added, found, await call(client, "info", {"index": "tale.idx"})
+
+    added, found, info = run(adding)
+    assert [d["name"] for d in added["documents"]] == ["tale.txt", "more.txt"]
+    index = str(building / "tale.idx")
+    cli_found = json.loads(lcr("retrieve", index, barley, "-k", "1", "--json").stdout)
+    assert found["evidence"][0]["document"] == "more.txt"
+    assert evidence_of(found) == evidence_of(cli_found)
+    assert info == json.loads(lcr("info", index, "--json").stdout)
 
 
 def test_http_a_client_killed_mid_call_stops_its_call(http: HttpServer) -> None:
