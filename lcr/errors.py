@@ -151,3 +151,8 @@ def from_os_error(exc: OSError) -> LcrError | None:
     if code == errno.EIO:
         return FileAccessError(f"input/output error on {path} (a failing disk or network share?)")
     return None
+
+
+class MissingExtraError(LcrError):
+    """A part of lcr is used without the optional packages it needs (``lcr serve``
+    without the ``serve`` extra); the message says what to install."""

@@ -27,6 +27,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("methods", ["lcr.methods"]),
     ("the pipeline", ["lcr.result", "lcr.pipeline"]),
     ("evaluation", ["lcr.eval"]),
+    ("the server", ["lcr.serve"]),
     ("entry points", ["lcr.api", "lcr.cli", "lcr.testing", "lcr", "lcr.__main__"]),
 ]
 

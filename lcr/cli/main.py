@@ -493,35 +493,24 @@ def info_cmd(index_path: str, as_json: bool, verify: bool, estimate: bool) -> No
     A damaged method is reported (with how to rebuild it alone) and the exit
     code is 1; the other methods stay usable.
     """
+    from lcr.pipeline.integrity import index_problems, info_json
     from lcr.store import Index
 
     index = Index.open(index_path)
-    problems = {name: [message] for name, message in index.damaged.items()}
-    if verify:
-        from lcr.pipeline.integrity import verify_index
-
-        for name, line in verify_index(index).items():
-            problems.setdefault(name, [line])
     if as_json:
-        out: dict[str, Any] = index.manifest.to_json()
-        out["path"] = str(index.path)
-        out["size_bytes"] = index.size_bytes()
-        for name, entry in out.get("methods", {}).items():
-            if name in index.methods:  # not an entry that did not read (it is damaged)
-                entry["size_bytes"] = index.size_bytes(name)
-        out["damaged"] = {name: found[0] for name, found in problems.items()}
-        if verify:
-            out["verified"] = not problems
+        out = info_json(index, verify=verify)
+        problems = out["damaged"]
         if estimate:
             est.rebuild_figures(index, True, out)
         click.echo(json.dumps(out, ensure_ascii=False))
     else:
-        print_info(index, problems, verified=verify)
+        problems = index_problems(index, verify)
+        print_info(index, {name: [line] for name, line in problems.items()}, verified=verify)
         if estimate:
             est.rebuild_figures(index, False)
     if problems:
         raise IndexDamagedError(
-            next(iter(problems.values()))[0]
+            next(iter(problems.values()))
             if len(problems) == 1
             else f"{index.path} is damaged: {', '.join(problems)} (see above)"
         )
@@ -654,11 +643,13 @@ def _attach_eval() -> None:
     from lcr.cli.collection import remove_cmd
     from lcr.cli.doctor import doctor_cmd
     from lcr.cli.eval import eval_group
+    from lcr.cli.serve import serve_cmd
 
     cli.add_command(models_group, "models")
     cli.add_command(eval_group, "eval")
     cli.add_command(doctor_cmd, "doctor")
     cli.add_command(remove_cmd, "remove")
+    cli.add_command(serve_cmd, "serve")
 
 
 _attach_eval()

@@ -101,6 +101,8 @@ EXAMPLES: list[tuple[str, list[str]]] = [
     ("Change a setting at build and at query time:",
      ["lcr index book.txt -m mixpr --set mixpr.threshold=0.3 --force",
       'lcr ask book.idx "Summarise it." -m raptor --set raptor.max_tokens=3000']),
+    ("Serve the indexes in a folder to an agent over MCP (stdio; or HTTP on loopback):",
+     ["lcr serve ~/papers/", "lcr serve ~/papers/ --http 127.0.0.1:8765"]),
     ("Evaluate two methods on a generated task:",
      ["lcr eval generate hashhop --hops 4 --length 32k -o hh4.jsonl",
       "lcr eval hh4.jsonl --method bm25 --method mixpr --retrieval-only"]),
@@ -384,7 +386,8 @@ def _tail() -> list[str]:
     out += _prose(
         "In the source repository: README.md (set-up and a five-minute tour), "
         "docs/methods/ (one page per method), docs/answer-step.md, docs/evaluation.md, "
-        "docs/backends.md, docs/speed.md."
+        "docs/backends.md, docs/speed.md, docs/serve.md (lcr serve: the tools, the agent "
+        "configuration to paste, what is reachable)."
     )
     return out
 

@@ -67,3 +67,29 @@ def verify_index(index: Index) -> dict[str, str]:
         except IndexDamagedError as exc:
             lines[name] = str(exc)
     return lines
+
+
+def index_problems(index: Index, verify: bool) -> dict[str, str]:
+    """What is wrong with ``index``, one line per damaged method: the damage found on
+    opening, and with ``verify`` everything :func:`verify_index` finds."""
+    problems = dict(index.damaged)
+    if verify:
+        for name, line in verify_index(index).items():
+            problems.setdefault(name, line)
+    return problems
+
+
+def info_json(index: Index, *, verify: bool = False) -> dict[str, Any]:
+    """What ``lcr info --json`` prints (and ``lcr serve``'s ``info`` tool returns): the
+    manifest with its path, sizes and damage (``verified`` with ``verify``)."""
+    problems = index_problems(index, verify)
+    out: dict[str, Any] = index.manifest.to_json()
+    out["path"] = str(index.path)
+    out["size_bytes"] = index.size_bytes()
+    for name, entry in out.get("methods", {}).items():
+        if name in index.methods:  # not an entry that did not read (it is damaged)
+            entry["size_bytes"] = index.size_bytes(name)
+    out["damaged"] = problems
+    if verify:
+        out["verified"] = not problems
+    return out

@@ -101,6 +101,16 @@ def writer_lock(path: Path, note: Note | None = None) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
+def drop_held_lock_files() -> None:
+    """Remove the lock files this process holds, for a process about to end at once
+    (``os._exit``) with a writer mid-build: the locks go with the process, and without
+    this their files would stay beside the indexes. A writer waiting on one sees it
+    removed and locks the next (as after any release)."""
+    for key in list(_HELD):
+        with contextlib.suppress(OSError):
+            os.unlink(key)
+
+
 def _still_the_lock(fd: int, key: str) -> bool:
     """Whether the locked file is still the one at the lock's path (the folder itself
     when the parent was read-only: always)."""

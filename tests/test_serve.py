@@ -1,0 +1,562 @@
+"""``lcr serve`` through the MCP SDK's own client, over stdio and over HTTP: every tool's
+result held to the CLI's ``--json`` for the same call, errors as one-line MCP errors,
+twenty clients at once, a build while others read, and the fault cases (a path outside
+the served set, a huge request, a malformed message, a slow client, a client killed
+mid-call, Ctrl-C to the server). Tiny bm25 indexes built here; one ``ask`` runs on
+smollm2-135m. Each server is a real ``lcr serve`` process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import FIXTURES
+
+pytestmark = pytest.mark.slow  # every test starts a server
+
+T = TypeVar("T")
+QUESTIONS = [
+    "Who fell sick?",
+    "Where did the maiden go every day?",
+    "What did the snow spread over the grave?",
+    "Who did the man take as another wife?",
+    "What did the stepsisters say about the maiden?",
+    "Where did the maiden have to sleep?",
+    "What did the father bring back from the fair?",
+    "What did the maiden ask her father for?",
+    "Where did she plant the hazel twig?",
+    "What came to the tree three times a day?",
+    "What did the king give?",
+    "How long did the festival last?",
+    "What did the stepmother throw into the ashes?",
+    "Who helped her pick out the lentils?",
+    "What did the bird throw down to her?",
+    "Where did she hide from the prince?",
+    "What did the prince smear the staircase with?",
+    "What was left sticking on the stairs?",
+    "What did the eldest sister cut off?",
+    "What did the pigeons peck out?",
+]
+
+
+def lcr(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "lcr", *args], capture_output=True, text=True, check=check
+    )
+
+
+def run(make: Callable[[], Awaitable[T]]) -> T:
+    return anyio.run(make)
+
+
+def evidence_of(result: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """What must be the same through the server and the CLI: ids, spans, text, citations."""
+    return [
+        (e["id"], e["spans"], e["text"], e["document"], e["citations"]) for e in result["evidence"]
+    ]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A served folder with one bm25 index (``tale.idx``) and a document to add; an
+    index outside it, and a link inside it to that outside index."""
+    root = tmp_path_factory.mktemp("serve")
+    folder = root / "served"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "cinderella.txt", folder / "tale.txt")
+    (folder / "more.txt").write_text(
+        "The keeper of the mill counted the sacks every evening. There were forty "
+        "sacks of barley and twelve of rye, and the miller's cat slept on the rye.\n",
+        encoding="utf-8",
+    )
+    lcr("index", str(folder / "tale.txt"), "--method", "bm25", "-q")
+    outside = root / "outside"
+    outside.mkdir()
+    shutil.copy(FIXTURES / "cinderella.txt", outside / "secret.txt")
+    lcr("index", str(outside / "secret.txt"), "--method", "bm25", "-q")
+    (folder / "link.idx").symlink_to(outside / "secret.idx")
+    return folder
+
+
+def stdio_params(*args: str) -> StdioServerParameters:
+    # the SDK passes a child only a few variables; the tests' PYTHONPATH must reach it
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "lcr", "serve", *args], env=dict(os.environ)
+    )
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def error_of(client: Client, tool: str, arguments: dict[str, Any]) -> MCPError:
+    with pytest.raises(MCPError) as caught:
+        await client.call_tool(tool, arguments)
+    return caught.value
+
+
+# ------------------------------------------------------------------------------ stdio
+def test_stdio_tools_answer_as_the_cli_does(served: Path) -> None:
+    """Every read tool against the CLI's --json, the errors, and one real answer
+    (smollm2-135m): the same answer and evidence as ``lcr ask --json`` with the same
+    settings, its text arriving as progress notifications while it is written."""
+    index = served / "tale.idx"
+    question = "What did the maiden ask her father for?"
+    cli_retrieve = json.loads(lcr("retrieve", str(index), question, "-k", "3", "--json").stdout)
+    cli_info = json.loads(lcr("info", str(index), "--json", "--verify").stdout)
+    asked = "Where did she plant the hazel twig?"
+    cli_ask = json.loads(
+        lcr(
+            "ask", str(index), asked, "-k", "2", "--llm", "smollm2-135m", "--json",
+            "--max-new-tokens", "32",
+        ).stdout
+    )  # fmt: skip
+    pieces: list[str] = []
+
+    async def progressed(done: float, total: float | None, message: str | None) -> None:
+        pieces.append(message or "")
+
+    async def session() -> None:
+        async with Client(stdio_params(str(served), "--llm", "smollm2-135m")) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert sorted(tools) == ["ask", "info", "list_indexes", "retrieve"]  # no building
+            for tool in tools.values():
+                assert tool.description and len(tool.description) > 80
+                assert tool.input_schema["type"] == "object"
+            assert tools["retrieve"].input_schema["required"] == ["index", "question"]
+
+            listed = (await call(client, "list_indexes", {}))["indexes"]
+            names = [i["name"] for i in listed]
+            assert names == ["tale.idx"], names  # not the link to the index outside
+            assert listed[0]["methods"] == ["bm25"]
+            assert listed[0]["documents"][0]["name"] == "tale.txt"
+
+            got = await call(
+                client, "retrieve", {"index": "tale.idx", "question": question, "k": 3}
+            )
+            assert len(got["evidence"]) == 3
+            assert evidence_of(got) == evidence_of(cli_retrieve)
+            by_path = await call(
+                client, "retrieve", {"index": str(index), "question": question, "k": 3}
+            )
+            assert evidence_of(by_path) == evidence_of(cli_retrieve)
+
+            info = await call(client, "info", {"index": "tale.idx", "verify": True})
+            assert info == cli_info
+
+            # errors: MCP errors, one line each, the CLI's exit code in data
+            refusals = {
+                "outside": {"index": str(served.parent / "outside" / "secret.idx")},
+                "link": {"index": str(served / "link.idx")},
+                "dots": {"index": str(served / ".." / "outside" / "secret.idx")},
+                "folder": {"index": str(served)},
+            }
+            for why, where in refusals.items():
+                error = await error_of(client, "retrieve", {**where, "question": question})
+                assert "is not an index this server serves" in error.error.message, why
+                assert error.error.code == -32602
+            unbuilt = await error_of(
+                client, "retrieve", {"index": "tale.idx", "question": question, "method": "dense"}
+            )
+            assert "dense" in unbuilt.error.message
+            bad_setting = await error_of(
+                client,
+                "retrieve",
+                {"index": "tale.idx", "question": question, "settings": {"bm25.nope": 1}},
+            )
+            assert bad_setting.error.code == -32602 and "nope" in bad_setting.error.message
+            huge = await error_of(
+                client, "retrieve", {"index": "tale.idx", "question": "why " * 50_000}
+            )
+            assert huge.error.code == -32602 and "question" in huge.error.message
+            no_tool = await error_of(client, "index", {"paths": ["x"], "out": "y"})
+            assert "index" in no_tool.error.message
+            for error in (unbuilt, bad_setting, huge, no_tool):
+                assert "\n" not in error.error.message
+            # and the server still answers
+            again = await call(client, "retrieve", {"index": "tale.idx", "question": question})
+            assert again["evidence"]
+
+            result = await client.call_tool(
+                "ask",
+                {"index": "tale.idx", "question": asked, "k": 2, "max_new_tokens": 32},
+                progress_callback=progressed,
+            )
+            assert not result.is_error, result.content
+            got = result.structured_content
+            assert got is not None
+            assert got["answer"] == cli_ask["answer"] and got["answer"]
+            assert evidence_of(got) == evidence_of(cli_ask)
+            assert got["answer_settings"] == cli_ask["answer_settings"]
+            assert got["models"]["llm"] == cli_ask["models"]["llm"]
+            assert "".join(pieces).strip()  # the reply, as it was written
+
+    run(session)
+
+
+def test_stdio_malformed_lines_then_ctrl_c(served: Path) -> None:
+    """Over stdio a malformed line is dropped (the SDK logs it; JSON-RPC has no id to
+    answer) and the server reads on; Ctrl-C ends it within seconds with exit code 130
+    (a read of stdin in progress included)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lcr", "serve", str(served)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    proc.stdin.write('{"jsonrpc": "2.0", "id": 0, "method"\n')
+    proc.stdin.write(json.dumps(initialize) + "\n")
+    proc.stdin.flush()
+    reply = json.loads(proc.stdout.readline())
+    assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "lcr"
+    interrupted = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=20)
+    assert time.monotonic() - interrupted < 8
+    assert proc.returncode == 130
+    assert proc.stderr.read().strip().splitlines()[-1].startswith("lcr: interrupted")
+
+
+# ------------------------------------------------------------------------------- HTTP
+TOKEN = "s3cret-for-the-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+class HttpServer:
+    """A running ``lcr serve --http 127.0.0.1:0``: its URL, process and stderr lines."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "lcr", "serve", "--http", "127.0.0.1:0", *args],
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **env},
+        )
+        self.lines: list[str] = []
+        self._listening = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+        assert self._listening.wait(120), f"lcr serve did not start: {self.lines}"
+        found = re.search(r"listening on (http://\S+)", "".join(self.lines))
+        assert found
+        self.url = found.group(1)
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            if "listening on" in line:
+                self._listening.set()
+        self._listening.set()
+
+    def client(self, headers: dict[str, str] = AUTH) -> Client:
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(120))
+        return Client(streamable_http_client(self.url, http_client=http))
+
+    def said(self, text: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(text in line for line in self.lines):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def building(served: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the served folder to build in, with an 18 KB document."""
+    folder = tmp_path_factory.mktemp("building") / "served"
+    shutil.copytree(served, folder, symlinks=True)
+    shutil.copy(Path(__file__).parents[1] / "examples" / "lighthouse.txt", folder / "long.txt")
+    lcr("index", str(folder / "long.txt"), "--method", "bm25", "-q")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def http(building: Path) -> Iterator[HttpServer]:
+    """One HTTP server for the module's HTTP tests (the last one interrupts it): a token,
+    building allowed, small limits, smollm2-135m as its LLM."""
+    server = HttpServer(
+        [str(building), "--allow-index", "--read-timeout", "1", "--max-request-bytes", "20000",
+         "--llm", "smollm2-135m"],
+        {"LCR_SERVE_TOKEN": TOKEN},
+    )  # fmt: skip
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_http_twenty_clients_at_once_get_their_own_answers(
+    http: HttpServer, building: Path
+) -> None:
+    stdin = "\n".join(QUESTIONS) + "\n"
+    expected = [
+        json.loads(line)
+        for line in subprocess.run(
+            [sys.executable, "-m", "lcr", "retrieve", str(building / "tale.idx"), "-", "-k", "2",
+             "--json"],
+            input=stdin, capture_output=True, text=True, check=True,
+        ).stdout.splitlines()
+    ]  # fmt: skip
+    assert len(expected) == len(QUESTIONS)
+    results: dict[int, dict[str, Any]] = {}
+
+    async def one(i: int) -> None:
+        async with http.client() as client:
+            for _ in range(2):  # twice each: forty calls in flight together
+                got = await call(
+                    client, "retrieve", {"index": "tale.idx", "question": QUESTIONS[i], "k": 2}
+                )
+                assert results.setdefault(i, got)["evidence"] == got["evidence"]
+
+    async def all_clients() -> None:
+        async with anyio.create_task_group() as group:
+            for i in range(len(QUESTIONS)):
+                group.start_soon(one, i)
+
+    run(all_clients)
+    assert http.proc.poll() is None
+    for i, want in enumerate(expected):
+        assert results[i]["question"] == QUESTIONS[i]
+        assert evidence_of(results[i]) == evidence_of(want), QUESTIONS[i]
+
+
+def test_http_faults_get_protocol_errors_and_the_server_goes_on(
+    http: HttpServer, served: Path
+) -> None:
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+    }
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    no_token = httpx2.post(http.url, json=ping, headers=headers, timeout=30)
+    assert no_token.status_code == 401 and "bearer token" in no_token.json()["error"]["message"]
+    wrong = httpx2.post(
+        http.url, json=ping, headers={**headers, "Authorization": "Bearer nope"}, timeout=30
+    )
+    assert wrong.status_code == 401
+    headers.update(AUTH)
+    big = httpx2.post(http.url, content=b"x" * 50_000, headers=headers, timeout=30)
+    assert big.status_code == 413
+    assert big.json()["error"]["message"] == "the request is over 20000 bytes"
+    bad = httpx2.post(
+        http.url, content=b'{"jsonrpc": "2.0", "id": 1, "method"', headers=headers, timeout=30
+    )
+    assert 400 <= bad.status_code < 500 and "error" in bad.json()
+    not_rpc = httpx2.post(http.url, json={"hello": 1}, headers=headers, timeout=30)
+    assert 400 <= not_rpc.status_code < 500 and "error" in not_rpc.json()
+
+    host, port = http.url.removeprefix("http://").split("/")[0].split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as slow:
+        slow.sendall(
+            f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{".encode()
+        )
+        started = time.monotonic()
+
+        async def meanwhile() -> dict[str, Any]:  # another client is served meanwhile
+            async with http.client() as client:
+                return await call(client, "list_indexes", {})
+
+        assert run(meanwhile)["indexes"]
+        reply = slow.recv(4096).decode()
+        assert reply.startswith("HTTP/1.1 408"), reply
+        assert time.monotonic() - started < 10
+    assert http.proc.poll() is None
+
+    refused = lcr("serve", "--http", "0.0.0.0:0", str(served), check=False)
+    assert refused.returncode == 2
+    assert refused.stderr.count("\n") == 1 and "--token" in refused.stderr
+
+
+def test_http_build_while_others_read(http: HttpServer, building: Path, served: Path) -> None:
+    """One client adds a method to the served index while others read it: every read is
+    whole and right, progress arrives, the index verifies after. Then a document added
+    through the server is found as the CLI finds it."""
+    question = QUESTIONS[8]
+    before = json.loads(lcr("retrieve", str(building / "tale.idx"), question, "--json").stdout)
+    progress: list[tuple[float, float | None, str | None]] = []
+    reads: list[dict[str, Any]] = []
+    built: dict[str, Any] = {}
+
+    async def progressed(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async def builder() -> None:
+        async with http.client() as client:
+            tools = {t.name for t in (await client.list_tools()).tools}
+            assert {"index", "add"} <= tools
+            result = await client.call_tool(
+                "index",
+                {"paths": [str(building / "tale.txt")], "out": "tale.idx", "methods": ["mixpr"]},
+                progress_callback=progressed,
+            )
+            assert not result.is_error, result.content
+            built.update(result.structured_content or {})
+
+    async def reader() -> None:
+        async with http.client() as client:
+            while not built:
+                reads.append(
+                    await call(client, "retrieve", {"index": "tale.idx", "question": question})
+                )
+                await anyio.sleep(0.05)
+
+    async def together() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(builder)
+            for _ in range(4):
+                group.start_soon(reader)
+
+    run(together)
+    assert built["methods"] == ["bm25", "mixpr"]
+    assert progress, "no progress notification"
+    assert len(reads) >= 4
+    for read in reads:
+        assert evidence_of(read) == evidence_of(before)
+    verified = lcr("info", str(building / "tale.idx"), "--verify", "--json")
+    assert json.loads(verified.stdout)["verified"] is True
+
+    async def refused() -> str:
+        outside = served.parent / "outside" / "secret.txt"
+        async with http.client() as client:
+            error = await error_of(client, "index", {"paths": [str(outside)], "out": "x.idx"})
+            return error.error.message
+
+    assert "outside the folders this server serves" in run(refused)
+
+    # a document added: the server answers from it as the CLI does, and says so in info
+    barley = "How many sacks of barley were there?"
+
+    async def adding() -> tuple[dict[str, Any], ...]:
+        async with http.client() as client:
+            added = await call(
+                client, "add", {"index": "tale.idx", "paths": [str(building / "more.txt")]}
+            )
+            found = await call(
+                client, "retrieve", {"index": "tale.idx", "question": barley, "k": 1}
+            )
+            return added, found, await call(client, "info", {"index": "tale.idx"})
+
+    added, found, info = run(adding)
+    assert [d["name"] for d in added["documents"]] == ["tale.txt", "more.txt"]
+    index = str(building / "tale.idx")
+    cli_found = json.loads(lcr("retrieve", index, barley, "-k", "1", "--json").stdout)
+    assert found["evidence"][0]["document"] == "more.txt"
+    assert evidence_of(found) == evidence_of(cli_found)
+    assert info == json.loads(lcr("info", index, "--json").stdout)
+
+
+def test_http_a_client_killed_mid_call_stops_its_call(http: HttpServer) -> None:
+    """A client killed while the model writes its answer: the server stops that call at
+    the next piece (and says so), and goes on serving."""
+    client = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CLIENT, http.url, TOKEN, "ask"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert client.stdout is not None
+    assert client.stdout.readline().strip() == "started"
+    client.kill()
+    client.wait()
+    assert http.said("a call stopped: cancelled", timeout=20), http.lines[-5:]
+
+    async def still() -> dict[str, Any]:
+        async with http.client() as c:
+            return await call(c, "list_indexes", {})
+
+    assert run(still)["indexes"]
+
+
+def test_http_ctrl_c_mid_build_stops_within_seconds(http: HttpServer, building: Path) -> None:
+    """SIGINT while a build runs: the server is gone within seconds with exit code 130,
+    and the index it was building is either absent or whole (never half-written)."""
+    target = building / "stopped.idx"
+    client = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CLIENT, http.url, TOKEN, "index", str(building / "long.txt"),
+         str(target)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert client.stdout is not None
+    assert client.stdout.readline().strip() == "started"
+    interrupted = time.monotonic()
+    http.proc.send_signal(signal.SIGINT)
+    http.proc.wait(timeout=20)
+    assert time.monotonic() - interrupted < 8
+    assert http.proc.returncode == 130
+    client.kill()
+    client.wait()
+    assert not (building / ".stopped.idx.lock").exists()
+    assert not list(building.glob(".stopped.idx.new*"))
+    if target.exists():
+        verified = lcr("info", str(target), "--verify", "--json", check=False)
+        assert json.loads(verified.stdout)["verified"] is True
+
+
+# A client that starts a long call and says so at its first progress notification.
+KILLED_CLIENT = """
+import sys, anyio, httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+url, token, tool = sys.argv[1:4]
+if tool == "ask":
+    arguments = {"index": "long.idx", "question": "Tell the whole story, every event in order.",
+                 "max_new_tokens": 1024, "k": 8, "settings": {"answer.select": "off"}}
+else:
+    arguments = {"paths": [sys.argv[4]], "out": sys.argv[5], "methods": ["mixpr"]}
+
+async def main():
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=300)
+    async with http, Client(streamable_http_client(url, http_client=http)) as client:
+        async def progressed(done, total, message):
+            print("started", flush=True)
+        await client.call_tool(tool, arguments, progress_callback=progressed)
+
+anyio.run(main)
+"""
