@@ -371,9 +371,16 @@ def edges(tokens: int, kind: str, sample: int, seed: int = 0) -> None:
     print("\n".join(lines), flush=True)
 
 
+STOPS = {
+    "per-node 1e-6 (networkx's, the default)": [],
+    "total 1e-4 (lcr's before)": ["mixpr.tol_rule=total", "mixpr.tol=1e-4"],
+}
+
+
 def walks(path: Path, count: int = 20) -> None:
-    """How many steps the default ``tol`` lets a local walk take, under both readings of
-    the question: every 5th of the first ``5 * count`` SQuALITY dev questions."""
+    """How many steps a local walk takes, and how long, under both readings of the
+    question and both stop rules: every 5th of the first ``5 * count`` SQuALITY dev
+    questions."""
     questions = [
         q["question_text"]
         for line in (DATA / "squality" / "dev.jsonl").open()
@@ -381,14 +388,22 @@ def walks(path: Path, count: int = 20) -> None:
     ][: 5 * count : 5]
     idx = Index.open(path)
     print(f"load {os.getloadavg()[0]:.1f}; {len(questions)} questions", flush=True)
-    for reading in ("last-chunks", "whole"):
-        steps = []
-        for q in questions:
-            r = pipeline.retrieve(
-                idx, "mixpr", q, Models.with_objects(), [f"mixpr.question={reading}"]
+    for stop, sets in STOPS.items():
+        for reading in ("last-chunks", "whole"):
+            steps, seconds = [], []
+            for q in questions:
+                started = time.perf_counter()
+                r = pipeline.retrieve(
+                    idx, "mixpr", q, Models.with_objects(), [f"mixpr.question={reading}", *sets]
+                )
+                seconds.append(time.perf_counter() - started)
+                steps.append(r.evidence.info["iterations"])
+            median = sorted(seconds)[len(seconds) // 2]
+            print(
+                f"{stop}, question={reading}: iterations {sorted(steps)}; "
+                f"median {median * 1000:.0f} ms a question",
+                flush=True,
             )
-            steps.append(r.evidence.info["iterations"])
-        print(f"question={reading}: iterations {sorted(steps)}", flush=True)
 
 
 def recall(idx: Index, method: str, q: str, gold: list[str], sets: list[str]) -> float:

@@ -617,7 +617,11 @@ def test_r_z_and_cosine_choose_each_node_of_a_real_search(
 ) -> None:
     """Replays a real search: each node's r is its attention to the question times its
     position (the question is 1, appendix C), and each node after the top level is the
-    unvisited one with the best z + cos, z = E^T r over the nodes visited before it."""
+    unvisited one with the best z + cos, z = E^T r over the nodes visited before it.
+
+    The attention is computed apart from the search's KV cache: one eager pass over the
+    whole prompt so far (transformers' own weights), averaged over layers and heads, then
+    over the node's tokens and the question's tokens (section 3.1's average)."""
     models = Models.with_objects(llm=smollm, embedder=embedder)
     q = "What did the stepsisters do?"
     res = pipeline.retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=7)
@@ -630,7 +634,8 @@ def test_r_z_and_cosine_choose_each_node_of_a_real_search(
     emb = reader.array("embeddings").astype(np.float32)
     cos = (emb @ np.asarray(embedder.encode([q])[0], dtype=np.float32)).astype(np.float64)
     prompt = search_prompt(smollm, q, "question")
-    cache = smollm.node_cache(prompt.prefix, prompt.question)
+    qa, qb = prompt.question
+    ids = list(prompt.prefix)
     r = np.zeros(len(nodes))
     visited: set[int] = set()
     chosen_by_score = 0
@@ -644,8 +649,13 @@ def test_r_z_and_cosine_choose_each_node_of_a_real_search(
             assert item.extra["z"] == pytest.approx(z[i], abs=1e-9)
             assert item.score == pytest.approx(z[i] + cos[i], abs=1e-5)
             chosen_by_score += 1
-        raw = cache.append(smollm.encode(line(nodes[i].text)))
-        assert item.extra["r"] == pytest.approx(raw * position, rel=1e-4)
+        node = smollm.encode(line(nodes[i].text))
+        start = len(ids)
+        ids += node
+        _, attn, _ = smollm.forward_with_attention(ids, logits_to_keep=1)
+        mean = torch.stack([a[0] for a in attn]).mean(dim=(0, 1))  # (tokens, tokens)
+        raw = float(mean[start:, qa:qb].mean())
+        assert item.extra["r"] == pytest.approx(raw * position, rel=1e-3)
         r[i] = raw * position
         visited.add(i)
     assert chosen_by_score >= 2  # the test reaches past the top-level nodes

@@ -89,7 +89,7 @@ class RaptorBuild(Settings):
     )
     summary_max_new_tokens: int = setting(
         150,
-        "most new tokens per summary (the paper's summaries average ~130 tokens)",
+        "most new tokens per summary (reference code: 100; the paper's average 131 tokens)",
         low=1,
         high=MOST_NEW_TOKENS,
         renamed_from=("summary_max_tokens",),
@@ -122,7 +122,12 @@ class RaptorQuery(Settings):
         paper=True,
         low=1,
     )
-    top_k: int = setting(5, "traversal: nodes kept per layer (the paper's k; -k overrides)", low=1)
+    top_k: int = setting(
+        5,
+        "traversal: nodes kept per layer (the paper's k; -k overrides)",
+        reference_code=True,
+        low=1,
+    )
     depth: int = setting(
         0,
         "traversal: layers descended from the root layer (the paper's d); 0 = down to the leaves",
