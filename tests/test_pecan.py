@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from lcr import pipeline
 from lcr.config import SettingRenamed
 from lcr.errors import CapabilityError, ModelError, SettingError
 from lcr.methods import get_method
+from lcr.methods.pecan.build import effective_s
 from lcr.methods.pecan.graph import (
     attention_scores,
     batch_nodes,
@@ -48,7 +50,7 @@ from lcr.methods.pecan.prompts import (
 from lcr.methods.pecan.prompts import segment_line as line
 from lcr.methods.pecan.search import SCORES, SecondTurn
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
-from lcr.models.base import Capability
+from lcr.models.base import Capability, Message
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.models.transformers_llm import NodeKVCache, span_mean_matrix
@@ -133,6 +135,30 @@ def test_second_turn_is_the_papers_or_restates_the_question(smollm: Any) -> None
         pipeline.query_settings(get_method("pecan"), ["pecan.second_turn=both"])
     with pytest.raises(SettingError, match=r"pecan\.top"):
         pipeline.build_settings(get_method("pecan"), ["pecan.top=both"])
+
+
+class _WideTokens:
+    """A tokenizer alone (words as tokens) with a 32k window: what a build's batch size reads."""
+
+    model_id = "words-32k"
+    context_window = 32_768
+
+    def encode(self, text: str) -> list[int]:
+        return list(range(len(text.split())))
+
+    def render_text(self, messages: Sequence[Message]) -> str:
+        return "\n\n".join(m["content"] for m in messages)
+
+
+def test_the_papers_s_batches_a_build_on_a_wide_model() -> None:
+    """The default s is the batch a build uses when the model's window allows it: 300-token
+    chunks go 27 to a batch (8,100 tokens), never past 8,192; a 4k window lowers it."""
+    s = effective_s(_WideTokens(), PecanBuild())
+    assert s == PecanBuild().s == 8192
+    batches = batch_nodes([300] * 60, s)
+    assert [len(b) for b in batches] == [27, 27, 6]
+    narrow = type("Narrow", (_WideTokens,), {"context_window": 4096})()
+    assert effective_s(narrow, PecanBuild()) < 4096 - PecanBuild().points_max_new_tokens
 
 
 def test_settings_are_typed_and_the_old_name_still_works() -> None:
