@@ -651,3 +651,19 @@ def test_defaults_from_the_reference_code_are_not_called_the_papers() -> None:
     raptor = next(json.loads(r) for r in rows if json.loads(r)["name"] == "raptor")
     marked = {k for k, s in raptor["build_settings"].items() if s["reference_code"]}
     assert marked == set(REFERENCE_CODE)
+    assert raptor["query_settings"]["top_k"]["origin"] == "reference code"
+
+
+def test_a_default_build_clusters_as_the_reference_code_does(built: tuple) -> None:
+    """What the reference code's defaults do in a build, not only their labels: the
+    global UMAP's neighbours are sqrt(n - 1) of the layer's n nodes (under lcr's cap of
+    50), the mixtures and UMAP are seeded with 224, and no more than 5 summary layers."""
+    import math
+
+    index, _ = built
+    tree = index.reader("raptor").json("tree")
+    layers, first = tree["layers"], tree["clustering"][0]
+    assert first["global_neighbors"] == max(2, min(50, int(math.sqrt(layers[0] - 1))))
+    assert tree["seed"] == 224 and 2 <= len(layers) <= 1 + 5
+    for below, report in zip(layers, tree["clustering"], strict=False):
+        assert report["global_neighbors"] == max(2, min(50, int(math.sqrt(below - 1))))
