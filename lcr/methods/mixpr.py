@@ -262,7 +262,10 @@ class MixPRBuild(Settings):
         True, "keep each chunk's similarity with itself (the diagonal of the paper's A)", paper=True
     )
     max_degree: int = setting(
-        0, "keep each chunk's N strongest edges; 0 = every edge over the threshold", low=0
+        0,
+        "keep each chunk's N strongest edges; 0 = every edge over the threshold",
+        paper=True,
+        low=0,
     )
     max_edges: int = setting(
         150_000_000,

@@ -100,6 +100,7 @@ class LightPALBuild(Settings):
     continuation_tokens: int = setting(
         0,
         "score only the first N tokens of d_j (0 = all, the paper); the faster setting",
+        paper=True,
         low=0,
     )
     # CONTEXT_SCORES (scoring.py)
