@@ -301,8 +301,7 @@ class MixPRQuery(Settings):
     max_iter: int = setting(PAPER_MAX_ITER, "power-iteration cap", paper=True, low=1, high=10_000)
     tol: float = setting(
         NETWORKX_TOL,
-        "stop when the scores' L1 change falls below nodes x this (networkx's default, "
-        "whose PPR the paper follows)",
+        "stop when the scores' L1 change is below nodes x this (networkx's, as the paper's PPR)",
         paper=True,
         low=0,
     )
