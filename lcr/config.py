@@ -46,7 +46,9 @@ class Setting:
 
     ``paper`` says the default is the value the paper's text gives; ``reference_code``
     that it comes from the authors' released code instead (the paper names no value),
-    so a reader can tell a published claim from an implementation detail.
+    so a reader can tell a published claim from an implementation detail;
+    ``measured_in`` (a page and anchor) that it is lcr's own choice, made on the
+    measurement found there. :attr:`origin` names which.
     """
 
     name: str
@@ -55,6 +57,7 @@ class Setting:
     choices: tuple[str, ...] | None = None
     paper: bool = False
     reference_code: bool = False
+    measured_in: str = ""  # lcr's default chosen on a measurement: where it is written up
     kind: type | None = None  # the value's type; None: the default's (str for None)
     low: float | None = None  # numbers: the smallest valid value (inclusive)
     high: float | None = None  # numbers: the largest valid value (inclusive)
@@ -65,6 +68,16 @@ class Setting:
     # the value an index recorded before this setting existed was built with
     legacy: SettingValue = None
     has_legacy: bool = False
+
+    @property
+    def origin(self) -> str:
+        """Where the default comes from: ``paper``, ``reference code``, ``lcr, measured``
+        (``measured_in`` says where), or ``lcr`` (lcr's choice, not measured)."""
+        if self.paper:
+            return "paper"
+        if self.reference_code:
+            return "reference code"
+        return "lcr, measured" if self.measured_in else "lcr"
 
     @property
     def value_type(self) -> type:
@@ -188,6 +201,7 @@ def setting(
     choices: Sequence[str] | None = None,
     paper: bool = False,
     reference_code: bool = False,
+    measured: str = "",
     low: float | None = None,
     high: float | None = None,
     free_text: str | None = None,
@@ -199,16 +213,20 @@ def setting(
 
     ``legacy``: what an index built before the setting existed was built with, when
     that differs from ``default`` (bm25's stemmer was added later: old indexes have
-    none), so reading such an index back gives the truth."""
+    none), so reading such an index back gives the truth.
+
+    ``measured``: for lcr's own default, the page and anchor where the measurement
+    that chose it is written up (``docs/methods/mixpr.md#linking``)."""
     if "\n" in help:
         raise ValueError("a setting's help is one line; figures belong in the docs")
-    if paper and reference_code:
-        raise ValueError("a default comes from the paper's text or from its reference code")
+    if sum((paper, reference_code, bool(measured))) > 1:
+        raise ValueError("a default comes from the paper, its reference code or lcr's measure")
     meta = {
         "help": help,
         "choices": tuple(choices) if choices is not None else None,
         "paper": paper,
         "reference_code": reference_code,
+        "measured": measured,
         "low": low,
         "high": high,
         "free_text": free_text,
@@ -299,6 +317,7 @@ def _declared(cls: type[Settings]) -> tuple[Setting, ...]:
                 choices=choices,
                 paper=meta["paper"],
                 reference_code=meta["reference_code"],
+                measured_in=meta["measured"],
                 kind=kind,
                 low=meta["low"],
                 high=meta["high"],

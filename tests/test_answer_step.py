@@ -3,6 +3,7 @@ phases (lcr.pipeline.accounting) and what a Result's evidence means."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,12 +102,9 @@ class Marking(Overlap):
 
     name = "marking"
 
-    def retrieve(
-        self, ctx: QueryContext[OverlapBuild, OverlapQuery], question: str, k: int | None
-    ) -> Evidence:
-        evidence = super().retrieve(ctx, question, k)
-        evidence.state = Marked(max(question.split(), key=len))
-        return evidence
+    def retrieve(self, ctx: QueryContext[OverlapBuild, OverlapQuery], question: str) -> Evidence:
+        evidence = super().retrieve(ctx, question)
+        return dataclasses.replace(evidence, state=Marked(max(question.split(), key=len)))
 
     def answer_step(self, settings: OverlapQuery) -> MarkedAnswer:
         return MarkedAnswer()

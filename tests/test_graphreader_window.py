@@ -40,10 +40,10 @@ class WideLLM(StageLLM):
         return super().generate(messages, **kw)
 
 
-def _long_graph() -> Graph:
+def _long_graph(chunk_words: int = 3000) -> Graph:
     """Ella's node: 300 facts over 300 chunks, chunk 0 a 3,000-word text, and 200
     neighbours, each of them far more than a 1k window holds."""
-    words = " ".join(f"w{i}" for i in range(3000))
+    words = " ".join(f"w{i}" for i in range(chunk_words))
     facts = [[ExtractedFact("Ella walked into the long hall.", ("Ella",))]]
     facts += [
         [
@@ -58,8 +58,8 @@ def _long_graph() -> Graph:
     return build_graph(texts, [0] * 300, facts, table, list(range(len(table.normals))))
 
 
-def _run(llm: WideLLM, **settings: Any) -> Any:
-    graph = _long_graph()
+def _run(llm: WideLLM, chunk_words: int = 3000, **settings: Any) -> Any:
+    graph = _long_graph(chunk_words)
     agent = Agent(
         llm,
         graph,
@@ -82,10 +82,31 @@ def _script() -> WideLLM:
 
 
 def test_the_papers_window_and_temperature_are_the_marked_defaults() -> None:
+    """The defaults, marked the paper's, and what they do: with the query's default
+    settings every call fits 4k tokens on a 32k model (a 6,000-word chunk is cut to fill
+    it) and every call samples at 0.2 with its own seed."""
     declared = GraphReaderQuery.by_name()
-    assert GraphReaderQuery().window == 4096 and declared["window"].paper
-    assert GraphReaderQuery().temperature == 0.2 and declared["temperature"].paper
-    assert AgentSettings().window == 4096 and AgentSettings().temperature == 0.2
+    assert declared["window"].paper and declared["temperature"].paper
+    query = GraphReaderQuery()
+    llm = _script()
+    result = _run(
+        llm,
+        chunk_words=6000,
+        window=query.window,
+        temperature=query.temperature,
+        seed=query.seed,
+        candidates=300,
+        max_neighbors=300,
+    )
+    budget = 4096 - REPLY - PROMPT_MARGIN_TOKENS
+    sizes = [sum(llm.count_tokens(m["content"]) for m in prompt) for prompt in llm.prompts]
+    assert max(sizes) <= budget
+    chunk = sizes[llm.stages.index("chunk")]
+    assert budget - 80 < chunk  # the chunk filled the 4k window, not the model's 32k
+    assert result.counters["over_window"] == 0
+    assert [t for t, _ in llm.sampling] == [0.2] * len(llm.sampling)
+    seeds = [sd for _, sd in llm.sampling]
+    assert len(set(seeds)) == len(seeds)  # a seed per call
 
 
 def test_every_agent_call_fits_the_window_and_the_chunk_keeps_its_start() -> None:

@@ -128,10 +128,22 @@ def test_citation_names_every_author_the_year_and_the_title() -> None:
     )
 
 
+# the title page and appendix A.2's Story prompt (Listing 4), carried so every clone runs
+PAPER_LINES = json.loads(
+    (Path(__file__).parent / "data" / "papers" / "lightpal_prompt.json").read_text("utf-8")
+)
+
+
 @pytest.mark.skipif(not PAPER.exists(), reason="the paper's text (../shared/papers) is not here")
+def test_the_fixture_lines_are_the_papers_text() -> None:
+    text = PAPER.read_text(encoding="utf-8")
+    for key in ("title_page", "listing_4"):
+        assert "\n".join(PAPER_LINES[key]) in text, key
+
+
 def test_citation_matches_the_papers_title_page() -> None:
     """The title, and the authors' surnames in the paper's order, as its first page has them."""
-    lines = [line.strip() for line in PAPER.read_text(encoding="utf-8").splitlines()]
+    lines = [line.strip() for line in PAPER_LINES["title_page"]]
     lines = [line for line in lines if line]
     title = lines[0]
     author_block = " ".join(lines[1 : next(i for i, x in enumerate(lines) if x[0] in "¹²")])
@@ -469,23 +481,43 @@ def test_missing_scorer_is_one_clear_error(
 
 
 @needs_shared_data
-def test_true_predecessor_makes_a_passage_likelier(smollm: Any) -> None:
-    """On real text, ContextScore(d_i, d_i+1) beats ContextScore(unrelated, d_i+1).
+def test_true_predecessor_makes_a_passage_likelier(smollm: Any, tmp_path: Path) -> None:
+    """On real text, ContextScore(d_i, d_i+1) beats ContextScore(unrelated, d_i+1), scored
+    as a build scores it: the default settings' PairScorer, whose default ContextScore is
+    the paper's sum of log P(d_j | d_i) over d_j's tokens (not the per-token mean).
 
     (Measured with smollm2-135m: as candidates of one d_i, a true successor and an
     unrelated passage are not reliably ordered, since a passage's own fluency
-    weighs more in its mean log-probability than the context does; the README
-    says so.)
+    weighs more in its log-probability than the context does; the README says so.)
     """
     story = _squality_stories(1, 6000)[0][1]
     other = _squality_stories(3, 6000)[2][1]
     ours = cut_passages([(0, 0, story)], "chars", 500)
     theirs = cut_passages([(0, 0, other)], "chars", 500)
-    for i in range(1, 7):
-        (true,) = smollm.continuation_logprobs(ours[i].text, [ours[i + 1].text])
-        (false,) = smollm.continuation_logprobs(theirs[i].text, [ours[i + 1].text])
+    steps = range(1, 5)
+    built = LightPALBuild()
+    scorer = PairScorer(
+        smollm,
+        LLMCache(tmp_path / "lightpal.jsonl"),
+        built.max_tokens,
+        built.continuation_tokens,
+        context_score=built.context_score,
+    )
+    # each successor d_i+1 is the one candidate of its true d_i and of an unrelated passage
+    texts = [ours[i].text for i in steps] + [theirs[i].text for i in steps]
+    successors = [ours[i + 1].text for i in steps]
+    candidates = [np.array([j]) for j in range(len(successors))] * 2
+    scores = scorer.score_all(
+        texts, successors, candidates, lambda pairs: NULL_PROGRESS.task("scoring", total=pairs)
+    )
+    for j, i in enumerate(steps):
+        (true,) = smollm.continuation_logprobs(ours[i].text, [successors[j]])
+        (false,) = smollm.continuation_logprobs(theirs[i].text, [successors[j]])
         assert true.tokens == false.tokens
-        assert true.mean > false.mean, i
+        # the build's score is the sum, the paper's ContextScore
+        assert scores[j][0] == pytest.approx(true.logprob, rel=1e-4)
+        assert scores[len(steps) + j][0] == pytest.approx(false.logprob, rel=1e-4)
+        assert scores[j][0] > scores[len(steps) + j][0], i
 
 
 @pytest.mark.slow
@@ -533,7 +565,26 @@ def test_multi_document_index_answers_through_the_cli(
     assert obj["info"]["context_passages"] == 2
 
 
+def _listing_4(items: Any, docs: list[tuple[str, str]]) -> str:
+    """Appendix A.2's Story prompt (Listing 4, the paper's lines) filled in as the paper's
+    placeholders say: 200 words, each story's sections under it, then the question."""
+    lines = [x for x in PAPER_LINES["listing_4"] if x.strip() != "```"]
+    template = "\n".join(lines[: lines.index("SUMMARY:") + 1])
+    block = "# STORY: {{story_idx}}\n## SECTION: {passage_idx}\n{{passage}}\n"
+    block += "... (repeated for all retrieved passages)"
+    assert block in template
+    sections, story = [], None
+    for it in items:
+        if it.doc != story:
+            story = it.doc
+            sections.append(f"# STORY: {docs[it.doc][0]}")
+        sections += [f"## SECTION: {it.id}", it.text]
+    filled = template.replace(block, "\n".join(sections)).replace("{{n_summ_words}}", "200")
+    return filled.replace("{{query}}", "What happens in the stories?")
+
+
 def test_answers_use_the_papers_prompt(tmp_path: Path, embedder: Any) -> None:
+    """The whole prompt is Listing 4 filled in (whitespace aside), not only its pieces."""
     docs = _stories(2, 2500)
     index = _index(tmp_path / "two.idx", docs)
     llm = CountingLLM()
@@ -541,6 +592,9 @@ def test_answers_use_the_papers_prompt(tmp_path: Path, embedder: Any) -> None:
     api.plan_and_build(index, ["lightpal"], models, [*FAST, "lightpal.candidates=4"])
     result = api.plan_and_ask(index, "lightpal", "What happens in the stories?", models, k=4)
     prompt = llm.prompts[-1][-1]["content"]
+    # the paper's prompt reads the passages in document order (each story's together)
+    read = sorted(result.evidence.items, key=lambda it: (it.doc, it.spans[0][0]))
+    assert " ".join(prompt.split()) == " ".join(_listing_4(read, docs).split())
     assert prompt.startswith("You are a helpful assistant that gives long answer")
     assert "approximately 200 words" in prompt
     assert prompt.rstrip().endswith("QUESTION: What happens in the stories?\nSUMMARY:")

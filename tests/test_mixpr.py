@@ -16,7 +16,7 @@ import pytest
 from lcr import api, pipeline
 from lcr.config import SettingRenamed
 from lcr.errors import SettingError
-from lcr.evidence import Usage
+from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method
 from lcr.methods.base import NOTHING
 from lcr.methods.mixpr import MixPRBuild, MixPRQuery
@@ -370,12 +370,57 @@ def test_retrieval_says_once_that_it_loads_the_llm_for_routing(chains_index: tup
 
 
 def test_the_papers_own_settings_follow_the_chain(chains_index: tuple) -> None:
-    """The paper's MixPR: threshold links only, pure walk ranking (link and sim_share)."""
+    """The paper's MixPR: threshold links only, pure walk ranking (link and sim_share).
+
+    Each setting is checked by what it does, not only by the recall it keeps: the walk
+    ranks every chunk under sim_share 0 and half of them under 0.5; the question links
+    to exactly link_m chunks under topm, and threshold+topm adds at most link_m chunks
+    to the threshold's."""
     idx, _, question, chains = chains_index
-    sets = ["mixpr.mode=local", "mixpr.link=threshold", "mixpr.sim_share=0"]
-    ev = api.plan_and_retrieve(idx, "mixpr", question, Models.with_objects(), sets).evidence
-    assert len(ev.items) == 100 and ev.info["link"] == "threshold"
-    assert all(found([it.text for it in ev.items], chains[0]))
+
+    def evidence(*sets: str) -> Evidence:
+        ev = api.plan_and_retrieve(
+            idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=local", *sets]
+        ).evidence
+        return ev
+
+    paper = evidence("mixpr.link=threshold", "mixpr.sim_share=0")
+    assert len(paper.items) == 100 and paper.info["link"] == "threshold"
+    assert all(found([it.text for it in paper.items], chains[0]))
+    assert {it.extra["ranked_by"] for it in paper.items} == {"walk"}
+    lcrs = evidence("mixpr.link=threshold+topm", "mixpr.sim_share=0.5")
+    by = [it.extra["ranked_by"] for it in lcrs.items]
+    assert by.count("similarity") == 50 and by.count("walk") == 50
+    for m in (3, 5):
+        assert evidence("mixpr.link=topm", f"mixpr.link_m={m}").info["linked"] == m
+    both = evidence("mixpr.link=threshold+topm", "mixpr.link_m=3").info["linked"]
+    assert paper.info["linked"] <= both <= paper.info["linked"] + 3
+
+
+def test_the_walk_stops_by_networkxs_rule_unless_told_total(chains_index: tuple) -> None:
+    """tol_rule=per-node (the default, networkx's): the walk stops when the scores' L1
+    change falls below nodes x tol, the same stop as tol_rule=total with tol scaled by
+    the node count (the chunks and the question); total 1e-6 itself walks longer, and
+    the build's stored PageRank stopped by the default rule, so global reads it."""
+    idx, _, question, _ = chains_index
+    n = idx.reader("mixpr").node_count()
+
+    def steps(*sets: str) -> int:
+        ev = api.plan_and_retrieve(
+            idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=local", *sets]
+        ).evidence
+        return int(ev.info["iterations"])
+
+    default = steps()
+    assert default == steps("mixpr.tol_rule=total", f"mixpr.tol={(n + 1) * 1e-6!r}")
+    assert default < steps("mixpr.tol_rule=total", "mixpr.tol=1e-6")
+    assert default < steps("mixpr.tol=0") == 18  # never stops early: the paper's cap
+    reader = idx.reader("mixpr")
+    assert reader.stats["pagerank_stop"] == "per-node 1e-06"
+    used = api.plan_and_retrieve(
+        idx, "mixpr", question, Models.with_objects(), ["mixpr.mode=global"]
+    )
+    assert used.evidence.info["linked"] == 0  # the stored walk: no question node joined
 
 
 def test_stored_global_pagerank_is_a_dense_power_iteration_and_a_fresh_walk(

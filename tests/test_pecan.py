@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from lcr import api, pipeline
 from lcr.config import SettingRenamed
 from lcr.errors import CapabilityError, ModelError, SettingError
 from lcr.methods import get_method
+from lcr.methods.pecan.build import effective_s
 from lcr.methods.pecan.graph import (
     attention_scores,
     batch_nodes,
@@ -48,7 +50,7 @@ from lcr.methods.pecan.prompts import (
 from lcr.methods.pecan.prompts import segment_line as line
 from lcr.methods.pecan.search import SCORES, SecondTurn
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
-from lcr.models.base import Capability
+from lcr.models.base import Capability, Message
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.models.transformers_llm import NodeKVCache, span_mean_matrix
@@ -136,6 +138,30 @@ def test_second_turn_is_the_papers_or_restates_the_question(smollm: Any) -> None
         pipeline.query_settings(get_method("pecan"), ["pecan.second_turn=both"])
     with pytest.raises(SettingError, match=r"pecan\.top"):
         pipeline.build_settings(get_method("pecan"), ["pecan.top=both"])
+
+
+class _WideTokens:
+    """A tokenizer alone (words as tokens) with a 32k window: what a build's batch size reads."""
+
+    model_id = "words-32k"
+    context_window = 32_768
+
+    def encode(self, text: str) -> list[int]:
+        return list(range(len(text.split())))
+
+    def render_text(self, messages: Sequence[Message]) -> str:
+        return "\n\n".join(m["content"] for m in messages)
+
+
+def test_the_papers_s_batches_a_build_on_a_wide_model() -> None:
+    """The default s is the batch a build uses when the model's window allows it: 300-token
+    chunks go 27 to a batch (8,100 tokens), never past 8,192; a 4k window lowers it."""
+    s = effective_s(_WideTokens(), PecanBuild())
+    assert s == PecanBuild().s == 8192
+    batches = batch_nodes([300] * 60, s)
+    assert [len(b) for b in batches] == [27, 27, 6]
+    narrow = type("Narrow", (_WideTokens,), {"context_window": 4096})()
+    assert effective_s(narrow, PecanBuild()) < 4096 - PecanBuild().points_max_new_tokens
 
 
 def test_settings_are_typed_and_the_old_name_still_works() -> None:
@@ -622,7 +648,11 @@ def test_r_z_and_cosine_choose_each_node_of_a_real_search(
 ) -> None:
     """Replays a real search: each node's r is its attention to the question times its
     position (the question is 1, appendix C), and each node after the top level is the
-    unvisited one with the best z + cos, z = E^T r over the nodes visited before it."""
+    unvisited one with the best z + cos, z = E^T r over the nodes visited before it.
+
+    The attention is computed apart from the search's KV cache: one eager pass over the
+    whole prompt so far (transformers' own weights), averaged over layers and heads, then
+    over the node's tokens and the question's tokens (section 3.1's average)."""
     models = Models.with_objects(llm=smollm, embedder=embedder)
     q = "What did the stepsisters do?"
     res = api.plan_and_retrieve(built, "pecan", q, models, ["pecan.yes_threshold=1"], k=7)
@@ -635,7 +665,8 @@ def test_r_z_and_cosine_choose_each_node_of_a_real_search(
     emb = reader.array("embeddings").astype(np.float32)
     cos = (emb @ np.asarray(embedder.encode([q])[0], dtype=np.float32)).astype(np.float64)
     prompt = search_prompt(smollm, q, "question")
-    cache = smollm.node_cache(prompt.prefix, prompt.question)
+    qa, qb = prompt.question
+    ids = list(prompt.prefix)
     r = np.zeros(len(nodes))
     visited: set[int] = set()
     chosen_by_score = 0
@@ -649,8 +680,13 @@ def test_r_z_and_cosine_choose_each_node_of_a_real_search(
             assert item.extra["z"] == pytest.approx(z[i], abs=1e-9)
             assert item.score == pytest.approx(z[i] + cos[i], abs=1e-5)
             chosen_by_score += 1
-        raw = cache.append(smollm.encode(line(nodes[i].text)))
-        assert item.extra["r"] == pytest.approx(raw * position, rel=1e-4)
+        node = smollm.encode(line(nodes[i].text))
+        start = len(ids)
+        ids += node
+        _, attn, _ = smollm.forward_with_attention(ids, logits_to_keep=1)
+        mean = torch.stack([a[0] for a in attn]).mean(dim=(0, 1))  # (tokens, tokens)
+        raw = float(mean[start:, qa:qb].mean())
+        assert item.extra["r"] == pytest.approx(raw * position, rel=1e-3)
         r[i] = raw * position
         visited.add(i)
     assert chosen_by_score >= 2  # the test reaches past the top-level nodes

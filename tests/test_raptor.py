@@ -181,9 +181,12 @@ def test_prompt_puts_each_child_on_one_line() -> None:
     assert msgs[1]["content"].endswith(": first line second\n\nother:")
 
 
-def _table_11() -> dict[str, str]:
+TABLE_11 = Path(__file__).parent / "data" / "papers" / "raptor_table11.json"
+
+
+def _table_11(lines: list[str]) -> dict[str, str]:
     """The paper's summarisation prompt (appendix D, Table 11) as ``role -> content``."""
-    text = PAPER.read_text(encoding="utf-8").split("Table 11: Prompt for Summarization", 1)[1]
+    text = "\n".join(lines).split("Table 11: Prompt for Summarization", 1)[1]
     rows: dict[str, str] = {}
     for line in text.splitlines():
         role, tab, content = line.partition("\t")
@@ -194,9 +197,19 @@ def _table_11() -> dict[str, str]:
     return rows
 
 
+def _fixture_lines() -> list[str]:
+    lines: list[str] = json.loads(TABLE_11.read_text(encoding="utf-8"))["lines"]
+    return lines
+
+
 @pytest.mark.skipif(not PAPER.exists(), reason="the paper's text (../shared/papers) is not here")
+def test_the_table_11_fixture_is_the_papers_text() -> None:
+    assert "\n".join(_fixture_lines()) in PAPER.read_text(encoding="utf-8")
+
+
 def test_prompt_is_table_11_of_the_paper() -> None:
-    paper = _table_11()
+    """Against the table's lines carried in tests/data/papers, so it runs in every clone."""
+    paper = _table_11(_fixture_lines())
     assert "{context}" in paper["user"]
     msgs = summary_messages(["first line\nsecond", "other"])
     assert msgs[0] == {"role": "system", "content": paper["system"]}
@@ -640,3 +653,19 @@ def test_defaults_from_the_reference_code_are_not_called_the_papers() -> None:
     raptor = next(json.loads(r) for r in rows if json.loads(r)["name"] == "raptor")
     marked = {k for k, s in raptor["build_settings"].items() if s["reference_code"]}
     assert marked == set(REFERENCE_CODE)
+    assert raptor["query_settings"]["top_k"]["origin"] == "reference code"
+
+
+def test_a_default_build_clusters_as_the_reference_code_does(built: tuple) -> None:
+    """What the reference code's defaults do in a build, not only their labels: the
+    global UMAP's neighbours are sqrt(n - 1) of the layer's n nodes (under lcr's cap of
+    50), the mixtures and UMAP are seeded with 224, and no more than 5 summary layers."""
+    import math
+
+    index, _ = built
+    tree = index.reader("raptor").json("tree")
+    layers, first = tree["layers"], tree["clustering"][0]
+    assert first["global_neighbors"] == max(2, min(50, int(math.sqrt(layers[0] - 1))))
+    assert tree["seed"] == 224 and 2 <= len(layers) <= 1 + 5
+    for below, report in zip(layers, tree["clustering"], strict=False):
+        assert report["global_neighbors"] == max(2, min(50, int(math.sqrt(below - 1))))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,7 +130,9 @@ def test_settings_list_shows_each_range(capsys: pytest.CaptureFixture[str]) -> N
     assert code == 0
     assert "mixpr.alpha_local=0.6 (paper)" in out and "[between 0 and 1]" in out
     assert "bm25.chunk_tokens=128" in out and "[at least 1]" in out
-    assert "[one of auto|local|global]" in out
+    unwrapped = re.sub(r"\|\n\s+", "|", out)  # a long choice list wraps after a '|'
+    assert "[one of auto|local|global]" in unwrapped
+    assert "mixpr.mode=local (measured)" in out and "mixpr.tol_rule=per-node (paper)" in out
 
 
 def test_range_check_is_inclusive() -> None:

@@ -169,12 +169,13 @@ def run_command(
     Per question it records the answer (unless --retrieval-only), the evidence,
     EM / F1 (SQuAD normalisation), ROUGE-L, RULER string match (all / part),
     evidence recall, evidence tokens, LLM tokens in and out, LLM calls, wall
-    time and FLOPs (2 x parameters x tokens, PECAN's measure). The table shows
-    means with 95% bootstrap intervals and, for two methods, a paired bootstrap
-    test of their difference; a second table, what building one index cost
-    (seconds; LLM calls and tokens for methods that build with an LLM). With
-    answers, EM / F1 / RULER match are also split by whether a gold answer was in
-    the evidence the answer step read ("answer found"): found but not read.
+    time and FLOPs (lcr's estimate, 2 x parameters x tokens: PECAN reports TFLOPs
+    but gives no formula). The table shows means with 95% bootstrap intervals
+    and, for two methods, a paired bootstrap test of their difference; a second
+    table, what building one index cost (seconds; LLM calls and tokens for methods
+    that build with an LLM). With answers, EM / F1 / RULER match are also split by
+    whether a gold answer was in the evidence the answer step read ("answer
+    found"): found but not read.
     """
     from lcr.errors import UsageError
     from lcr.eval import runner, summary

@@ -541,9 +541,16 @@ def methods_cmd(show_settings: bool, as_json: bool) -> None:
             entry = _setting_json(s)
             entry["measured"] = False
             if s.name in m.answer_measured:  # measured best: this method's default
-                entry.update(default=m.answer_measured[s.name], measured=True)
+                entry.update(
+                    default=m.answer_measured[s.name],
+                    measured=True,
+                    origin="lcr, measured",
+                    measured_in="docs/answer-step.md",
+                )
             if s.name in m.answer_paper:  # the paper's value is this method's default
-                entry.update(default=m.answer_paper[s.name], paper=True, measured=False)
+                entry.update(
+                    default=m.answer_paper[s.name], paper=True, measured=False, origin="paper"
+                )
             answer_settings[s.name] = entry
         rows.append(
             {
@@ -620,15 +627,18 @@ def _field_text(text: str, indent: str) -> None:
 
 
 def _origin_mark(s: dict[str, Any]) -> str:
-    """Where a default comes from: the paper's text, or only the authors' released code."""
-    if s["paper"]:
-        return " (paper)"
-    return " (reference code)" if s.get("reference_code") else ""
+    """Where a default comes from: the paper's text, only the authors' released code, or
+    lcr's measurement (nothing: lcr's choice, unmeasured)."""
+    origin = s.get("origin", "paper" if s["paper"] else "lcr")
+    return "" if origin == "lcr" else f" ({origin.removeprefix('lcr, ')})"
 
 
 def _setting_json(s: Setting) -> dict[str, Any]:
     out: dict[str, Any] = {"default": s.default, "help": s.help, "paper": s.paper}
     out["reference_code"] = s.reference_code
+    out["origin"] = s.origin
+    if s.measured_in:
+        out["measured_in"] = s.measured_in
     out["valid"] = s.valid_text()
     if s.low is not None:
         out["low"] = s.low

@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from lcr.config import Settings, SettingValue, setting
 from lcr.errors import SettingError
 from lcr.evidence import Evidence
-from lcr.graph.pagerank import PAPER_MAX_ITER, StoredGraph
+from lcr.graph.pagerank import NETWORKX_TOL, PAPER_MAX_ITER, StoredGraph
 from lcr.graph.similarity import REFUSE_OVER, GraphTooLarge
 from lcr.methods.base import (
     NOTHING,
@@ -50,6 +50,8 @@ from lcr.methods.base import (
 from lcr.models.base import Capability
 from lcr.store import MethodReader
 
+M = "docs/methods/mixpr.md"  # where lcr's measured defaults are written up
+
 ROUTER_INSTRUCTION = (
     "If the query asks for summarization, most frequent words, or descriptions of an entire "
     "document, answer 'y' with no other text. If the query does not and only asks a specific "
@@ -58,7 +60,23 @@ ROUTER_INSTRUCTION = (
 
 # the stored plain PageRank is computed with the default query settings
 BUILD_MAX_ITER = PAPER_MAX_ITER
-BUILD_TOL = 1e-4
+BUILD_TOL = NETWORKX_TOL
+BUILD_TOL_RULE = "per-node"
+# what an index built before tol_rule existed stopped its stored PageRank by
+OLD_BUILD_STOP = "total 0.0001"
+
+
+def node_tolerance(tol: float, rule: str, nodes: int) -> float:
+    """The per-node tolerance the PageRank loop takes (it stops when the scores' L1
+    change falls below ``nodes`` x it): ``per-node`` is networkx's rule, which the paper's
+    walk follows (``tol`` per node, so the total grows with the graph); ``total`` stops
+    when the whole L1 change falls below ``tol``, whatever the graph's size."""
+    return tol if rule == "per-node" else tol / max(nodes, 1)
+
+
+def stop_text(tol: float, rule: str) -> str:
+    """How a walk was stopped, as the build's stats record it (``per-node 1e-06``)."""
+    return f"{rule} {tol:g}"
 
 
 def _threads() -> int:
@@ -244,11 +262,15 @@ class MixPRBuild(Settings):
         True, "keep each chunk's similarity with itself (the diagonal of the paper's A)", paper=True
     )
     max_degree: int = setting(
-        0, "keep each chunk's N strongest edges; 0 = every edge over the threshold", low=0
+        0,
+        "keep each chunk's N strongest edges; 0 = every edge over the threshold",
+        paper=True,
+        low=0,
     )
     max_edges: int = setting(
         150_000_000,
         "memory guard: over this many graph entries, cap each chunk's edges; 0 = never",
+        measured=f"{M}#memory-guard",
         low=0,
     )
 
@@ -258,6 +280,7 @@ class MixPRQuery(Settings):
     mode: Literal["auto", "local", "global"] = setting(
         "local",
         "local: personalised PageRank; global: plain PageRank; auto: the paper's LLM router",
+        measured=f"{M}#the-router",
     )
     alpha_local: float = setting(
         0.6,
@@ -276,7 +299,17 @@ class MixPRQuery(Settings):
     # each step multiplies the whole graph: 10,000 steps are minutes at 10M tokens, and
     # more never helps (float rounding stops the scores changing long before)
     max_iter: int = setting(PAPER_MAX_ITER, "power-iteration cap", paper=True, low=1, high=10_000)
-    tol: float = setting(1e-4, "stop when the L1 change of the scores falls below this", low=0)
+    tol: float = setting(
+        NETWORKX_TOL,
+        "stop when the scores' L1 change is below nodes x this (networkx's, as the paper's PPR)",
+        paper=True,
+        low=0,
+    )
+    tol_rule: Literal["per-node", "total"] = setting(
+        "per-node",
+        "per-node: networkx's rule, L1 change < nodes x tol (the paper's); total: < tol",
+        paper=True,
+    )
     top_k: int = setting(
         100, "chunks handed to the answer step (-k overrides; the paper's k)", paper=True, low=1
     )
@@ -289,8 +322,14 @@ class MixPRQuery(Settings):
     link: Literal["threshold", "topm", "threshold+topm", "relative", "all"] = setting(
         "threshold+topm",
         "how the question joins the graph; 'threshold' (the paper's) can leave it alone",
+        measured=f"{M}#how-the-question-joins-the-graph",
     )
-    link_m: int = setting(5, "chunks the question links to under 'topm'/'threshold+topm'", low=1)
+    link_m: int = setting(
+        5,
+        "chunks the question links to under 'topm'/'threshold+topm'",
+        measured=f"{M}#how-the-question-joins-the-graph",
+        low=1,
+    )
     link_ratio: float = setting(
         0.5,
         "under 'relative': link to the (at most link_m) chunks within this share of the best",
@@ -300,6 +339,7 @@ class MixPRQuery(Settings):
     sim_share: float = setting(
         0.5,
         "share of top_k filled by direct TF-IDF similarity first (0 = the paper's ranking)",
+        measured=f"{M}#how-the-question-joins-the-graph",
         low=0,
         high=1,
     )
@@ -409,8 +449,8 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
                 (graph.data.astype(np.float64), graph.indices, graph.indptr), shape=graph.shape
             )
             pr = graph_pagerank(
-                graph, alpha=0.0, max_iter=BUILD_MAX_ITER, tol=BUILD_TOL / max(n_nodes, 1),
-                workers=_threads(),
+                graph, alpha=0.0, max_iter=BUILD_MAX_ITER,
+                tol=node_tolerance(BUILD_TOL, BUILD_TOL_RULE, n_nodes), workers=_threads(),
             )  # fmt: skip
 
         with ctx.build_stage("write"):
@@ -431,6 +471,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
                 "capped_rows": gstats.capped_rows,
                 "graph_blocks": gstats.blocks,
                 "pagerank_iterations": pr.iterations,
+                "pagerank_stop": stop_text(BUILD_TOL, BUILD_TOL_RULE),
                 **{f"{k}_s": v for k, v in ctx.stages.to_json().items()},
             }
         )
@@ -464,9 +505,10 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         if len(starts) > 1:
             sims = np.add.reduce([w * x for w, x in starts])
         alpha = s.alpha_local if mode == "local" else s.alpha_global
-        max_iter, tol = s.max_iter, s.tol
+        max_iter, stop = s.max_iter, stop_text(s.tol, s.tol_rule)
+        built_stop = ctx.stored.stats.get("pagerank_stop", OLD_BUILD_STOP)
         info["alpha"] = alpha
-        if alpha == 0.0 and (max_iter, tol) == (BUILD_MAX_ITER, BUILD_TOL):
+        if alpha == 0.0 and (max_iter, stop) == (BUILD_MAX_ITER, built_stop):
             # Plain PageRank ignores the personalisation, and one extra node barely
             # moves it: the build already computed it over the chunk graph.
             walk = _stored_pagerank(ctx.stored, n)
@@ -485,7 +527,8 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
                     chunk_sims, s.link, ctx.built.threshold, s.link_m, s.link_ratio
                 )
                 qg = QueryGraph(stored, None, links, self_weight)
-                result = qg.personalised(alpha, max_iter=max_iter, tol=tol / (n + 1))
+                tol = node_tolerance(s.tol, s.tol_rule, n + 1)  # n chunks and the question
+                result = qg.personalised(alpha, max_iter=max_iter, tol=tol)
                 walk = result.scores[:n] if len(starts) == 1 else walk + weight * result.scores[:n]
                 steps.append(result.iterations)
                 converged = converged and result.converged

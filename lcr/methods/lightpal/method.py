@@ -100,6 +100,7 @@ class LightPALBuild(Settings):
     continuation_tokens: int = setting(
         0,
         "score only the first N tokens of d_j (0 = all, the paper); the faster setting",
+        paper=True,
         low=0,
     )
     # CONTEXT_SCORES (scoring.py)
@@ -115,11 +116,14 @@ class LightPALBuild(Settings):
 class LightPALQuery(Settings):
     """The initial ranking, the walk, and the answer prompt."""
 
-    top_k: int = setting(10, "passages returned (the paper's K: 5, 10, 20; -k overrides)", low=1)
+    top_k: int = setting(
+        10, "passages returned (the paper's K: 5, 10, 20; -k overrides)", paper=True, low=1
+    )
     initial: Literal["bm25", "dense"] = setting("bm25", "initial retriever of D_init")
     initial_share: float = setting(
         0.6,
-        "share of K taken from the initial ranking (|D_init| / K; the paper gives no value)",
+        "share of K taken from the initial ranking (|D_init| / K; section 5.1: top 60% of K)",
+        paper=True,
         low=0.0,
         high=1.0,
     )

@@ -95,6 +95,7 @@ class PecanQuery(Settings):
     second_turn: Literal["paper", "question"] = setting(
         "question",
         "the answer turn: 'paper' is Table A2's; 'question' restates the question after it",
+        measured="docs/methods/pecan.md#squality",  # in sample: chosen on the 20 it reports
     )
     max_context: int = setting(
         8192,

@@ -90,7 +90,7 @@ class RaptorBuild(Settings):
     )
     summary_max_new_tokens: int = setting(
         150,
-        "most new tokens per summary (the paper's summaries average ~130 tokens)",
+        "most new tokens per summary (reference code: 100; the paper's average 131 tokens)",
         low=1,
         high=MOST_NEW_TOKENS,
         renamed_from=("summary_max_tokens",),
@@ -123,7 +123,12 @@ class RaptorQuery(Settings):
         paper=True,
         low=1,
     )
-    top_k: int = setting(5, "traversal: nodes kept per layer (the paper's k; -k overrides)", low=1)
+    top_k: int = setting(
+        5,
+        "traversal: nodes kept per layer (the paper's k; -k overrides)",
+        reference_code=True,
+        low=1,
+    )
     max_nodes: int | None = setting(
         None, "collapsed tree: at most this many nodes within the budget (-k); none: no cap", low=1
     )
