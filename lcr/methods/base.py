@@ -48,10 +48,10 @@ from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, S
 if TYPE_CHECKING:
     from lcr.models.container import Models
     from lcr.text.chunking import Chunk
+    from lcr.text.layout import DocumentLayout
 
 B = TypeVar("B", bound=Settings)
 Q = TypeVar("Q", bound=Settings)
-
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,9 @@ class BuildContext(Generic[B]):
     warn: Callable[[str], None] = field(default=lambda message: None)
     # the seconds of each ``build_stage``, for the method's stats (``stages.to_json()``)
     stages: BuildStages = field(default_factory=BuildStages)
+    # each document's pages and headings (layout.json), for chunks that follow them;
+    # empty for plain text (and where a caller has none)
+    layouts: Sequence[DocumentLayout] = ()
 
     def doc_texts(self) -> Iterator[tuple[int, int, str]]:
         """``(doc index, start offset in source.txt, text)`` for each document."""
