@@ -5,13 +5,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lcr.text.citation import Citer
 from lcr.evidence import Evidence, EvidenceItem, Usage
 
 if TYPE_CHECKING:
-    from lcr.store import Index
+    from lcr.store import SourceDoc
+    from lcr.text.layout import DocumentLayout
+
+
+class Citable(Protocol):
+    """What citing reads of an index: its documents and their layouts (an
+    :class:`~lcr.store.Index`, or the pooled text of several: lcr.pipeline.many)."""
+
+    @property
+    def documents(self) -> list[SourceDoc]: ...
+
+    @property
+    def layouts(self) -> tuple[DocumentLayout, ...]: ...
 
 
 @dataclass
@@ -39,6 +51,8 @@ class Result:
     support: dict[str, Any] = field(default_factory=dict)
     read: list[EvidenceItem] | None = None
     answer_info: dict[str, Any] = field(default_factory=dict)
+    index: str | None = None  # the index asked (one index, or each of several)
+    indexes: list[str] | None = None  # the indexes pooled into one answer
 
     def basis(self) -> list[EvidenceItem]:
         """The items the result rests on: those the answer step read, else (retrieval
@@ -62,12 +76,16 @@ class Result:
             "models": self.models,
             **self.support,
         }
+        if self.index is not None:
+            out["index"] = self.index
+        if self.indexes is not None:
+            out["indexes"] = self.indexes
         if self.answer_settings is not None:
             out["answer_settings"] = self.answer_settings
         return out
 
 
-def cite(index: Index, items: Sequence[EvidenceItem]) -> None:
+def cite(index: Citable, items: Sequence[EvidenceItem]) -> None:
     """Give each final evidence item its document's name and its spans' citations
     (file, offsets within it, pages, section): done where items are finished, so every
     output (plain, ``--json``, ``lcr eval``, the API) cites the same way."""

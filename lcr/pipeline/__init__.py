@@ -438,6 +438,7 @@ def retrieve_query(
         usage=evidence.usage,
         timings={"retrieve_s": retrieving.seconds},
         models=used_models,
+        index=str(index.path),
     )
 
 
