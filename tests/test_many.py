@@ -5,7 +5,6 @@ its spans are its own index's."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -119,4 +118,3 @@ def test_api_asks_a_list_of_indexes_with_a_real_model(library: Path, smollm: Any
     assert pooled.usage.calls >= 1 and pooled.answer
     each = lcr.ask(indexes, QUESTION, models=models, max_new_tokens=16, each=True)
     assert [r.index for r in each] == [str(p) for p in indexes]
-    shutil.rmtree(library)
