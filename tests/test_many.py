@@ -118,3 +118,26 @@ def test_api_asks_a_list_of_indexes_with_a_real_model(library: Path, smollm: Any
     assert pooled.usage.calls >= 1 and pooled.answer
     each = lcr.ask(indexes, QUESTION, models=models, max_new_tokens=16, each=True)
     assert [r.index for r in each] == [str(p) for p in indexes]
+
+
+def test_pooled_text_maps_spans_there_and_back(library: Path) -> None:
+    """Items of two indexes (one of two spans) read from the pooled text exactly as
+    from their own source.txt, and come back onto their own spans."""
+    from lcr.pipeline.many import PooledText
+    from lcr.store import Index
+
+    rock, farm = Index.open(library / "rock.idx"), Index.open(library / "farm.idx")
+    lamp, cows = rock.source.index("The lamp"), farm.source.index("The farmer")
+    items = [
+        EvidenceItem("a", 0, 0, 1.0, "x", [(0, 9), (lamp, lamp + 8)], {"index_no": 0}),
+        EvidenceItem("b", 0, 0, 1.0, "y", [(cows, cows + 10)], {"index_no": 1}),
+    ]
+    pooled = PooledText.of([rock, farm], items)
+    for item, index in zip(items, (rock, farm), strict=True):
+        there = pooled.to_pooled(item)
+        assert [pooled.source[s:e] for s, e in there.spans] == [
+            index.source[s:e] for s, e in item.spans
+        ]
+        back = pooled.back(there)
+        assert back.spans == item.spans and back.extra["index"] == str(index.path)
+    assert "\u2042" in pooled.source  # regions apart, never read as touching
