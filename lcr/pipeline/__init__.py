@@ -201,7 +201,7 @@ def build(
                     progress=progress,
                     cache=index.llm_cache(method.name),
                     warn=warn or (lambda message: None),
-                    layouts=index.layouts,
+                    read_layouts=lambda: index.layouts,
                 )
             )
             if needs.uses_llm or needs.scorer:
