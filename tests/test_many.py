@@ -92,6 +92,12 @@ def test_each_answers_from_every_index_and_names_it(library: Path) -> None:
     code, out, err = run(["ask", str(library), QUESTION, "--each", "-q"], llm)
     assert code == 0, err
     assert out.index(f"== {library / 'farm.idx'}") < out.index(f"== {library / 'rock.idx'}")
+    code, out, err = run(["ask", str(library), QUESTION, "--each", "--answer-only", "-q"], llm)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [
+        str(library / n) for n in ("farm.idx", "rock.idx")
+    ]
 
 
 def test_many_indexes_refuse_what_cannot_be_pooled(library: Path, tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcr.cli.models import command_models, pop_model_spec
-from lcr.cli.output import err, say
+from lcr.cli.output import echo, err, printable, say
 
 if TYPE_CHECKING:
     from lcr.cli.answer import ResultOutput
@@ -56,4 +56,8 @@ def ask_many(
                     result = pipeline.ask_query(
                         index, plan, asked, models, progress=progress, note=err, stream=screen
                     )
+                if output.answer_only:  # the index, a tab, the answer: a line per index
+                    answer = " ".join((result.answer or "").split())
+                    echo(f"{printable(str(index.path))}\t{printable(answer)}")
+                    continue
                 output.show(result, True, screen)
