@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 from lcr import pipeline
 from lcr.errors import ArgumentTypeError, ArgumentValueError
@@ -142,9 +142,12 @@ def retrieve(
     return pipeline.retrieve_query(_opened(index), plan, asked, _models(models))
 
 
+IndexArg = Index | str | Path
+
+
 @overload
 def ask(
-    index: Index | str | Path,
+    index: IndexArg | Sequence[IndexArg],
     question: str,
     *,
     method: str = ...,
@@ -152,13 +155,29 @@ def ask(
     max_new_tokens: int = ...,
     settings: SettingsArg = ...,
     models: Models | None = ...,
+    each: Literal[False] = ...,
     **method_settings: Any,
 ) -> Result: ...
 
 
 @overload
 def ask(
-    index: Index | str | Path,
+    index: IndexArg | Sequence[IndexArg],
+    question: str | Sequence[str],
+    *,
+    method: str = ...,
+    k: int | None = ...,
+    max_new_tokens: int = ...,
+    settings: SettingsArg = ...,
+    models: Models | None = ...,
+    each: Literal[True],
+    **method_settings: Any,
+) -> list[Result]: ...
+
+
+@overload
+def ask(
+    index: IndexArg | Sequence[IndexArg],
     question: Sequence[str],
     *,
     method: str = ...,
@@ -171,7 +190,7 @@ def ask(
 
 
 def ask(
-    index: Index | str | Path,
+    index: IndexArg | Sequence[IndexArg],
     question: str | Sequence[str],
     *,
     method: str = "bm25",
@@ -179,10 +198,16 @@ def ask(
     max_new_tokens: int = 256,
     settings: SettingsArg = None,
     models: Models | None = None,
+    each: bool = False,
     **method_settings: Any,
 ) -> Result | list[Result]:
     """Retrieve, then answer; a list of questions gives a list of results, with the
-    settings checked and the models loaded once."""
+    settings checked and the models loaded once.
+
+    A list of indexes (or a folder of them) answers each question once from their
+    pooled evidence (:mod:`lcr.pipeline.many`; ``Result.indexes`` names them, each
+    item its ``index``); ``each=True`` answers from every index alone, one result per
+    question and index, each naming its ``index``."""
     if isinstance(question, str):
         questions = [_question("question", question)]
     elif isinstance(question, Sequence):
@@ -202,10 +227,52 @@ def ask(
         k=k,
         max_new_tokens=max_new_tokens,
     )
-    idx = _opened(index)
+    asked = questions  # each checked once, by _question
+    _flag("each", each)
+    if not each and _one_index(index):
+        idx = _opened(index)  # type: ignore[arg-type]  # _one_index said it is one
+        loaded = _models(models)
+        results = [pipeline.ask_query(idx, plan, q, loaded) for q in asked]
+        return results[0] if isinstance(question, str) else results
+    indexes = _many(index)
     loaded = _models(models)
-    results = [pipeline.ask_query(idx, plan, q, loaded) for q in questions]
+    if each:
+        return [pipeline.ask_query(i, plan, q, loaded) for q in asked for i in indexes]
+    from lcr.pipeline.many import ask_pooled, check_poolable
+
+    check_poolable(plan)
+    results = [ask_pooled(indexes, plan, q, loaded) for q in asked]
     return results[0] if isinstance(question, str) else results
+
+
+def _one_index(index: object) -> bool:
+    """An index or its path, not a list of them nor a folder of indexes."""
+    if isinstance(index, Index):
+        return True
+    if not isinstance(index, (str, Path)):
+        return False
+    from lcr.pipeline.many import index_paths
+
+    path = _path("index", index)
+    return index_paths([path]) == [Path(path)]
+
+
+def _many(index: object) -> list[Index]:
+    """Every index a list of indexes (or a folder of them) names, each opened."""
+    from lcr.pipeline.many import index_paths
+
+    given = [index] if isinstance(index, (Index, str, Path)) else index
+    if not isinstance(given, Sequence) or not given:
+        raise ArgumentTypeError(
+            f"index must be an index, a path or a non-empty list of them, got {_shown(index)}"
+        )
+    out: list[Index] = []
+    for i, one in enumerate(given):
+        if isinstance(one, Index):
+            out.append(one)
+        else:
+            out.extend(Index.open(p) for p in index_paths([_path(f"index[{i}]", one)]))
+    return out
 
 
 def typed_settings(

@@ -6,13 +6,25 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lcr.evidence import Evidence, EvidenceItem, Usage
 from lcr.text.citation import Citer
 
 if TYPE_CHECKING:
-    from lcr.store import Index
+    from lcr.store import SourceDoc
+    from lcr.text.layout import DocumentLayout
+
+
+class Citable(Protocol):
+    """What citing reads of an index: its documents and their layouts (an
+    :class:`~lcr.store.Index`, or the pooled text of several: lcr.pipeline.many)."""
+
+    @property
+    def documents(self) -> list[SourceDoc]: ...
+
+    @property
+    def layouts(self) -> tuple[DocumentLayout, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -41,6 +53,8 @@ class Result:
     support: dict[str, Any] = field(default_factory=dict)
     read: list[EvidenceItem] | None = None
     answer_info: dict[str, Any] = field(default_factory=dict)
+    index: str | None = None  # the index asked (one index, or each of several)
+    indexes: list[str] | None = None  # the indexes pooled into one answer
 
     def basis(self) -> list[EvidenceItem]:
         """The items the result rests on: those the answer step read, else (retrieval
@@ -64,12 +78,16 @@ class Result:
             "models": self.models,
             **self.support,
         }
+        if self.index is not None:
+            out["index"] = self.index
+        if self.indexes is not None:
+            out["indexes"] = self.indexes
         if self.answer_settings is not None:
             out["answer_settings"] = self.answer_settings
         return out
 
 
-def cite(index: Index, items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
+def cite(index: Citable, items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
     """Each final evidence item with its document's name and its spans' citations (file,
     offsets within it, pages, section): done where items are finished, so every output
     (plain, ``--json``, ``lcr eval``, the API) cites the same way."""

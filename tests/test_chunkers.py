@@ -387,3 +387,64 @@ def test_random_mixpr_chunks(text: str, max_words: int) -> None:
     chunks = sentence_word_chunks(text, max_words=max_words)
     check_partition(text, chunks)
     assert all(len(c.text.split()) <= max_words for c in chunks)
+
+
+# --- section_chunks: the baselines' paragraphs (issue 53) -------------------
+
+
+def test_section_chunks_keep_a_title_line_with_its_paragraph_and_cut_long_ones() -> None:
+    from lcr.text.chunking import section_chunks
+
+    body = "A shell command is one word. " + "Each further sentence adds to it. " * 30
+    text = (
+        "Chapter One\n\nIt was a dark night. The wind blew.\n\nShort one.\n\n"
+        f"3.2 Shell Commands\n\n{body}"
+    )
+    chunks = section_chunks(text, 60, offset=7)
+    assert all(text[c.start - 7 : c.end - 7] == c.text for c in chunks)
+    assert chunks[0].text == "Chapter One\n\nIt was a dark night. The wind blew."
+    assert chunks[1].text == "Short one."  # not packed with its neighbours
+    assert chunks[2].text.startswith("3.2 Shell Commands\n\nA shell command is one word.")
+    assert len(chunks) > 4 and all(c.text.endswith(".") for c in chunks[2:])  # whole sentences
+
+
+def test_section_chunks_never_cross_a_page_or_a_heading() -> None:
+    from lcr.text.chunking import section_chunks
+
+    text = "First page text runs on and on\nacross a page break here. More.\n\nIntro\n\nBody."
+    page = text.index("across")
+    intro = text.index("Intro")
+    chunks = section_chunks(text, 500, breaks=[page, intro], headings=[intro])
+    assert [c.text for c in chunks] == [
+        "First page text runs on and on",
+        "across a page break here. More.",
+        "Intro\n\nBody.",
+    ]
+
+
+def test_bm25_chunks_follow_markdown_sections_and_old_indexes_stay_windows(
+    tmp_path: Path,
+) -> None:
+    """A real build: each chunk within one section of layout.json, its heading with it;
+    an index recorded before the setting existed reads as the old windows."""
+    import lcr
+    from lcr.methods.baselines import BM25Settings
+
+    doc = tmp_path / "guide.md"
+    doc.write_text(
+        "# Install\n\nRun the installer. It asks for a folder.\n\n"
+        "# Remove\n\nDelete the folder. Nothing else is left behind.\n",
+        encoding="utf-8",
+    )
+    idx = lcr.index(doc, methods=["bm25"])
+    hits = lcr.retrieve(idx, "How is it removed?", k=5)
+    best = hits.evidence.items[0]
+    assert best.text == "# Remove\n\nDelete the folder. Nothing else is left behind."
+    assert best.citations[0].section == ("Remove",)
+    windows = lcr.index(
+        doc, tmp_path / "w.idx", methods=["bm25"], settings={"bm25.chunking": "windows"}
+    )
+    assert len(lcr.retrieve(windows, "How is it removed?", k=5).evidence.items) == 1  # one window
+    recorded = idx.methods["bm25"].settings
+    old = {key: value for key, value in recorded.items() if key != "chunking"}
+    assert BM25Settings.from_stored(old).chunking == "windows"

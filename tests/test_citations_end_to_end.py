@@ -187,7 +187,8 @@ def book(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
     idx = root / "both.idx"
     args = ["index", str(root / "first.txt"), str(root / "book.txt"), "-o", str(idx), "-q"]
     with pytest.raises(SystemExit) as exc:
-        main([*args, "-m", "bm25", "--set", "bm25.chunk_tokens=12", "-m", "tfidf"])
+        windows = ["--set", "tfidf.chunking=windows"]  # chunks across pages, to cite ranges
+        main([*args, "-m", "bm25", "--set", "bm25.chunk_tokens=12", "-m", "tfidf", *windows])
     assert exc.value.code == 0
     layout = DocumentLayout(
         pages=tuple(Page(s, label) for s, label in zip(starts, LABELS, strict=True)),
@@ -226,8 +227,8 @@ def test_page_n_text_is_cited_as_page_n(
 def test_chunks_over_several_pages_cite_the_range(
     book: tuple[Path, list[int]], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """tfidf's default chunks hold about two pages: each cites exactly the pages its
-    text lies on, counted here from the pages' own offsets."""
+    """tfidf's windows (chunking=windows) hold about two pages: each cites exactly the
+    pages its text lies on, counted here from the pages' own offsets."""
     idx, starts = book
     index = Index.open(idx)
     base = index.documents[1].start

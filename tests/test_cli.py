@@ -144,7 +144,7 @@ def test_several_files_without_output_make_one_index_each(
         (["retrieve", "{idx}", "q", "--set", "bm25.chunk_tokens=5"], 2, "setting of 'lcr index'"),
         (["retrieve", "{idx}", "q", "-k", "0"], 2, "not in the range x>=1"),
         (["retrieve", "{idx}", "q", "--mode", "local"], 2, "has none"),
-        (["ask"], 2, r"^lcr: missing argument 'INDEX' \(see 'lcr ask --help'\)$"),
+        (["ask"], 2, r"^lcr: missing argument 'INDEX\.\.\.' \(see 'lcr ask --help'\)$"),
         (["index", "{story}", "--forc"], 2, r"no such option '--forc'.*'--force'.*--help"),
     ],
 )

@@ -373,7 +373,8 @@ def _query_sets(method: str, mode: str | None, sets: tuple[str, ...]) -> ParsedS
     return parsed if mode is None else parsed.plus(mode_assignment(get_method(method), mode))
 
 
-def query_options(f: Any) -> Any:
+def query_options(f: Any, *, many: bool = False) -> Any:
+    """The options of ``ask`` and ``retrieve``; ``many``: ``INDEX... QUESTION``."""
     f = quiet_option(f)
     f = model_options(f)
     f = set_option(f)
@@ -399,6 +400,11 @@ def query_options(f: Any) -> Any:
         help="Retrieval method. [env: LCR_METHOD]",
     )(f)
     f = click.argument("question")(f)
+    if many:
+        paths = click.argument(
+            "index_paths", metavar="INDEX...", nargs=-1, required=True, type=NonEmptyPath()
+        )
+        return paths(f)
     f = click.argument("index_path", metavar="INDEX", type=NonEmptyPath())(f)
     return f
 
@@ -418,9 +424,12 @@ def _run_queries(
     evidence: int | None,
     answer_only: bool = False,
     max_new_tokens: int = 256,
+    indexes: Sequence[Path] = (),
+    each: bool = False,
     **model: Any,
 ) -> None:
-    """Shared body of ``ask`` and ``retrieve``: one result per question."""
+    """Shared body of ``ask`` and ``retrieve``: one result per question (and index,
+    with several ``indexes``: lcr.cli.many)."""
     from lcr import pipeline
     from lcr.progress import progress_for, progress_mode
     from lcr.store import Index
@@ -434,6 +443,11 @@ def _run_queries(
     questions = _questions(question)
     if question != "-":
         questions = iter([next(questions)])  # QUESTION checked now, before any work
+    if indexes:
+        from lcr.cli.many import ask_many
+
+        ask_many(indexes, plan, questions, output, quiet, each=each, model=model)
+        return
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(progress_mode(quiet)) as progress:
@@ -452,18 +466,33 @@ def _run_queries(
 
 
 @cli.command("ask")
-@query_options
+@functools.partial(query_options, many=True)
 @answer_only_option
 @click.option(
     "--max-new-tokens", type=int, default=256, show_default=True, help="Longest answer, in tokens."
 )
-def ask_cmd(**options: Any) -> None:
+@click.option(
+    "--each",
+    is_flag=True,
+    help="With several indexes: answer from each alone, and say which index answered.",
+)
+def ask_cmd(index_paths: tuple[str, ...], each: bool, **options: Any) -> None:
     """Retrieve evidence for QUESTION from INDEX and answer it with the LLM.
 
     QUESTION `-` reads one question per line from stdin (models load once). On a
     terminal the answer appears as the model writes it (never in --json or a pipe).
+
+    Several indexes (or a folder of indexes) are asked at once: their evidence is
+    pooled and answered once, each piece naming its index; --each answers from each
+    index alone.
     """
-    _run_queries(**options, answer=True)
+    from lcr.pipeline.many import index_paths as found_indexes
+
+    indexes = found_indexes(index_paths)
+    if len(indexes) == 1 and not each and Path(index_paths[0]) == indexes[0]:
+        _run_queries(index_paths[0], **options, answer=True)  # one index, as always
+    else:
+        _run_queries(index_paths[0], **options, answer=True, indexes=indexes, each=each)
 
 
 @cli.command("retrieve")

@@ -169,6 +169,8 @@ def evidence_heading(rank: int, item: EvidenceItem, width: int = WIDTH) -> list[
     """An evidence item's first line(s): rank, score, where it is cited from, and its
     level for a summary; wrapped under a four-space indent past ``width``."""
     where = cite_text(item.citations) or item.document or f"document {item.doc}"
+    if "index" in item.extra:  # pooled from several indexes: which one
+        where = f"{item.extra['index']}: {where}"
     level = f"  level {item.level}" if item.level else ""
     by = f" ({item.extra['ranked_by']})" if "ranked_by" in item.extra else ""
     line = f"[{rank}] score {item.score:.4g}{by}  {where}{level}"

@@ -48,6 +48,7 @@ from lcr.store import LLMCache, MemoryCache, MethodReader, MethodWriter, Node, S
 if TYPE_CHECKING:
     from lcr.models.container import Models
     from lcr.text.chunking import Chunk
+    from lcr.text.layout import DocumentLayout
 
 B = TypeVar("B", bound=Settings)
 Q = TypeVar("Q", bound=Settings)
@@ -92,11 +93,19 @@ class BuildContext(Generic[B]):
     warn: Callable[[str], None] = field(default=lambda message: None)
     # the seconds of each ``build_stage``, for the method's stats (``stages.to_json()``)
     stages: BuildStages = field(default_factory=BuildStages)
+    # each document's pages and headings (layout.json), read only by a build that asks
+    # for ``layouts`` (a damaged file then fails it); none where a caller has none
+    read_layouts: Callable[[], Sequence[DocumentLayout]] = field(default=lambda: ())
 
     def doc_texts(self) -> Iterator[tuple[int, int, str]]:
         """``(doc index, start offset in source.txt, text)`` for each document."""
         for i, d in enumerate(self.documents):
             yield i, d.start, self.source[d.start : d.end]
+
+    @property
+    def layouts(self) -> Sequence[DocumentLayout]:
+        """Each document's pages and headings (empty layouts for plain text)."""
+        return self.read_layouts()
 
     # The build toolkit (lcr.methods.toolkit): what every build does alike, one way.
     def chunk_nodes(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -33,6 +33,9 @@ from lcr.progress import OneTask
 from lcr.scoring.bm25 import BM25Index, bm25_tokenize
 from lcr.store import MethodReader, Node
 
+if TYPE_CHECKING:
+    from lcr.text.chunking import Chunk
+
 # bm25s's stop-word lists, and PyStemmer's Snowball languages
 STOPWORD_CHOICES = (
     "none", "en", "english", "en_plus", "english_plus", "de", "german", "nl", "dutch", "fr",
@@ -48,11 +51,21 @@ STEMMER_CHOICES = (
 )  # fmt: skip
 
 
+# how the baselines cut a document (docs/methods/baselines.md#chunks)
+CHUNKINGS = ("paragraphs", "windows")
+
+
 @dataclass(frozen=True)
 class ChunkSettings(Settings):
     """The leaves every baseline shares, so their differences come from scoring alone."""
 
     chunk_tokens: int = setting(128, "leaf size in tokens; sentences are never cut", low=1)
+    chunking: str = setting(
+        "paragraphs",
+        "paragraphs: one a chunk, within a page and section; windows: packed across them",
+        choices=CHUNKINGS,
+        legacy="windows",  # indexes from before the setting were cut into windows
+    )
 
 
 @dataclass(frozen=True)
@@ -83,11 +96,27 @@ class HybridQuery(TopK):
 
 
 def chunk_nodes(ctx: BuildContext[Any]) -> list[Node]:
-    """Sentence-respecting token windows over every document, as nodes."""
-    from lcr.text.chunking import token_windows
+    """Every document cut as ``chunking`` says, as nodes: its paragraphs, each within
+    one page and section of its layout (``paragraphs``), or sentence-respecting token
+    windows across paragraphs (``windows``, lcr's cut before issue 53)."""
+    from lcr.text.chunking import section_chunks, token_windows
 
     max_tokens = ctx.settings.chunk_tokens
-    return ctx.chunk_nodes(lambda text, start: token_windows(text, max_tokens, offset=start))
+    if ctx.settings.chunking == "windows":
+        return ctx.chunk_nodes(lambda text, start: token_windows(text, max_tokens, offset=start))
+    starts = {d.start: i for i, d in enumerate(ctx.documents) if d.end > d.start}
+    layouts = ctx.layouts
+
+    def cut(text: str, start: int) -> list[Chunk]:
+        doc = starts.get(start)
+        layout = layouts[doc] if doc is not None and doc < len(layouts) else None
+        if layout is None:
+            return section_chunks(text, max_tokens, offset=start)
+        heads = [h.start for h in layout.headings]
+        breaks = [p.start for p in layout.pages] + heads
+        return section_chunks(text, max_tokens, breaks=breaks, headings=heads, offset=start)
+
+    return ctx.chunk_nodes(cut)
 
 
 def ranked_evidence(

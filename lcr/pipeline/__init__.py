@@ -183,6 +183,7 @@ def build(
                     progress=progress,
                     cache=index.llm_cache(method.name),
                     warn=warn or (lambda message: None),
+                    read_layouts=lambda: index.layouts,
                 )
             )
             if needs.uses_llm or needs.scorer:
@@ -403,6 +404,7 @@ def _retrieve(
         usage=evidence.usage,
         timings={"retrieve_s": retrieving.seconds},
         models=used_models,
+        index=str(index.path),
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lcr.answer.selection import sentence_scorer
 from lcr.answer.shared import AnswerSettings, AnswerStream, dropped_warning
@@ -16,18 +16,25 @@ from lcr.config import Settings
 from lcr.evidence import EvidenceItem, rank_order
 from lcr.models.backends import describe_configuration, llm_configuration
 from lcr.pipeline.accounting import spending
-from lcr.result import Result, cite
+from lcr.result import Citable, Result, cite
 
 if TYPE_CHECKING:
     from lcr.models.container import Models
-    from lcr.store import Index
 
 # an LLM loaded faster than this was as good as loaded: no llm_load_s is recorded
 _LOAD_WORTH_RECORDING_S = 0.05
 
 
+class AnswerSource(Citable, Protocol):
+    """What answering reads of an index: its text besides its documents (an
+    :class:`~lcr.store.Index`, or the pooled text of several: lcr.pipeline.many)."""
+
+    @property
+    def source(self) -> str: ...
+
+
 def answer_evidence(
-    index: Index,
+    index: AnswerSource,
     retrieved: Result,
     step: AnswerStep[Any, Any],
     settings: Settings,

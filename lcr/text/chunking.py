@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, pairwise
 
@@ -25,6 +25,7 @@ from lcr.text.tokens import TokenCounter, count_tokens
 __all__ = [
     "Chunk",
     "paragraph_windows",
+    "section_chunks",
     "sentence_word_chunks",
     "split_paragraphs",
     "split_sentences",
@@ -401,4 +402,96 @@ def sentence_word_chunks(text: str, max_words: int = 32, offset: int = 0) -> lis
                 spans.extend(_equal_word_pieces(words, max_words))
             else:
                 append((la, lb))
+    return _to_chunks(text, spans, offset)
+
+
+# --- chunks that follow the document's own units ----------------------------
+
+_TITLE_LINE_WORDS = 12
+_SENTENCE_END = ".!?;:,"
+
+
+def _looks_like_title(line: str) -> bool:
+    """A short single line with no sentence punctuation at its end ("3.2 Shell
+    Commands", "Chapter IV", "Robert Hossein"): a heading or title line in plain text."""
+    if "\n" in line or len(line.split()) > _TITLE_LINE_WORDS:
+        return False
+    bare = line.rstrip(_CLOSERS.replace("\\", ""))
+    return bool(bare) and bare[-1] not in _SENTENCE_END and not bare[0].islower()
+
+
+def _snapped(text: str, positions: Iterable[int]) -> set[int]:
+    """Each position moved past whitespace to where the text it marks begins."""
+    out: set[int] = set()
+    for p in positions:
+        if 0 < p < len(text):
+            m = _WORD.search(text, p)
+            if m is not None:
+                out.add(m.start())
+    return out
+
+
+def _split_at(spans: list[Span], text: str, breaks: Sequence[int]) -> list[Span]:
+    """Cut spans at each break position inside them (a page or a section that starts
+    inside a paragraph), dropping the whitespace at the new ends."""
+    if not breaks:
+        return spans
+    cuts = sorted(set(breaks))
+    out: list[Span] = []
+    for a, b in spans:
+        lo, hi = bisect_left(cuts, a + 1), bisect_left(cuts, b)
+        inner = cuts[lo:hi]
+        if not inner:
+            out.append((a, b))
+            continue
+        pieces = _strip_spans(text[a:b], [c - a for c in inner], b - a)
+        out.extend((a + x, a + y) for x, y in pieces)
+    return out
+
+
+def section_chunks(
+    text: str,
+    max_tokens: int,
+    *,
+    breaks: Sequence[int] = (),
+    headings: Sequence[int] = (),
+    count: TokenCounter = count_tokens,
+    offset: int = 0,
+) -> list[Chunk]:
+    """One chunk per paragraph, its heading or title line kept with it.
+
+    Paragraphs are the text between blank lines, cut again at ``breaks`` (where a
+    page or a section starts, positions in ``text``), so no chunk spans two pages or
+    two sections. A paragraph that starts at one of ``headings`` (layout.json's) or
+    looks like a title line (one short line without a sentence's end) is joined to
+    the paragraph after it, unless a break falls between them. A unit over
+    ``max_tokens`` is cut into token windows of whole sentences (:func:`token_windows`'
+    rule), its heading in the first. Short paragraphs are not packed together: a
+    chunk is one paragraph, as the document has it.
+    """
+    _check_limit("max_tokens", max_tokens)
+    hard = _snapped(text, breaks)
+    heads = _snapped(text, headings)
+    units = _split_at(_paragraph_spans(text), text, sorted(hard))
+    groups: list[Span] = []
+    pending: Span | None = None  # a run of heading lines waiting for their paragraph
+    for a, b in units:
+        if pending is not None and a in hard:
+            groups.append(pending)  # a break between the heading and what follows
+            pending = None
+        start = pending[0] if pending is not None else a
+        if a in heads or _looks_like_title(text[a:b]):
+            pending = (start, b)
+            continue
+        groups.append((start, b))
+        pending = None
+    if pending is not None:
+        groups.append(pending)
+    spans: list[Span] = []
+    for a, b in groups:
+        if count(text[a:b]) <= max_tokens:
+            spans.append((a, b))
+        else:
+            windows = _token_window_spans(text[a:b], max_tokens, count)
+            spans.extend((a + x, a + y) for x, y in windows)
     return _to_chunks(text, spans, offset)
