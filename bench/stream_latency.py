@@ -55,7 +55,7 @@ def main() -> None:
     print(json.dumps({"llm_load_s": round(time.perf_counter() - loaded, 1)}))
     for question in args.questions:
         load = os.getloadavg()
-        plan = pipeline.plan_query(args.method, [], k=args.k)
+        plan = pipeline.plan_query(args.method, k=args.k)
         start = time.perf_counter()
         stream = TimedStream(start)
         asked = pipeline.checked_question(question)

@@ -6,6 +6,7 @@ against a brute-force reading of the same layout for random layouts and spans.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pytest
@@ -264,13 +265,14 @@ def test_several_documents_and_more_than_three_places() -> None:
 
 
 def test_the_evidence_heading_fits_eighty_columns() -> None:
-    item = EvidenceItem("s1-0", 0, 1, 3.25, "t", [(0, 5)])
-    item.citations = [_c(0, "bashref.pdf", 0, 5, (42, 42), SHELL)]
+    cited = [_c(0, "bashref.pdf", 0, 5, (42, 42), SHELL)]
+    item = EvidenceItem("s1-0", 0, 1, 3.25, "t", [(0, 5)], citations=cited)
     assert evidence_heading(2, item) == [
         "[2] score 3.25  bashref.pdf p. 42, 3.2 Shell Commands  level 1"
     ]
     long_name = "some/deeply/nested/folder/of/manuals/" + "x" * 30 + ".pdf"
-    item.citations = [_c(0, long_name, 0, 5, (41, 42), ("A long section title " * 3,))]
+    cited = [_c(0, long_name, 0, 5, (41, 42), ("A long section title " * 3,))]
+    item = dataclasses.replace(item, citations=cited)
     lines = evidence_heading(10, item)
     assert len(lines) > 1 and all(len(line) <= WIDTH for line in lines)
     assert lines[0].startswith("[10] score 3.25") and all(x.startswith("    ") for x in lines[1:])

@@ -329,7 +329,7 @@ def test_raptor_summaries_cite_the_pages_of_their_leaves(tmp_path: Path) -> None
     assert retrieved
     # every summary of the tree, retrieved or not, cites as an evidence item would
     everyone = [item_from_node(n, 0.0) for n in nodes.values() if n.level > 0]
-    pipeline.cite(index, everyone)
+    everyone = pipeline.cite(index, everyone)
     citer = Citer(index.documents, index.layouts)
     widths = []
     for item in retrieved + everyone:

@@ -39,6 +39,7 @@ from lcr.methods.lightpal.scoring import (
 )
 from lcr.models.base import ContinuationScore
 from lcr.models.container import Models
+from lcr.pipeline.plans import parse_sets
 from lcr.progress import NULL_PROGRESS
 from lcr.store import DocumentInput, Index, LLMCache
 from tests.conftest import FIXTURES, SHARED_DATA, needs_shared_data
@@ -170,7 +171,9 @@ def test_settings_and_needs() -> None:
 
 def test_old_passage_chars_still_works() -> None:
     with pytest.warns(SettingRenamed, match=r"lightpal\.passage_chars is now lightpal\.chunk"):
-        settings = pipeline.build_settings(get_method("lightpal"), ["lightpal.passage_chars=800"])
+        settings = pipeline.build_settings(
+            get_method("lightpal"), parse_sets(["lightpal.passage_chars=800"])
+        )
     assert settings == LightPALBuild(chunk_chars=800)
     # a manifest that old predates context_score too: it was built with the mean
     old = LightPALBuild.from_stored({"passage_chars": 800})

@@ -22,6 +22,7 @@ from lcr.methods.base import NOTHING
 from lcr.methods.mixpr import MixPRBuild, MixPRQuery
 from lcr.models.base import Capability, Generation, Message
 from lcr.models.container import Models
+from lcr.pipeline.plans import parse_sets
 from lcr.store import DocumentInput, Index
 from lcr.text.chunking import split_sentences
 
@@ -175,7 +176,9 @@ def test_router_is_asked_once_per_question_and_mode_overrides(chains_index: tupl
     auto = method.retrieve_needs(MixPRQuery.build({"mode": "auto"}, label="mixpr"))
     assert auto.llm == {Capability.CHOICE_PROBABILITY} and not auto.embedder
     assert "--mode local" in auto.why
-    assert method.retrieve_needs(pipeline.query_settings(method, [])) == NOTHING  # default local
+    assert (
+        method.retrieve_needs(pipeline.query_settings(method, parse_sets([]))) == NOTHING
+    )  # default local
     for mode in ("local", "global"):
         assert method.retrieve_needs(MixPRQuery.build({"mode": mode})) == NOTHING
     assert method.build_needs(MixPRBuild()) == NOTHING

@@ -135,9 +135,9 @@ def test_second_turn_is_the_papers_or_restates_the_question(smollm: Any) -> None
         said = smollm.tokenizer.decode(restated.answers[word])
         assert SECOND_TURN + "\n\nQuestion:\n" + question in said
     with pytest.raises(SettingError, match="second_turn"):
-        pipeline.query_settings(get_method("pecan"), ["pecan.second_turn=both"])
+        pipeline.query_settings(get_method("pecan"), parse_sets(["pecan.second_turn=both"]))
     with pytest.raises(SettingError, match=r"pecan\.top"):
-        pipeline.build_settings(get_method("pecan"), ["pecan.top=both"])
+        pipeline.build_settings(get_method("pecan"), parse_sets(["pecan.top=both"]))
 
 
 class _WideTokens:

@@ -124,6 +124,7 @@ def test_methods_see_models_through_their_roles_only() -> None:
     }
     assert reached == {
         ("lcr.methods.base", "lcr.models.container"),
+        ("lcr.methods.base", "lcr.models.needs"),  # Needs: the contract re-exports it
         ("lcr.methods.toolkit", "lcr.models.container"),
     }
 

@@ -273,7 +273,7 @@ def test_loading_and_vectorising_does_not_import_sklearn(
         assert english.transform(["the bird and the tree"]).nnz == 2
         assert "sklearn" not in sys.modules, "after load and transform"
 
-        from lcr import pipeline
+        from lcr import api
         from lcr.models.container import Models
 
         for method, sets in (("mixpr", ["mixpr.mode=local"]), ("tfidf", [])):

@@ -27,6 +27,7 @@ from lcr.methods.toolkit import (
 )
 from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
+from lcr.pipeline.plans import parse_sets
 from lcr.store import DocumentInput, Index, LLMCache, cache_key
 from lcr.testing import ScriptedLLM
 from lcr.text.chunking import token_windows
@@ -118,7 +119,7 @@ def test_pecan_records_how_it_embeds_and_an_old_record_reads_truncated() -> None
     assert PecanBuild().embed_long == "pooled"
     assert PecanBuild.from_stored({"chunk_tokens": 300}).embed_long == "truncated"
     method = get_method("pecan")
-    fresh = pipeline.build_settings(method, [])
+    fresh = pipeline.build_settings(method, parse_sets([]))
     assert not pipeline._same_settings(method, {"chunk_tokens": 300}, fresh)
 
 

@@ -25,6 +25,14 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from lcr.eval.report_parts import (
+    Price,
+    disagreement_section,
+    html_table,
+    metric_of,
+    provenance_html,
+    question_type,
+)
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.eval.summary import (
     BUILD_METRICS,
@@ -51,21 +59,6 @@ COST_NAMES = tuple(name for name, _ in COSTS)
 QUALITY_ORDER = ("f1", "em", "rouge_l", "match_all", "recall", "char_recall", "doc_recall")
 # The disagreement table shows at most this many questions by default.
 DISAGREEMENTS = 50
-_EVIDENCE_CHARS = 2000  # one evidence item's text on the page, at most
-
-
-@dataclass(frozen=True)
-class Price:
-    """US dollars per million tokens, in and out (``--price IN,OUT``)."""
-
-    prompt: float
-    completion: float
-
-    def of(self, metrics: dict[str, Any]) -> float | None:
-        tin, tout = metrics.get("prompt_tokens"), metrics.get("completion_tokens")
-        if not isinstance(tin, int | float) or not isinstance(tout, int | float):
-            return None
-        return (tin * self.prompt + tout * self.completion) / 1e6
 
 
 @dataclass
@@ -122,30 +115,13 @@ def distinct_runs(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def question_type(record: dict[str, Any]) -> str | None:
-    """The data set's question type (HotpotQA's bridge / comparison), else its task."""
-    for key in ("type", "task"):
-        value = record.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
-
-
-def _metric(record: dict[str, Any], name: str, price: Price | None) -> float | None:
-    metrics = record.get("metrics", {})
-    value = price.of(metrics) if name == "usd" and price is not None else metrics.get(name)
-    if isinstance(value, int | float) and not math.isnan(value):
-        return float(value)
-    return None
-
-
 def _by_id(
     records: Sequence[dict[str, Any]], method: str, metric: str, price: Price | None = None
 ) -> dict[str, float]:
     out = {}
     for r in records:
         if r["method"] == method:
-            v = _metric(r, metric, price)
+            v = metric_of(r, metric, price)
             if v is not None:
                 out[str(r["id"])] = v
     return out
@@ -174,7 +150,7 @@ def choose_costs(
     names = list(wanted) or [c for c in COST_NAMES if c != "usd" or price is not None]
     out = []
     for name in names:
-        values = [v for r in records if (v := _metric(r, name, price)) is not None]
+        values = [v for r in records if (v := metric_of(r, name, price)) is not None]
         if values and (wanted or any(values)):  # all zero: a retrieval-only run's LLM counters
             out.append(name)
     return out
@@ -237,21 +213,6 @@ def frontier(points: dict[str, tuple[float, float]]) -> list[str]:
     return out
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], caption: str = "") -> str:
-    head = "".join(f"<th scope='col'>{html.escape(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>"
-        + "".join(
-            f"<th scope='row'>{html.escape(c)}</th>" if i == 0 else f"<td>{html.escape(c)}</td>"
-            for i, c in enumerate(row)
-        )
-        + "</tr>"
-        for row in rows
-    )
-    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def quality_cost_chart(
     records: Sequence[dict[str, Any]],
     methods: Sequence[str],
@@ -312,7 +273,7 @@ def quality_cost_chart(
     if cost == "usd" and price is not None:
         caption += f" (at ${price.prompt:g} per 1M tokens in, ${price.completion:g} out)"
     headers = ["method", costs[cost], label(quality), "on the frontier"]
-    return Chart(name, caption, fig, _table(headers, rows), drawn)
+    return Chart(name, caption, fig, html_table(headers, rows), drawn)
 
 
 @dataclass(frozen=True)
@@ -407,7 +368,7 @@ def _differences_table(diffs: Sequence[Difference]) -> str:
         ]
         for d in diffs
     ]
-    return _table(headers, rows)
+    return html_table(headers, rows)
 
 
 def split_chart(summary: dict[str, Any], quality: str) -> Chart | None:
@@ -449,7 +410,7 @@ def split_chart(summary: dict[str, Any], quality: str) -> Chart | None:
         "low on the left means found but not read (the answer step's failure), low on the "
         "right, not retrieved"
     )
-    return Chart(name, caption, fig, _table(["method", *(h for _, _, h in cols)], rows), drawn)
+    return Chart(name, caption, fig, html_table(["method", *(h for _, _, h in cols)], rows), drawn)
 
 
 def type_breakdown(
@@ -465,7 +426,7 @@ def type_breakdown(
                 v
                 for r in records
                 if r["method"] == method and question_type(r) == kind
-                if (v := _metric(r, quality, None)) is not None
+                if (v := metric_of(r, quality, None)) is not None
             ]
             if vals:
                 row[method] = bootstrap_mean(vals).to_json()
@@ -509,7 +470,7 @@ def type_chart(
         for kind, row in breakdown.items()
     ]
     caption = f"{label(quality)} by the data set's question type, per method"
-    return Chart(name, caption, fig, _table(headers, rows), drawn)
+    return Chart(name, caption, fig, html_table(headers, rows), drawn)
 
 
 def build_chart(summary: dict[str, Any]) -> Chart | None:
@@ -533,7 +494,7 @@ def build_chart(summary: dict[str, Any]) -> Chart | None:
         for m, row in build.items()
     ]
     caption = "What building one index cost, per method (one build serves all its questions)"
-    return Chart(name, caption, fig, _table(headers, rows), len(timed))
+    return Chart(name, caption, fig, html_table(headers, rows), len(timed))
 
 
 # --------------------------------------------------------------------------- the page
@@ -547,135 +508,7 @@ def summary_table(summary: dict[str, Any]) -> str:
         [method, str(row.get("questions", 0)), *(cell(row.get(m), " ") for m in names)]
         for method, row in summary["methods"].items()
     ]
-    return _table(headers, rows, "mean [95% bootstrap interval], as lcr eval prints it")
-
-
-def _mark(text: str, answers: Sequence[str]) -> str:
-    """``text`` escaped, each gold answer in it marked."""
-    wanted = [a for a in answers if a.strip()]
-    if not wanted:
-        return html.escape(text)
-    pattern = re.compile(
-        "|".join(re.escape(a) for a in sorted(wanted, key=len, reverse=True)), re.I
-    )
-    out, at = [], 0
-    for m in pattern.finditer(text):
-        out.append(html.escape(text[at : m.start()]))
-        out.append(f"<mark>{html.escape(m.group(0))}</mark>")
-        at = m.end()
-    out.append(html.escape(text[at:]))
-    return "".join(out)
-
-
-def disagreements(
-    records: Sequence[dict[str, Any]], methods: Sequence[str], quality: str
-) -> list[tuple[str, float, dict[str, dict[str, Any]]]]:
-    """Questions whose methods' scores differ, the widest spread first:
-    (id, spread, method -> record)."""
-    by_q: dict[str, dict[str, dict[str, Any]]] = {}
-    for r in records:
-        by_q.setdefault(str(r["id"]), {})[str(r["method"])] = r
-    out = []
-    for qid, per in by_q.items():
-        scores = [
-            v for m in methods if m in per if (v := _metric(per[m], quality, None)) is not None
-        ]
-        if len(scores) >= 2 and max(scores) > min(scores):
-            out.append((qid, max(scores) - min(scores), per))
-    out.sort(key=lambda t: -t[1])
-    return out
-
-
-def _evidence_html(record: dict[str, Any], answers: Sequence[str]) -> str:
-    items = record.get("evidence") or []
-    found = record.get("metrics", {}).get("answer_found")
-    tag = {1.0: "answer found", 0.0: "answer not found"}.get(found, "")
-    parts = []
-    for it in items:
-        text = str(it.get("text", ""))
-        cut = len(text) > _EVIDENCE_CHARS
-        where = html.escape(str(it.get("document") or it.get("doc", "")))
-        body = _mark(text[:_EVIDENCE_CHARS], answers) + (" …" if cut else "")
-        parts.append(f"<li><span class='src'>{where}</span> {body}</li>")
-    summary = f"evidence: {len(items)} item{'s' if len(items) != 1 else ''}"
-    summary += f", {tag}" if tag else ""
-    return f"<details><summary>{summary}</summary><ol>{''.join(parts)}</ol></details>"
-
-
-def disagreement_section(
-    records: Sequence[dict[str, Any]], methods: Sequence[str], quality: str, limit: int
-) -> str:
-    rows = disagreements(records, methods, quality)
-    if not rows:
-        return f"<p>The methods score every question alike on {html.escape(label(quality))}.</p>"
-    head = "".join(f"<th scope='col'>{html.escape(m)}</th>" for m in methods)
-    body = []
-    for qid, spread, per in rows[:limit]:
-        first = next(iter(per.values()))
-        answers = [str(a) for a in first.get("answers") or []]
-        kind = question_type(first) or ""
-        cells = []
-        for m in methods:
-            r = per.get(m)
-            if r is None:
-                cells.append("<td>-</td>")
-                continue
-            v = _metric(r, quality, None)
-            score = "-" if v is None else fmt(v)
-            answer = r.get("answer")
-            said = "" if answer is None else f"<q>{html.escape(str(answer))}</q> "
-            cells.append(f"<td><b>{score}</b> {said}{_evidence_html(r, answers)}</td>")
-        gold = html.escape(" | ".join(answers)) if answers else "-"
-        body.append(
-            f"<tr><th scope='row'>{html.escape(qid)}<br><small>{html.escape(kind)}</small></th>"
-            f"<td>{html.escape(str(first.get('question', '')))}</td><td>{gold}</td>"
-            f"<td>{fmt(spread)}</td>{''.join(cells)}</tr>"
-        )
-    shown = min(limit, len(rows))
-    note = f"<p>{len(rows)} questions where the methods' {html.escape(label(quality))} differ"
-    note += f"; the {shown} widest apart shown." if shown < len(rows) else "."
-    note += " Open a cell's evidence to see what the answer step read (gold answers marked).</p>"
-    return (
-        note + "<table class='disagree'><thead><tr><th scope='col'>id</th>"
-        "<th scope='col'>question</th><th scope='col'>gold</th><th scope='col'>spread</th>"
-        f"{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-    )
-
-
-def provenance(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The distinct commands, versions and commits that made the records (``made_by``)."""
-    seen: dict[str, dict[str, Any]] = {}
-    for r in records:
-        made = r.get("made_by")
-        key = repr(sorted(made.items())) if isinstance(made, dict) else "unknown"
-        entry = seen.setdefault(key, {"made_by": made, "records": 0, "methods": []})
-        entry["records"] += 1
-        if r["method"] not in entry["methods"]:
-            entry["methods"].append(r["method"])
-    return list(seen.values())
-
-
-def _provenance_html(records: Sequence[dict[str, Any]], sources: Sequence[str], made: str) -> str:
-    rows = []
-    for entry in provenance(records):
-        m = entry["made_by"] if isinstance(entry["made_by"], dict) else {}
-        rows.append(
-            [
-                m.get("command") or "not recorded (made before lcr kept it, or not from lcr's CLI)",
-                str(m.get("commit") or "unknown"),
-                str(m.get("version") or "unknown"),
-                ", ".join(entry["methods"]),
-                str(entry["records"]),
-            ]
-        )
-    models = sorted({f"{k}: {v}" for r in records for k, v in (r.get("models") or {}).items()})
-    lines = [
-        _table(["command that made the results", "commit", "lcr", "methods", "records"], rows),
-        f"<p>Results: {html.escape(', '.join(sources)) or '-'}. Models: "
-        f"{html.escape('; '.join(models)) or '-'}.</p>",
-        f"<p>This page: <code>{html.escape(made)}</code></p>" if made else "",
-    ]
-    return "".join(lines)
+    return html_table(headers, rows, "mean [95% bootstrap interval], as lcr eval prints it")
 
 
 _CSS = """
@@ -748,7 +581,7 @@ def build_report(
         f"{html.escape(label(quality))}. Every interval is a 95% percentile bootstrap "
         "over questions (2,000 resamples, seed 0), as <code>lcr eval</code> prints.</p>",
         section(
-            "Where the results come from", "provenance", _provenance_html(records, sources, made)
+            "Where the results come from", "provenance", provenance_html(records, sources, made)
         ),
         section(
             "Quality against cost",
@@ -796,16 +629,20 @@ def build_report(
                 disagreement_section(records, methods, quality, options.disagreements),
             )
         )
-    page = (
+    return Report(_page(options.title, parts), charts)
+
+
+def _page(title: str, parts: Sequence[str]) -> str:
+    """The whole page: no script, and a policy that lets it request nothing."""
+    return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; "
         "style-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{html.escape(options.title)}</title><style>{_CSS}</style></head><body>"
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head><body>"
         + "".join(parts)
         + "</body></html>\n"
     )
-    return Report(page, charts)
 
 
 def type_table(
@@ -813,4 +650,4 @@ def type_table(
 ) -> str:
     headers = ["question type", *(f"{m} {label(quality)}" for m in methods)]
     rows = [[kind, *(cell(row.get(m), " ") for m in methods)] for kind, row in breakdown.items()]
-    return _table(headers, rows)
+    return html_table(headers, rows)
