@@ -13,26 +13,17 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
 
 import anyio
 
 from lcr.serve.calls import Calls
+from lcr.serve.options import HttpOptions
 from lcr.serve.served import Served
 from lcr.serve.tools import ServeConfig, make_server
 
 __all__ = ["Calls", "HttpOptions", "ServeConfig", "Served", "exit_when_stopped", "run", "stop"]
 
 STOP_GRACE_S = 3.0  # how long a stopping server waits for work in flight
-
-
-@dataclass(frozen=True)
-class HttpOptions:
-    host: str
-    port: int
-    token: str | None
-    max_request_bytes: int
-    read_timeout_s: float
 
 
 def run(config: ServeConfig, http: HttpOptions | None) -> None:

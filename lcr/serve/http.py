@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from lcr.serve import HttpOptions
+from lcr.serve.options import HttpOptions
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
