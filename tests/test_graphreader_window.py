@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lcr.methods.graphreader.agent import PROMPT_MARGIN_TOKENS, Agent, AgentSettings
+from lcr.methods.graphreader.agent import PROMPT_MARGIN_TOKENS, Agent
 from lcr.methods.graphreader.extraction import ExtractedFact
 from lcr.methods.graphreader.graph import Graph, build_graph, key_table
 from lcr.methods.graphreader.method import GraphReaderQuery
@@ -63,7 +63,7 @@ def _run(llm: WideLLM, **settings: Any) -> Any:
     agent = Agent(
         llm,
         graph,
-        AgentSettings(initial_nodes=1, max_new_tokens=REPLY, **settings),
+        GraphReaderQuery(initial_nodes=1, agent_max_new_tokens=REPLY, **settings),
         lambda text: list(range(graph.n_nodes)),
     )
     return agent.run("Whom did Ella meet?")
@@ -85,7 +85,6 @@ def test_the_papers_window_and_temperature_are_the_marked_defaults() -> None:
     declared = GraphReaderQuery.by_name()
     assert GraphReaderQuery().window == 4096 and declared["window"].paper
     assert GraphReaderQuery().temperature == 0.2 and declared["temperature"].paper
-    assert AgentSettings().window == 4096 and AgentSettings().temperature == 0.2
 
 
 def test_every_agent_call_fits_the_window_and_the_chunk_keeps_its_start() -> None:
