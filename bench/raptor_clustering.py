@@ -24,7 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
 
-from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
+from lcr.methods.raptor.clustering import cluster_layer
+from lcr.methods.raptor.method import RaptorBuild
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.text.chunking import token_windows
@@ -65,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = None
         for v in values:
             started = time.perf_counter()
-            clusters, report = cluster_layer(emb, tokens, ClusterParams(reg_covar=v))
+            clusters, report = cluster_layer(emb, tokens, RaptorBuild(), reg_covar=v)
             totals[v]["seconds"] += time.perf_counter() - started
             totals[v]["retries"] += report.mixture_retries
             totals[v]["failures"] += report.mixture_failures

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's l
 
 import itertools
 
-from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
+from lcr.methods.raptor.clustering import cluster_layer
+from lcr.methods.raptor.method import RaptorBuild
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.text.chunking import token_windows
@@ -69,9 +70,9 @@ def text_of(stories: list[str], tokens: int, first: int = 0) -> str:
 def layer_sizes(emb: np.ndarray, tokens: list[int], max_layers: int) -> list[int]:
     """Each layer's size, the layers above the leaves approximated by cluster means."""
     sizes = [emb.shape[0]]
-    params = ClusterParams()
+    params = RaptorBuild()
     for _ in range(max_layers):
-        if emb.shape[0] <= params.dim + 1:
+        if emb.shape[0] <= params.reduction_dim + 1:
             break
         clusters, _ = cluster_layer(emb, tokens, params)
         if len(clusters) >= emb.shape[0]:

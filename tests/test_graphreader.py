@@ -24,7 +24,6 @@ from lcr.methods.graphreader.agent import (
     NOTEBOOK_MAX_CHARS,
     STAGE_FUNCTIONS,
     Agent,
-    AgentSettings,
     parse_call,
     parse_node_scores,
     parse_notebook,
@@ -38,7 +37,7 @@ from lcr.methods.graphreader.extraction import (
 )
 from lcr.methods.graphreader.graph import Graph, build_graph, key_table
 from lcr.methods.graphreader.keys import merge_keys, normalise_key
-from lcr.methods.graphreader.method import final_answer
+from lcr.methods.graphreader.method import GraphReaderQuery, final_answer
 from lcr.models.base import Generation, Message
 from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
@@ -289,7 +288,7 @@ class StageLLM(ScriptedLLM):
 
 
 def _agent(llm: StageLLM, graph: Graph, **kw: Any) -> Agent:
-    settings = AgentSettings(**kw)
+    settings = GraphReaderQuery(**kw)
     return Agent(llm, graph, settings, lambda text: list(range(graph.n_nodes)))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lcr.methods.graphreader.agent import PROMPT_MARGIN_TOKENS, Agent, AgentSettings
+from lcr.methods.graphreader.agent import PROMPT_MARGIN_TOKENS, Agent
 from lcr.methods.graphreader.extraction import ExtractedFact
 from lcr.methods.graphreader.graph import Graph, build_graph, key_table
 from lcr.methods.graphreader.method import GraphReaderQuery
@@ -63,7 +63,7 @@ def _run(llm: WideLLM, chunk_words: int = 3000, **settings: Any) -> Any:
     agent = Agent(
         llm,
         graph,
-        AgentSettings(initial_nodes=1, max_new_tokens=REPLY, **settings),
+        GraphReaderQuery(initial_nodes=1, agent_max_new_tokens=REPLY, **settings),
         lambda text: list(range(graph.n_nodes)),
     )
     return agent.run("Whom did Ella meet?")

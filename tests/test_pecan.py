@@ -48,7 +48,7 @@ from lcr.methods.pecan.prompts import (
     search_prompt,
 )
 from lcr.methods.pecan.prompts import segment_line as line
-from lcr.methods.pecan.search import SCORES, SecondTurn
+from lcr.methods.pecan.search import SCORES, SecondTurn, initial_nodes
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
 from lcr.models.base import Capability, Message
 from lcr.models.container import Models
@@ -223,6 +223,21 @@ def test_z_is_e_transpose_r_and_best_skips_visited() -> None:
     assert best_candidate(z, {2, 3}) == 1
     assert best_candidate(z, {0, 1, 2, 3}) is None
     assert best_candidate(np.zeros(3), set()) == 0  # ties go to the earlier node
+
+
+def test_initial_nodes_follow_the_settings_and_k() -> None:
+    """The search starts from the top level: all of it under progress control, else the
+    fixed node count spread over the levels (Table 2's rule), -k capping either; the
+    most similar nodes are kept, in document order."""
+    levels = np.array([0, 0, 0, 1, 1, 1, 1])  # two levels, nodes 3-6 on top
+    cos = np.array([0.9, 0.8, 0.7, 0.1, 0.5, 0.3, 0.4])
+    settings = PecanQuery()
+    assert initial_nodes(levels, cos, settings, None) == [3, 4, 5, 6]
+    assert initial_nodes(levels, cos, settings, 2) == [4, 6]
+    fixed = settings.replace(progress_control=False, fixed_nodes=4)
+    assert initial_nodes(levels, cos, fixed, None) == [4, 6]  # 4 nodes over 2 levels
+    assert initial_nodes(levels, cos, fixed, 1) == [4]
+    assert initial_nodes(levels, cos, fixed.replace(fixed_nodes=10), None) == [3, 4, 5, 6]
 
 
 # --------------------------------------------------------- attention machinery

@@ -26,7 +26,6 @@ from lcr.errors import LLMCallError
 from lcr.evidence import merge_spans
 from lcr.methods import get_method, method_names
 from lcr.methods.raptor.clustering import (
-    ClusterParams,
     ClusterReport,
     cluster_layer,
     sequential_split,
@@ -269,7 +268,7 @@ def test_soft_membership_joins_two_clusters() -> None:
     a = rng.normal((0, 0), 1.0, size=(150, 2))
     b = rng.normal((4, 0), 1.0, size=(150, 2))
     pts = np.vstack([a, b])
-    members, k = soft_memberships(pts, ClusterParams(max_clusters=6))
+    members, k = soft_memberships(pts, RaptorBuild(max_clusters=6))
     assert k == 2
     both = [i for i, m in enumerate(members) if len(m) == 2]
     assert both  # the overlap between the blobs belongs to both clusters
@@ -279,17 +278,17 @@ def test_soft_membership_joins_two_clusters() -> None:
 
 def test_tiny_and_degenerate_clusters_do_not_crash() -> None:
     same = np.ones((5, 3))  # collapsed samples: only regularisation saves the fit
-    members, k = soft_memberships(same, ClusterParams())
+    members, k = soft_memberships(same, RaptorBuild())
     assert len(members) == 5 and k >= 1 and all(m for m in members)
     emb = HashEmbedder(32).encode([f"word{i % 3} thing{i % 2}" for i in range(14)])
-    clusters, _ = cluster_layer(emb, [10] * 14, ClusterParams())
+    clusters, _ = cluster_layer(emb, [10] * 14, RaptorBuild())
     assert sorted({i for c in clusters for i in c}) == list(range(14))
 
 
 def test_budget_reclustering_terminates_and_fits() -> None:
     emb = HashEmbedder(64).encode([f"alpha beta gamma{i} delta{i % 4}" for i in range(40)])
     tokens = [100] * 40
-    params = ClusterParams(max_tokens=250)
+    params = RaptorBuild(cluster_max_tokens=250)
     clusters, report = cluster_layer(emb, tokens, params)
     assert all(sum(tokens[i] for i in c) <= 250 for c in clusters)
     assert sorted({i for c in clusters for i in c}) == list(range(40))
@@ -312,11 +311,11 @@ def test_global_neighbours_follow_sqrt_n_minus_1_up_to_the_cap(
 
     monkeypatch.setattr(clustering, "reduce_dims", spy)
     emb = HashEmbedder(64).encode([f"alpha{i % 5} beta{i % 7} gamma{i}" for i in range(50)])
-    _, report = cluster_layer(emb, [10] * 50, ClusterParams())
+    _, report = cluster_layer(emb, [10] * 50, RaptorBuild())
     assert report.global_neighbors == 7 == seen[0]  # int(sqrt(49))
     assert all(nn == 10 for nn in seen[1:])  # the local stage's n_neighbors
     seen.clear()
-    _, report = cluster_layer(emb, [10] * 50, ClusterParams(global_neighbors_cap=4))
+    _, report = cluster_layer(emb, [10] * 50, RaptorBuild(global_neighbors_cap=4))
     assert report.global_neighbors == 4 == seen[0]
 
 
@@ -325,17 +324,17 @@ def test_orphans_join_their_most_probable_cluster() -> None:
     pts = np.vstack([rng.normal((x, 0), 1.0, size=(60, 2)) for x in (0, 3, 6)])
     # no posterior exceeds 1.0: every point is an orphan and joins its argmax alone
     report = ClusterReport()
-    orphans, k = soft_memberships(pts, ClusterParams(max_clusters=5, threshold=1.0), report)
+    orphans, k = soft_memberships(pts, RaptorBuild(max_clusters=5, threshold=1.0), report)
     assert report.orphans_attached == len(pts) and all(len(m) == 1 for m in orphans)
     # at 0.5 a point joins the one cluster above half, else (an orphan) its argmax: the same
-    argmax, k2 = soft_memberships(pts, ClusterParams(max_clusters=5, threshold=0.5))
+    argmax, k2 = soft_memberships(pts, RaptorBuild(max_clusters=5, threshold=0.5))
     assert k == k2 >= 2 and orphans == argmax
 
 
 def test_clustering_is_seeded() -> None:
     emb = HashEmbedder(64).encode(CINDERELLA.read_text().split("\n\n")[:30])
-    one, _ = cluster_layer(emb, [50] * len(emb), ClusterParams())
-    two, _ = cluster_layer(emb, [50] * len(emb), ClusterParams())
+    one, _ = cluster_layer(emb, [50] * len(emb), RaptorBuild())
+    two, _ = cluster_layer(emb, [50] * len(emb), RaptorBuild())
     assert one == two
 
 

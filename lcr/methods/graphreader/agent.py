@@ -33,7 +33,7 @@ import re
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.graph import Graph
@@ -57,19 +57,33 @@ FALLBACK = {
 }
 
 
-@dataclass(frozen=True)
-class AgentSettings:
-    initial_nodes: int = 5  # N (paper: 5)
-    candidates: int = 50  # shown to the model for initial node selection
-    max_calls: int = 10  # function calls per path (paper: 10)
-    rational_plan: bool = True  # Table 4: "w/o Rational Plan" when False
-    node_selection: Literal["model", "random"] = "model"  # "random": Table 4's "w/o Node Selection"
-    read_chunks: bool = True  # False: only atomic facts, never the chunks
-    max_neighbors: int = 50  # neighbours listed to the model
-    max_new_tokens: int = 384
-    seed: int = 0  # the random ablation's, and each call's sampling seed: seed + call number
-    temperature: float = 0.2  # the paper's (section 4.1); 0 = greedy
-    window: int = 4096  # tokens an agent call may fill, reply included (paper: 4k); 0 = model's
+class AgentSettings(Protocol):
+    """The query settings the agent reads, by their names in
+    :class:`~lcr.methods.graphreader.method.GraphReaderQuery`, which declares them
+    (defaults, ranges, the paper's values) and is passed as is."""
+
+    @property
+    def initial_nodes(self) -> int: ...
+    @property
+    def candidates(self) -> int: ...
+    @property
+    def max_calls(self) -> int: ...
+    @property
+    def rational_plan(self) -> bool: ...
+    @property
+    def node_selection(self) -> Literal["model", "random"]: ...
+    @property
+    def read_chunks(self) -> bool: ...
+    @property
+    def max_neighbors(self) -> int: ...
+    @property
+    def agent_max_new_tokens(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def temperature(self) -> float: ...
+    @property
+    def window(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -228,7 +242,7 @@ class Agent:
             self.counters["over_window"] += 1  # what cannot be cut (instructions, notebook)
         gen = self.llm.generate(
             messages,
-            max_new_tokens=self.s.max_new_tokens,
+            max_new_tokens=self.s.agent_max_new_tokens,
             temperature=self.s.temperature,
             seed=(self.s.seed + self.counters["llm_calls"]) % 2**32,
         )
@@ -242,7 +256,7 @@ class Agent:
         window = self.llm.context_window
         if self.s.window:
             window = min(window, self.s.window)
-        return window - self.s.max_new_tokens - PROMPT_MARGIN_TOKENS
+        return window - self.s.agent_max_new_tokens - PROMPT_MARGIN_TOKENS
 
     def _prompt_size(self, messages: list[Message]) -> int:
         return sum(self.llm.count_tokens(m["content"]) for m in messages)

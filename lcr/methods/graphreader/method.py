@@ -43,7 +43,7 @@ from lcr.methods.base import (
     top_indices,
 )
 from lcr.methods.graphreader import prompts
-from lcr.methods.graphreader.agent import Agent, AgentSettings
+from lcr.methods.graphreader.agent import Agent
 from lcr.methods.graphreader.extraction import (
     ExtractedFact,
     Extraction,
@@ -358,20 +358,7 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
         question: str,
     ) -> Evidence:
         graph, emb, chunks = self._graph(ctx)
-        s = ctx.settings
-        settings = AgentSettings(
-            initial_nodes=s.initial_nodes,
-            candidates=s.candidates,
-            max_calls=s.max_calls,
-            rational_plan=s.rational_plan,
-            node_selection=s.node_selection,
-            read_chunks=s.read_chunks,
-            max_neighbors=s.max_neighbors,
-            max_new_tokens=s.agent_max_new_tokens,
-            seed=s.seed,
-            temperature=s.temperature,
-            window=s.window,
-        )
+        settings = ctx.settings
 
         def rank(text: str) -> list[int]:
             if graph.n_nodes == 0:

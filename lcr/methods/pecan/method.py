@@ -33,7 +33,7 @@ from lcr.methods.base import (
 )
 from lcr.methods.pecan.build import build_graph, stats_of
 from lcr.methods.pecan.graph import edge_matrix
-from lcr.methods.pecan.search import SearchParams, SecondTurn, answer_turn, dynamic_search
+from lcr.methods.pecan.search import SecondTurn, answer_turn, dynamic_search
 from lcr.methods.pecan.settings import PecanBuild, PecanQuery
 from lcr.models.base import Capability, require_attention
 from lcr.store import MethodReader, Node
@@ -121,17 +121,6 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         nodes, emb, levels, edges = _stored_graph(ctx.stored)
         n = len(nodes)
         s = ctx.settings
-        params = SearchParams(
-            patience=s.patience,
-            yes_threshold=s.yes_threshold,
-            score=s.score,
-            progress_control=s.progress_control,
-            fixed_nodes=s.fixed_nodes,
-            max_context=s.max_context,
-            max_nodes=s.max_nodes,
-            answer_tokens=ctx.answer.max_new_tokens,
-            second_turn=s.second_turn,
-        )
         q = np.asarray(ctx.models.embedder.encode([question])[0], dtype=np.float32)
         if n and emb.shape[1] != len(q):
             raise ctx.stored.damage(
@@ -146,7 +135,9 @@ class Pecan(Method[PecanBuild, PecanQuery]):
             np.asarray(levels),
             edges,
             np.asarray(cos, dtype=np.float64),
-            params,
+            s,
+            max_nodes=s.max_nodes,
+            answer_tokens=ctx.answer.max_new_tokens,
         )
         items = [
             item_from_node(
@@ -168,8 +159,8 @@ class Pecan(Method[PecanBuild, PecanQuery]):
             "stop": result.stop,
             "context_tokens": result.context_tokens,
             "encoded_tokens": result.encoded,
-            "score": params.score,
-            "progress_control": params.progress_control,
+            "score": s.score,
+            "progress_control": s.progress_control,
         }
         return Evidence(method=self.name, items=items, info=info, state=result.state)
 

@@ -25,24 +25,12 @@ from lcr.errors import ModelError
 from lcr.evidence import AnswerState
 from lcr.methods.pecan.graph import attention_scores, best_candidate, position_weighted
 from lcr.methods.pecan.prompts import SearchPrompt, search_prompt, segment_line
+from lcr.methods.pecan.settings import PecanQuery
 
 if TYPE_CHECKING:
     from lcr.models.base import AttentionLLM, NodeCache
 
 SCORES = ("attention+embedding", "attention", "embedding")  # PecanQuery.score
-
-
-@dataclass(frozen=True)
-class SearchParams:
-    patience: int = 1
-    yes_threshold: float = 0.5
-    score: str = "attention+embedding"
-    progress_control: bool = True
-    fixed_nodes: int = 10
-    max_context: int = 8192
-    max_nodes: int | None = None  # -k
-    answer_tokens: int = 256  # room kept in the window for the answer turn's reply
-    second_turn: str = "question"
 
 
 @dataclass
@@ -81,17 +69,20 @@ class SearchResult:
     state: SecondTurn | None = None
 
 
-def initial_nodes(levels: np.ndarray, cos: np.ndarray, params: SearchParams) -> list[int]:
-    """The top-level nodes in order; with a node budget (fixed count or -k), at most
-    budget / levels of them (at least 1), the most similar first chosen (Table 2's rule)."""
+def initial_nodes(
+    levels: np.ndarray, cos: np.ndarray, settings: PecanQuery, max_nodes: int | None
+) -> list[int]:
+    """The top-level nodes in order; with a node budget (fixed count or -k, ``max_nodes``),
+    at most budget / levels of them (at least 1), the most similar first chosen (Table 2's
+    rule)."""
     top = [int(i) for i in np.flatnonzero(levels == levels.max())] if len(levels) else []
-    budget = params.max_nodes if params.progress_control else params.fixed_nodes
-    if params.max_nodes is not None:
-        budget = min(budget or params.max_nodes, params.max_nodes)
+    budget = max_nodes if settings.progress_control else settings.fixed_nodes
+    if max_nodes is not None:
+        budget = min(budget or max_nodes, max_nodes)
     if budget is None:
         return top
     n_levels = int(levels.max()) + 1 if len(levels) else 1
-    cap = max(1, budget // n_levels) if not params.progress_control else budget
+    cap = max(1, budget // n_levels) if not settings.progress_control else budget
     cap = min(cap, budget)
     if len(top) <= cap:
         return top
@@ -115,24 +106,30 @@ def dynamic_search(
     levels: np.ndarray,
     edges: sp.csr_array,
     cos: np.ndarray,
-    params: SearchParams,
+    settings: PecanQuery,
+    *,
+    max_nodes: int | None,
+    answer_tokens: int,
 ) -> SearchResult:
-    """The search; ``result.state`` keeps what :func:`answer_turn` answers from."""
-    prompt = search_prompt(llm, question, params.second_turn)
+    """The search; ``result.state`` keeps what :func:`answer_turn` answers from.
+
+    ``max_nodes`` caps the nodes visited (``-k``; None: no cap); ``answer_tokens`` is
+    the room kept in the window for the answer turn's reply."""
+    prompt = search_prompt(llm, question, settings.second_turn)
     yes_ids, no_ids = llm.first_token_ids("Yes"), llm.first_token_ids("No")
     if yes_ids & no_ids:
         raise ModelError(f"{llm.model_id}: Yes and No start with the same token")
-    window = min(llm.context_window, params.max_context)
+    window = min(llm.context_window, settings.max_context)
     reserve = max(len(prompt.check), *(len(a) for a in prompt.answers.values()))
-    reserve += params.answer_tokens
+    reserve += answer_tokens
     result = SearchResult()
     cache = llm.node_cache(prompt.prefix, prompt.question)
     encoded = {"prefix": len(prompt.prefix), "nodes": 0, "checks": 0, "answer": 0}
     r = np.zeros(len(texts), dtype=np.float64)
     visited: set[int] = set()
-    budget = params.max_nodes if params.progress_control else params.fixed_nodes
-    if params.max_nodes is not None and budget is not None:
-        budget = min(budget, params.max_nodes)
+    budget = max_nodes if settings.progress_control else settings.fixed_nodes
+    if max_nodes is not None and budget is not None:
+        budget = min(budget, max_nodes)
 
     def visit(i: int, score: float, z: float | None) -> bool:
         ids = llm.encode(segment_line(texts[i]))
@@ -151,29 +148,29 @@ def dynamic_search(
         return True
 
     full = False
-    for i in initial_nodes(levels, cos, params):
+    for i in initial_nodes(levels, cos, settings, max_nodes):
         if not visit(i, float(cos[i]), None):
             full = True
             break
     yes_count = 0
     last_word: str | None = None
     while not full:
-        if params.progress_control and result.steps:
+        if settings.progress_control and result.steps:
             p = cache.yes_probability(prompt.check, yes_ids, no_ids)
             encoded["checks"] += len(prompt.check)
             result.checks.append(p)
             result.steps[-1].p_yes = p
-            last_word = "Yes" if p > params.yes_threshold else "No"
+            last_word = "Yes" if p > settings.yes_threshold else "No"
             if last_word == "Yes":
                 yes_count += 1
-                if yes_count >= params.patience:
+                if yes_count >= settings.patience:
                     result.stop = f"the LLM said Yes {yes_count} time(s)"
                     break
         if budget is not None and len(result.steps) >= budget:
             result.stop = f"{budget} nodes visited"
             break
         z = attention_scores(edges, r)
-        scores = combined_scores(z, cos, params.score)
+        scores = combined_scores(z, cos, settings.score)
         nxt = best_candidate(scores, visited)
         if nxt is None:
             result.stop = "every node visited"
@@ -182,7 +179,7 @@ def dynamic_search(
             break
     result.context_tokens = len(cache)
     result.encoded = encoded
-    result.state = SecondTurn(cache, prompt, last_word, yes_ids, no_ids, params.yes_threshold)
+    result.state = SecondTurn(cache, prompt, last_word, yes_ids, no_ids, settings.yes_threshold)
     return result
 
 

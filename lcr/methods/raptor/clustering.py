@@ -3,7 +3,7 @@
 Pure functions over arrays (no I/O, no models), following section 3 of the paper;
 its text gives none of the numbers below, which are the reference code's:
 
-- embeddings are reduced with UMAP (cosine) to ``dim`` dimensions, first globally
+- embeddings are reduced with UMAP (cosine) to ``reduction_dim`` dimensions, first globally
   with ``n_neighbors = sqrt(n - 1)`` (lcr caps it at 50, unmeasured), then
   locally within each global cluster with ``n_neighbors = 10``;
 - the number of mixture components is chosen by BIC among 1..50;
@@ -14,7 +14,9 @@ its text gives none of the numbers below, which are the reference code's:
   that makes no progress (or nodes are too few for UMAP) it is cut into
   consecutive groups that fit, so the recursion always terminates.
 
-Everything is seeded, so the same embeddings give the same clusters.
+Everything is seeded, so the same embeddings give the same clusters. The numbers
+that are settings are read from the build's settings (:class:`ClusterSettings`
+names them), which declare them once.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -30,19 +33,33 @@ Cluster = tuple[int, ...]
 """Indices of the layer's nodes that one summary covers, ascending."""
 
 
-@dataclass(frozen=True)
-class ClusterParams:
-    """The knobs of one layer's clustering; defaults are the reference code's."""
+class ClusterSettings(Protocol):
+    """The build settings one layer's clustering reads, by their names in
+    :class:`~lcr.methods.raptor.method.RaptorBuild`, which declares them (defaults,
+    ranges, sources) and is passed as is."""
 
-    dim: int = 10
-    threshold: float = 0.1
-    max_clusters: int = 50
-    max_tokens: int = 3500
-    global_neighbors_cap: int = 50
-    local_neighbors: int = 10
-    seed: int = 224
-    reg_covar: float = 1e-5
-    max_depth: int = 4
+    @property
+    def reduction_dim(self) -> int: ...
+    @property
+    def threshold(self) -> float: ...
+    @property
+    def max_clusters(self) -> int: ...
+    @property
+    def cluster_max_tokens(self) -> int: ...
+    @property
+    def global_neighbors_cap(self) -> int: ...
+    @property
+    def local_neighbors(self) -> int: ...
+    @property
+    def seed(self) -> int: ...
+
+
+# lcr's constants, not settings: the mixtures' covariance regularisation (the
+# reference code's is 1e-6; docs/methods/raptor.md, bench/raptor_clustering.py) and
+# how often an oversized cluster is clustered again before it is cut into
+# consecutive groups.
+REG_COVAR = 1e-5
+MAX_DEPTH = 4
 
 
 @dataclass
@@ -105,7 +122,11 @@ def _fit_mixture(
 
 
 def soft_memberships(
-    points: np.ndarray, params: ClusterParams, report: ClusterReport | None = None
+    points: np.ndarray,
+    settings: ClusterSettings,
+    report: ClusterReport | None = None,
+    *,
+    reg_covar: float = REG_COVAR,
 ) -> tuple[list[list[int]], int]:
     """Per point, the clusters it joins; and the number of clusters BIC chose.
 
@@ -123,8 +144,8 @@ def soft_memberships(
     # The fits do many tiny (dim x dim) solves: BLAS threads only add overhead
     # there (docs/speed.md, "Threads").
     with threadpool_limits(limits=1):
-        for k in range(1, min(params.max_clusters, n) + 1):
-            gm = _fit_mixture(points, k, params.seed, params.reg_covar, report)
+        for k in range(1, min(settings.max_clusters, n) + 1):
+            gm = _fit_mixture(points, k, settings.seed, reg_covar, report)
             if gm is None:
                 continue
             bic = float(gm.bic(points))  # type: ignore[attr-defined]
@@ -135,7 +156,7 @@ def soft_memberships(
     probs = np.asarray(best.predict_proba(points))  # type: ignore[attr-defined]
     members: list[list[int]] = []
     for row in probs:
-        joined = [int(c) for c in np.flatnonzero(row > params.threshold)]
+        joined = [int(c) for c in np.flatnonzero(row > settings.threshold)]
         if not joined:
             joined = [int(np.argmax(row))]
             if report is not None:
@@ -152,26 +173,29 @@ def _groups(members: list[list[int]], n_clusters: int) -> list[list[int]]:
     return [g for g in groups if g]
 
 
-def two_stage(emb: np.ndarray, params: ClusterParams, report: ClusterReport) -> list[list[int]]:
+def two_stage(
+    emb: np.ndarray, settings: ClusterSettings, report: ClusterReport, reg_covar: float
+) -> list[list[int]]:
     """Global UMAP + mixture, then a local UMAP + mixture inside each global cluster."""
     n = emb.shape[0]
-    if n <= params.dim + 1:
+    dim = settings.reduction_dim
+    if n <= dim + 1:
         return [list(range(n))]
-    nn = min(params.global_neighbors_cap, max(2, int(math.sqrt(n - 1))))
+    nn = min(settings.global_neighbors_cap, max(2, int(math.sqrt(n - 1))))
     report.global_neighbors = report.global_neighbors or nn
-    reduced = reduce_dims(emb, nn, params.dim, params.seed)
-    members, k = soft_memberships(reduced, params, report)
+    reduced = reduce_dims(emb, nn, dim, settings.seed)
+    members, k = soft_memberships(reduced, settings, report, reg_covar=reg_covar)
     global_groups = _groups(members, k)
     report.global_clusters += len(global_groups)
     out: list[list[int]] = []
     for group in global_groups:
-        if len(group) <= params.dim + 1:
+        if len(group) <= dim + 1:
             out.append(group)
             continue
         sub = emb[group]
-        local = reduce_dims(sub, params.local_neighbors, params.dim, params.seed)
+        local = reduce_dims(sub, settings.local_neighbors, dim, settings.seed)
         report.local_fits += 1
-        lmem, lk = soft_memberships(local, params, report)
+        lmem, lk = soft_memberships(local, settings, report, reg_covar=reg_covar)
         out.extend([group[j] for j in lg] for lg in _groups(lmem, lk))
     return out
 
@@ -201,43 +225,50 @@ def _fit_budget(
     emb: np.ndarray,
     tokens: Sequence[int],
     cluster: list[int],
-    params: ClusterParams,
+    settings: ClusterSettings,
     report: ClusterReport,
+    reg_covar: float,
     depth: int,
 ) -> list[list[int]]:
     """``cluster`` itself if it fits the budget, else its re-clustered parts."""
-    if len(cluster) <= 1 or sum(int(tokens[i]) for i in cluster) <= params.max_tokens:
+    budget = settings.cluster_max_tokens
+    if len(cluster) <= 1 or sum(int(tokens[i]) for i in cluster) <= budget:
         return [cluster]
-    if depth >= params.max_depth or len(cluster) <= params.dim + 1:
+    if depth >= MAX_DEPTH or len(cluster) <= settings.reduction_dim + 1:
         report.split_sequentially += 1
-        return sequential_split(cluster, tokens, params.max_tokens)
+        return sequential_split(cluster, tokens, budget)
     report.reclustered += 1
-    parts = two_stage(emb[cluster], params, report)
+    parts = two_stage(emb[cluster], settings, report, reg_covar)
     out: list[list[int]] = []
     for part in parts:
         mapped = [cluster[j] for j in part]
         if len(mapped) >= len(cluster):  # no progress: cut it instead of looping
             report.split_sequentially += 1
-            out.extend(sequential_split(mapped, tokens, params.max_tokens))
+            out.extend(sequential_split(mapped, tokens, budget))
         else:
-            out.extend(_fit_budget(emb, tokens, mapped, params, report, depth + 1))
+            out.extend(_fit_budget(emb, tokens, mapped, settings, report, reg_covar, depth + 1))
     return out
 
 
 def cluster_layer(
-    emb: np.ndarray, tokens: Sequence[int], params: ClusterParams
+    emb: np.ndarray,
+    tokens: Sequence[int],
+    settings: ClusterSettings,
+    *,
+    reg_covar: float = REG_COVAR,
 ) -> tuple[list[Cluster], ClusterReport]:
     """The clusters of one layer: soft, within the token budget, deduplicated, sorted.
 
     ``emb`` holds the layer's embeddings (one row a node), ``tokens`` each node's
-    token count. Clusters come back ordered by their first member, so summaries
-    are made (and cached) in document order.
+    token count, ``settings`` the build's (a ``RaptorBuild``); ``reg_covar`` is
+    varied only by bench/raptor_clustering.py. Clusters come back ordered by their
+    first member, so summaries are made (and cached) in document order.
     """
     if emb.shape[0] != len(tokens):
         raise ValueError("one token count per embedding row is needed")
     report = ClusterReport()
     clusters: set[Cluster] = set()
-    for group in two_stage(np.asarray(emb), params, report):
-        for part in _fit_budget(emb, tokens, sorted(group), params, report, 0):
+    for group in two_stage(np.asarray(emb), settings, report, reg_covar):
+        for part in _fit_budget(emb, tokens, sorted(group), settings, report, reg_covar, 0):
             clusters.add(tuple(sorted(set(part))))
     return sorted(clusters), report

@@ -37,7 +37,7 @@ from lcr.methods.base import (
     QueryContext,
     item_from_node,
 )
-from lcr.methods.raptor.clustering import ClusterParams, cluster_layer
+from lcr.methods.raptor.clustering import cluster_layer
 from lcr.methods.raptor.tree import collapsed_tree, tree_traversal
 from lcr.methods.toolkit import chunk_nodes
 from lcr.models.base import Message
@@ -224,15 +224,6 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[RaptorBuild]) -> None:
         s = ctx.settings
-        params = ClusterParams(
-            dim=s.reduction_dim,
-            threshold=s.threshold,
-            max_clusters=s.max_clusters,
-            max_tokens=s.cluster_max_tokens,
-            global_neighbors_cap=s.global_neighbors_cap,
-            local_neighbors=s.local_neighbors,
-            seed=s.seed,
-        )
         summariser = ctx.generations(
             prompt_version=PROMPT_VERSION,
             max_new_tokens=s.summary_max_new_tokens,
@@ -253,7 +244,7 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
         reports: list[dict[str, int]] = []
         stop = f"max_layers ({s.max_layers}) reached"
         for layer in range(1, s.max_layers + 1):
-            if len(layer_nodes) <= params.dim + 1:
+            if len(layer_nodes) <= s.reduction_dim + 1:
                 stop = f"too few nodes to cluster ({len(layer_nodes)})"
                 break
             with ctx.build_stage("clustering"):
@@ -261,7 +252,7 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
                     f"raptor: layer {layer}: clustering {len(layer_nodes)} nodes", total=1
                 )
                 tokens = [int(nodes[i].meta["tokens"]) for i in layer_nodes]
-                clusters, report = cluster_layer(layer_emb, tokens, params)
+                clusters, report = cluster_layer(layer_emb, tokens, s)
                 task.advance()
             reports.append(dict(vars(report), clusters=len(clusters)))
             if len(clusters) >= len(layer_nodes):
@@ -283,7 +274,7 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
 
         ctx.out.write_nodes(nodes)
         ctx.out.write_array("embeddings", np.concatenate(tree.embeddings, axis=0))
-        shape = {"layers": sizes, "stop": stop, "seed": params.seed, "clustering": reports}
+        shape = {"layers": sizes, "stop": stop, "seed": s.seed, "clustering": reports}
         ctx.out.write_json("tree", shape)
         ctx.out.stats.update(
             {
