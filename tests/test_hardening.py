@@ -1,0 +1,98 @@
+"""Issue 54, as a hostile user tried it: each row where a user meets it (the CLI or the
+API), with bm25 and tfidf (no model) unless the row is about a model."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from lcr.store import Index
+from lcr.store.writing import mark_made
+from tests.test_index_writers import run
+
+
+def sources(index: Path) -> list[str]:
+    return sorted(Path(d.name).name for d in Index.open(index).manifest.sources)
+
+
+@pytest.fixture()
+def texts(tmp_path: Path) -> dict[str, Path]:
+    out = {}
+    for name, line in [
+        ("a.txt", "Alpha rowed to the rock."),
+        ("b.txt", "Beta lit the lamp."),
+        ("c.txt", "Gamma rang the bell."),
+    ]:
+        out[name] = tmp_path / name
+        out[name].write_text(line * 20, encoding="utf-8")
+    return out
+
+
+# ------------------------------------------------------- row 4: a symlinked index
+
+
+def test_a_symlinked_index_stays_a_link_through_add_remove_and_force(
+    tmp_path: Path, texts: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    real, link = tmp_path / "x.idx", tmp_path / "link.idx"
+    assert run(["index", str(texts["a.txt"]), "-o", str(real), "-m", "bm25"], capsys)[0] == 0
+    link.symlink_to(real.name)
+    steps = [
+        (["index", str(texts["b.txt"]), "-o", str(link), "--add"], ["a.txt", "b.txt"]),
+        (["remove", str(link), "a.txt"], ["b.txt"]),
+        (["index", str(texts["c.txt"]), "-o", str(link), "-m", "bm25", "--force"], ["c.txt"]),
+    ]
+    for args, expected in steps:
+        code, _, err = run(args, capsys)
+        assert code == 0, err
+        assert link.is_symlink() and os.readlink(link) == real.name, args
+        assert sources(real) == expected, args
+        assert sources(link) == expected, args
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["link.idx", "x.idx", *texts])
+
+
+# ------------------------------------- row 5: a user's folder that looks like lcr's
+
+
+@pytest.mark.parametrize("kind", ["new", "tmp", "old", "failed"])
+def test_a_users_folder_beside_an_index_is_never_removed(
+    tmp_path: Path, texts: dict[str, Path], capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    index = tmp_path / "x.idx"
+    assert run(["index", str(texts["a.txt"]), "-o", str(index), "-m", "bm25"], capsys)[0] == 0
+    mine = tmp_path / f".x.idx.{kind}-userdata"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("my thesis", encoding="utf-8")
+    # what a killed lcr left: marked as its own, so recovery still clears it
+    left = tmp_path / f".x.idx.{kind}-0badf00d"
+    left.mkdir()
+    mark_made(left)
+    code, _, err = run(["index", str(texts["b.txt"]), "-o", str(index), "--add"], capsys)
+    assert code == 0, err
+    code, _, err = run(["index", str(texts["a.txt"]), str(texts["b.txt"]), "-o", str(index),
+                        "-m", "tfidf"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert (mine / "thesis.tex").read_text(encoding="utf-8") == "my thesis"
+    assert not left.exists()
+    assert sources(index) == ["a.txt", "b.txt"]
+
+
+def test_an_index_swapped_out_by_a_killed_writer_comes_back(
+    tmp_path: Path, texts: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A two-rename swap killed between its renames: the marked old index returns."""
+    index = tmp_path / "x.idx"
+    assert run(["index", str(texts["a.txt"]), "-o", str(index), "-m", "bm25"], capsys)[0] == 0
+    aside = tmp_path / ".x.idx.old-12345678"
+    (index / ".lcr-made").write_text(aside.name, encoding="utf-8")
+    index.rename(aside)
+    code, _, _ = run(["info", str(index), "--json"], capsys)
+    assert code != 0  # readers see no index until a writer recovers it
+    code, _, err = run(["index", str(texts["b.txt"]), "-o", str(index), "--add"], capsys)
+    assert code == 0, err
+    assert sources(index) == ["a.txt", "b.txt"]
+    assert not aside.exists() and not (index / ".lcr-made").exists()
+    assert json.loads((index / "manifest.json").read_text())["format"] == "lcr-index"
