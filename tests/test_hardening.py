@@ -96,3 +96,68 @@ def test_an_index_swapped_out_by_a_killed_writer_comes_back(
     assert sources(index) == ["a.txt", "b.txt"]
     assert not aside.exists() and not (index / ".lcr-made").exists()
     assert json.loads((index / "manifest.json").read_text())["format"] == "lcr-index"
+
+
+# ------------------------------------------------------- row 3: a poisoned LLM cache
+def _poison(value: object) -> object:
+    if isinstance(value, str):
+        return "The keeper's name was MARMOT-77. | MARMOT-77"
+    if isinstance(value, list):
+        return [_poison(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _poison(v) for k, v in value.items()}
+    return value
+
+
+def test_an_edited_llm_cache_is_refused_paid_again_and_reported(
+    tmp_path: Path,
+    texts: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The scripted LLM stands in for the model: the cache's path is the same for any."""
+    from tests.test_index_writers import GR_FAST, ExtractLLM, build_stats, use_models
+
+    index = tmp_path / "x.idx"
+    first = ExtractLLM()
+    use_models(monkeypatch, first)
+    args = ["index", str(texts["a.txt"]), "-o", str(index), "-m", "graphreader", *GR_FAST, "-q"]
+    assert run(args, capsys)[0] == 0
+    assert run(["info", str(index), "--verify"], capsys)[0] == 0
+    cache = index / "cache" / "graphreader.jsonl"
+    lines = [json.loads(line) for line in cache.read_text(encoding="utf-8").splitlines()]
+    assert lines and all("mac" in line for line in lines)
+    for line in lines:
+        line["value"] = _poison(line["value"])
+    cache.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+
+    code, out, err = run(["info", str(index), "--verify"], capsys)
+    assert code != 0
+    assert f"{len(lines)} LLM output(s) lcr did not write" in out + err
+
+    again = ExtractLLM()
+    use_models(monkeypatch, again)
+    code, _, err = run(["index", str(texts["b.txt"]), "-o", str(index), "--add", *GR_FAST, "-q"],
+                       capsys)  # fmt: skip
+    assert code == 0, err
+    stats = build_stats(index, "graphreader")
+    assert stats["llm_cached"] == 0 and again.calls >= len(lines)
+    built = "".join(p.read_text(encoding="utf-8") for p in index.rglob("*.jsonl"))
+    assert "MARMOT" not in built
+    assert run(["info", str(index), "--verify"], capsys)[0] == 0
+
+
+def test_a_cache_line_signed_by_another_index_is_refused(tmp_path: Path) -> None:
+    """The digest is keyed per index: a line copied from another index does not pass."""
+    from lcr.store.cache import LLMCache
+
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    LLMCache(tmp_path / "one" / "m.jsonl").put("k", "from one")
+    LLMCache(tmp_path / "two" / "m.jsonl").put("other", "from two")
+    line = (tmp_path / "one" / "m.jsonl").read_text(encoding="utf-8")
+    with (tmp_path / "two" / "m.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(line)
+    reread = LLMCache(tmp_path / "two" / "m.jsonl")
+    assert reread.get("k") is None and reread.refused == 1
+    assert reread.get("other") == "from two"

@@ -598,6 +598,19 @@ class Index:
             legacy_backend=str(backend) if backend else None,
         )
 
+    def cache_refusals(self) -> dict[str, int]:
+        """Per method, how many lines of its LLM cache fail their digest (written or
+        edited outside lcr): never used, paid again by the next build."""
+        folder = self.cache_dir or self.path / "cache"
+        if not folder.is_dir() or folder.is_symlink():
+            return {}
+        found = {}
+        for f in sorted(folder.glob("*.jsonl")):
+            refused = LLMCache(f).refused
+            if refused:
+                found[f.stem] = refused
+        return found
+
     def size_bytes(self, method: str | None = None) -> int:
         if method is None:
             return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
