@@ -161,3 +161,66 @@ def test_a_cache_line_signed_by_another_index_is_refused(tmp_path: Path) -> None
     reread = LLMCache(tmp_path / "two" / "m.jsonl")
     assert reread.get("k") is None and reread.refused == 1
     assert reread.get("other") == "from two"
+
+
+# ------------------------------------------ rows 7, 8, 9, 13, 15: what a folder holds
+def test_an_index_given_as_documents_is_refused(
+    tmp_path: Path, texts: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    index = tmp_path / "x.idx"
+    assert run(["index", str(texts["a.txt"]), "-o", str(index), "-m", "bm25"], capsys)[0] == 0
+    code, _, err = run(["index", str(index), "-o", str(index), "--add"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "is an lcr index, not a folder of documents" in err
+    assert sources(index) == ["a.txt"]
+
+
+def test_a_folder_walk_skips_outside_links_fifos_and_non_documents_in_few_lines(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "docs"
+    (docs / "img").mkdir(parents=True)
+    (docs / "manual.txt").write_text("The manual of the lamp. " * 20, encoding="utf-8")
+    (docs / ".drafts").mkdir()
+    (docs / ".drafts" / "n.txt").write_text("A draft inside. " * 20, encoding="utf-8")
+    (docs / "inner.txt").symlink_to(".drafts/n.txt")  # a link inside the folder is read
+    (tmp_path / "secret.txt").write_text("The secret outside. " * 20, encoding="utf-8")
+    (docs / "leak.txt").symlink_to(tmp_path / "secret.txt")
+    os.mkfifo(docs / "pipe")
+    for i in range(30):
+        (docs / "img" / f"figure{i}.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(50))
+    (docs / "style.css").write_text("body { color: red }", encoding="utf-8")
+    (docs / "Makefile").write_text("all:\n\techo hi\n", encoding="utf-8")
+    index = tmp_path / "d.idx"
+    code, _, err = run(["index", str(docs), "-o", str(index), "-m", "bm25"], capsys)
+    assert code == 0, err
+    assert sources(index) == ["inner.txt", "manual.txt"]
+    assert "secret" not in Index.open(index).source
+    warnings = err.strip().splitlines()
+    assert len(warnings) == 3, err  # the outside link, the FIFO, one summary line
+    assert any("leak.txt" in w and "outside the folder given" in w for w in warnings)
+    assert any("pipe" in w and "not a plain file" in w for w in warnings)
+    assert any("skipped 32 files" in w and "30 .png" in w and "--glob" in w for w in warnings)
+    # --glob names what to index anyway
+    code, _, err = run(["index", str(docs), "-o", str(tmp_path / "css.idx"), "-m", "bm25",
+                        "--glob", "*.css"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert sources(tmp_path / "css.idx") == ["style.css"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a folder without permission")
+def test_an_unreadable_subfolder_is_skipped_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "docs"
+    (docs / "locked").mkdir(parents=True)
+    (docs / "a.txt").write_text("Readable text. " * 20, encoding="utf-8")
+    (docs / "locked" / "b.txt").write_text("Hidden text. " * 20, encoding="utf-8")
+    (docs / "locked").chmod(0)
+    try:
+        code, _, err = run(["index", str(docs), "-o", str(tmp_path / "d.idx"), "-m", "bm25"],
+                           capsys)  # fmt: skip
+    finally:
+        (docs / "locked").chmod(0o755)
+    assert code == 0, err
+    assert "skipped" in err and "locked" in err
