@@ -224,3 +224,76 @@ def test_an_unreadable_subfolder_is_skipped_with_a_warning(
         (docs / "locked").chmod(0o755)
     assert code == 0, err
     assert "skipped" in err and "locked" in err
+
+
+# ------------------------------------------------ rows 10, 12: values from the environment
+@pytest.fixture()
+def bm25_index(tmp_path: Path, texts: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> Path:
+    index = tmp_path / "l.idx"
+    assert run(["index", str(texts["a.txt"]), "-o", str(index), "-m", "bm25"], capsys)[0] == 0
+    return index
+
+
+@pytest.mark.parametrize(
+    "threads", ["100000", "99999999999999999999", "-1", "0", "abc", "1e9", "513"]
+)
+def test_a_bad_lcr_threads_is_one_line_and_exit_2(
+    bm25_index: Path, threads: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    monkeypatch.setenv("LCR_THREADS", threads)
+    code, _, err = run(
+        ["ask", str(bm25_index), "Who rowed?", "-m", "bm25", "--llm", "smollm2-135m",
+         "--backend", "llamacpp"], capsys,
+    )  # fmt: skip
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "LCR_THREADS must be" in err, err
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-nan"])
+def test_a_call_timeout_that_is_not_a_number_is_exit_2(
+    bm25_index: Path, how: str, value: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    args = ["ask", str(bm25_index), "Who rowed?", "-m", "bm25"]
+    if how == "env":
+        monkeypatch.setenv("LCR_CALL_TIMEOUT", value)
+    else:
+        args += ["--call-timeout", value]
+    code, _, err = run(args, capsys)
+    assert code == 2, err
+    assert "call-timeout" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        '"a string"',
+        "null",
+        "[" * 200_000 + "]" * 200_000,
+        '{"KEY": "a string"}',
+        '{"KEY": null}',
+        '{"KEY": {"prefill": NaN, "decode": 3.0, "batch_decode": 5.0}}',
+        '{"KEY": {"prefill": -40.0, "decode": 3.0, "batch_decode": 5.0}}',
+        '{"KEY": {"prefill": 1e-300, "decode": "fast", "batch_decode": 5.0}}',
+        '{"KEY": {"prefill": 40.0, "decode": 0, "batch_decode": 5.0}}',
+        '{"KEY": {"prefill": 40.0, "decode": 3.0, "batch_decode": 5.0, "source": 7}}',
+    ],
+)
+def test_tampered_measured_rates_are_measured_again_not_printed(
+    tmp_path: Path, stored: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lcr.estimate import throughput
+
+    monkeypatch.setenv("LCR_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    key = throughput.rates_key("smollm2-135m", "llamacpp", "cpu")
+    (tmp_path / "cache" / "throughput.json").write_text(
+        stored.replace("KEY", key), encoding="utf-8"
+    )
+    assert throughput.cached_rates(key) is None
+    good = throughput.Rates(prefill=40.0, decode=3.0, batch_decode=5.0,
+                            load_avg=throughput.current_load())  # fmt: skip
+    throughput.store_rates(key, good)
+    assert throughput.cached_rates(key) == good

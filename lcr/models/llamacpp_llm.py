@@ -127,6 +127,7 @@ class LlamaCppLLM:
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
 
+        fixed_threads()  # a bad LCR_THREADS is refused before anything loads
         gpu = device.startswith("cuda")
         if gpu and not llama_cpp.llama_supports_gpu_offload():
             raise ModelError(
