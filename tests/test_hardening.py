@@ -297,3 +297,30 @@ def test_tampered_measured_rates_are_measured_again_not_printed(
                             load_avg=throughput.current_load())  # fmt: skip
     throughput.store_rates(key, good)
     assert throughput.cached_rates(key) == good
+
+
+# ------------------------------------------------------------ row 6: deep HTML
+def test_html_past_the_parsers_old_depth_is_read_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "font.html"
+    lines = "".join(f"<font size=2>Line {i}<br>" for i in range(400))
+    page.write_text(f"<html><body>{lines}<p>Final paragraph.</p></body></html>", encoding="utf-8")
+    index = tmp_path / "f.idx"
+    code, _, err = run(["index", str(page), "-o", str(index), "-m", "bm25"], capsys)
+    assert code == 0, err
+    text = Index.open(index).source
+    assert "Line 399" in text and text.rstrip().endswith("Final paragraph.")
+
+
+def test_html_past_the_raised_depth_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "deep.html"
+    page.write_text("<html><body>" + "<div>" * 100_000 + "deep text" + "</div>" * 100_000
+                    + "<p>after</p></body></html>", encoding="utf-8")  # fmt: skip
+    code, _, err = run(["index", str(page), "-o", str(tmp_path / "d.idx"), "-m", "bm25"], capsys)
+    assert code != 0 and len(err.strip().splitlines()) == 1, err
+    assert "cannot be read whole" in err and "depth" in err and "XML_PARSE" not in err
+    assert "no text outside its markup" not in err
+    assert not (tmp_path / "d.idx").exists()
