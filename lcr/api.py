@@ -117,11 +117,21 @@ def index(
         sets,
         force=force,
         on_report=on_report,
-        globs=list(glob),
-        excludes=list(exclude),
+        globs=_patterns("glob", glob),
+        excludes=_patterns("exclude", exclude),
         extract=ExtractOptions(format=as_format, password=password),
     )
     return built
+
+
+def _patterns(name: str, value: object) -> list[str]:
+    """File patterns: a list of strings, or one string for one pattern."""
+    if isinstance(value, str):
+        return [value]
+    items = list(value) if isinstance(value, Iterable) else None
+    if items is None or not all(isinstance(v, str) for v in items):
+        raise ArgumentTypeError(f"{name} must be a list of file patterns, got {_shown(value)}")
+    return items
 
 
 def retrieve(

@@ -324,3 +324,38 @@ def test_html_past_the_raised_depth_is_refused_in_one_line(
     assert "cannot be read whole" in err and "depth" in err and "XML_PARSE" not in err
     assert "no text outside its markup" not in err
     assert not (tmp_path / "d.idx").exists()
+
+
+# ------------------------------------------- row 11: threads of one process, one index
+def test_threads_forcing_one_index_take_the_lock_in_turn(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    import lcr
+
+    paths = []
+    for i in range(8):
+        paths.append(tmp_path / f"d{i}.txt")
+        paths[-1].write_text(f"Document {i} tells of keeper number {i}. " * 30, encoding="utf-8")
+    out = tmp_path / "t.idx"
+
+    def build(path: Path) -> str:
+        return lcr.index(path, out=out, methods=["bm25"], force=True).source
+
+    for workers in (2, 8):
+        with ThreadPoolExecutor(workers) as pool:
+            texts = list(pool.map(build, paths[:workers]))
+        assert [t for t in texts if t] == texts  # each thread's own build, whole
+        final = Index.open(out)
+        assert final.source in texts
+        assert sources(out) and len(sources(out)) == 1
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+@pytest.mark.parametrize("bad", [5, [5], None, object()])
+def test_a_glob_of_the_wrong_type_is_one_clear_error(tmp_path: Path, bad: object) -> None:
+    import lcr
+    from lcr.errors import ArgumentTypeError
+
+    (tmp_path / "a.txt").write_text("Alpha. " * 20, encoding="utf-8")
+    with pytest.raises(ArgumentTypeError, match="glob must be a list of file patterns"):
+        lcr.index(tmp_path / "a.txt", out=tmp_path / "a.idx", glob=bad)  # type: ignore[arg-type]

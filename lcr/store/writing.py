@@ -17,6 +17,7 @@ import re
 import secrets
 import shutil
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,9 +26,18 @@ from lcr.errors import InputError
 
 Note = Callable[[str], None]
 
-# writer locks this process holds: lock file -> depth (a run holds its index's lock from
-# create to commit, and the builds inside take it again)
-_HELD: dict[str, int] = {}
+
+class _Held(threading.local):
+    """Writer locks this thread holds: lock file -> depth (a run holds its index's lock
+    from create to commit, and the builds inside take it again). Per thread: two
+    threads of one process writing one index take the lock in turn, as two processes
+    do (each opens the file itself, and ``flock`` keeps open files apart)."""
+
+    def __init__(self) -> None:
+        self.depth: dict[str, int] = {}
+
+
+_HELD = _Held()
 
 
 def index_home(path: Path) -> Path:
@@ -106,12 +116,13 @@ def writer_lock(path: Path, note: Note | None = None) -> Iterator[None]:
     that waited on a removed file sees that it is gone once it holds it, and takes
     the lock again on the file now there (the classic lock-file protocol)."""
     key = str(writer_lock_path(path))
-    if key in _HELD:
-        _HELD[key] += 1
+    held = _HELD.depth
+    if key in held:
+        held[key] += 1
         try:
             yield
         finally:
-            _HELD[key] -= 1
+            held[key] -= 1
         return
     noted = False
     while True:
@@ -126,11 +137,11 @@ def writer_lock(path: Path, note: Note | None = None) -> Iterator[None]:
         if _still_the_lock(fd, key):
             break
         os.close(fd)  # removed by the writer before: take the one there now
-    _HELD[key] = 1
+    held[key] = 1
     try:
         yield
     finally:
-        del _HELD[key]
+        del held[key]
         if stat.S_ISREG(os.fstat(fd).st_mode):
             with contextlib.suppress(OSError):
                 os.unlink(key)
