@@ -359,3 +359,34 @@ def test_a_glob_of_the_wrong_type_is_one_clear_error(tmp_path: Path, bad: object
     (tmp_path / "a.txt").write_text("Alpha. " * 20, encoding="utf-8")
     with pytest.raises(ArgumentTypeError, match="glob must be a list of file patterns"):
         lcr.index(tmp_path / "a.txt", out=tmp_path / "a.idx", glob=bad)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------ row 16: evidence numbered in order
+def test_evidence_is_numbered_one_to_n_even_when_items_share_a_rank(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Sentences selected from one chunk keep its rank: they were numbered 1, 2, 3, 4, 4."""
+    import re
+
+    from lcr.cli.output import print_result
+    from lcr.evidence import Evidence, EvidenceItem
+    from lcr.result import Result
+
+    ranks = [1, 2, 3, 4, 4, 6]
+    items = [
+        EvidenceItem(
+            f"n{i}",
+            0,
+            0,
+            1.0 / (i + 1),
+            f"Sentence {i}.",
+            [(i, i + 1)],
+            extra={"rank": r},
+            document="a.txt",
+        )
+        for i, r in enumerate(ranks)
+    ]
+    result = Result("Who rowed?", "bm25", Evidence(items=items, method="bm25"), read=items)
+    print_result(result, answer=False)
+    out = capsys.readouterr().out
+    assert re.findall(r"^\[(\d+)\]", out, re.M) == ["1", "2", "3", "4", "5", "6"], out
