@@ -390,3 +390,31 @@ def test_evidence_is_numbered_one_to_n_even_when_items_share_a_rank(
     print_result(result, answer=False)
     out = capsys.readouterr().out
     assert re.findall(r"^\[(\d+)\]", out, re.M) == ["1", "2", "3", "4", "5", "6"], out
+
+
+# ------------------------------------------------ row 13: SIGTERM and SIGHUP say so
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_sigterm_and_sighup_end_with_one_line(tmp_path: Path, sig: str) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lcr", "index", "-", "-o", str(tmp_path / "s.idx"), "-m", "bm25"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    assert proc.stdin is not None
+    proc.stdin.write("The keeper rowed out to the rock. " * 50)
+    proc.stdin.flush()  # stdin stays open: lcr waits for the rest of the document
+    time.sleep(4)
+    number = getattr(signal, sig)
+    proc.send_signal(number)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + number, err
+    assert (
+        err.strip() == f"lcr: stopped by {sig} (a build in progress keeps what it had; "
+        "run the command again)"
+    ), err
+    assert not (tmp_path / "s.idx").exists()

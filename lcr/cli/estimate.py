@@ -19,8 +19,8 @@ from lcr.errors import UsageError
 
 if TYPE_CHECKING:
     from lcr.estimate.figures import Range
-    from lcr.pipeline.estimate import MethodBill, Price
     from lcr.models.spec import ModelSpec
+    from lcr.pipeline.estimate import MethodBill, Price
 
 ESTIMATE_OPTIONS = ("estimate", "as_json", "price_per_mtok")
 
@@ -77,8 +77,8 @@ def run_estimate(
 ) -> None:
     """Estimate each index ``lcr index`` would build (``jobs``) and print the bills."""
     from lcr.cli.output import err
-    from lcr.pipeline.estimate import estimate_index
     from lcr.models.container import Models
+    from lcr.pipeline.estimate import estimate_index
     from lcr.text.formats import ExtractOptions
 
     models = Models(spec=spec)
