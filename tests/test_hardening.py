@@ -418,3 +418,17 @@ def test_sigterm_and_sighup_end_with_one_line(tmp_path: Path, sig: str) -> None:
         "run the command again)"
     ), err
     assert not (tmp_path / "s.idx").exists()
+
+
+# ------------------------------------------- row 16: a missing dependency is named
+def test_a_missing_dependency_names_the_package_to_install(
+    tmp_path: Path, texts: dict[str, Path], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    import sys
+
+    monkeypatch.setitem(sys.modules, "Stemmer", None)  # import Stemmer now fails
+    code, _, err = run(["index", str(texts["a.txt"]), "-o", str(tmp_path / "x.idx"),
+                        "-m", "bm25"], capsys)  # fmt: skip
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "pip install PyStemmer" in err and "internal error" not in err

@@ -23,6 +23,10 @@ OUT_OF_MEMORY = (
 )
 
 
+PIP_NAMES = {"Stemmer": "PyStemmer", "sklearn": "scikit-learn", "yaml": "PyYAML"}
+"""Modules whose package on PyPI has another name."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised where the process was, as Ctrl-C is: what a build holds
     is let go the same way, and the user reads one line (exit 128 + the signal)."""
@@ -73,6 +77,14 @@ def report(exc: BaseException) -> int:
         return 0
     if _out_of_memory(exc):
         return _said(OUT_OF_MEMORY, OutOfMemoryError.exit_code)
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        top = exc.name.split(".")[0]
+        package = PIP_NAMES.get(top, top)
+        return _said(
+            f"the Python package {package} is missing (lcr imports {top}); install it with: "
+            f"pip install {package}",
+            1,
+        )
     if isinstance(exc, OSError):  # the system's doing (permissions, a full disk, a race)?
         mapped = from_os_error(exc)
         if mapped is not None:
