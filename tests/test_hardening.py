@@ -432,3 +432,17 @@ def test_a_missing_dependency_names_the_package_to_install(
                         "-m", "bm25"], capsys)  # fmt: skip
     assert code == 1 and len(err.strip().splitlines()) == 1, err
     assert "pip install PyStemmer" in err and "internal error" not in err
+
+
+# ------------------------------- row 13: an unwritable model cache that has nothing to do
+def test_an_unwritable_model_cache_serves_a_model_with_nothing_to_assemble(
+    bm25_index: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """smollm2-135m is one GGUF file in its package: nothing is written to the cache, so
+    a cache folder that cannot be made (a path under a file) must not stop the answer."""
+    monkeypatch.setenv("LCR_CACHE_DIR", "/dev/null/lcr-cache")
+    code, out, err = run(["ask", str(bm25_index), "Who rowed?", "-m", "bm25", "--llm",
+                          "smollm2-135m", "--backend", "llamacpp", "--answer-only",
+                          "--max-new-tokens", "8"], capsys)  # fmt: skip
+    assert code == 0, err
+    assert out.strip()
