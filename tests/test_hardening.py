@@ -446,3 +446,24 @@ def test_an_unwritable_model_cache_serves_a_model_with_nothing_to_assemble(
                           "--max-new-tokens", "8"], capsys)  # fmt: skip
     assert code == 0, err
     assert out.strip()
+
+
+# --------------------------------------- row 13: pypdfium2's own lines said as lcr's
+def test_a_pdf_outline_deeper_than_read_is_one_lcr_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from reportlab.pdfgen import canvas
+
+    pdf = tmp_path / "deep.pdf"
+    c = canvas.Canvas(str(pdf))
+    c.drawString(72, 720, "Chapter text about the lighthouse keeper and his lamp.")
+    for level in range(24):
+        c.bookmarkPage(f"b{level}")
+        c.addOutlineEntry(f"Section {level}", f"b{level}", level=level)
+    c.showPage()
+    c.save()
+    code, _, err = run(["index", str(pdf), "-o", str(tmp_path / "p.idx"), "-m", "bm25"], capsys)
+    assert code == 0, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "outline is nested deeper than 16 levels" in lines[0], err
+    assert "recursion" not in err
