@@ -467,3 +467,22 @@ def test_a_pdf_outline_deeper_than_read_is_one_lcr_warning(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "outline is nested deeper than 16 levels" in lines[0], err
     assert "recursion" not in err
+
+
+# --------------------------------------- row 16: doctor fits 80 columns without llama.cpp
+@pytest.mark.parametrize("gpu", [False, True])
+def test_doctor_fits_80_columns_where_llamacpp_is_missing(
+    monkeypatch: pytest.MonkeyPatch, gpu: bool
+) -> None:
+    import dataclasses
+
+    from click.testing import CliRunner
+
+    from lcr.cli.main import cli
+    from tests.test_gpu import A100, CPU_ONLY, fake
+
+    fake(monkeypatch, dataclasses.replace(A100 if gpu else CPU_ONLY, llamacpp_version=None))
+    text = CliRunner().invoke(cli, ["doctor"]).output
+    assert "llama.cpp is not installed" in text, text
+    assert all(len(line) <= 80 for line in text.splitlines()), text
+    assert "llama-cpp-python==" in text
