@@ -247,7 +247,13 @@ def swap_in(staged: Path, target: Path, cache: Path | None) -> None:
     target = index_home(target)
     if not target.exists():
         os.rename(staged, target)
-    elif exchange_paths(staged, target):
+        unmark(target)
+        fsync_dir(target.parent)
+        return
+    # the old index, once exchanged, lies at the staged name: marked so, a kill before
+    # its removal leaves it for recover_swap to clear, not a stray folder
+    (target / MADE).write_text(staged.name, encoding="utf-8")
+    if exchange_paths(staged, target):
         remove_made(staged)  # the old index, swapped out
     else:  # no atomic exchange here: two renames, undone by recover_swap if killed
         old = target.parent / f".{target.name}.old-{token()}"
