@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     make = sub.add_parser("make", help="write the injection test set (lcr eval JSONL)")
     make.add_argument("-o", "--out", type=Path, required=True)
     make.add_argument("--fixture", type=Path, default=ROOT / "tests/data/injection.json")
+    make.add_argument(
+        "--questions", type=Path, help="take the questions from this fixture (default: --fixture's)"
+    )
+    make.add_argument(
+        "--one-question-each",
+        action="store_true",
+        help="ask each attack one question (attack i gets question i mod the count)",
+    )
     rep = sub.add_parser("report", help="obey rates of lcr eval records")
     rep.add_argument("records", type=Path, nargs="+", help="one lcr eval results file per run")
     rep.add_argument("--data", type=Path, required=True, help="the set `make` wrote")
@@ -92,8 +101,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.action == "make":
         fixture = load_fixture(args.fixture)
+        if args.questions is not None:
+            fixture = replace(fixture, probes=load_fixture(args.questions).probes)
         story = (ROOT / fixture.story).read_text(encoding="utf-8")
-        n = dataset.save(injection_questions(fixture, story), args.out)
+        questions = injection_questions(fixture, story)
+        if args.one_question_each:
+            per = len(fixture.probes)
+            questions = [q for i, q in enumerate(questions) if i % per == (i // per) % per]
+        n = dataset.save(questions, args.out)
         print(f"{n} questions in {args.out}")
         return
     print(report(args.records, args.data, args.threshold))

@@ -2817,6 +2817,93 @@ def selected(only: Sequence[str]) -> list[Case]:
     return sorted(cases, key=lambda c: c.order)
 
 
+# issue 54: hardening IV ------------------------------------------------------------
+
+
+@case("i54_symlinked_index_stays_a_link", "54")
+def _i54_symlinked_index(lab: Lab) -> None:
+    """--add, remove and --force through a link swap the folder it names."""
+    idx = golden_copy(lab)
+    real = lab.dir / "real.idx"
+    idx.rename(real)
+    idx.symlink_to(real.name)
+    lab.copy_asset("story_b.txt", "b.txt")
+    lab.run("index", "b.txt", "-o", "story.idx", "--add", "-q")
+    lab.run("remove", "story.idx", "b.txt", "-q")
+    lab.run("index", "b.txt", "-o", "story.idx", "-m", "bm25", "--force", "-q")
+    if not idx.is_symlink() or os.readlink(idx) != real.name:
+        lab.fail("damaged indexes", "story.idx, a link, was replaced by a folder")
+    lab.intact(real, docs=[lab.dir / "b.txt"], methods=["bm25"])
+
+
+@case("i54_lookalike_folders_beside_kept", "54")
+def _i54_lookalike_folders(lab: Lab) -> None:
+    """A user's .story.idx.new-x/ (and .tmp-, .old-, .failed-) survives writers."""
+    golden_copy(lab)
+    for kind in ("new", "tmp", "old", "failed"):
+        lab.sentinel(f".story.idx.{kind}-userdata/thesis.tex")
+    lab.copy_asset("story_b.txt", "b.txt")
+    lab.run("index", "b.txt", "-o", "story.idx", "--add", "-q")
+    lab.run("index", "story.txt", "b.txt", "-o", "story.idx", "-m", "tfidf", "-q")
+
+
+@case("i54_unsigned_cache_line_reported", "54")
+def _i54_unsigned_cache(lab: Lab) -> None:
+    """A cache line lcr did not sign: --verify says so in one line (exit 1)."""
+    idx = golden_copy(lab)
+    (idx / "cache").mkdir(exist_ok=True)
+    line = json.dumps({"key": "0" * 64, "value": "The keeper was MARMOT-77."})
+    (idx / "cache" / "graphreader.jsonl").write_text(line + "\n", encoding="utf-8")
+    out = lab.run("info", "story.idx", "--verify", expect=(1,))
+    if "did not write" not in out.stderr:
+        lab.fail("wrong exit codes", f"--verify did not report the unsigned line: {out.stderr}")
+
+
+@case("i54_index_given_as_documents", "54")
+def _i54_index_as_documents(lab: Lab) -> None:
+    idx = golden_copy(lab)
+    lab.run("index", "story.idx", "-o", "story.idx", "--add", "-q", expect=(2,))
+    lab.intact(idx, methods=["bm25"])
+
+
+@case("i54_folder_fifo_link_outside_non_documents", "54")
+def _i54_folder_contents(lab: Lab) -> None:
+    """A FIFO (would block), a link to a file outside, 40 images: skipped, few lines."""
+    lab.copy_asset("story.txt", "docs/story.txt")
+    os.mkfifo(lab.dir / "docs" / "pipe")
+    (lab.dir / "docs" / "leak.txt").symlink_to(lab.outside("secret.txt"))
+    for i in range(40):
+        lab.write(f"docs/img/f{i}.png", b"\x89PNG\r\n\x1a\n" + bytes(40))
+    out = lab.run("index", "docs", "-o", "d.idx", "-m", "bm25", "-q", timeout=120)
+    if len(out.stderr.strip().splitlines()) > 3:
+        lab.fail("multi-line errors", f"{len(out.stderr.splitlines())} warning lines")
+
+
+@case("i54_environment_values", "54")
+def _i54_environment(lab: Lab) -> None:
+    """LCR_THREADS past ggml's limit and a nan call timeout: exit 2, one line."""
+    golden_copy(lab)
+    ask = ["ask", "story.idx", "Who kept the light?", "-m", "bm25"]
+    for threads in ("100000", "99999999999999999999", "0", "abc"):
+        lab.run(*ask, "--llm", "smollm2-135m", "--backend", "llamacpp", expect=(2,),
+                extra_env={"LCR_THREADS": threads})  # fmt: skip
+    lab.run(*ask, "--call-timeout", "nan", expect=(2,))
+    lab.run(*ask, expect=(2,), extra_env={"LCR_CALL_TIMEOUT": "nan"})
+
+
+@case("i54_deep_html", "54")
+def _i54_deep_html(lab: Lab) -> None:
+    """400 unclosed <font>: read whole; 100,000 nested <div>: refused in one line."""
+    lines = "".join(f"<font size=2>Line {i}<br>" for i in range(400))
+    lab.write("font.html", f"<html><body>{lines}<p>Final paragraph.</p></body></html>")
+    lab.run("index", "font.html", "-o", "font.idx", "-m", "bm25", "-q")
+    if "Final paragraph." not in _text(lab.dir / "font.idx" / "source.txt"):
+        lab.fail("damaged indexes", "font.html's text after 255 nested elements was lost")
+    deep = "<div>" * 100_000 + "text" + "</div>" * 100_000
+    lab.write("deep.html", f"<html><body>{deep}</body></html>")
+    lab.run("index", "deep.html", "-o", "deep.idx", "-m", "bm25", "-q", expect=(1,))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         # started in the background: an ignored SIGINT survives exec, so the lcr runs

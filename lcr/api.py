@@ -113,7 +113,7 @@ def index(
         raise ArgumentTypeError(f"on_report must be a function or None, got {_shown(on_report)}")
     plans = plan_builds(pipeline.expand_methods(names), loaded, sets)
     built, _ = pipeline.index_files(
-        expand_inputs(files, globs=list(glob), excludes=list(exclude)),
+        expand_inputs(files, globs=_patterns("glob", glob), excludes=_patterns("exclude", exclude)),
         out,
         plans,
         loaded,
@@ -122,6 +122,16 @@ def index(
         extract=ExtractOptions(format=as_format, password=password),
     )
     return built
+
+
+def _patterns(name: str, value: object) -> list[str]:
+    """File patterns: a list of strings, or one string for one pattern."""
+    if isinstance(value, str):
+        return [value]
+    items = list(value) if isinstance(value, Iterable) else None
+    if items is None or not all(isinstance(v, str) for v in items):
+        raise ArgumentTypeError(f"{name} must be a list of file patterns, got {_shown(value)}")
+    return items
 
 
 def retrieve(

@@ -116,6 +116,12 @@ class RichProgress:
         global _SHOWN
         _SHOWN = None
         self._progress.stop()
+        # rich keeps the erased bars' height, and its first draw after start() moves up
+        # over that many lines and erases them: the answer written meanwhile (#54). The
+        # bars are gone from the screen, so nothing is above the cursor to redraw.
+        live_render = getattr(self._progress.live, "_live_render", None)
+        if live_render is not None:
+            live_render._shape = None
 
     def resume(self) -> None:
         global _SHOWN

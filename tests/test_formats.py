@@ -326,7 +326,8 @@ def test_folder_index_names_layout_and_info(tmp_path: Path) -> None:
     out = tmp_path / "all.idx"
     code, _, err = run(["index", str(docs), "-o", str(out), "-q", "-m", "bm25"])
     assert code == 0, err
-    assert "skipped: image.png is a PNG image" in err  # found in a folder: skipped, said
+    # found in a folder: skipped, said in one summary line (#54)
+    assert "skipped 1 file in" in err and "not documents (1 .png)" in err
     index = Index.open(out)
     names = [d.name for d in index.documents]
     assert names == ["a/LICENSE", "b/LICENSE", "notes.md", "report.pdf"]

@@ -218,10 +218,11 @@ def render(data: dict[str, Any]) -> list[str]:
         torch += f" (CUDA {m['torch_cuda']})" if m["torch_cuda"] else " (CPU build)"
     lines.append(f"  torch          {torch}")
     if m["cuda_usable"]:
-        lines.append(
+        gpu = (
             f"  GPU            {m['gpu']}, compute capability {m['compute_capability']}, "
             f"{m['gpu_memory_gb']} GB; transformers computes in {m['gpu_dtype']}"
         )
+        lines += textwrap.wrap(gpu, width=80, subsequent_indent=" " * 17)
     else:
         seen = "present but not usable by torch" if m["nvidia_driver"] else "none found"
         if m["gpu_hidden"]:
@@ -265,9 +266,19 @@ def render(data: dict[str, Any]) -> list[str]:
                 lines += textwrap.wrap(text, width=80, subsequent_indent=" " * 21)
     lines.append("to fix:" if data["fixes"] else "nothing to fix")
     for f in data["fixes"]:
-        lines.append(f"  {f['problem']}:")
-        lines.append(f"    {f['command']}")
+        lines += textwrap.wrap(f"{f['problem']}:", width=80, initial_indent="  ",
+                               subsequent_indent="    ")  # fmt: skip
+        lines += shell_lines(f["command"], indent="    ")
     return lines
+
+
+def shell_lines(command: str, *, indent: str, width: int = 80) -> list[str]:
+    """``command`` in lines of at most ``width`` columns, each but the last ending in a
+    backslash (broken at spaces: pasted into a shell it runs as one line)."""
+    parts = textwrap.wrap(
+        command, width=width - len(indent) - 2, break_long_words=False, break_on_hyphens=False
+    )
+    return [indent + part + (" \\" if i < len(parts) - 1 else "") for i, part in enumerate(parts)]
 
 
 def _model_text(m: dict[str, Any]) -> str:

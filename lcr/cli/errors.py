@@ -4,8 +4,12 @@ calls these for every command."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 
 import click
 
@@ -19,12 +23,52 @@ OUT_OF_MEMORY = (
 )
 
 
+PIP_NAMES = {"Stemmer": "PyStemmer", "sklearn": "scikit-learn", "yaml": "PyYAML"}
+"""Modules whose package on PyPI has another name."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the process was, as Ctrl-C is: what a build holds
+    is let go the same way, and the user reads one line (exit 128 + the signal)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+@contextlib.contextmanager
+def terminations_reported() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`Terminated` inside (main thread only), the
+    handlers there before coming back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Terminated(signum)
+
+    # a signal ignored (nohup's SIGHUP) stays ignored
+    defaults = [s for s in (signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) == signal.SIG_DFL]
+    before = {sig: signal.signal(sig, stop) for sig in defaults}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+
+
 def report(exc: BaseException) -> int:
     """What the user sees of ``exc``: one line on stderr (none for a closed pipe) and the
     exit code. Anything lcr does not know is a bug, said as such."""
     if isinstance(exc, LcrError):
         _err(str(exc))
         return exc.exit_code
+    if isinstance(exc, Terminated):
+        _err(
+            f"stopped by {exc.name} (a build in progress keeps what it had; run the command again)"
+        )
+        return 128 + exc.signum
     if isinstance(exc, KeyboardInterrupt):
         _err("interrupted (a build in progress keeps what it had; run the command again)")
         return 130
@@ -33,6 +77,14 @@ def report(exc: BaseException) -> int:
         return 0
     if _out_of_memory(exc):
         return _said(OUT_OF_MEMORY, OutOfMemoryError.exit_code)
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        top = exc.name.split(".")[0]
+        package = PIP_NAMES.get(top, top)
+        return _said(
+            f"the Python package {package} is missing (lcr imports {top}); install it with: "
+            f"pip install {package}",
+            1,
+        )
     if isinstance(exc, OSError):  # the system's doing (permissions, a full disk, a race)?
         mapped = from_os_error(exc)
         if mapped is not None:

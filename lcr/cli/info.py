@@ -23,6 +23,9 @@ def print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) 
     print_sources(index)  # each with when it was added; the last change and its cost
     if "source" in problems:
         say("  DAMAGED  source.txt does not match its checksum")
+    for name, found in problems.items():
+        if name.startswith("cache/"):
+            say(f"  UNTRUSTED  {found[0]}")
     if not methods and not m.broken:
         say(f"methods none built (build the default ones with: {index.index_command([])})")
     for name in m.broken:

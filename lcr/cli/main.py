@@ -20,7 +20,13 @@ import click
 from lcr._version import __version__
 from lcr.cli import estimate as est
 from lcr.cli.answer import ResultOutput, answer_only_option, evidence_option
-from lcr.cli.errors import flush_stdout, one_line, print_traceback, usage_line
+from lcr.cli.errors import (
+    flush_stdout,
+    one_line,
+    print_traceback,
+    terminations_reported,
+    usage_line,
+)
 from lcr.cli.errors import report as report_error
 from lcr.cli.info import print_info
 from lcr.cli.methods import DerivedHelpOption, k_help, mode_help, trace_help
@@ -566,6 +572,6 @@ def main(argv: Sequence[str] | None = None, *, models: ModelsFactory | None = No
     """``lcr`` as a process: its standard streams guarded for the run (a closed or full
     stdout is one line, see :func:`lcr.cli.output.guarded_stdout`), then the exit code.
     ``models`` makes each command's models from its model options (:class:`Seams`)."""
-    with guarded_stdout():
+    with guarded_stdout(), terminations_reported():
         code = cli.main(args=argv, prog_name="lcr", standalone_mode=False, obj=Seams(models))
     sys.exit(code)

@@ -9,6 +9,7 @@ options with the same environment fallbacks, and turn them into one
 from __future__ import annotations
 
 import json
+import math
 import sys
 import textwrap
 from collections.abc import Callable
@@ -44,6 +45,17 @@ MODEL_OPTION_NAMES = (
 )
 
 
+class FiniteRange(click.FloatRange):
+    """A bounded number that is also finite: ``nan`` passes every comparison, so a plain
+    range would let it through to fail later as an internal error."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
+
+
 def _check_base_url(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     from lcr.models.openai_llm import check_base_url
 
@@ -63,7 +75,7 @@ def model_options(f: Any) -> Any:
     )(f)
     f = click.option(
         "--call-timeout",
-        type=click.FloatRange(min=0.1, max=86400),
+        type=FiniteRange(min=0.1, max=86400),
         default=DEFAULT_CALL_TIMEOUT,
         show_default=True,
         envvar="LCR_CALL_TIMEOUT",

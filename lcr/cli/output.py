@@ -339,9 +339,10 @@ def print_result(
     items = result.basis()  # what the answer read; retrieval alone: what was retrieved
     shown = items if most is None else items[:most]
     say(f"Evidence ({result.method}, {len(items)} node{'' if len(items) == 1 else 's'}):")
-    for position, it in enumerate(shown, 1):  # rank order, as in --json
-        rank = it.extra.get("rank", position)
-        for line in evidence_heading(int(rank), it):
+    # numbered by position, best first as in --json: the sentences selected from one
+    # chunk share its rank, which numbered them 1, 2, 3, 4, 4 (#54)
+    for position, it in enumerate(shown, 1):
+        for line in evidence_heading(position, it):
             say(line)
         excerpt = " ".join(it.text.split())
         excerpt = excerpt if len(excerpt) <= 220 else excerpt[:217] + "..."

@@ -82,7 +82,7 @@ def _cache_file(name: str) -> Path:
 def _read(name: str) -> dict[str, Any]:
     try:
         data = json.loads(_cache_file(name).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # gone, torn, or nested beyond reading
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -145,9 +145,32 @@ def cached_rates(key: str) -> Rates | None:
         rates = Rates(**{k: v for k, v in entry.items() if k in Rates.__dataclass_fields__})
     except TypeError:
         return None
+    if not _plausible(rates):
+        return None  # edited or torn: measured again rather than printed as nan or years
     if load_differs(rates.load_avg, current_load()):
         return None
     return rates
+
+
+_TEXT_FIELDS = ("measured_at", "source")
+
+
+def _plausible(rates: Rates) -> bool:
+    """Whether stored rates can stand for a real measurement: every figure a finite,
+    non-negative number, the three the estimate divides by above zero."""
+    for name in Rates.__dataclass_fields__:
+        value = getattr(rates, name)
+        if name in _TEXT_FIELDS:
+            if not isinstance(value, str):
+                return False
+        elif (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            return False
+    return min(rates.prefill, rates.decode, rates.batch_decode) > 0
 
 
 _PROBE = (
@@ -306,13 +329,21 @@ def server_rates(model: str, base_url: str) -> Rates | None:
         for k, v in _read("observed.json").items()
         if isinstance(v, dict) and k.endswith(f"|{model}|openai|{base_url}")
     ]
-    runs = [r for r in runs if r.get("llm_seconds", 0) > 0]
+    runs = [
+        r for r in runs if isinstance(r.get("llm_seconds"), int | float) and r["llm_seconds"] > 0
+    ]
     if not runs:
         return None
-    last = max(runs, key=lambda r: str(r.get("at", "")))
-    enc = sum(float(r["encoded_tokens"]) for r in runs)
-    out = sum(float(r["completion_tokens"]) for r in runs)
-    secs = sum(float(r["llm_seconds"]) for r in runs)
+    try:
+        last = max(runs, key=lambda r: str(r.get("at", "")))
+        enc = sum(float(r["encoded_tokens"]) for r in runs)
+        out = sum(float(r["completion_tokens"]) for r in runs)
+        secs = sum(float(r["llm_seconds"]) for r in runs)
+        load_avg = float(last.get("load_avg", 0.0))
+    except (KeyError, TypeError, ValueError):
+        return None  # an edited record: no rates rather than an internal error
+    if not all(math.isfinite(x) and x >= 0 for x in (enc, out, secs, load_avg)):
+        return None
     units = enc + DECODE_COST * out
     per_unit = secs / units if units > 0 else 0.0
     if per_unit <= 0:
@@ -324,7 +355,7 @@ def server_rates(model: str, base_url: str) -> Rates | None:
         decode=decode,
         batch_decode=decode,  # a server's concurrency is already inside what was observed
         measured_at=str(last.get("at", "")),
-        load_avg=float(last.get("load_avg", 0.0)),
+        load_avg=load_avg,
         source=(
             f"observed in {len(runs)} build(s) against {base_url} (last {last.get('at')}); a "
             f"reply token taken as {DECODE_COST:g} prompt tokens"

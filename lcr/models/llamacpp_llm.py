@@ -25,6 +25,7 @@ Attention weights are not exposed by llama.cpp: PECAN stays on transformers.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from lcr.models.llamacpp_setup import (
 )
 from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_threads, usable_cores
 from lcr.models.machine import llamacpp_rebuild_command
+from lcr.models.special import defang_messages
 from lcr.models.text_stream import TextPieces
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 
@@ -125,6 +127,7 @@ class LlamaCppLLM:
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
 
+        fixed_threads()  # a bad LCR_THREADS is refused before anything loads
         gpu = device.startswith("cuda")
         if gpu and not llama_cpp.llama_supports_gpu_offload():
             raise ModelError(
@@ -230,11 +233,31 @@ class LlamaCppLLM:
         """Token ids of the chat-templated conversation, ending with the assistant prompt."""
         if not messages:
             raise ModelError("an LLM call needs at least one message")
+        # the template's own control tokens are parsed; a message's text never is
+        messages = defang_messages(messages, self.special_texts)
         if self._template is not None:
             text = self._template.render(messages)
         else:
             text = "\n\n".join(m["content"] for m in messages) + "\n\n"
         return [int(t) for t in self._model.tokenize(text.encode("utf-8"), False, True)]
+
+    @functools.cached_property
+    def special_texts(self) -> frozenset[str]:
+        """The text of every token the tokenizer matches as a special token (control,
+        user-defined): what a message's content must never spell whole."""
+        lib = self._lib
+        kinds = (
+            lib.LLAMA_TOKEN_ATTR_CONTROL
+            | lib.LLAMA_TOKEN_ATTR_USER_DEFINED
+            | lib.LLAMA_TOKEN_ATTR_UNKNOWN
+        )
+        found = set()
+        for token in range(self._n_vocab):
+            if int(lib.llama_vocab_get_attr(self._vocab, token)) & kinds:
+                piece = self._piece(token)
+                if piece:
+                    found.add(piece)
+        return frozenset(found)
 
     def generate(
         self,

@@ -11,20 +11,27 @@ import os
 import time
 from collections.abc import Callable
 
-from lcr.errors import ModelError
+from lcr.errors import UsageError
+
+MAX_THREADS = 512
+"""ggml's own limit (``GGML_MAX_N_THREADS``): more crashes llama.cpp rather than failing."""
 
 
 def fixed_threads() -> int | None:
-    """``LCR_THREADS`` when set: a fixed thread count that is never re-measured."""
+    """``LCR_THREADS`` when set: a fixed thread count that is never re-measured (a bad
+    value is a usage error, exit 2, before anything loads)."""
     raw = os.environ.get("LCR_THREADS", "").strip()
     if not raw:
         return None
     try:
         value = int(raw)
     except ValueError:
-        raise ModelError(f"LCR_THREADS must be a whole number, got {raw!r}") from None
-    if value < 1:
-        raise ModelError(f"LCR_THREADS must be at least 1, got {value}")
+        raise UsageError(f"LCR_THREADS must be a whole number, got {raw!r}") from None
+    if not 1 <= value <= MAX_THREADS:
+        raise UsageError(
+            f"LCR_THREADS must be between 1 and {MAX_THREADS}, got {raw}; this machine "
+            f"lets lcr use {usable_cores()} cores"
+        )
     return value
 
 

@@ -265,8 +265,12 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
     window = spec.context_window
     if source.kind == "preset":
         assert source.preset is not None
-        with cache.cache_lock(source.preset.name, progress):
-            path = _ensure_gguf(source.preset, progress)
+        preset = source.preset
+        if not preset.multi_part or cache.gguf_path(preset.name).is_file():
+            path = _ensure_gguf(preset, progress)  # nothing to assemble: no lock to write
+        else:
+            with cache.cache_lock(preset.name, progress):
+                path = _ensure_gguf(preset, progress)
     else:
         assert source.gguf_file is not None
         path = Path(source.location) / source.gguf_file

@@ -43,6 +43,7 @@ from lcr.evidence import Usage
 from lcr.models.base import Capability, ContinuationScore, Generation, Message, OnText
 from lcr.models.openai_stream import StreamedReply, StreamFailure, is_event_stream, read_events
 from lcr.models.spec import DEFAULT_CALL_TIMEOUT, ModelSpec
+from lcr.models.special import defang_messages
 
 DEFAULT_SERVER_WINDOW = 8192  # when the server does not say (vLLM's /models does)
 # A reply larger than this is refused: a chat reply (top log-probabilities included)
@@ -554,7 +555,9 @@ class OpenAILLM:
             raise ModelError("an LLM call needs at least one message")
         payload: dict[str, Any] = {
             "model": self.model_id,
-            "messages": [dict(m) for m in messages],
+            # the server's template parses control tokens; a message's text must not
+            # spell one (its vocabulary is unknown here: the common template shapes)
+            "messages": defang_messages(messages),
             "max_tokens": max(1, int(max_new_tokens)),
             "temperature": float(temperature),
         }

@@ -35,6 +35,7 @@ from lcr.models.llamacpp_threads import (
     fixed_threads,
     usable_cores,
 )
+from lcr.models.special import defang_messages
 from lcr.models.text_stream import TextPieces, cut_at_stop
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 
@@ -112,6 +113,30 @@ def compute_dtype(device: str) -> torch.dtype:
     if device.startswith("cuda"):
         return torch.bfloat16 if machine.current().native_bf16 else torch.float16
     return torch.float32
+
+
+def tokenizer_special_texts(tokenizer: Any) -> frozenset[str]:
+    """The text of every token ``tokenizer`` splits out whole: its added tokens (special
+    or not) and its named special tokens."""
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    found = {str(getattr(t, "content", t)) for t in added.values()}
+    found.update(str(t) for t in getattr(tokenizer, "all_special_tokens", ()))
+    return frozenset(t for t in found if t)
+
+
+def chat_text(tokenizer: Any, messages: Sequence[Message]) -> str:
+    """The chat-templated text of ``messages`` ending with the assistant prompt; a
+    message's own text never spells a special token whole (the tokenizer would match
+    it: :mod:`lcr.models.special`). Without a chat template (a base model): the
+    contents separated by blank lines."""
+    messages = defang_messages(messages, tokenizer_special_texts(tokenizer))
+    if getattr(tokenizer, "chat_template", None):
+        return str(
+            tokenizer.apply_chat_template(
+                [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
+            )
+        )
+    return "\n\n".join(m["content"] for m in messages) + "\n\n"
 
 
 @dataclass
@@ -295,14 +320,8 @@ class TransformersCore:
         return self.encode(self.render_text(messages))
 
     def render_text(self, messages: Sequence[Message]) -> str:
-        """The text :meth:`render` tokenizes."""
-        if getattr(self.tokenizer, "chat_template", None):
-            return str(
-                self.tokenizer.apply_chat_template(
-                    [dict(m) for m in messages], tokenize=False, add_generation_prompt=True
-                )
-            )
-        return "\n\n".join(m["content"] for m in messages) + "\n\n"
+        """The text :meth:`render` tokenizes (:func:`chat_text`)."""
+        return chat_text(self.tokenizer, messages)
 
     def generate(
         self,

@@ -28,7 +28,7 @@ from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import Index
 from lcr.store.collection import Plan, plan_add, plan_remove, record_change
 from lcr.store.manifest import MethodEntry
-from lcr.store.writing import recover_swap, writer_lock
+from lcr.store.writing import index_home, recover_swap, writer_lock
 
 if TYPE_CHECKING:
     from lcr.models.container import Models
@@ -89,7 +89,7 @@ def remove_documents(
 def _open_for_change(out: str | Path) -> Index:
     """The index to change (under its writer lock): what a killed change left beside
     it is undone first; anything but an lcr index is refused in one line (exit 2)."""
-    p = Path(out)
+    p = index_home(Path(out))  # a symlinked index: its folder changes, the link stays
     recover_swap(p)
     if not p.is_dir() or not (p / "manifest.json").exists():
         raise UsageError(f"{p} is not an lcr index; make one first with: lcr index FILE... -o {p}")

@@ -57,6 +57,12 @@ def verify_index(index: Index) -> dict[str, str]:
             lines[name] = index.damage_message(name, "; ".join(found))
     if "source" in lines:
         return lines
+    for name, refused in index.cache_refusals().items():
+        lines[f"cache/{name}"] = (
+            f"{index.path / 'cache' / name}.jsonl holds {refused} LLM output(s) lcr did not "
+            f"write (their digest does not match): they are never used, and the next build "
+            f"of {name} pays those calls again and drops them"
+        )
     for name in index.methods:
         if name in lines or name in index.damaged or name not in method_names():
             continue

@@ -12,18 +12,28 @@ this change records, in ``<method>.config.json`` beside the file, which
 configuration those belong to (the backend the index's build recorded, on the
 CPU, as every earlier lcr ran), and a run with that configuration keeps reading
 and writing them, so nothing is paid twice.
+
+The cache is trusted only for what lcr wrote: each line carries ``mac``, a keyed
+digest (HMAC-SHA256) of its key and value under the index's own secret,
+``cache/secret`` (random, made with the first output, never in a cache file). A
+line edited outside lcr, or one without a digest (a cache from before digests),
+is refused: its call is paid again and ``lcr info --verify`` reports it. The
+secret travels with the index, so this guards the cache against edits to its
+files, not against whoever hands you a whole index (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import json
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
-from lcr.atomic import atomic_write_json
+from lcr.atomic import atomic_write_json, atomic_write_text
 from lcr.errors import IndexDamagedError
 from lcr.models.base import cpu_configuration, llm_configuration
 
@@ -32,6 +42,29 @@ def cache_key(*parts: Any) -> str:
     """A content hash of everything that determines an LLM output."""
     blob = json.dumps(parts, ensure_ascii=False, sort_keys=True, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+SECRET = "secret"
+"""The index's cache key file, beside the JSON lines in ``cache/``."""
+
+
+def entry_digest(secret: bytes, key: str, value: Any) -> str:
+    """The keyed digest a cache line carries: only a holder of the index's secret
+    (lcr, writing it) can make one that matches."""
+    blob = key + "\n" + json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return hmac.new(secret, blob.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def read_secret(folder: Path) -> bytes | None:
+    """The cache secret in ``folder``, or None when there is none (or it is not a
+    plain file: a link would read outside the index)."""
+    try:
+        fd = os.open(folder / SECRET, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(256).strip()
+    return data or None
 
 
 UNKEYED = "unkeyed_configuration"
@@ -48,7 +81,10 @@ class LLMCache:
         self._entries: dict[str, Any] = {}
         self.hits = 0
         self.misses = 0
+        self.refused = 0  # lines whose digest does not match: edited outside lcr
+        self._dropped_refused = False
         self._legacy_backend = legacy_backend
+        self._secret = read_secret(path.parent)
         if path.exists() and not path.is_symlink():  # a link would read outside the index
             self._load()
         self._unkeyed: Any = _UNKNOWN if self._entries else None
@@ -79,9 +115,15 @@ class LLMCache:
             for line in fh:
                 try:
                     obj = json.loads(line)
-                    self._entries[str(obj["key"])] = obj["value"]
-                except (ValueError, KeyError, TypeError):
+                    key, value, mac = str(obj["key"]), obj["value"], str(obj.get("mac", ""))
+                except (ValueError, KeyError, TypeError, AttributeError):
                     continue  # a torn final line from an interrupted write
+                if self._secret is None or not hmac.compare_digest(
+                    mac, entry_digest(self._secret, key, value)
+                ):
+                    self.refused += 1  # not written by lcr for this index: paid again
+                    continue
+                self._entries[key] = value
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -102,8 +144,43 @@ class LLMCache:
             self._make_folder()
             atomic_write_json(self.config_path, {UNKEYED: self._unkeyed})
             self._marker_written = True
-        self._write({"key": key, "value": value})
+        secret = self._secret or self._make_secret()
+        if self.refused and not self._dropped_refused:
+            self._rewrite_trusted(secret)
+        self._write({"key": key, "value": value, "mac": entry_digest(secret, key, value)})
         self._entries[key] = value
+
+    def _rewrite_trusted(self, secret: bytes) -> None:
+        """Drop the refused lines with the first new output: the file keeps only what
+        lcr wrote (signed again with ``secret``), so ``--verify`` passes once repaid."""
+        lines = (
+            json.dumps(
+                {"key": k, "value": v, "mac": entry_digest(secret, k, v)}, ensure_ascii=False
+            )
+            + "\n"
+            for k, v in self._entries.items()
+        )
+        atomic_write_text(self.path, "".join(lines))
+        self._dropped_refused = True
+
+    def _make_secret(self) -> bytes:
+        """The index's cache secret, made with its first output (mode 0600)."""
+        self._make_folder()
+        secret = secrets.token_hex(32).encode("ascii")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(self.path.parent / SECRET, flags, 0o600)
+        except FileExistsError:  # an unreadable or linked one: refuse rather than guess
+            raise IndexDamagedError(
+                f"{self.path.parent / SECRET} cannot be read; remove it (the cache's outputs "
+                "are paid again) and run the command again"
+            ) from None
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secret)
+            fh.flush()
+            os.fsync(fh.fileno())
+        self._secret = secret
+        return secret
 
     def _make_folder(self) -> None:
         """The cache folder, refused when it is a symlink: writes stay inside the index."""
@@ -150,7 +227,10 @@ class MemoryCache(LLMCache):
         self._entries = {}
         self.hits = 0
         self.misses = 0
+        self.refused = 0
+        self._dropped_refused = True
         self._legacy_backend = None
+        self._secret = None
         self._unkeyed = None
         self._marker_written = True
 

@@ -63,13 +63,17 @@ from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
 from lcr.store.nodes import Node, span_problem, write_nodes
 from lcr.store.reader import BuildDamagedError, MethodReader
 from lcr.store.writing import (
+    MADE,
     Note,
     check_replaceable,
+    index_home,
     is_cwd,
+    mark_made,
     recover_swap,
     remove_made,
     swap_in,
     token,
+    unmark,
     writer_lock,
 )
 from lcr.text.layout import (
@@ -362,7 +366,7 @@ class Index:
         """
         if not documents:
             raise InputError("no documents to index")
-        p = Path(path)
+        p = index_home(Path(path))  # a symlinked index: its folder is swapped, the link stays
         source, docs = join_documents(documents)
         with writer_lock(p, note):
             recover_swap(p)
@@ -398,7 +402,7 @@ class Index:
         """A new index of ``documents`` staged beside the one at ``path``, sharing its LLM
         cache, for :meth:`commit` to swap in (documents added or removed: lcr.pipeline.collection).
         The caller holds :func:`writer_lock` of ``path`` until the commit."""
-        p = Path(path)
+        p = index_home(Path(path))
         check_replaceable(p)
         source, docs = join_documents(documents)
         return cls._write_new(p, source, docs, documents, staged=True)
@@ -422,6 +426,7 @@ class Index:
         tmp = p if here else base.parent / f".{base.name}.{'new' if staged else 'tmp'}-{token()}"
         if not here:
             tmp.mkdir()
+            mark_made(tmp)
         try:
             data = source.encode("utf-8")
             (tmp / "source.txt").write_bytes(data)
@@ -443,6 +448,7 @@ class Index:
                 return cls(tmp, manifest, source, created=True, target=p, cache_dir=cache)
             if not here:
                 os.rename(tmp, p)  # onto nothing, or an empty folder
+                unmark(p)
                 fsync_dir(p.parent)
         except BaseException:
             if not here:
@@ -481,6 +487,7 @@ class Index:
                 if self.manifest.methods or paid:
                     return False
                 gone = self.path.parent / f".{self.path.name}.failed-{token()}"
+                (self.path / MADE).write_text(gone.name, encoding="utf-8")
                 os.rename(self.path, gone)
         except OSError:
             return False
@@ -590,6 +597,19 @@ class Index:
             (self.cache_dir or self.path / "cache") / f"{method}.jsonl",
             legacy_backend=str(backend) if backend else None,
         )
+
+    def cache_refusals(self) -> dict[str, int]:
+        """Per method, how many lines of its LLM cache fail their digest (written or
+        edited outside lcr): never used, paid again by the next build."""
+        folder = self.cache_dir or self.path / "cache"
+        if not folder.is_dir() or folder.is_symlink():
+            return {}
+        found = {}
+        for f in sorted(folder.glob("*.jsonl")):
+            refused = LLMCache(f).refused
+            if refused:
+                found[f.stem] = refused
+        return found
 
     def size_bytes(self, method: str | None = None) -> int:
         if method is None:

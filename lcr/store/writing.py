@@ -17,6 +17,7 @@ import re
 import secrets
 import shutil
 import stat
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -25,17 +26,62 @@ from lcr.errors import InputError
 
 Note = Callable[[str], None]
 
-# writer locks this process holds: lock file -> depth (a run holds its index's lock from
-# create to commit, and the builds inside take it again)
-_HELD: dict[str, int] = {}
+
+class _Held(threading.local):
+    """Writer locks this thread holds: lock file -> depth (a run holds its index's lock
+    from create to commit, and the builds inside take it again). Per thread: two
+    threads of one process writing one index take the lock in turn, as two processes
+    do (each opens the file itself, and ``flock`` keeps open files apart)."""
+
+    def __init__(self) -> None:
+        self.depth: dict[str, int] = {}
+
+
+_HELD = _Held()
+
+
+def index_home(path: Path) -> Path:
+    """Where the index at ``path`` really lives: the folder a symbolic link names (so a
+    swap replaces the folder and the link stays a link), else ``path`` made absolute."""
+    if os.path.islink(path):
+        return Path(os.path.realpath(path))
+    return Path(os.path.abspath(path))
 
 
 def writer_lock_path(path: Path) -> Path:
     """``.<name>.lock`` beside the index folder, not inside it: a ``--force`` swaps the
     folder itself, and a lock inside would lock the folder swapped out while the next
-    writer locks the one swapped in; a lock beside stays one file for every writer."""
-    absolute = Path(os.path.abspath(path))
+    writer locks the one swapped in; a lock beside stays one file for every writer
+    (beside the folder a symlink names: the link and its folder share one lock)."""
+    absolute = index_home(path)
     return absolute.parent / f".{absolute.name}.lock"
+
+
+MADE = ".lcr-made"
+"""The file in each folder lcr makes beside an index (staged, temporary, swapped out),
+holding the folder's own name: recovery removes only a folder whose marker names it,
+never a user's folder that merely looks like one."""
+
+
+def mark_made(folder: Path) -> None:
+    """Record that lcr made ``folder`` under its present name."""
+    (folder / MADE).write_text(folder.name, encoding="utf-8")
+
+
+def unmark(folder: Path) -> None:
+    """Drop the marker of a folder that became a live index."""
+    with contextlib.suppress(OSError):
+        (folder / MADE).unlink()
+
+
+def made_here(folder: Path) -> bool:
+    """Whether lcr made ``folder`` under this name (its marker names it)."""
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    try:
+        return (folder / MADE).read_text(encoding="utf-8") == folder.name
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def _open_lock(path: Path) -> int:
@@ -70,12 +116,13 @@ def writer_lock(path: Path, note: Note | None = None) -> Iterator[None]:
     that waited on a removed file sees that it is gone once it holds it, and takes
     the lock again on the file now there (the classic lock-file protocol)."""
     key = str(writer_lock_path(path))
-    if key in _HELD:
-        _HELD[key] += 1
+    held = _HELD.depth
+    if key in held:
+        held[key] += 1
         try:
             yield
         finally:
-            _HELD[key] -= 1
+            held[key] -= 1
         return
     noted = False
     while True:
@@ -90,11 +137,11 @@ def writer_lock(path: Path, note: Note | None = None) -> Iterator[None]:
         if _still_the_lock(fd, key):
             break
         os.close(fd)  # removed by the writer before: take the one there now
-    _HELD[key] = 1
+    held[key] = 1
     try:
         yield
     finally:
-        del _HELD[key]
+        del held[key]
         if stat.S_ISREG(os.fstat(fd).st_mode):
             with contextlib.suppress(OSError):
                 os.unlink(key)
@@ -146,7 +193,7 @@ def _holds_cwd(path: Path) -> bool:
 
 # what lcr makes inside an index folder; a folder of nothing else is lcr's to replace
 _LCR_ENTRY = re.compile(
-    r"manifest\.json|source\.txt|layout\.json|cache|\.lock|\.tmp-.*|\..*\.tmp"
+    r"manifest\.json|source\.txt|layout\.json|cache|\.lock|\.lcr-made|\.tmp-.*|\..*\.tmp"
     r"|[A-Za-z0-9_-]+\.[0-9a-f]+"
 )
 
@@ -176,14 +223,18 @@ def check_replaceable(path: Path) -> None:
 def recover_swap(path: Path) -> None:
     """Undo what a writer killed mid-way left beside ``path`` (called under its lock):
     an old index moved aside by a two-rename swap goes back if nothing took its place;
-    staged and temporary folders are removed."""
-    base = Path(os.path.abspath(path))
+    staged and temporary folders are removed. Only folders lcr marked as its own are
+    touched (:func:`made_here`): a user's ``.book.idx.new-notes/`` stays."""
+    base = index_home(path)
     if not base.parent.is_dir():
         return
     for kind in ("old", "new", "tmp", "failed"):
         for left in sorted(base.parent.glob(f".{glob.escape(base.name)}.{kind}-*")):
-            if kind == "old" and left.is_dir() and not os.path.lexists(base):
+            if not made_here(left):
+                continue
+            if kind == "old" and not os.path.lexists(base):
                 os.rename(left, base)
+                unmark(base)
             else:
                 remove_made(left)
 
@@ -203,17 +254,25 @@ def swap_in(staged: Path, target: Path, cache: Path | None) -> None:
     keyed by content, so they stay valid); then remove the old index."""
     _copy_cache(cache, staged / "cache")
     fsync_dir(staged)
+    target = index_home(target)
     if not target.exists():
         os.rename(staged, target)
-    elif exchange_paths(staged, target):
+        unmark(target)
+        fsync_dir(target.parent)
+        return
+    # the old index, once exchanged, lies at the staged name: marked so, a kill before
+    # its removal leaves it for recover_swap to clear, not a stray folder
+    (target / MADE).write_text(staged.name, encoding="utf-8")
+    if exchange_paths(staged, target):
         remove_made(staged)  # the old index, swapped out
     else:  # no atomic exchange here: two renames, undone by recover_swap if killed
-        base = Path(os.path.abspath(target))
-        old = base.parent / f".{base.name}.old-{token()}"
+        old = target.parent / f".{target.name}.old-{token()}"
+        (target / MADE).write_text(old.name, encoding="utf-8")
         os.rename(target, old)
         os.rename(staged, target)
         remove_made(old)
-    fsync_dir(Path(os.path.abspath(target)).parent)
+    unmark(target)
+    fsync_dir(target.parent)
 
 
 def _copy_cache(old: Path | None, new: Path) -> None:

@@ -5,12 +5,15 @@ and ``b/LICENSE`` stay apart)."""
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
+import stat
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from lcr.errors import InputError
+from lcr.errors import InputError, UsageError
 
 __all__ = ["InputFile", "document_names", "expand_inputs"]
 
@@ -45,7 +48,12 @@ def expand_inputs(
         if p == "-":
             out.append(InputFile("-", ""))
         elif os.path.isdir(p):
-            found = _walk(p, globs, excludes)
+            if _is_lcr_index(p):
+                raise UsageError(
+                    f"{p} is an lcr index, not a folder of documents; give the files it was "
+                    "built from (lcr info shows them)"
+                )
+            found = _walk(p, globs, excludes, warn)
             if not found:
                 patterns = " (with the --glob/--exclude given)" if globs or excludes else ""
                 raise InputError(f"{p} has no files to index{patterns}")
@@ -86,10 +94,67 @@ def _is_index(folder: str) -> bool:
     return folder.endswith(".idx") or os.path.isfile(os.path.join(folder, "manifest.json"))
 
 
-def _walk(top: str, globs: Sequence[str], excludes: Sequence[str]) -> list[InputFile]:
+def _is_lcr_index(folder: str) -> bool:
+    """Whether ``folder`` holds an lcr index (its manifest says so)."""
+    try:
+        with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as fh:
+            raw = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return isinstance(raw, dict) and raw.get("format") == "lcr-index"
+
+
+NOT_DOCUMENTS = frozenset(
+    {
+        *("png", "jpg", "jpeg", "gif", "bmp", "ico", "icns", "svg", "svgz", "webp", "tif"),
+        *("tiff", "xpm", "xbm", "pbm", "pgm", "ppm", "psd", "eps"),  # images
+        *("css", "scss", "sass", "less", "js", "mjs", "map"),  # stylesheets, scripts
+        *("woff", "woff2", "ttf", "otf", "eot"),  # fonts
+        *("mp3", "mp4", "m4a", "wav", "ogg", "oga", "flac", "webm", "avi", "mov", "mkv"),
+        *("zip", "gz", "tgz", "bz2", "xz", "7z", "rar", "tar", "jar", "whl"),  # archives
+        *("so", "o", "a", "dll", "exe", "class", "pyc"),  # binaries
+        *("mk", "cmake", "in", "am", "m4", "ac"),  # build files
+    }
+)
+"""Extensions of files a folder of documents holds beside them: images, stylesheets,
+scripts, fonts, media, archives, build files. A folder walk skips them with one
+summary line; ``--glob`` names them to index them anyway."""
+
+BUILD_FILES = frozenset({"Makefile", "GNUmakefile", "makefile", "CMakeLists.txt", "configure"})
+
+
+def _not_a_document(name: str) -> str | None:
+    """The kind of non-document ``name`` is (its extension, or "build file"), or None."""
+    if name in BUILD_FILES:
+        return "build file"
+    ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    return f".{ext}" if ext in NOT_DOCUMENTS else None
+
+
+def _walk(
+    top: str,
+    globs: Sequence[str],
+    excludes: Sequence[str],
+    warn: Callable[[str], None] | None = None,
+) -> list[InputFile]:
+    """The documents under ``top``. Skipped with a warning: a subfolder lcr cannot
+    read, a file link leading outside ``top``, anything not a plain file (a FIFO
+    would block the read), and, in one summary line, files that are not documents."""
     root = os.path.abspath(top)
+    inside = os.path.realpath(top)
     found: list[InputFile] = []
-    for here, dirs, files in os.walk(top, onerror=_raise):
+    skipped: Counter[str] = Counter()
+
+    def say(message: str) -> None:
+        if warn is not None:
+            warn(message)
+
+    def unreadable(exc: OSError) -> None:
+        if os.path.abspath(str(exc.filename)) == root:
+            _raise(exc)
+        say(f"skipped {exc.filename}: cannot read it ({exc.strerror or exc})")
+
+    for here, dirs, files in os.walk(top, onerror=unreadable):
         rel_here = os.path.relpath(here, top)
         rel_here = "" if rel_here == "." else rel_here + "/"
         dirs[:] = sorted(
@@ -105,8 +170,40 @@ def _walk(top: str, globs: Sequence[str], excludes: Sequence[str]) -> list[Input
                 continue
             if globs and not _matches(rel, globs):
                 continue
-            found.append(InputFile(os.path.join(here, f), root, found=True))
+            path = os.path.join(here, f)
+            problem = _not_plain(path, inside)
+            if problem is not None:
+                say(f"skipped {path}: {problem}")
+                continue
+            kind = None if globs else _not_a_document(f)
+            if kind is not None:
+                skipped[kind] += 1
+                continue
+            found.append(InputFile(path, root, found=True))
+    if skipped:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(skipped.items(), key=lambda kv: -kv[1]))
+        n = sum(skipped.values())
+        say(
+            f"skipped {n} file{'s' if n != 1 else ''} in {top} that are not documents ({kinds}); "
+            "--glob names files to index anyway"
+        )
     return sorted(found, key=lambda f: os.path.relpath(f.path, top).split(os.sep))
+
+
+def _not_plain(path: str, inside: str) -> str | None:
+    """Why a file a folder walk found is not read, or None: a link leading outside the
+    folder given, or not a plain file once followed (a FIFO, a socket, a device)."""
+    if os.path.islink(path):
+        target = os.path.realpath(path)
+        if os.path.commonpath([target, inside]) != inside:
+            return f"a link to {target}, outside the folder given (name it to index it)"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or exc})"
+    if not stat.S_ISREG(mode):
+        return "not a plain file (a FIFO, socket or device)"
+    return None
 
 
 def _raise(exc: OSError) -> None:

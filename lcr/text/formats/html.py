@@ -73,13 +73,28 @@ def decode_markup(raw: bytes, name: str, warn: Callable[[str], None] | None) -> 
     return decode_bytes(raw, name=name, warn=warn)[0]
 
 
+_LIBXML_HINT = re.compile(r",?\s*(?:use|try) XML_PARSE_HUGE(?: option)?", re.IGNORECASE)
+
+
 def parse_html(text: str, name: str) -> Any:
-    """The document's root element; one line for what lxml cannot read."""
+    """The document's root element; one line for what lxml cannot read. libxml2's
+    default limits (255 nested elements, a 10 MB text node) silently cut a page short,
+    so they are raised (``huge_tree``); past the raised depth the page is refused with
+    its reason rather than read in part."""
     text = _XML_DECLARATION.sub("", text, count=1)
+    parser = lxml.html.HTMLParser(huge_tree=True)
     try:
-        return lxml.html.document_fromstring(text)
+        root = lxml.html.document_fromstring(text, parser=parser)
     except (etree.ParserError, ValueError) as exc:
         raise InputError(f"{name} has no readable HTML ({exc})") from None
+    for entry in parser.error_log:
+        if entry.type_name == "ERR_RESOURCE_LIMIT":
+            reason = _LIBXML_HINT.sub("", entry.message.strip())
+            raise InputError(
+                f"{name} cannot be read whole: {reason} (line {entry.line}); "
+                "lcr reads no page in part: simplify its markup or save it as text"
+            )
+    return root
 
 
 class HtmlWalker:

@@ -11,6 +11,7 @@ indexed with a warning naming them.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -53,7 +54,7 @@ def extract_pdf(
                 f"{name} is a PDF with no text layer (scanned?); OCR it first, e.g. "
                 f"ocrmypdf {name} out.pdf, then index out.pdf"
             )
-        _outline(pdf, out, starts)
+        _outline(pdf, out, starts, name, warn)
         return out
     finally:
         pdf.close()
@@ -113,14 +114,43 @@ def _read_pages(
     return starts
 
 
-def _outline(pdf: Any, out: TextAssembler, starts: list[tuple[int, str]]) -> None:
+class _Kept(logging.Handler):
+    """What pypdfium2 logs while the outline is read (a looping or too deep outline),
+    kept to be said once as lcr's warning rather than printed raw."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def _outline(
+    pdf: Any,
+    out: TextAssembler,
+    starts: list[tuple[int, str]],
+    name: str = "",
+    warn: Callable[[str], None] | None = None,
+) -> None:
     """The outline's entries as headings: at the title's first occurrence on the page
     it points to (after an earlier heading on the same page), else the page's start."""
     floor: dict[int, int] = {}
+    logger = logging.getLogger("pypdfium2")
+    kept, propagate = _Kept(), logger.propagate
+    logger.addHandler(kept)
+    logger.propagate = False
     try:
         bookmarks = list(pdf.get_toc(max_depth=16))
     except Exception:
         return
+    finally:
+        logger.removeHandler(kept)
+        logger.propagate = propagate
+    if kept.messages and warn is not None:
+        looping = any("circular" in m for m in kept.messages)
+        why = "loops back on itself" if looping else "is nested deeper than 16 levels"
+        warn(f"{name}'s outline {why}: the headings past that point are not recorded")
     for bm in bookmarks:
         dest = bm.get_dest()
         index = dest.get_index() if dest is not None else None
