@@ -60,11 +60,17 @@ def _names(index: Index) -> list[str]:
 
 def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     items = _evidence(two_parts)
-    # lcr's default differs from the original step only in abstaining (measured, issue 19)
-    assert resolve_answer_settings([]) == AnswerSettings(
-        **{**ORIGINAL.to_json(), "not_found": "abstain"}
+    # lcr's default differs from the original step in abstaining (measured, issue 19),
+    # in asking for quotes and checking them (issue 53), and in keeping the rank-1
+    # item's sentences when it selects (issue 53)
+    default = {"not_found": "abstain", "check": "quote", "keep_first": True}
+    assert resolve_answer_settings([]) == AnswerSettings(**{**ORIGINAL.to_json(), **default})
+    assert (
+        resolve_answer_settings(
+            ["answer.not_found=guess", "answer.check=support", "answer.keep_first=false"]
+        )
+        == ORIGINAL
     )
-    assert resolve_answer_settings(["answer.not_found=guess"]) == ORIGINAL
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
     assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
     # the prompt every result made before issue 19 was answered with, written out here
@@ -77,10 +83,24 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
         {"role": "user", "content": f"Excerpts:\n\n{excerpts}\n\nQuestion: {QUESTION}\nAnswer:"},
     ]
     assert build_messages(QUESTION, prepared) == original
-    # the default (abstain) asks as the original does, then checks the answer's support
-    # (issue 40); `instruct` differs only in the system prompt's last sentence
-    assert shared_prompt(resolve_answer_settings([]))(QUESTION, prepared) == original
-    told = shared_prompt(resolve_answer_settings(["answer.not_found=instruct"]))(QUESTION, prepared)
+    # abstaining by the support check asks as the original does, then checks the answer's
+    # support (issue 40); `instruct` differs only in the system prompt's last sentence
+    by_support = resolve_answer_settings(["answer.check=support"])
+    assert shared_prompt(by_support)(QUESTION, prepared) == original
+    # the default asks for the answer and the sentence it rests on (issue 53)
+    quoting = shared_prompt(resolve_answer_settings([]))(QUESTION, prepared)
+    assert quoting[0]["content"] == original[0]["content"] + (
+        ' After the answer, on a line of its own, write "Quote:" and the sentence of the '
+        "excerpts that states the answer, copied word for word; if the answer needs two "
+        'sentences, write a second "Quote:" line.'
+    )
+    assert quoting[1]["content"] == original[1]["content"].removesuffix("Answer:") + (
+        "Reply in this form:\nAnswer: <the answer>\n"
+        "Quote: <the sentence of the excerpts that states it, copied exactly>"
+    )
+    told = shared_prompt(
+        resolve_answer_settings(["answer.not_found=instruct", "answer.check=support"])
+    )(QUESTION, prepared)
     assert told[1] == original[1]
     assert told[0]["content"] == (
         role + "Answer concisely. If the excerpts do not contain the answer, "

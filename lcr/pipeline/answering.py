@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lcr.pipeline.accounting import spending
+from lcr.answer.selection import sentence_scorer
 from lcr.answer.shared import AnswerSettings, AnswerStream, dropped_warning
 from lcr.answer.step import AnswerContext, AnswerStep
 from lcr.config import Settings
 from lcr.evidence import EvidenceItem, rank_order
 from lcr.models.backends import describe_configuration, llm_configuration
-from lcr.result import Result, cite
-from lcr.answer.selection import sentence_scorer
+from lcr.pipeline.accounting import spending
+from lcr.result import Result, cite, cite_quotes
 
 if TYPE_CHECKING:
     from lcr.models.container import Models
@@ -66,7 +66,8 @@ def answer_evidence(
     retrieved.answer = out.text
     retrieved.read = read
     retrieved.answer_info = {**out.info, **({"dropped": out.dropped} if out.dropped else {})}
-    retrieved.support = out.support_json()
+    quotes = {"quotes": cite_quotes(index, out.quotes)} if out.quote_check is not None else {}
+    retrieved.support = {**out.support_json(), **quotes}
     retrieved.answer_settings = {**answer.to_json(), "step": out.step or step.name}
     retrieved.usage = retrieved.usage.merged(answering.usage)
     retrieved.models["llm"] = llm.model_id
