@@ -115,7 +115,7 @@ def _in_document_order(items: list[EvidenceItem]) -> list[EvidenceItem]:
 @pytest.mark.parametrize("order", ["document", "rank"])
 def test_chunks_prompt_keeps_spans_and_order(two_parts: Index, order: str) -> None:
     items = _evidence(two_parts)
-    settings = AnswerSettings(order=order)
+    settings = AnswerSettings(order=order, check="support")  # the prompt without quotes
     prepared = prepare_evidence(items, settings, two_parts.source, _names(two_parts))
     assert sorted(it.id for it in prepared) == sorted(it.id for it in items)
     for it in prepared:  # chunks as retrieved: exact slices of the source
@@ -248,7 +248,7 @@ def test_resolution_order_and_bad_values() -> None:
         resolve_answer_settings(["answer.order=sideways"])
     with pytest.raises(
         SettingError,
-        match=r"unknown setting answer.colour; valid: bridge, budget, evidence, instruction, ",
+        match=r"unknown setting answer.colour; valid: bridge, budget, check, evidence, ",
     ):
         resolve_answer_settings(["answer.colour=red"])
     with pytest.raises(SettingError, match="--max-new-tokens"):
@@ -299,9 +299,11 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "bridge",
         "lead",
         "pool",
+        "keep_first",
         "reread",
         "support",
         "p_yes",
+        "check",
     }
     assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
     # bm25's measured reading is its default, shown as measured; tfidf keeps lcr's
@@ -367,7 +369,7 @@ def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> Non
         "max_new_tokens": 256,
     }
     # the step as it was (bm25 now selects sentences by default): its old results count
-    original = ["answer.not_found=guess", "answer.select=off"]
+    original = ["answer.not_found=guess", "answer.select=off", "answer.check=support"]
     assert key(original) == runner._digest(before) == key([*original, "answer.order=document"])
     variants = {key(sets) for sets in (["answer.order=rank"], ["answer.passages=merged"], [])}
     assert len(variants) == 3 and key(original) not in variants  # []: lcr's default abstains
@@ -395,9 +397,11 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "bridge": True,
         "lead": True,
         "pool": 20,
+        "keep_first": True,
         "reread": False,
         "support": 0.5,
         "p_yes": False,
+        "check": "quote",
         "max_new_tokens": 12,
         "step": "shared",
     }
@@ -434,6 +438,7 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     only = runner.RunOptions(methods=["tfidf"], retrieval_only=True)
     # the default abstain became the support check (issue 40), then the check stopped
     # asking the LLM by default (answer.p_yes=false: one call, not two), then bm25 read
-    # its measured selection of sentences by default: new runs each time
-    assert ask.key == "0f9e5f19ad25ae0e"
+    # its measured selection of sentences by default, then the default check became the
+    # quote and selection kept the rank-1 item's sentences (issue 53): new runs each time
+    assert ask.key == "580645f503a369a7"
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "da397049a7816350"

@@ -330,12 +330,14 @@ def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
 
 def test_support_is_in_the_json_of_ask(story: Index) -> None:
     low = Models.with_objects(llm=ScriptedLLM(yes_probability=0.1, words=5))
-    sets = ["answer.support=1", "answer.p_yes=true"]
+    sets = ["answer.check=support", "answer.support=1", "answer.p_yes=true"]
     obj = pipeline.ask(story, "bm25", QUESTION, low, sets, k=3).to_json()
     assert obj["answer"] == NOT_FOUND and 0.0 < obj["support"] < 1.0
     assert obj["withheld_answer"] and obj["support_signals"]["p_yes"] == pytest.approx(0.1)
     high = Models.with_objects(llm=ScriptedLLM(yes_probability=0.9, words=5))
-    kept = pipeline.ask(story, "bm25", QUESTION, high, ["answer.support=0"], k=3).to_json()
+    kept = pipeline.ask(
+        story, "bm25", QUESTION, high, ["answer.check=support", "answer.support=0"], k=3
+    ).to_json()
     assert kept["answer"] != NOT_FOUND and kept["support"] == obj["support"]  # the same text
     assert "withheld_answer" not in kept
     assert set(kept["support_signals"]) == {"p_yes", "overlap", "coverage", "names", "retrieval"}
@@ -359,7 +361,10 @@ def test_eval_records_carry_the_support_score(cinderella: Path, tmp_path: Path) 
     with pytest.raises(Exception, match="gold evidence"):
         runner.run(data, models, opts)  # gold needs gold evidence: this question has none
     opts = runner.RunOptions(
-        methods=["bm25"], out=tmp_path / "r.jsonl", k=2, sets=["answer.support=1"]
+        methods=["bm25"],
+        out=tmp_path / "r.jsonl",
+        k=2,
+        sets=["answer.check=support", "answer.support=1"],
     )
     rec = runner.run(data, models, opts).records[0]
     assert 0.0 < rec["support"] < 1.0 and rec["answer"] == NOT_FOUND

@@ -154,6 +154,7 @@ MAX_SPREAD = 400
 """The most characters of the document a quote of several runs may span."""
 
 _WORD = re.compile(r"\w+")
+_SENTENCE_END = ".!?\"'\u201d\u2019)"
 
 
 def _words(text: str) -> tuple[list[str], list[Span]]:
@@ -250,6 +251,10 @@ def locate(quote: str, items: Sequence[EvidenceItem], source: str) -> Quote | No
                 merged[-1] = (merged[-1][0], e)
             else:
                 merged.append((s, e))
+        last_start, last_end = merged[-1]
+        while last_end < len(source) and source[last_end] in _SENTENCE_END:
+            last_end += 1  # the sentence's own closing stop and quote mark, not a word
+        merged[-1] = (last_start, last_end)
         text = " \u2026 ".join(source[s:e] for s, e in merged)
         return Quote(text, item.id, tuple(merged))
     return None
