@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lcr.answer.shared import NOT_FOUND
+from lcr.eval import dataset, metrics
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 
 
@@ -40,11 +41,27 @@ def shown(iv: Any) -> str:
     return f"{iv.mean:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
 
 
-def summary(answerable: dict[str, dict[str, Any]], unanswerable: dict[str, dict[str, Any]]) -> str:
+def guessed_f1(rec: dict[str, Any], gold: dict[str, list[str]]) -> float:
+    """F1 had nothing been withheld: with the quote check's prompt, ``guess`` writes the
+    same reply (greedy decoding), and its answer is the record's ``withheld_answer``."""
+    withheld = rec.get("withheld_answer")
+    if withheld is None or rec["id"] not in gold:
+        return float(rec["metrics"]["f1"])
+    return float(metrics.answer_scores(withheld, gold[rec["id"]]).get("f1", 0.0))
+
+
+def summary(
+    answerable: dict[str, dict[str, Any]],
+    unanswerable: dict[str, dict[str, Any]],
+    gold: dict[str, list[str]],
+) -> str:
     rows = list(answerable.values())
     parts = [f"answerable n={len(rows)}"]
     if rows:
         parts.append("F1 " + shown(bootstrap_mean([r["metrics"]["f1"] for r in rows])))
+        if any("quote_check" in r for r in rows):
+            guessed = [guessed_f1(r, gold) for r in rows]
+            parts.append("F1 withholding nothing " + shown(bootstrap_mean(guessed)))
         parts.append("EM " + shown(bootstrap_mean([r["metrics"]["em"] for r in rows])))
         nf = [float(r["answer"] == NOT_FOUND) for r in rows]
         parts.append("not found " + shown(bootstrap_mean(nf)))
@@ -71,13 +88,15 @@ def main() -> None:
     parser.add_argument("--label", action="append", required=True)
     parser.add_argument("--answerable", action="append", default=[])
     parser.add_argument("--unanswerable", action="append", default=[])
+    parser.add_argument("--data", help="the answerable questions' data (gold answers)")
     args = parser.parse_args()
+    gold = {q.id: list(q.answers) for q in dataset.load(args.data)} if args.data else {}
     runs = []
     for i, label in enumerate(args.label):
         a = records(args.answerable[i] if i < len(args.answerable) else None)
         u = records(args.unanswerable[i] if i < len(args.unanswerable) else None)
         runs.append((label, a, u))
-        print(f"{label}: {summary(a, u)}")
+        print(f"{label}: {summary(a, u, gold)}")
     if len(runs) == 2:
         (_, a0, _), (label, a1, _) = runs
         common = sorted(set(a0) & set(a1))

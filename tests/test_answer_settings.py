@@ -332,9 +332,11 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.bridge",
         "answer.lead",
         "answer.pool",
+        "answer.keep_first",
         "answer.reread",
         "answer.support",
         "answer.p_yes",
+        "answer.check",
         "--max-new-tokens",
     ]
 

@@ -86,7 +86,9 @@ def test_a_quote_is_found_despite_case_blanks_and_quote_marks() -> None:
     assert found is not None and found.item == "c0"
     ((s, e),) = found.spans
     assert SOURCE[s:e] == found.text
-    assert found.text.startswith("The epoch") and found.text.endswith("omitted")
+    assert found.text.startswith("The epoch") and found.text.endswith(
+        "omitted."
+    )  # its closing stop
 
 
 def test_an_ellipsis_elides_between_pieces_found_in_order() -> None:
