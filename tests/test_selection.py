@@ -230,6 +230,7 @@ def test_reread_asks_again_from_the_unselected_evidence(story: Index, not_found:
     items = _items(story, k=10)
     own = items[:4]  # the method's own evidence, shallower than the pool selected from
     sets = ["answer.select=bm25", "answer.budget=40", f"answer.not_found={not_found}"]
+    sets.append("answer.check=support")  # the scripted replies quote nothing
     once = DoubtingLLM()
     settings = resolve_answer_settings(sets)
     first = shared_answer(
@@ -265,11 +266,17 @@ def test_reread_asks_again_from_the_unselected_evidence(story: Index, not_found:
 
 
 def test_reread_reads_the_evidence_when_no_sentence_was_selected(story: Index) -> None:
-    """A question sharing no word with the evidence selects nothing: abstaining costs no
-    call, and with answer.reread the whole evidence is read once instead."""
+    """A question sharing no word with the evidence selects nothing (but the rank-1
+    item's sentences, unless answer.keep_first=false): abstaining costs no call, and
+    with answer.reread the whole evidence is read once instead."""
     items = _items(story, k=4)
     question = "Zyzzyva quux?"
-    settings = resolve_answer_settings(["answer.select=bm25", "answer.not_found=instruct"])
+    sets = ["answer.select=bm25", "answer.not_found=instruct", "answer.keep_first=false"]
+    settings = resolve_answer_settings(sets)
+    kept, _ = select_evidence(
+        question, items, settings.replace(keep_first=True), story.source, bm25_scorer(), words
+    )
+    assert kept and all(it.extra.get("selected_from", it.id) == items[0].id for it in kept)
     silent = ForbiddenLLM()
     out = shared_answer(
         question, items, silent, settings, source=story.source, names=["x"],
