@@ -12,6 +12,7 @@ from lcr.evidence import Evidence, EvidenceItem, Usage
 from lcr.text.citation import Citer
 
 if TYPE_CHECKING:
+    from lcr.answer.quotes import Quote
     from lcr.store import SourceDoc
     from lcr.text.layout import DocumentLayout
 
@@ -49,12 +50,19 @@ class Result:
     # what the answer step was set to (AnswerSettings.to_json() and "step": "shared" or
     # the method whose own prompt answered); None when nothing was answered
     answer_settings: dict[str, Any] | None = None
-    # the support check's fields (AnswerResult.support_json): none when no check ran
+    # the checks' fields (AnswerResult.support_json, and the quotes cited by
+    # cite_quotes): none when no check ran
     support: dict[str, Any] = field(default_factory=dict)
     read: list[EvidenceItem] | None = None
     answer_info: dict[str, Any] = field(default_factory=dict)
     index: str | None = None  # the index asked (one index, or each of several)
     indexes: list[str] | None = None  # the indexes pooled into one answer
+
+    @property
+    def quotes(self) -> list[dict[str, Any]]:
+        """The answer's quotes, cited (:func:`cite_quotes`): ``--json``'s ``quotes``."""
+        quotes = self.support.get("quotes", [])
+        return quotes if isinstance(quotes, list) else []
 
     def basis(self) -> list[EvidenceItem]:
         """The items the result rests on: those the answer step read, else (retrieval
@@ -102,3 +110,28 @@ def cite(index: Citable, items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
             document = citations[0].document if citations else str(item.doc)
         cited.append(dataclasses.replace(item, document=document, citations=citations))
     return cited
+
+
+def cite_quotes(index: Citable, quotes: Sequence[Quote]) -> list[dict[str, Any]]:
+    """The answer's quotes as ``--json`` and eval records give them: the document's
+    text, the evidence item it was read in, its span in source.txt (first to last
+    piece; ``spans`` when an ellipsis elides between pieces), and where a person
+    finds it: file, pages, section (``citations``, one per span and document)."""
+    citer = Citer(index.documents, index.layouts)
+    out: list[dict[str, Any]] = []
+    for quote in quotes:
+        citations = citer.cite_spans(list(quote.spans))
+        record: dict[str, Any] = {
+            "text": quote.text,
+            "evidence": quote.item,
+            "span": [quote.spans[0][0], quote.spans[-1][1]],
+        }
+        if len(quote.spans) > 1:
+            record["spans"] = [[s, e] for s, e in quote.spans]
+        first = citations[0] if citations else None
+        record["document"] = first.document if first else None
+        record["pages"] = first.pages.text() if first and first.pages else None
+        record["section"] = list(first.section) if first else []
+        record["citations"] = [c.to_json() for c in citations]
+        out.append(record)
+    return out

@@ -108,6 +108,7 @@ def run_in_terminal(
 class _Handler(BaseHTTPRequestHandler):
     delay = 0.0
     word_delay = 0.0  # between the words of a streamed reply
+    reply = ""  # a fixed reply instead of the prompt's last words
 
     def log_message(self, format: str, *args: Any) -> None:
         return None
@@ -127,9 +128,10 @@ class _Handler(BaseHTTPRequestHandler):
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         time.sleep(self.delay)
         words = payload["messages"][-1]["content"].split()
-        text = " ".join(words[-12:])  # the end of the prompt: real words of the input
+        said = self.reply.split(" ") if self.reply else words[-12:]
+        text = " ".join(said)  # the end of the prompt: real words of the input
         if payload.get("stream"):
-            self._stream(words[-12:], {"prompt_tokens": len(words), "completion_tokens": 12})
+            self._stream(said, {"prompt_tokens": len(words), "completion_tokens": 12})
             return
         self._reply(
             {
@@ -153,11 +155,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def scripted_server(delay: float = 0.0, word_delay: float = 0.0) -> Iterator[str]:
-    """An OpenAI-compatible server whose "model" repeats the prompt's last words after
-    ``delay`` seconds (streamed, when asked, a word each ``word_delay`` seconds): a real
-    HTTP server for the CLI's openai backend, no model."""
-    handler = type("Handler", (_Handler,), {"delay": delay, "word_delay": word_delay})
+def scripted_server(delay: float = 0.0, word_delay: float = 0.0, reply: str = "") -> Iterator[str]:
+    """An OpenAI-compatible server whose "model" repeats the prompt's last words (or
+    writes ``reply``) after ``delay`` seconds (streamed, when asked, a word each
+    ``word_delay`` seconds): a real HTTP server for the CLI's openai backend, no model."""
+    handler = type(
+        "Handler", (_Handler,), {"delay": delay, "word_delay": word_delay, "reply": reply}
+    )
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

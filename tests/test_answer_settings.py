@@ -71,11 +71,17 @@ def resolve_answer_settings(
 
 def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     items = _evidence(two_parts)
-    # lcr's default differs from the original step only in abstaining (measured, issue 19)
-    assert resolve_answer_settings([]) == AnswerSettings(
-        **{**ORIGINAL.to_json(), "not_found": "abstain"}
+    # lcr's default differs from the original step in abstaining (measured, issue 19),
+    # in asking for quotes and checking them (issue 53), and in keeping the rank-1
+    # item's sentences when it selects (issue 53)
+    default = {"not_found": "abstain", "check": "quote", "keep_first": True}
+    assert resolve_answer_settings([]) == AnswerSettings(**{**ORIGINAL.to_json(), **default})
+    assert (
+        resolve_answer_settings(
+            ["answer.not_found=guess", "answer.check=support", "answer.keep_first=false"]
+        )
+        == ORIGINAL
     )
-    assert resolve_answer_settings(["answer.not_found=guess"]) == ORIGINAL
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
     assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
     # the prompt every result made before issue 19 was answered with, written out here
@@ -88,10 +94,24 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
         {"role": "user", "content": f"Excerpts:\n\n{excerpts}\n\nQuestion: {QUESTION}\nAnswer:"},
     ]
     assert build_messages(QUESTION, prepared) == original
-    # the default (abstain) asks as the original does, then checks the answer's support
-    # (issue 40); `instruct` differs only in the system prompt's last sentence
-    assert shared_prompt(resolve_answer_settings([]))(QUESTION, prepared) == original
-    told = shared_prompt(resolve_answer_settings(["answer.not_found=instruct"]))(QUESTION, prepared)
+    # abstaining by the support check asks as the original does, then checks the answer's
+    # support (issue 40); `instruct` differs only in the system prompt's last sentence
+    by_support = resolve_answer_settings(["answer.check=support"])
+    assert shared_prompt(by_support)(QUESTION, prepared) == original
+    # the default asks for the answer and the sentence it rests on (issue 53)
+    quoting = shared_prompt(resolve_answer_settings([]))(QUESTION, prepared)
+    assert quoting[0]["content"] == original[0]["content"] + (
+        ' After the answer, on a line of its own, write "Quote:" and the sentence of the '
+        "excerpts that states the answer, copied word for word; if the answer needs two "
+        'sentences, write a second "Quote:" line.'
+    )
+    assert quoting[1]["content"] == original[1]["content"].removesuffix("Answer:") + (
+        "Reply in this form:\nAnswer: <the answer>\n"
+        "Quote: <the sentence of the excerpts that states it, copied exactly>"
+    )
+    told = shared_prompt(
+        resolve_answer_settings(["answer.not_found=instruct", "answer.check=support"])
+    )(QUESTION, prepared)
     assert told[1] == original[1]
     assert told[0]["content"] == (
         role + "Answer concisely. If the excerpts do not contain the answer, "
@@ -106,7 +126,7 @@ def _in_document_order(items: list[EvidenceItem]) -> list[EvidenceItem]:
 @pytest.mark.parametrize("order", ["document", "rank"])
 def test_chunks_prompt_keeps_spans_and_order(two_parts: Index, order: str) -> None:
     items = _evidence(two_parts)
-    settings = AnswerSettings(order=order)
+    settings = AnswerSettings(order=order, check="support")  # the prompt without quotes
     prepared = prepare_evidence(items, settings, two_parts.source, _names(two_parts))
     assert sorted(it.id for it in prepared) == sorted(it.id for it in items)
     for it in prepared:  # chunks as retrieved: exact slices of the source
@@ -239,7 +259,7 @@ def test_resolution_order_and_bad_values() -> None:
         resolve_answer_settings(["answer.order=sideways"])
     with pytest.raises(
         SettingError,
-        match=r"unknown setting answer.colour; valid: bridge, budget, evidence, instruction, ",
+        match=r"unknown setting answer.colour; valid: bridge, budget, check, evidence, ",
     ):
         resolve_answer_settings(["answer.colour=red"])
     with pytest.raises(SettingError, match="--max-new-tokens"):
@@ -290,9 +310,11 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "bridge",
         "lead",
         "pool",
+        "keep_first",
         "reread",
         "support",
         "p_yes",
+        "check",
     }
     assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
     # bm25's measured reading is its default, shown as measured; tfidf keeps lcr's
@@ -321,9 +343,11 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.bridge",
         "answer.lead",
         "answer.pool",
+        "answer.keep_first",
         "answer.reread",
         "answer.support",
         "answer.p_yes",
+        "answer.check",
         "--max-new-tokens",
     ]
 
@@ -362,7 +386,7 @@ def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> Non
         "max_new_tokens": 256,
     }
     # the step as it was (bm25 now selects sentences by default): its old results count
-    original = ["answer.not_found=guess", "answer.select=off"]
+    original = ["answer.not_found=guess", "answer.select=off", "answer.check=support"]
     assert key(original) == runner._digest(before) == key([*original, "answer.order=document"])
     variants = {key(sets) for sets in (["answer.order=rank"], ["answer.passages=merged"], [])}
     assert len(variants) == 3 and key(original) not in variants  # []: lcr's default abstains
@@ -390,9 +414,11 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "bridge": True,
         "lead": True,
         "pool": 20,
+        "keep_first": True,
         "reread": False,
         "support": 0.5,
         "p_yes": False,
+        "check": "quote",
         "max_new_tokens": 12,
         "step": "shared",
     }
@@ -429,6 +455,7 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     only = runner.RunOptions(methods=["tfidf"], retrieval_only=True)
     # the default abstain became the support check (issue 40), then the check stopped
     # asking the LLM by default (answer.p_yes=false: one call, not two), then bm25 read
-    # its measured selection of sentences by default: new runs each time
-    assert ask.key == "0f9e5f19ad25ae0e"
+    # its measured selection of sentences by default, then the default check became the
+    # quote and selection kept the rank-1 item's sentences (issue 53): new runs each time
+    assert ask.key == "580645f503a369a7"
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "da397049a7816350"

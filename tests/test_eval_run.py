@@ -127,7 +127,9 @@ class CountedLLM(ScriptedLLM):
 def test_answer_path_with_scripted_llm(niah_set: Path, tmp_path: Path) -> None:
     llm = CountedLLM(words=400)
     models = Models.with_objects(llm=llm, spec=ModelSpec(llm="smollm2-135m"))
-    opts = runner.RunOptions(methods=["bm25"], k=2, limit=2, out=tmp_path / "a.jsonl")
+    # judged by the support check: the scripted echo has no quote of its own to check
+    support = ["answer.check=support"]
+    opts = runner.RunOptions(methods=["bm25"], k=2, limit=2, out=tmp_path / "a.jsonl", sets=support)
     outcome = runner.run(niah_set, models, opts)
     assert outcome.new == 2
     rec = outcome.records[0]
@@ -201,11 +203,10 @@ def test_real_small_model_answers(niah_set: Path, tmp_path: Path) -> None:
     )
     assert res.exit_code == 0, res.output
     row = json.loads(res.output)["summary"]["methods"]["bm25"]
-    # the answer, and the support check of answer.not_found=abstain (unless the reply
-    # itself says "not found", which needs no check)
-    assert row["llm_calls"]["mean"] in (1.0, 2.0)
+    # the answer, and the quote check of answer.not_found=abstain: no LLM call
+    assert row["llm_calls"]["mean"] == 1.0
     record = json.loads((tmp_path / "s.jsonl").read_text().splitlines()[0])
-    assert "support" in record  # the check's score, for a script's own threshold
+    assert "quotes" in record and "quote_check" in record  # what the check found
     assert 0 < row["completion_tokens"]["mean"] <= 24
     assert row["flops"]["mean"] > 0
 

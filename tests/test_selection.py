@@ -236,6 +236,7 @@ def test_reread_asks_again_from_the_unselected_evidence(story: Index, not_found:
     items = _items(story, k=10)
     own = items[:4]  # the method's own evidence, shallower than the pool selected from
     sets = ["answer.select=bm25", "answer.budget=40", f"answer.not_found={not_found}"]
+    sets.append("answer.check=support")  # the scripted replies quote nothing
     once = DoubtingLLM()
     settings = resolve_answer_settings(sets)
     first = shared_answer(
@@ -271,11 +272,17 @@ def test_reread_asks_again_from_the_unselected_evidence(story: Index, not_found:
 
 
 def test_reread_reads_the_evidence_when_no_sentence_was_selected(story: Index) -> None:
-    """A question sharing no word with the evidence selects nothing: abstaining costs no
-    call, and with answer.reread the whole evidence is read once instead."""
+    """A question sharing no word with the evidence selects nothing (but the rank-1
+    item's sentences, unless answer.keep_first=false): abstaining costs no call, and
+    with answer.reread the whole evidence is read once instead."""
     items = _items(story, k=4)
     question = "Zyzzyva quux?"
-    settings = resolve_answer_settings(["answer.select=bm25", "answer.not_found=instruct"])
+    sets = ["answer.select=bm25", "answer.not_found=instruct", "answer.keep_first=false"]
+    settings = resolve_answer_settings(sets)
+    kept, _ = select_evidence(
+        question, items, settings.replace(keep_first=True), story.source, bm25_scorer(), words
+    )
+    assert kept and all(it.extra.get("selected_from", it.id) == items[0].id for it in kept)
     silent = ForbiddenLLM()
     out = shared_answer(
         question, items, silent, settings, source=story.source, names=["x"],
@@ -444,3 +451,37 @@ def test_reread_after_a_deeper_pool_reads_the_methods_own_k(story: Index) -> Non
     assert len(res.evidence.items) == 12  # retrieved: the pool
     assert res.read is not None
     assert {it.id for it in res.read} == {it.id for it in plain.evidence.items}
+
+
+def test_the_rank_1_items_answering_sentence_is_never_dropped() -> None:
+    """Debian Policy's case: retrieval ranks the chunk that answers first, but its
+    answering sentence shares no word with the question, so a sentence scorer puts
+    every sentence of the next chunks above it; the rank-1 item's sentences are kept
+    first all the same (``answer.keep_first``, up to half the budget)."""
+    source = (
+        "Debian version numbers\n\n"
+        "They are made of four parts, read from left to right.\n\n"
+        "A Debian version number is compared part by part with dpkg.\n\n"
+        "The Debian version number of a package appears in its changelog.\n\n"
+        "Every Debian package has a version number and a name.\n\n"
+        "Version numbers in Debian sort with a tilde before anything."
+    )
+    paragraphs = [p for p in source.split("\n\n")]
+    starts = [source.index(p) for p in paragraphs]
+    top = EvidenceItem("c0", 0, 0, 9.0, source[: starts[2]].rstrip(), [(0, starts[2] - 2)])
+    rest = [
+        EvidenceItem(f"c{i}", 0, 0, 5.0 - i, p, [(s, s + len(p))])
+        for i, (s, p) in enumerate(zip(starts[2:], paragraphs[2:], strict=True), 1)
+    ]
+    question = "How many components does a Debian version number have?"
+    answering = "They are made of four parts, read from left to right."
+    settings = ORIGINAL.replace(select="bm25", budget=40, lead=False, bridge=False)
+    kept, _ = select_evidence(
+        question, [top, *rest], settings.replace(keep_first=True), source, bm25_scorer(), words
+    )
+    assert answering in " ".join(it.text for it in kept)
+    assert kept[0].extra.get("selected_from", kept[0].id) == "c0"  # read first: its rank
+    dropped, _ = select_evidence(
+        question, [top, *rest], settings.replace(keep_first=False), source, bm25_scorer(), words
+    )
+    assert answering not in " ".join(it.text for it in dropped)  # what it guards against

@@ -175,6 +175,10 @@ _MODELS: ModelsFactory | None = None  # the models `use` injects through the CLI
 
 
 def run(args: list[str], stdin: str | None = None) -> tuple[int, str, str]:
+    """``lcr ARGS``; ``ask`` judged by the support check, whose reply is streamed (a reply
+    the quote check must pass is shown only once verified: tests/test_terminal.py)."""
+    if args[0] == "ask" and "answer.check" not in " ".join(args):
+        args = [*args, "--set", "answer.check=support"]
     return run_cli(args, stdin=stdin, models=_MODELS)
 
 

@@ -157,7 +157,7 @@ def test_the_shared_step_looks_for_names_in_the_evidences_paragraph_leads() -> N
     start = source.index("He has")
     sentence = source[start:]
     item = EvidenceItem("s0", 0, 0, 1.0, sentence, [(start, len(source))])
-    settings = AnswerSettings(not_found="abstain", support=0.0)
+    settings = AnswerSettings(check="support", not_found="abstain", support=0.0)
     question = "Where did Philip Kraft lecture?"
     llm = ScriptedLLM(yes_probability=0.9, words=4, after="[1] ")
     out = shared_answer(question, [item], llm, settings, source=source, names=["s"])
@@ -200,7 +200,7 @@ def test_check_is_a_follow_up_turn_of_the_answers_own_conversation() -> None:
 
 def _checked(question: str, threshold: float) -> tuple[ScriptedLLM, AnswerResult]:
     llm = ScriptedLLM(yes_probability=0.9, words=4, after="[1] ")
-    settings = AnswerSettings(not_found="abstain", support=threshold, p_yes=True)
+    settings = AnswerSettings(check="support", not_found="abstain", support=threshold, p_yes=True)
     return llm, shared_answer(question, _items(), llm, settings, source=TEXT, names=["s"])
 
 
@@ -248,7 +248,7 @@ def test_abstain_withholds_an_answer_scored_below_the_threshold(
 def test_abstain_answers_with_the_guess_prompt_and_instruct_keeps_the_old_one() -> None:
     for not_found, told in (("abstain", False), ("instruct", True), ("guess", False)):
         llm = ScriptedLLM(yes_probability=0.9)
-        settings = AnswerSettings(not_found=not_found)  # type: ignore[arg-type]
+        settings = AnswerSettings(check="support", not_found=not_found)  # type: ignore[arg-type]
         out = shared_answer(QUESTION, _items(), llm, settings, source=TEXT, names=["s"])
         system = llm.prompts[0][0]["content"]
         assert (f'reply exactly "{NOT_FOUND}"' in system) is told, not_found
@@ -263,7 +263,7 @@ def test_the_scoring_call_is_made_only_when_asked_and_weighs_as_the_constants_sa
     runs = {}
     for ask in (False, True):
         llm = ScriptedLLM(yes_probability=0.9, words=4, after="[1] ")
-        settings = AnswerSettings(not_found="abstain", p_yes=ask)
+        settings = AnswerSettings(check="support", not_found="abstain", p_yes=ask)
         runs[ask] = shared_answer(QUESTION, _items(), llm, settings, source=TEXT, names=["s"])
         assert (
             runs[ask].usage.calls == (2 if ask else 1) and len(llm.prompts) == runs[ask].usage.calls
@@ -290,12 +290,16 @@ def test_the_scoring_call_is_made_only_when_asked_and_weighs_as_the_constants_sa
 def test_a_draft_saying_it_does_not_know_scores_zero_without_a_check() -> None:
     llm = ScriptedLLM(yes_probability=0.99, words=4, after="[1] ")
     item = EvidenceItem("c0", 0, 0, 1.0, "I do not know.", [(0, 14)])
-    out = shared_answer(QUESTION, [item], llm, AnswerSettings(), source="I do not know.", names=[])
+    out = shared_answer(
+        QUESTION, [item], llm, AnswerSettings(check="support"), source="I do not know.", names=[]
+    )
     assert out.text == NOT_FOUND and out.support == 0.0 and out.usage.calls == 1
 
 
 def test_no_evidence_scores_zero_without_a_call() -> None:
-    out = shared_answer(QUESTION, [], ForbiddenLLM(), AnswerSettings(), source="", names=[])
+    out = shared_answer(
+        QUESTION, [], ForbiddenLLM(), AnswerSettings(check="support"), source="", names=[]
+    )
     assert out.text == NOT_FOUND and out.support == 0.0
 
 
@@ -326,12 +330,14 @@ def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
 
 def test_support_is_in_the_json_of_ask(story: Index) -> None:
     low = Models.with_objects(llm=ScriptedLLM(yes_probability=0.1, words=5))
-    sets = ["answer.support=1", "answer.p_yes=true"]
+    sets = ["answer.check=support", "answer.support=1", "answer.p_yes=true"]
     obj = api.plan_and_ask(story, "bm25", QUESTION, low, sets, k=3).to_json()
     assert obj["answer"] == NOT_FOUND and 0.0 < obj["support"] < 1.0
     assert obj["withheld_answer"] and obj["support_signals"]["p_yes"] == pytest.approx(0.1)
     high = Models.with_objects(llm=ScriptedLLM(yes_probability=0.9, words=5))
-    kept = api.plan_and_ask(story, "bm25", QUESTION, high, ["answer.support=0"], k=3).to_json()
+    kept = api.plan_and_ask(
+        story, "bm25", QUESTION, high, ["answer.check=support", "answer.support=0"], k=3
+    ).to_json()
     assert kept["answer"] != NOT_FOUND and kept["support"] == obj["support"]  # the same text
     assert "withheld_answer" not in kept
     assert set(kept["support_signals"]) == {"p_yes", "overlap", "coverage", "names", "retrieval"}
@@ -355,7 +361,10 @@ def test_eval_records_carry_the_support_score(cinderella: Path, tmp_path: Path) 
     with pytest.raises(Exception, match="gold evidence"):
         runner.run(data, models, opts)  # gold needs gold evidence: this question has none
     opts = runner.RunOptions(
-        methods=["bm25"], out=tmp_path / "r.jsonl", k=2, sets=["answer.support=1"]
+        methods=["bm25"],
+        out=tmp_path / "r.jsonl",
+        k=2,
+        sets=["answer.check=support", "answer.support=1"],
     )
     rec = runner.run(data, models, opts).records[0]
     assert 0.0 < rec["support"] < 1.0 and rec["answer"] == NOT_FOUND
@@ -400,7 +409,16 @@ def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) ->
     scoring call reading the answer's prompt from llama.cpp's prefix cache; a threshold
     of 1 withholds the answer and keeps it in the record."""
     base = ["ask", str(story.path), QUESTION, "-k", "3", "--llm", "smollm2-135m"]
-    base += ["--device", "cpu", "--max-new-tokens", "12", "--json", "-q"]
+    base += [
+        "--device",
+        "cpu",
+        "--max-new-tokens",
+        "12",
+        "--json",
+        "-q",
+        "--set",
+        "answer.check=support",
+    ]
     args = [*base, "--set", "answer.p_yes=true"]
     res = CliRunner().invoke(cli, args, prog_name="lcr")
     assert res.exit_code == 0, res.stderr

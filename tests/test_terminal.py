@@ -100,8 +100,9 @@ def test_ask_shows_the_reading_then_the_answer_as_it_is_written(lighthouse: Path
     run_in_terminal(
         ["index", "lighthouse.txt", "-m", "bm25", "-q"], columns=80, cwd=lighthouse.parent
     )
-    # the 8 chunks read whole (not bm25's default selection of their sentences)
-    whole = ["--set", "answer.select=off"]
+    # the 8 chunks read whole (not bm25's default selection of their sentences), the
+    # answer judged by the support check (a reply to be quoted is not streamed, below)
+    whole = ["--set", "answer.select=off", "--set", "answer.check=support"]
     with scripted_server(word_delay=0.4) as url:
         asked = run_in_terminal(
             ["ask", "lighthouse.idx", QUESTION, "-m", "bm25", "-k", "8", "--base-url", url, *whole],
@@ -171,3 +172,43 @@ def test_an_llm_build_keeps_its_result_line(lighthouse: Path, columns: int) -> N
     assert any("raptor: layer 1: summaries" in row for row in screen.seen), screen.seen
     assert_bars_readable(screen)
     assert_fits(screen, columns)
+
+
+QUOTED = (
+    "Answer: the Patience\nQuote: Silas Prout brought the stores every Thursday in a "
+    "broad-beamed boat called the Patience."
+)
+
+
+@pytest.mark.parametrize(
+    ("reply", "verified"),
+    [(QUOTED, True), (QUOTED.replace("the Patience\n", "the Marigold Ann\n"), False)],
+)
+def test_ask_shows_a_quoted_answer_once_verified(
+    lighthouse: Path, reply: str, verified: bool
+) -> None:
+    """Issue #53: a reply the quote check must pass is never streamed. Verified, the
+    answer appears with its quote and where it is under it; withheld, "not found in the
+    document" and why, and the model's answer is on no screen ever drawn."""
+    run_in_terminal(
+        ["index", "lighthouse.txt", "-m", "bm25", "-q"], columns=80, cwd=lighthouse.parent
+    )
+    with scripted_server(word_delay=0.05, reply=reply) as url:
+        asked = run_in_terminal(
+            ["ask", "lighthouse.idx", QUESTION, "-m", "bm25", "--base-url", url, "--llm", "x"],
+            columns=80,
+            cwd=lighthouse.parent,
+        )
+    assert asked.code == 0, asked.text()
+    text = asked.text()
+    assert re.search(r"^reading [\d,]+ tokens of evidence$", text, re.M), text
+    if verified:
+        assert re.search(r"^A: the Patience$", text, re.M), text
+        assert re.search(r"^   \u201cSilas Prout brought the stores every Thursday", text, re.M)
+        assert re.search(r"^     -- lighthouse\.txt chars \d+-\d+$", text, re.M), text
+    else:
+        assert re.search(r"^A: not found in the document$", text, re.M), text
+        assert "withheld: answer words not in the quote" in " ".join(text.split()), text
+        assert not any("Marigold" in row for row in asked.seen if row.startswith("A:"))
+    assert "final answer" not in text
+    assert_fits(asked, 80)

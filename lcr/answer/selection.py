@@ -130,13 +130,20 @@ def choose(
     *,
     with_lead: bool = True,
     rescore: Callable[[Unit], np.ndarray] | None = None,
+    first_item: bool = False,
 ) -> Selection:
     """Greedy by score until ``budget`` tokens: a unit that does not fit is passed over
     for the next one that does, and a unit scoring 0 or less (no word in common with
     the question, or not among the LLM's candidates) is never kept. ``with_lead`` adds
     a kept sentence's paragraph lead when both fit (counted in the budget).
     ``rescore(first)`` gives new scores once the best unit is kept (the bridge hop: the
-    question with that unit added), and the rest are taken in their order."""
+    question with that unit added), and the rest are taken in their order.
+
+    ``first_item``: the units of item 0 (retrieval's rank 1) are kept first, best
+    first, whatever they score, up to half the budget (at least the best one, when it
+    fits at all): retrieval ranks a whole passage better than a sentence scorer ranks
+    its sentences out of it, and its answering sentence may share no word with the
+    question ("how many parts" against "has four components")."""
     if not units:
         return Selection([], 0, 0)
     order = list(np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable"))
@@ -164,7 +171,13 @@ def choose(
         return True
 
     base = np.asarray(scores, dtype=np.float64)
-    first = next((i for i in order if base[i] > 0 and take(units[i])), None)
+    if first_item:
+        for n, i in enumerate(i for i in order if units[i].item == 0):
+            if n == 0 or spent + cost([units[i]]) <= budget // 2:
+                take(units[i])
+    first = next(
+        (i for i in order if base[i] > 0 and (units[i].spans in kept or take(units[i]))), None
+    )
     if first is not None and rescore is not None:
         base = np.asarray(rescore(units[first]), dtype=np.float64)
         order = list(np.argsort(-base, kind="stable"))

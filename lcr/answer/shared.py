@@ -15,6 +15,7 @@ scorer it is given, and :func:`answer` makes the one generation.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from lcr.answer.quotes import Quote, QuoteCheck, check_quotes
 from lcr.answer.selection import (
     Selection,
     SentenceScorer,
@@ -111,6 +113,12 @@ class AnswerSettings(Settings):
         low=0,
         legacy=0,
     )
+    keep_first: bool = setting(
+        True,
+        "answer.select: always keep the best sentences of retrieval's rank-1 item, up to "
+        "half the budget, whatever the sentence scorer says",
+        legacy=False,
+    )
     reread: bool = setting(
         False,
         "answer.select: when the reply to the selected sentences is 'not found', answer "
@@ -130,6 +138,13 @@ class AnswerSettings(Settings):
         "give it no weight",
         legacy=True,
     )
+    check: Literal["quote", "support", "both"] = setting(
+        "quote",
+        "answer.not_found=abstain: what an answer must pass to be given: quote (the model "
+        "quotes the excerpts; each quote must be in them and hold the answer's words), "
+        "support (the support score), or both",
+        legacy="support",
+    )
     max_new_tokens: int = 256
 
     def choices(self) -> dict[str, str]:
@@ -142,7 +157,10 @@ class AnswerSettings(Settings):
             if not (s.has_legacy and getattr(self, s.name) == s.legacy)
             # the threshold is part of a run only where it decides: abstaining (which,
             # keyed with it, never meets results of the prompt-instruction abstain)
-            and not (s.name in ("support", "p_yes") and self.not_found != "abstain")
+            and not (
+                s.name in ("support", "p_yes")
+                and (self.not_found != "abstain" or self.check == "quote")
+            )
             # and the selection's settings only where it selects
             and not (s.name in _SELECTION_ONLY and self.select == "off")
         }
@@ -151,7 +169,7 @@ class AnswerSettings(Settings):
         return {**super().to_json(), "max_new_tokens": self.max_new_tokens}
 
 
-_SELECTION_ONLY = frozenset({"budget", "bridge", "lead", "pool", "reread"})
+_SELECTION_ONLY = frozenset({"budget", "bridge", "lead", "pool", "keep_first", "reread"})
 ANSWER_SETTINGS: tuple[Setting, ...] = AnswerSettings.declared()
 ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
 
@@ -167,8 +185,10 @@ ORIGINAL = AnswerSettings(
     True,
     0,
     False,
+    False,
     0.5,
     False,
+    "support",
     256,
 )
 """The answer step as it was before ``answer.*`` settings (never change it when a default
@@ -182,12 +202,33 @@ _QUOTED = (
 )
 
 
+_ASK_QUOTE = (
+    ' After the answer, on a line of its own, write "Quote:" and the sentence of the '
+    "excerpts that states the answer, copied word for word; if the answer needs two "
+    'sentences, write a second "Quote:" line.'
+)
+
+
+_REPLY_FORM = (
+    "Reply in this form:\nAnswer: <the answer>\n"
+    "Quote: <the sentence of the excerpts that states it, copied exactly>"
+)
+"""The end of the user's turn when quoting: small models follow the last words best."""
+
+
+def quoting(settings: AnswerSettings) -> bool:
+    """Whether the reply is asked for quotes (``answer.check`` quote or both)."""
+    return settings.check != "support"
+
+
 def instruction(settings: AnswerSettings) -> str:
-    """The system prompt: the instruction, what to do when the answer is not there, and
-    (``evidence=quoted``) that the excerpts are data."""
+    """The system prompt: the instruction, what to do when the answer is not there,
+    (``evidence=quoted``) that the excerpts are data, and (``answer.check`` quote or
+    both) to quote the sentence the answer rests on."""
     tail = _ABSTAIN if settings.not_found == "instruct" else _GUESS
     quoted = _QUOTED if settings.evidence == "quoted" else ""
-    return INSTRUCTIONS[settings.instruction] + tail + quoted
+    ask_quote = _ASK_QUOTE if quoting(settings) else ""
+    return INSTRUCTIONS[settings.instruction] + tail + quoted + ask_quote
 
 
 def excerpt_heading(item: EvidenceItem) -> str:
@@ -206,9 +247,11 @@ def shared_prompt(settings: AnswerSettings = ORIGINAL) -> PromptBuilder:
             return f'<excerpt n="{i}">\n{excerpt_heading(it)}{it.text}\n</excerpt>'
         return f"[{i}] {excerpt_heading(it)}{it.text}"
 
+    tail = _REPLY_FORM if quoting(settings) else "Answer:"
+
     def build(question: str, items: list[EvidenceItem]) -> list[Message]:
         excerpts = "\n\n".join(excerpt(i, it) for i, it in enumerate(items, 1))
-        user = f"Excerpts:\n\n{excerpts}\n\nQuestion: {question}\nAnswer:"
+        user = f"Excerpts:\n\n{excerpts}\n\nQuestion: {question}\n{tail}"
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
     return build
@@ -336,7 +379,8 @@ def select_evidence(
 ) -> tuple[list[EvidenceItem], Selection]:
     """``answer.select``: the best sentences of ``items`` (in rank order) up to
     ``answer.budget`` tokens, as sub-spans of their items (:mod:`lcr.answer.selection`), by
-    the rank of the item each came from; and what the selection weighed and kept."""
+    the rank of the item each came from; and what the selection weighed and kept. The
+    best sentences of the rank-1 item are always kept (``choose``'s ``first_item``)."""
     units = split_units(items, source)
     if not units:
         return [], Selection([], 0, 0)
@@ -352,6 +396,7 @@ def select_evidence(
         count_tokens,
         with_lead=settings.lead,
         rescore=rescore if settings.bridge else None,
+        first_item=settings.keep_first,
     )
     ranks = {it.id: r for r, it in enumerate(items)}
     kept = selected_items(picked, items, source)
@@ -484,15 +529,27 @@ class AnswerResult:
     # the step that answered when not the one the method declared ("shared": GraphReader
     # without a notebook hands its evidence to the shared step)
     step: str = ""
+    # answer.check quote or both: the quotes found in the evidence read, and what the
+    # check found (None: the reply was not asked for quotes)
+    quotes: tuple[Quote, ...] = ()
+    quote_check: QuoteCheck | None = None
 
     def support_json(self) -> dict[str, Any]:
-        """The check's fields of ``--json`` and eval records: ``support`` (the score),
-        ``support_signals`` and ``withheld_answer``; none when no check ran."""
-        if self.support is None:
-            return {}
-        out: dict[str, Any] = {"support": round(self.support, 4)}
+        """The checks' fields of ``--json`` and eval records: ``support`` (the score) and
+        ``support_signals``; ``quote_check`` (``unfound`` quotes and the ``problem``, when
+        the quote check ran); ``withheld_answer``. Quotes are cited where the index is
+        known (:func:`lcr.pipeline.answering.answer_evidence`). None when no check ran."""
+        out: dict[str, Any] = {}
+        if self.support is not None:
+            out["support"] = round(self.support, 4)
         if self.signals is not None:
             out["support_signals"] = self.signals.to_json()
+        if self.quote_check is not None:
+            out["quote_check"] = {
+                "holds": self.quote_check.holds,
+                "problem": self.quote_check.problem,
+                "unfound": list(self.quote_check.unfound),
+            }
         if self.withheld is not None:
             out["withheld_answer"] = self.withheld
         return out
@@ -508,12 +565,14 @@ def answer(
     prompt: PromptBuilder = build_messages,
     abstain_on_nothing: bool = False,
     stream: AnswerStream | None = None,
+    stream_text: bool = True,
 ) -> AnswerResult:
     """Answer ``question`` from ``items``, read in the order given (fitted to the window).
 
     ``abstain_on_nothing``: when evidence was found but none of it fits the window,
     reply :data:`NOT_FOUND` without a call instead of asking the LLM with nothing.
-    ``stream`` hears how much evidence is read, then the reply as it is written."""
+    ``stream`` hears how much evidence is read, then (``stream_text``) the reply as it
+    is written; a reply that must pass the quote check first is not streamed."""
     window = context_tokens or llm.context_window
     fitted = fit_to_budget(question, items, llm, window - max_new_tokens, prompt)
     if items and not fitted.items and abstain_on_nothing:
@@ -521,7 +580,7 @@ def answer(
     before = llm.usage.copy()
     if stream is not None:
         stream.reading(sum(llm.count_tokens(excerpt_heading(i) + i.text) for i in fitted.items))
-    on_text = stream.text if stream is not None else None
+    on_text = stream.text if stream is not None and stream_text else None
     gen = llm.generate(
         prompt(question, fitted.items), max_new_tokens=max_new_tokens, on_text=on_text
     )
@@ -581,10 +640,8 @@ def shared_answer(
     if not prepared and rereading and whole:
         return reread(Usage())  # evidence, but no sentence of it selected: read it all
     if not prepared and settings.not_found != "guess":
-        nothing = AnswerResult(NOT_FOUND, [], 0, info=info)
-        if settings.not_found == "abstain":
-            nothing.support = 0.0
-        return nothing
+        scored = settings.not_found == "abstain" and settings.check != "quote"
+        return AnswerResult(NOT_FOUND, [], 0, info=info, support=0.0 if scored else None)
     out = answer(
         question,
         prepared,
@@ -594,14 +651,38 @@ def shared_answer(
         prompt=shared_prompt(settings),
         abstain_on_nothing=settings.not_found != "guess",
         stream=stream,
+        stream_text=not quoting(settings),
     )
     if rereading and says_not_found(out.text):
         return reread(out.usage)
-    out.text = normalise_reply(out.text, settings)
     out.info.update(info)
-    if settings.not_found == "abstain":
+    if quoting(settings):
+        out = decide_quotes(question, out, settings, source)
+    else:
+        out.text = normalise_reply(out.text, settings)
+    if settings.not_found == "abstain" and settings.check != "quote":
         decide_support(question, out, llm, settings, source)
     return out
+
+
+def decide_quotes(
+    question: str, out: AnswerResult, settings: AnswerSettings, source: str
+) -> AnswerResult:
+    """``answer.check`` quote or both, after the answer is generated: split the reply
+    into the answer and its quotes and check them against the evidence read
+    (:mod:`lcr.answer.quotes`). The answer is the reply without its quotes; unless
+    ``answer.not_found=guess``, one that fails the check is withheld as
+    :data:`NOT_FOUND` (kept as ``withheld``). A reply saying the answer is not there
+    is :data:`NOT_FOUND` with no check."""
+    if says_not_found(out.text) or not out.used:
+        text = NOT_FOUND if settings.not_found != "guess" else out.text
+        return dataclasses.replace(out, text=text)
+    checked = check_quotes(out.text, question, out.used, source)
+    if checked.holds or settings.not_found == "guess":
+        return dataclasses.replace(
+            out, text=checked.answer, quotes=checked.quotes, quote_check=checked
+        )
+    return dataclasses.replace(out, text=NOT_FOUND, withheld=checked.answer, quote_check=checked)
 
 
 def decide_support(
@@ -614,6 +695,9 @@ def decide_support(
     answer is not there, or one read from no evidence, scores 0 without a call."""
     if out.text == NOT_FOUND or not out.used:
         out.text, out.support = NOT_FOUND, 0.0
+        return
+    if out.withheld is not None:  # answer.check=both: the quote check withheld it
+        out.support = 0.0
         return
     before = llm.usage.copy()
     messages = shared_prompt(settings)(question, out.used)

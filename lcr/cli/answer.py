@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from lcr.cli.output import WIDTH, echo, note, print_result, printable, say, wrapped
+from lcr.cli.output import (
+    WIDTH,
+    echo,
+    note,
+    print_result,
+    printable,
+    quote_lines,
+    say,
+    wrapped,
+)
 from lcr.errors import UsageError
 from lcr.progress import bars_paused
 
@@ -99,7 +108,7 @@ class ResultOutput:
             echo(printable(result.answer or ""))
         else:
             if screen is not None:
-                screen.settle(result.answer or "")
+                screen.settle(result.answer or "", quote_lines(result))
             print_result(
                 result, answer=answer and screen is None, trace=self.trace, most=self.evidence
             )
@@ -144,18 +153,22 @@ class AnswerScreen:
         self.shown += piece
         self._line.feed(printable(piece))
 
-    def settle(self, answer: str) -> None:
-        """After the answer step: whatever of the answer the screen has not shown."""
+    def settle(self, answer: str, quotes: Sequence[str] = ()) -> None:
+        """After the answer step: whatever of the answer the screen has not shown, then
+        the lines under it (``quotes``: what it quotes, or why it was withheld). A reply
+        the quote check must pass is never streamed (the step does not stream it), so it
+        appears here whole, once verified, or as "not found in the document"."""
         self._end_line()
         self._exits.close()
         if not self._begun:
             say(wrapped(f"Q: {self.question}"))
         if not self.shown:
-            say(wrapped(f"A: {answer}") + "\n")
+            say(wrapped(f"A: {answer}"))
         elif " ".join(self.shown.split()) != " ".join(answer.split()):
-            say(wrapped(f"final answer: {answer}") + "\n")
-        else:
-            say()
+            say(wrapped(f"final answer: {answer}"))
+        for line in quotes:
+            say(line)
+        say()
 
     def _begin(self) -> None:
         if not self._begun:

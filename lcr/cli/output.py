@@ -335,7 +335,10 @@ def print_result(
     ``most`` items are listed (None: all), then how many more there are."""
     if answer:  # wrapped to 80 columns, as the rest; --json keeps them as they are
         say(wrapped(f"Q: {result.question}"))
-        say(wrapped(f"A: {result.answer}") + "\n")
+        say(wrapped(f"A: {result.answer}"))
+        for line in quote_lines(result):
+            say(line)
+        say()
     items = result.basis()  # what the answer read; retrieval alone: what was retrieved
     shown = items if most is None else items[:most]
     say(f"Evidence ({result.method}, {len(items)} node{'' if len(items) == 1 else 's'}):")
@@ -360,6 +363,50 @@ def print_result(
     if u.calls:
         calls = "1 LLM call" if u.calls == 1 else f"{u.calls} LLM calls"
         say(f"usage: {calls}, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens")
+
+
+def quote_place(quote: dict[str, Any]) -> str:
+    """Where a quote (``--json``'s ``quotes``) is found: file, pages or characters, and
+    the innermost section, as an evidence item is cited."""
+    citations = quote.get("citations") or [{}]
+    first = citations[0]
+    where = quote.get("pages") or f"chars {first.get('start', '?')}-{first.get('end', '?')}"
+    section = quote.get("section") or []
+    text = f"{quote.get('document') or first.get('document', '')} {where}".strip()
+    return text + (f", {section[-1]}" if section else "")
+
+
+def quote_lines(result: Result) -> list[str]:
+    """Under the answer: each quote it rests on and where it is, or, when the quote
+    check withheld the model's answer, why (the answer itself is not shown: it has
+    no words of the document behind it)."""
+    lines: list[str] = []
+    for quote in result.quotes:
+        text = printable(" ".join(str(quote.get("text", "")).split()))
+        lines.append(
+            textwrap.fill(
+                f"\u201c{text}\u201d", WIDTH, initial_indent="   ", subsequent_indent="    "
+            )
+        )
+        lines.append(
+            textwrap.fill(
+                f"-- {printable(quote_place(quote))}",
+                WIDTH,
+                initial_indent="     ",
+                subsequent_indent="       ",
+            )
+        )
+    check = result.support.get("quote_check")
+    if isinstance(check, dict) and check.get("problem") and "withheld_answer" in result.support:
+        lines.append(
+            textwrap.fill(
+                f"(the model's answer was withheld: {printable(str(check['problem']))})",
+                WIDTH,
+                initial_indent="   ",
+                subsequent_indent="    ",
+            )
+        )
+    return lines
 
 
 def wrapped(text: str) -> str:

@@ -16,7 +16,7 @@ from lcr.config import Settings
 from lcr.evidence import EvidenceItem, rank_order
 from lcr.models.backends import describe_configuration, llm_configuration
 from lcr.pipeline.accounting import spending
-from lcr.result import Citable, Result, cite
+from lcr.result import Citable, Result, cite, cite_quotes
 
 if TYPE_CHECKING:
     from lcr.models.container import Models
@@ -68,6 +68,7 @@ def answer_evidence(
             note(dropped_warning(len(evidence.items), out, llm.context_window))
         # read as set, shown by rank; the answer step made new items (passages, cuts)
         read = cite(index, rank_order(out.used))
+    quotes = {"quotes": cite_quotes(index, out.quotes)} if out.quote_check is not None else {}
     load = {"llm_load_s": loading.seconds} if loading.seconds > _LOAD_WORTH_RECORDING_S else {}
     return dataclasses.replace(
         retrieved,
@@ -75,7 +76,7 @@ def answer_evidence(
         answer=out.text,
         read=read,
         answer_info={**out.info, **({"dropped": out.dropped} if out.dropped else {})},
-        support=out.support_json(),
+        support={**out.support_json(), **quotes},
         answer_settings={**answer.to_json(), "step": out.step or step.name},
         usage=retrieved.usage.merged(answering.usage),
         timings={**retrieved.timings, "answer_s": answering.seconds, **load},

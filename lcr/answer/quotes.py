@@ -1,0 +1,368 @@
+"""Answers that quote: the reply's quotes found in the evidence read, and the answer
+found in its quotes.
+
+The answer step (``answer.check=quote``) asks the model for its answer and, on lines
+of their own headed ``Quote:``, the sentence(s) of the excerpts it rests on. An answer
+is given only when
+
+1. it has a quote of at least :data:`MIN_QUOTE_WORDS` words;
+2. every quote is in the text of one evidence item the model read, and in the
+   document text that item rests on (so a quote from a summary counts only when the
+   summary copied the document). Quotes are compared as words (:func:`normalise`:
+   case, blanks, quote marks, dashes and punctuation aside), with the tolerance a
+   small model needs and no more (:func:`locate`): it may elide (at most
+   :data:`MAX_PIECES` runs of the item's words, in order, within
+   :data:`MAX_SPREAD` characters; an ellipsis or the selection's gap mark is not a
+   word) and add up to :data:`MAX_ADDED_WORDS` words of its own (a name for "he").
+   Its own words are never taken for the document's: the quote shown and checked is
+   the document's text under the runs found;
+3. every content word of the answer that the question does not already give is in
+   its quotes (:func:`missing_words`): equal, or the same number (``4`` and
+   ``four``), or the same word with a plural or possessive ending. So "use the cron
+   command" from a document that never says "cron" is withheld, whatever words it
+   shares with the evidence.
+
+Pure: text in, spans and verdicts out; the step (:mod:`lcr.answer.shared`) asks
+the model and cites the spans.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lcr.evidence import EvidenceItem
+
+Span = tuple[int, int]
+
+MIN_QUOTE_WORDS = 3
+"""A quote shorter than this (a bare name or number) shows only that the word occurs."""
+
+QUOTE_LABEL = re.compile(
+    r"(?:^|(?<=[.!?\"'\u201d)\]]))[ \t]*[-*>]?[ \t]*\**quotes?\**[ \t]*(?:\d+[ \t]*)?:\**[ \t]*",
+    re.I | re.M,
+)
+"""``Quote:`` (``Quote 2:``, ``**Quote:**``, ``- Quote:``) at a line's start or after a
+sentence's end."""
+_ANSWER_LABEL = re.compile(r"^\s*\**answer\**\s*:\s*", re.I)
+
+_ALIKE = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201a": "'",
+        "\u201b": "'",
+        "\u2032": "'",
+        "`": "'",
+        "\u00b4": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u201e": '"',
+        "\u201f": '"',
+        "\u2033": '"',
+        "\u00ab": '"',
+        "\u00bb": '"',
+        "\u2010": "-",
+        "\u2011": "-",
+        "\u2012": "-",
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u2015": "-",
+        "\u2212": "-",
+        "\u00a0": " ",
+    }
+)
+_EDGE = "\"' .,;:!?-()[]"
+
+
+def normalise(text: str) -> tuple[str, list[int]]:
+    """``text`` made comparable (lower case, one space for any run of blanks, quote marks,
+    dashes and the ellipsis in one form each), and for each character of the result the
+    offset in ``text`` it came from (an ellipsis becomes ``...``, three from one)."""
+    out: list[str] = []
+    where: list[int] = []
+    blank = False
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            blank = bool(out)
+            continue
+        if blank:
+            out.append(" ")
+            where.append(i)
+            blank = False
+        if ch == "\u2026":
+            out.extend("...")
+            where.extend((i, i, i))
+            continue
+        for c in ch.translate(_ALIKE).lower():
+            out.append(c)
+            where.append(i)
+    return "".join(out), where
+
+
+def _normal(text: str) -> str:
+    return normalise(text)[0]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A reply split into the answer and the quotes the model gave for it."""
+
+    answer: str
+    quotes: tuple[str, ...]
+
+
+def split_reply(reply: str) -> Reply:
+    """The answer (the text before the first ``Quote:`` label, an ``Answer:`` label
+    dropped) and each quote (the text after each ``Quote:`` label up to the next, its
+    surrounding quote marks dropped). A label counts at a line's start or after a
+    sentence's end (small models often write ``... the Patience. Quote: "..."`` on one
+    line). A reply with no label is all answer and no quote."""
+    labels = list(QUOTE_LABEL.finditer(reply))
+    cut = labels[0].start() if labels else len(reply)
+    answer = _ANSWER_LABEL.sub("", reply[:cut].strip(), count=1).strip()
+    marks = _EDGE + "\u201c\u201d\u2018\u2019"
+    quotes: list[str] = []
+    ends = [label.start() for label in labels[1:]] + ([len(reply)] if labels else [])
+    for label, end in zip(labels, ends, strict=True):
+        text = reply[label.end() : end]
+        text = " ".join(text.split()).strip(marks)
+        if text:
+            quotes.append(text)
+    return Reply(answer, tuple(quotes))
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A quote found: the document's own text (pieces apart joined by `` … ``), the
+    evidence item it was read in, and its spans in source.txt."""
+
+    text: str
+    item: str
+    spans: tuple[Span, ...]
+
+
+MIN_RUN_WORDS = 2
+"""The shortest run of the quote's words that counts as found: one word is anywhere."""
+MAX_ADDED_WORDS = 2
+"""Words of its own a model may add to a quote (a name for "he", a joining "and"):
+never counted as the document's, so they cannot carry the answer."""
+MAX_PIECES = 3
+"""Runs a quote may be made of (elided between, in the document's order)."""
+MAX_SPREAD = 400
+"""The most characters of the document a quote of several runs may span."""
+
+_WORD = re.compile(r"\w+")
+_SENTENCE_END = ".!?\"'\u201d\u2019)"
+
+
+def _words(text: str) -> tuple[list[str], list[Span]]:
+    """The words of :func:`normalise`'s ``text``, and each one's span in ``text``."""
+    normal, where = normalise(text)
+    words: list[str] = []
+    spans: list[Span] = []
+    for m in _WORD.finditer(normal):
+        words.append(m.group())
+        spans.append((where[m.start()], where[m.end() - 1] + 1))
+    return words, spans
+
+
+def _segments(item: EvidenceItem, source: str) -> list[tuple[int, int, int]] | None:
+    """Where the item's text stands in source.txt, as (offset in the text, offset in the
+    source, length) pieces: one for a chunk or a merged passage, one per piece for
+    selected sentences joined by the gap mark; None for text of its own (a summary)."""
+    spans = [(s, e) for s, e in item.spans if 0 <= s < e <= len(source)]
+    if not spans:
+        return None
+    whole = (min(s for s, _ in spans), max(e for _, e in spans))
+    if source[whole[0] : whole[1]] == item.text:
+        return [(0, whole[0], whole[1] - whole[0])]
+    segments: list[tuple[int, int, int]] = []
+    at = 0
+    for s, e in spans:
+        piece = source[s:e]
+        found = item.text.find(piece, at)
+        if found < 0:
+            return None
+        segments.append((found, s, e - s))
+        at = found + len(piece)
+    return segments
+
+
+def _in_source(segments: Sequence[tuple[int, int, int]], start: int, end: int) -> Span | None:
+    for at, src, length in segments:
+        if at <= start and end <= at + length:
+            return (src + start - at, src + end - at)
+    return None
+
+
+def _cover(quote: Sequence[str], hay: Sequence[str]) -> list[Span] | None:
+    """The quote's words covered left to right by the longest runs of ``hay``'s words
+    (in ``hay``'s order, each at least :data:`MIN_RUN_WORDS` long); words no run covers
+    are the model's own. The runs as word ranges of ``hay``, or None past the limits."""
+    runs: list[Span] = []
+    added = 0
+    i, after = 0, 0
+    while i < len(quote):
+        best, length = -1, 0
+        for p in range(after, len(hay)):
+            if hay[p] != quote[i]:
+                continue
+            n = 1
+            while i + n < len(quote) and p + n < len(hay) and hay[p + n] == quote[i + n]:
+                n += 1
+            if n > length:
+                best, length = p, n
+        if length < MIN_RUN_WORDS and runs and after < len(hay) and hay[after] == quote[i]:
+            best, length = after, 1  # one word straight on from the last run: still it
+        if length >= MIN_RUN_WORDS or (length == 1 and best == after and runs):
+            runs.append((best, best + length))
+            i, after = i + length, best + length
+        else:
+            added, i = added + 1, i + 1
+    if not runs or added > MAX_ADDED_WORDS or len(runs) > MAX_PIECES:
+        return None
+    return runs
+
+
+def locate(quote: str, items: Sequence[EvidenceItem], source: str) -> Quote | None:
+    """``quote`` as it stands in the first item read that holds it, and in the document
+    text that item rests on: its words (compared after :func:`normalise`, punctuation
+    aside) covered in order by at most :data:`MAX_PIECES` runs of the item's words
+    within :data:`MAX_SPREAD` characters, with at most :data:`MAX_ADDED_WORDS` words of
+    the model's own. None when no item holds it or the runs found are shorter than
+    :data:`MIN_QUOTE_WORDS` words. The quote's text is the document's: the runs,
+    apart ones joined by `` … ``."""
+    wanted, _ = _words(quote)
+    if len(wanted) < MIN_QUOTE_WORDS:
+        return None
+    for item in items:
+        words, spans = _words(item.text)
+        runs = _cover(wanted, words)
+        if runs is None or sum(e - s for s, e in runs) < MIN_QUOTE_WORDS:
+            continue
+        found = _place(item, source, [(spans[s][0], spans[e - 1][1]) for s, e in runs])
+        if found is None or found[-1][1] - found[0][0] > MAX_SPREAD:
+            continue
+        merged: list[Span] = []
+        for s, e in found:  # runs the model split where the document does not
+            if merged and not source[merged[-1][1] : s].strip(" ,;:.-\n\t\"'"):
+                merged[-1] = (merged[-1][0], e)
+            else:
+                merged.append((s, e))
+        last_start, last_end = merged[-1]
+        while last_end < len(source) and source[last_end] in _SENTENCE_END:
+            last_end += 1  # the sentence's own closing stop and quote mark, not a word
+        merged[-1] = (last_start, last_end)
+        text = " \u2026 ".join(source[s:e] for s, e in merged)
+        return Quote(text, item.id, tuple(merged))
+    return None
+
+
+def _place(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span] | None:
+    """The runs (offsets in the item's text) as spans of source.txt; for an item with
+    text of its own, where the document text under its spans holds each run's words."""
+    segments = _segments(item, source)
+    if segments is not None:
+        placed = [_in_source(segments, s, e) for s, e in runs]
+        return None if any(p is None for p in placed) else [p for p in placed if p]
+    out: list[Span] = []
+    for s, e in runs:
+        piece, _ = _words(item.text[s:e])
+        for start, end in sorted(item.spans):
+            words, spans = _words(source[start:end])
+            hit = _cover(piece, words)
+            if hit is not None and len(hit) == 1 and hit[0][1] - hit[0][0] == len(piece):
+                ws, we = hit[0]
+                out.append((start + spans[ws][0], start + spans[we - 1][1]))
+                break
+        else:
+            return None
+    return out
+
+
+_NUMBER_WORDS = """zero one two three four five six seven eight nine ten eleven twelve
+thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty"""
+_NUMBERS = {w: str(n) for n, w in enumerate(_NUMBER_WORDS.split())}
+_NUMBERS.update(
+    {"first": "1", "second": "2", "third": "3", "fourth": "4", "fifth": "5", "once": "1"}
+)
+_FUNCTION_WORD_LIST = """a an the of in on at to for by with from and or but is are was were
+be been being it its this that these those he she they his her their them as which who whom
+what when where why how not no yes do does did has have had i you we there than"""
+_FUNCTION_WORDS = frozenset(_FUNCTION_WORD_LIST.split())
+
+
+def _word_forms(text: str) -> list[str]:
+    """Words of ``text``, lower case, numbers as digits (``four`` is ``4``, ``1,000``
+    is ``1000``)."""
+    words = re.findall(r"\d[\d,]*(?:\.\d+)?|[^\W\d_]+(?:'[^\W\d_]+)?", _normal(text))
+    return [_NUMBERS.get(w, w.replace(",", "")) for w in words]
+
+
+def _stem(word: str) -> str:
+    for ending in ("'s", "es", "s"):
+        if word.endswith(ending) and len(word) - len(ending) >= 3:
+            return word[: -len(ending)]
+    return word
+
+
+def content_words(text: str) -> list[str]:
+    """The words of ``text`` that carry its meaning: function words dropped."""
+    return [w for w in _word_forms(text) if w not in _FUNCTION_WORDS]
+
+
+def missing_words(answer: str, question: str, quoted: Sequence[str]) -> list[str]:
+    """The answer's content words, other than those the question gives, that no quote
+    holds (compared as :func:`content_words`, plural and possessive endings aside)."""
+    given = {_stem(w) for w in content_words(question)}
+    held = {_stem(w) for q in quoted for w in _word_forms(q)}
+    missing: list[str] = []
+    for word in content_words(answer):
+        stem = _stem(word)
+        if stem not in given and stem not in held and word not in missing:
+            missing.append(word)
+    return missing
+
+
+@dataclass(frozen=True)
+class QuoteCheck:
+    """What the check found for one reply: the answer, the quotes found, the quotes the
+    model gave that were not found, and why the answer is withheld ("" when it holds)."""
+
+    answer: str
+    quotes: tuple[Quote, ...]
+    unfound: tuple[str, ...]
+    problem: str
+
+    @property
+    def holds(self) -> bool:
+        return not self.problem
+
+
+def check_quotes(
+    reply: str, question: str, items: Sequence[EvidenceItem], source: str
+) -> QuoteCheck:
+    """Split ``reply`` (:func:`split_reply`), locate its quotes in ``items`` (what the
+    model read) and ``source``, and judge: the answer holds when it has quotes, every
+    one was found, and its words are in them."""
+    parsed = split_reply(reply)
+    found: list[Quote] = []
+    unfound: list[str] = []
+    for text in parsed.quotes:
+        hit = locate(text, items, source)
+        if hit is None:
+            unfound.append(text)
+        elif hit not in found:
+            found.append(hit)
+    problem = ""
+    if not parsed.quotes:
+        problem = "no quote"
+    elif unfound:
+        problem = "quote not in the evidence"
+    else:
+        missing = missing_words(parsed.answer, question, [q.text for q in found])
+        if missing:
+            problem = "answer words not in the quote: " + ", ".join(missing)
+    return QuoteCheck(parsed.answer, tuple(found), tuple(unfound), problem)
