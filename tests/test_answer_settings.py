@@ -71,16 +71,13 @@ def resolve_answer_settings(
 
 def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     items = _evidence(two_parts)
-    # lcr's default differs from the original step in abstaining (measured, issue 19),
-    # in asking for quotes and checking them (issue 53), and in keeping the rank-1
-    # item's sentences when it selects (issue 53)
-    default = {"not_found": "abstain", "check": "quote", "keep_first": True}
+    # lcr's default differs from the original step in abstaining (measured, issue 19)
+    # and in keeping the rank-1 item's sentences when it selects (issue 53); the quote
+    # check (issue 53) is asked for with answer.check=quote
+    default = {"not_found": "abstain", "keep_first": True}
     assert resolve_answer_settings([]) == AnswerSettings(**{**ORIGINAL.to_json(), **default})
     assert (
-        resolve_answer_settings(
-            ["answer.not_found=guess", "answer.check=support", "answer.keep_first=false"]
-        )
-        == ORIGINAL
+        resolve_answer_settings(["answer.not_found=guess", "answer.keep_first=false"]) == ORIGINAL
     )
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
     assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
@@ -96,10 +93,10 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     assert build_messages(QUESTION, prepared) == original
     # abstaining by the support check asks as the original does, then checks the answer's
     # support (issue 40); `instruct` differs only in the system prompt's last sentence
-    by_support = resolve_answer_settings(["answer.check=support"])
+    by_support = resolve_answer_settings([])
     assert shared_prompt(by_support)(QUESTION, prepared) == original
-    # the default asks for the answer and the sentence it rests on (issue 53)
-    quoting = shared_prompt(resolve_answer_settings([]))(QUESTION, prepared)
+    # the quote check asks for the answer and the sentence it rests on (issue 53)
+    quoting = shared_prompt(resolve_answer_settings(["answer.check=quote"]))(QUESTION, prepared)
     assert quoting[0]["content"] == original[0]["content"] + (
         ' After the answer, on a line of its own, write "Quote:" and the sentence of the '
         "excerpts that states the answer, copied word for word; if the answer needs two "
@@ -418,7 +415,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "reread": False,
         "support": 0.5,
         "p_yes": False,
-        "check": "quote",
+        "check": "support",
         "max_new_tokens": 12,
         "step": "shared",
     }
@@ -455,7 +452,7 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     only = runner.RunOptions(methods=["tfidf"], retrieval_only=True)
     # the default abstain became the support check (issue 40), then the check stopped
     # asking the LLM by default (answer.p_yes=false: one call, not two), then bm25 read
-    # its measured selection of sentences by default, then the default check became the
-    # quote and selection kept the rank-1 item's sentences (issue 53): new runs each time
-    assert ask.key == "580645f503a369a7"
+    # its measured selection of sentences by default, then selection kept the rank-1
+    # item's sentences (issue 53): new runs each time
+    assert ask.key == "40c36b907530c51e"
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "da397049a7816350"

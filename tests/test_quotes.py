@@ -16,9 +16,10 @@ from lcr.answer.quotes import (
     normalise,
     split_reply,
 )
-from lcr.answer.shared import NOT_FOUND, ORIGINAL, resolve_answer_settings, shared_answer
+from lcr.answer.shared import NOT_FOUND, ORIGINAL, AnswerSettings, shared_answer
 from lcr.evidence import EvidenceItem
 from lcr.models.base import Generation, Message
+from lcr.pipeline.plans import answer_settings, parse_sets
 from lcr.testing import ScriptedLLM
 
 SOURCE = (
@@ -215,6 +216,15 @@ class Heard:
         self.pieces.append(piece)
 
 
+def resolve_answer_settings(sets: list[str]) -> AnswerSettings:
+    """lcr's answer settings with the quote check (``answer.check=quote`` unless ``sets``
+    name a check), ``--set`` parsed once as a run does."""
+    given = list(sets)
+    if not any(s.startswith("answer.check=") for s in given):
+        given.insert(0, "answer.check=quote")
+    return answer_settings(None, parse_sets(given))
+
+
 def ask(reply: str, *sets: str, stream: Heard | None = None) -> Any:
     llm = Replying(reply)
     out = shared_answer(
@@ -257,6 +267,7 @@ def test_guess_never_withholds_and_support_check_keeps_the_old_prompt() -> None:
 
 
 def test_run_keys_name_the_check() -> None:
+    assert answer_settings(None, parse_sets([])).check == "support"  # the default (issue 53)
     assert resolve_answer_settings([]).choices()["check"] == "quote"
     assert "support" not in resolve_answer_settings([]).choices()  # not deciding
     assert "check" not in ORIGINAL.choices()
