@@ -402,3 +402,20 @@ def test_raptor_calls_have_a_likely_range_inside_the_bound() -> None:
     assert calls.to_json() == {"expected": 6, "high": calls.high, "likely": [4, 9]}
     assert _range(calls, "") == f"6 expected (likely 4-9), at most {calls.high:,.0f}"
     assert "likely" not in Range(1, 2).to_json() and "likely" not in (calls + calls).to_json()
+
+
+def test_the_estimates_first_line_fits_80_columns_with_a_long_path(
+    story: Path, tmp_path: Path
+) -> None:
+    """Issue 54 row 16: the first line was 86 columns; a long index path now wraps, every
+    word kept, the path never cut."""
+    deep = tmp_path / "a-rather-long-folder-name" / "and-another-one-below-it"
+    deep.mkdir(parents=True)
+    out = deep / "story.idx"
+    code, stdout, _ = run(["index", str(story), "-o", str(out), "-m", "bm25", "--estimate"])
+    assert code == 0, stdout
+    head = stdout.split("bm25:")[0].splitlines()
+    assert len(head) > 1 and all(len(line) <= 80 for line in head if str(out) not in line)
+    assert str(out) in stdout and " ".join(" ".join(head).split()).startswith(
+        f"estimate for {out}: 1 document(s),"
+    )

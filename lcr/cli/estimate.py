@@ -133,10 +133,14 @@ def _line(label: str, text: str) -> None:
 
 
 def print_bills(summary: dict[str, Any], bills: Sequence[MethodBill]) -> None:
-    _say(
+    head = (
         f"estimate for {summary['index']}: {summary['documents']} document(s), "
         f"{summary['characters']:,} characters, ~{summary['tokens']:,} tokens"
     )
+    lines = textwrap.wrap(
+        head, WIDTH, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+    )
+    _say("\n".join(lines))  # a long index path wraps (issue 54)
     for bill in bills:
         work = bill.work
         if bill.up_to_date:

@@ -183,11 +183,15 @@ class Estimator:
             source = f"measured here {found.measured_at} at load {found.load_avg:.1f} (cached)"
             found = _with_source(found, source).at_load(throughput.current_load())
         else:
-            self.note(f"measuring {name} on {backend} once (cached for later estimates)")
+            self.note(
+                f"measuring {name} on {backend} once: loading it and a few calls, which can "
+                "take minutes (cached for later estimates)"
+            )
             started = time.perf_counter()
             llm = self.models.scorer if role is Role.SCORER else self.models.llm
             loaded = time.perf_counter() - started
             found = throughput.measure_rates(llm, loaded)
+            self.note(f"measured {name} in {time.perf_counter() - started:.0f} s")
             throughput.store_rates(key, found)
             found = _with_source(found, f"measured here now at load {found.load_avg:.1f}")
         self.rates[key] = found
