@@ -454,6 +454,6 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     # asking the LLM by default (answer.p_yes=false: one call, not two), then bm25 read
     # its measured selection of sentences by default, then selection kept the rank-1
     # item's sentences (issue 53): new runs each time
-    assert ask.key == "40c36b907530c51e"
+    assert ask.key == "411260941313b30b"
     # tfidf's chunks follow paragraphs by default (issue 53): its build settings, so its key
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "8665493ee01d74e0"

@@ -83,13 +83,13 @@ def test_llamacpp_threads_leave_busy_cores_alone(cores: int, busy: float, thread
 
 
 def test_llamacpp_threads_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from lcr.errors import ModelError
+    from lcr.errors import UsageError
     from lcr.models.llamacpp_threads import busy_cores_elsewhere, default_threads
 
     monkeypatch.setenv("LCR_THREADS", "3")
     assert default_threads() == 3
     monkeypatch.setenv("LCR_THREADS", "zero")
-    with pytest.raises(ModelError, match="LCR_THREADS"):
+    with pytest.raises(UsageError, match="LCR_THREADS"):  # a bad value: exit 2 (issue 54)
         default_threads()
     assert busy_cores_elsewhere(0.05) >= 0.0
 

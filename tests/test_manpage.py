@@ -1,4 +1,4 @@
-"""man/lcr.1 is generated from the CLI (lcr/manpage.py) and committed; it must not drift.
+"""man/lcr.1 is generated from the CLI (lcr/cli/manpage.py) and committed; it must not drift.
 
 The click command tree and ``lcr methods --settings --json`` are the truth: a new
 option, command, method or setting changes the generated page, and the committed

@@ -1,4 +1,4 @@
-"""The support check of ``answer.not_found=abstain`` (lcr/support.py): its pure signals, the
+"""The support check of ``answer.not_found=abstain`` (lcr/answer/support.py): its pure signals, the
 decision with a scripted LLM (supported, unsupported, borderline), its score in ``--json``
 and eval records, the threshold setting's validation, and the unanswerable-set generator."""
 

@@ -54,6 +54,10 @@ from lcr.models.llamacpp_threads import ThreadGovernor, default_threads, fixed_t
 from lcr.models.machine import llamacpp_rebuild_command
 from lcr.models.special import defang_messages
 from lcr.models.text_stream import TextPieces
+from lcr.models.token_math import common_prefix as _common_prefix
+from lcr.models.token_math import common_prefix_all as _common_prefix_all
+from lcr.models.token_math import logsumexp as _logsumexp
+from lcr.models.token_math import logsumexp_f32 as _logsumexp_f32
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 
 DEFAULT_CONTEXT = 16384  # tokens of KV cache; the presets were trained on 32k
@@ -680,32 +684,3 @@ class _Decoder:
         return Generation(
             text=text[:cut], prompt_tokens=prompt_tokens, completion_tokens=self.count
         )
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def _common_prefix_all(seqs: Sequence[Sequence[int]]) -> int:
-    if not seqs:
-        return 0
-    n = min(len(s) for s in seqs)
-    first = seqs[0]
-    for s in seqs[1:]:
-        n = min(n, _common_prefix(first[:n], s[:n]))
-    return n
-
-
-def _logsumexp(x: np.ndarray) -> float:
-    m = float(np.max(x))
-    return m + float(np.log(np.sum(np.exp(x - m))))
-
-
-def _logsumexp_f32(row: np.ndarray) -> float:
-    """log-sum-exp of one logits row, accumulated in float64 without a float64 copy."""
-    m = float(row.max())
-    return m + float(np.log(np.exp(row - np.float32(m)).sum(dtype=np.float64)))

@@ -37,6 +37,7 @@ from lcr.models.llamacpp_threads import (
 )
 from lcr.models.special import defang_messages
 from lcr.models.text_stream import TextPieces, cut_at_stop
+from lcr.models.token_math import length_batches as _length_batches
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 
 if TYPE_CHECKING:
@@ -681,27 +682,6 @@ def _each_step(
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     return StoppingCriteriaList([EachStep()])
-
-
-def _length_batches(
-    members: list[tuple[int, list[int]]],
-    max_tokens: int,
-    prefix_tokens: int = 0,
-    max_kv_tokens: int | None = None,
-) -> list[list[tuple[int, list[int]]]]:
-    """Continuations grouped by similar length (little padding), each batch's padded
-    size at most ``max_tokens`` and, counting the prefix every row repeats, its KV
-    cache at most ``max_kv_tokens`` positions (one continuation alone may exceed both)."""
-    ordered = sorted(members, key=lambda m: len(m[1]))
-    batches: list[list[tuple[int, list[int]]]] = []
-    for member in ordered:
-        rows = len(batches[-1]) + 1 if batches else 1
-        fits_kv = max_kv_tokens is None or (prefix_tokens + len(member[1])) * rows <= max_kv_tokens
-        if batches and len(member[1]) * rows <= max_tokens and fits_kv:
-            batches[-1].append(member)
-        else:
-            batches.append([member])
-    return batches
 
 
 def _sum_logprob(logits: torch.Tensor, targets: Sequence[int]) -> float:
