@@ -197,6 +197,8 @@ def test_real_small_model_answers(niah_set: Path, tmp_path: Path) -> None:
             "--max-new-tokens",
             "24",
             "--json",
+            "--set",
+            "answer.check=quote",
             "--out",
             str(tmp_path / "s.jsonl"),
         ],

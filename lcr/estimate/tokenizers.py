@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from lcr.errors import ModelError
 from lcr.models.base import Message, Tokenizer
 from lcr.models.spec import ModelSpec
+from lcr.models.special import defang_messages, tokenizer_special_texts
 
 if TYPE_CHECKING:
     from lcr.models.llamacpp_setup import ChatTemplate
@@ -35,6 +36,7 @@ class _TemplatedTokenizer:
     approximate = False
     _window: int
     _template: ChatTemplate | None
+    _specials: frozenset[str] = frozenset()  # broken in messages, as the backend does
 
     def encode(self, text: str) -> list[int]:
         raise NotImplementedError
@@ -47,6 +49,7 @@ class _TemplatedTokenizer:
         return len(self.encode(text))
 
     def render_text(self, messages: Sequence[Message]) -> str:
+        messages = defang_messages(messages, self._specials)  # as the backend sends them
         if self._template is not None:
             return self._template.render(messages)
         return "\n\n".join(m["content"] for m in messages) + "\n\n"
@@ -125,6 +128,7 @@ class HFTokenizer:
         return len(self.encode(text))
 
     def render_text(self, messages: Sequence[Message]) -> str:
+        messages = defang_messages(messages, tokenizer_special_texts(self._tokenizer))
         if getattr(self._tokenizer, "chat_template", None):
             return str(
                 self._tokenizer.apply_chat_template(
@@ -160,6 +164,7 @@ class FolderTokenizer(_TemplatedTokenizer):
         source = _chat_template_source(folder, settings)
         bos, eos = (_token_text(settings.get(k)) for k in ("bos_token", "eos_token"))
         self._template = ChatTemplate(source, bos, eos) if source else None
+        self._specials = tokenizer_special_texts(self._tokenizer)
 
     def encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False).ids)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from functools import lru_cache
+from typing import Any
 
 from lcr.models.base import Message
 
@@ -59,6 +60,18 @@ def defang(text: str, specials: Collection[str] | None = None) -> str:
     if pattern is None:
         return text
     return pattern.sub(lambda m: _break(m.group(0)), text)
+
+
+def tokenizer_special_texts(tokenizer: Any) -> frozenset[str]:
+    """The text of every token ``tokenizer`` splits out whole: its added tokens (special
+    or not) and its named special tokens. A transformers tokenizer, or a ``tokenizers``
+    one (its ``get_added_tokens_decoder``), as the estimate reads a model folder."""
+    added = getattr(tokenizer, "added_tokens_decoder", None)
+    if added is None and hasattr(tokenizer, "get_added_tokens_decoder"):
+        added = tokenizer.get_added_tokens_decoder()
+    found = {str(getattr(t, "content", t)) for t in (added or {}).values()}
+    found.update(str(t) for t in getattr(tokenizer, "all_special_tokens", ()))
+    return frozenset(t for t in found if t)
 
 
 def defang_messages(

@@ -36,6 +36,7 @@ from lcr.models.llamacpp_threads import (
     usable_cores,
 )
 from lcr.models.special import defang_messages
+from lcr.models.special import tokenizer_special_texts as tokenizer_special_texts
 from lcr.models.text_stream import TextPieces, cut_at_stop
 from lcr.models.token_math import length_batches as _length_batches
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
@@ -114,15 +115,6 @@ def compute_dtype(device: str) -> torch.dtype:
     if device.startswith("cuda"):
         return torch.bfloat16 if machine.current().native_bf16 else torch.float16
     return torch.float32
-
-
-def tokenizer_special_texts(tokenizer: Any) -> frozenset[str]:
-    """The text of every token ``tokenizer`` splits out whole: its added tokens (special
-    or not) and its named special tokens."""
-    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-    found = {str(getattr(t, "content", t)) for t in added.values()}
-    found.update(str(t) for t in getattr(tokenizer, "all_special_tokens", ()))
-    return frozenset(t for t in found if t)
 
 
 def chat_text(tokenizer: Any, messages: Sequence[Message]) -> str:

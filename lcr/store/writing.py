@@ -38,6 +38,9 @@ class _Held(threading.local):
 
 
 _HELD = _Held()
+# every lock file some thread of this process holds, for drop_held_lock_files
+_HELD_BY_PROCESS: set[str] = set()
+_HELD_BY_PROCESS_GUARD = threading.Lock()
 
 
 def index_home(path: Path) -> Path:
@@ -138,10 +141,14 @@ def writer_lock(path: Path, note: Note | None = None) -> Iterator[None]:
             break
         os.close(fd)  # removed by the writer before: take the one there now
     held[key] = 1
+    with _HELD_BY_PROCESS_GUARD:
+        _HELD_BY_PROCESS.add(key)
     try:
         yield
     finally:
         del held[key]
+        with _HELD_BY_PROCESS_GUARD:
+            _HELD_BY_PROCESS.discard(key)
         if stat.S_ISREG(os.fstat(fd).st_mode):
             with contextlib.suppress(OSError):
                 os.unlink(key)
@@ -152,8 +159,11 @@ def drop_held_lock_files() -> None:
     """Remove the lock files this process holds, for a process about to end at once
     (``os._exit``) with a writer mid-build: the locks go with the process, and without
     this their files would stay beside the indexes. A writer waiting on one sees it
-    removed and locks the next (as after any release)."""
-    for key in list(_HELD):
+    removed and locks the next (as after any release). Any thread may call it: the
+    locks are held per thread, so the process keeps its own list of them."""
+    with _HELD_BY_PROCESS_GUARD:
+        held = sorted(_HELD_BY_PROCESS)
+    for key in held:
         with contextlib.suppress(OSError):
             os.unlink(key)
 
