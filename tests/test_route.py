@@ -103,13 +103,13 @@ def test_index_checks_each_methods_needs_once(
     """``require`` (the backends can do what a build needs) runs once per method, not
     once in ``index_files`` and twice more in ``build``."""
     purposes: list[str] = []
-    real = Models.require_role
+    real = Models.requiring
 
-    def require_role(self: Models, role: Any, needs: Any, purpose: str) -> str:
+    def requiring(self: Models, role: Any, needs: Any, purpose: str) -> Models:
         purposes.append(purpose)
         return real(self, role, needs, purpose)
 
-    monkeypatch.setattr(Models, "require_role", require_role)
+    monkeypatch.setattr(Models, "requiring", requiring)
     names = ["lightpal", "graphreader"]  # each needs the LLM to build
     quick = [
         f"--set={name}.{key}={value_text(value)}"
@@ -230,3 +230,65 @@ def test_the_pipeline_takes_only_plans() -> None:
             assert params[name].annotation == annotation, (function.__name__, name)
     assert not hasattr(pipeline, "retrieve") and not hasattr(pipeline, "ask")
     assert not hasattr(config, "parse_sets") and not hasattr(config, "check_targets")
+
+
+# ------------------------------------------- issue 52 item 3: one frozen binding a run
+
+ATTENTION = frozenset({Capability.ATTENTION})
+
+
+def test_require_returns_a_bound_copy_and_changes_nothing_it_was_given() -> None:
+    """A check is a pure function: the caller's models keep no trace of it, the copy's
+    binding is a frozen value, and checking again gives an equal one."""
+    import dataclasses
+
+    from lcr.models.base import Role
+    from lcr.models.binding import NO_BINDING
+
+    models = Models(spec=ModelSpec(llm="smollm2-135m"))
+    needs = Needs(llm=ATTENTION, why="attention")
+    bound = pipeline.require(models, needs, "pecan retrieval")
+    assert models.binding == NO_BINDING and models.backend_of(Role.LLM) is None
+    assert bound.backend_of(Role.LLM) == "transformers"  # only it reads attention
+    assert pipeline.require(models, needs, "pecan retrieval").binding == bound.binding
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        bound.binding.backends = ()  # type: ignore[misc]
+    assert pipeline.require(bound, needs, "again") is not models  # never the caller's
+
+
+def test_the_backend_bound_for_the_runs_needs_is_the_one_that_loads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Loading reads the binding, not shared state: unbound models load for generating
+    alone, the bound copy for everything the run needs (here attention)."""
+    from lcr.models import loading
+
+    loaded: list[str] = []
+
+    def record(spec: ModelSpec, progress: Any, backend: str = "") -> Any:
+        loaded.append(backend)
+        return ScriptedLLM()
+
+    monkeypatch.setattr(loading, "load_llm", record)
+    models = Models(spec=ModelSpec(llm="smollm2-135m"))
+    bound = pipeline.require(models, Needs(llm=ATTENTION), "pecan retrieval")
+    bound.llm  # noqa: B018 - loads
+    assert loaded == ["transformers"]
+    assert models.llm is bound.llm and loaded == ["transformers"]  # one load, shared
+
+
+def test_a_runs_builds_share_one_binding_able_to_do_all_of_them() -> None:
+    """``plan_builds`` works the binding out once for every method of the run: PECAN
+    needs attention, RAPTOR only generation; both build on the one backend."""
+    from lcr.models.base import Role
+
+    models = Models(spec=ModelSpec(llm="smollm2-135m"))
+    plans = pipeline.plan_builds(["raptor", "pecan"], models)
+    assert plans[0].binding == plans[1].binding
+    bound = Models(spec=models.spec, binding=plans[0].binding)
+    assert bound.backend_of(Role.LLM) == "transformers"
+    key = (Role.LLM, None)
+    assert plans[0].binding.needs_of(key) >= ATTENTION
+    alone = pipeline.plan_builds(["raptor"], models)[0].binding
+    assert not ATTENTION & alone.needs_of(key) and Capability.GENERATE in alone.needs_of(key)
+    assert models.binding == Models().binding  # planning bound nothing of the caller's

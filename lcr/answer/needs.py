@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # one line within 80 columns after "lcr: "; docs/answer-step.md says what to do instead
 UNCHECKED = "note: server has no log-probabilities: checked as answer.p_yes=false"
 
-Require = Callable[["Models", Needs, str], None]
+Require = Callable[["Models", Needs, str], "Models"]
 
 
 def support_needs(answer: AnswerSettings, shared: bool) -> Needs:
@@ -40,18 +40,17 @@ def require_answer(
     purpose: str,
     require: Require,
     note: Callable[[str], None] | None = None,
-) -> AnswerSettings:
+) -> tuple[Models, AnswerSettings]:
     """Check (with ``require``) what answering needs: ``needs`` and the support check's;
-    the answer settings to answer with."""
+    the models bound for them and the answer settings to answer with."""
     check = support_needs(answer, shared)
     if not check.llm:
-        require(models, needs, purpose)
-        return answer
+        return require(models, needs, purpose), answer
     try:
-        require(models, needs | check, f"{purpose} (answer.p_yes's scoring call)")
+        bound = require(models, needs | check, f"{purpose} (answer.p_yes's scoring call)")
     except NoLogprobsError:
-        require(models, needs, purpose)
+        bound = require(models, needs, purpose)
         if note is not None:
             note(UNCHECKED)
-        return answer.replace(p_yes=False)
-    return answer
+        return bound, answer.replace(p_yes=False)
+    return bound, answer

@@ -420,8 +420,11 @@ class AnswerStream(Protocol):
         """The next piece of the reply, as the model writes it."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class AnswerResult:
+    """What an answer step made of its evidence, built once: each later stage (the
+    quote check, the support check, the step's name) returns a new value."""
+
     text: str
     used: list[EvidenceItem]
     dropped: int
@@ -538,9 +541,9 @@ def shared_answer(
             names=names,
             context_tokens=context_tokens,
         )
-        again.usage = first.merged(again.usage)
-        again.info.update(info, reread=1)
-        return again
+        return dataclasses.replace(
+            again, usage=first.merged(again.usage), info={**again.info, **info, "reread": 1}
+        )
 
     prepared = prepare_evidence(items, settings, source, names)
     if not prepared and rereading and whole:
@@ -561,13 +564,13 @@ def shared_answer(
     )
     if rereading and says_not_found(out.text):
         return reread(out.usage)
-    out.info.update(info)
+    out = dataclasses.replace(out, info={**out.info, **info})
     if quoting(settings):
         out = decide_quotes(question, out, settings, source)
     else:
-        out.text = normalise_reply(out.text, settings)
+        out = dataclasses.replace(out, text=normalise_reply(out.text, settings))
     if settings.not_found == "abstain" and settings.check != "quote":
-        decide_support(question, out, llm, settings, source)
+        out = decide_support(question, out, llm, settings, source)
     return out
 
 
@@ -593,18 +596,16 @@ def decide_quotes(
 
 def decide_support(
     question: str, out: AnswerResult, llm: LLM, settings: AnswerSettings, source: str = ""
-) -> None:
+) -> AnswerResult:
     """``answer.not_found=abstain``, after the answer is generated: score its support
     (:mod:`lcr.answer.support`; with ``answer.p_yes``, one short scoring call on the answer's
     own prompt) and withhold
     it as :data:`NOT_FOUND` below ``answer.support``. A reply that already says the
     answer is not there, or one read from no evidence, scores 0 without a call."""
     if out.text == NOT_FOUND or not out.used:
-        out.text, out.support = NOT_FOUND, 0.0
-        return
+        return dataclasses.replace(out, text=NOT_FOUND, support=0.0)
     if out.withheld is not None:  # answer.check=both: the quote check withheld it
-        out.support = 0.0
-        return
+        return dataclasses.replace(out, support=0.0)
     before = llm.usage.copy()
     messages = shared_prompt(settings)(question, out.used)
     signals = check_support(
@@ -617,10 +618,16 @@ def decide_support(
         leads=paragraph_leads([span for it in out.used for span in it.spans], source),
         ask=settings.p_yes,
     )
-    out.usage = out.usage.merged(llm.usage.minus(before))
-    out.signals, out.support = signals, support_score(signals)
-    if out.support < settings.support:
-        out.withheld, out.text = out.text, NOT_FOUND
+    support = support_score(signals)
+    held = support < settings.support
+    return dataclasses.replace(
+        out,
+        usage=out.usage.merged(llm.usage.minus(before)),
+        signals=signals,
+        support=support,
+        withheld=out.text if held else out.withheld,
+        text=NOT_FOUND if held else out.text,
+    )
 
 
 def dropped_warning(found: int, out: AnswerResult, window: int) -> str:

@@ -12,6 +12,7 @@ an untyped value.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -67,8 +68,7 @@ class AnswerContext(Generic[Q]):
             unselected=self.unselected,
             stream=self.stream,
         )
-        out.step = SharedAnswer.name
-        return out
+        return dataclasses.replace(out, step=SharedAnswer.name)
 
 
 class AnswerStep(ABC, Generic[Q, S]):

@@ -11,6 +11,7 @@ so a rerun skips what is done and an interrupted run loses one question at most.
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import json
@@ -46,7 +47,7 @@ from lcr.pipeline.plans import (
     QueryPlan,
     fixed_query,
     parse_sets,
-    plan_build,
+    plan_together,
 )
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.store import DocumentInput, Index
@@ -462,11 +463,13 @@ def run(
     pending = [(q, p) for q in questions for p in plans if (q.id, p.key) not in done]
     skipped = len(questions) * len(plans) - len(pending)
     new = 0
-    builds = {  # every build's needs checked once, before the first index is opened
-        p.name: plan_build(p.method, p.build, models)
-        for p in plans
-        if p.method is not None and any(plan is p for _, plan in pending)
-    }
+    # every build's needs checked once, before the first index is opened, and the
+    # models bound once for all of them
+    building = [p for p in plans if p.method is not None and any(q is p for _, q in pending)]
+    planned = plan_together([(p.method, p.build) for p in building if p.method], models)
+    builds = {p.name: b for p, b in zip(building, planned, strict=True)}
+    if planned:
+        models = dataclasses.replace(models, binding=planned[0].binding)
     if pending:
         out.parent.mkdir(parents=True, exist_ok=True)
         task = progress.task("eval", total=len(pending))

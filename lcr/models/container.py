@@ -22,6 +22,7 @@ from lcr.models.backends import (
     planned_configuration,
 )
 from lcr.models.base import LLM, Capability, Embedder, Role, describe_capabilities
+from lcr.models.binding import NO_BINDING, Binding, RoleModel, bind_role
 from lcr.models.spec import ModelSpec
 from lcr.progress import NULL_PROGRESS, Progress
 
@@ -29,21 +30,16 @@ EMBEDDER_BACKEND = "sentence-transformers"  # the one way lcr runs an embedder
 _GENERATE = frozenset({Capability.GENERATE})
 
 
-RoleModel = tuple[Role, str | None]  # a role and the model that plays it (a scorer's name)
-
-
 @dataclass
 class _Loaded:
-    """What a run's models have loaded, chosen and been asked for: one object shared by
-    every binding of them (:meth:`Models.bound`), so a model is loaded once per run.
-    Each scorer model has its own entry, so reading one never drops another's state."""
+    """The models a run has loaded: a cache shared by every copy of its :class:`Models`
+    (:meth:`Models.bound`, :meth:`Models.requiring`), so a model is loaded once per run.
+    Each scorer model has its own entry, so reading one never drops another. What each
+    role runs on is not here: it is the copy's own frozen :class:`Binding`."""
 
     llm: LLM | None = None
     embedder: Embedder | None = None
     scorers: dict[str | None, LLM] = field(default_factory=dict)  # by spec.scorer
-    # what the commands run so far need of each role's model (Models.require_role)
-    needs: dict[RoleModel, frozenset[Capability]] = field(default_factory=dict)
-    backends: dict[RoleModel, str] = field(default_factory=dict)  # chosen for those needs
 
 
 @dataclass
@@ -52,12 +48,15 @@ class Models:
 
     ``spec`` is what the caller asked for; lcr never changes it. A phase that works
     with another model in a role (the embedder an index was built with, a method's
-    scorer) gets :meth:`bound` models: the same loaded models, its roles fixed.
+    scorer) gets :meth:`bound` models: the same loaded models, its roles fixed. What
+    the run needs of each role and the backend chosen for it is ``binding``, a frozen
+    value made by :meth:`requiring`, which returns a new copy and changes nothing.
     """
 
     spec: ModelSpec = field(default_factory=ModelSpec)
     progress: Progress = NULL_PROGRESS
     _loaded: _Loaded = field(default_factory=_Loaded, repr=False)
+    binding: Binding = NO_BINDING
 
     @classmethod
     def with_objects(
@@ -118,8 +117,7 @@ class Models:
         if self._llm is None:
             from lcr.models.loading import load_llm
 
-            chosen = self._loaded.backends.get(self._key(Role.LLM))
-            backend = chosen or self.require(_GENERATE, "the LLM")
+            backend = self._backend_to_load(Role.LLM, "the LLM")
             self._llm = load_llm(self.spec, self.progress, backend=backend)
         return self._llm
 
@@ -145,22 +143,16 @@ class Models:
         if scorer is None:
             from lcr.models.loading import load_llm
 
-            backend = self._loaded.backends.get(self._key(Role.SCORER)) or self.require_role(
-                Role.SCORER, _GENERATE, "the scorer"
-            )
+            backend = self._backend_to_load(Role.SCORER, "the scorer")
             scorer = self._scorer = load_llm(self._scorer_spec(), self.progress, backend=backend)
         return scorer
 
-    def require(self, needs: frozenset[Capability], purpose: str) -> str:
-        """:meth:`require_role` for the answering LLM."""
-        return self.require_role(Role.LLM, needs, purpose)
+    def requiring(self, role: Role, needs: frozenset[Capability], purpose: str) -> Self:
+        """These models with ``needs`` of ``role`` added to their binding, checked before
+        any work: a new copy (the same loaded models); this one does not change.
 
-    def require_role(self, role: Role, needs: frozenset[Capability], purpose: str) -> str:
-        """Check, before any work, that ``role``'s backend can do ``needs``; the backend's name.
-
-        Called by the pipeline for each method's build, retrieval and answer step.
-        Needs accumulate per role, so ``auto`` picks one backend able to do all the
-        commands of this run; a model already loaded (or injected) must have them.
+        Needs add up per role, so ``auto`` picks one backend able to do every phase the
+        copy has been checked for; a model already loaded (or injected) must have them.
         A scorer that is the LLM itself puts its needs on the LLM.
         """
         if role is Role.EMBEDDER:
@@ -169,30 +161,30 @@ class Models:
                     f"{purpose} needs {describe_capabilities(needs)} of the embedder, "
                     "which only an LLM provides"
                 )
+            return self
+        if role is Role.SCORER and self._scorer_is_llm():
+            role = Role.LLM
+        model = self._llm if role is Role.LLM else self._current_scorer()
+        loaded = None if model is None else (str(model.backend), _capabilities(model))
+        spec = self.spec if role is Role.LLM else self._scorer_spec()
+        binding = bind_role(self.binding, self._key(role), spec, loaded, needs, purpose)
+        return self if binding == self.binding else dataclasses.replace(self, binding=binding)
+
+    def require_role(self, role: Role, needs: frozenset[Capability], purpose: str) -> str:
+        """Check that ``role``'s backend can do ``needs`` (with what these models are
+        already bound for); the backend's name. Changes nothing: :meth:`requiring`
+        gives the bound copy."""
+        if role is Role.EMBEDDER:
+            self.requiring(role, needs, purpose)
             return EMBEDDER_BACKEND
         if role is Role.SCORER and self._scorer_is_llm():
             role = Role.LLM
-        loaded = self._llm if role is Role.LLM else self._current_scorer()
-        spec = self.spec if role is Role.LLM else self._scorer_spec()
-        key = self._key(role)
-        chosen = self._loaded.backends.get(key)
-        if not needs:
-            return chosen or spec.backend
-        if loaded is not None:
-            caps = getattr(loaded, "capabilities", None)
-            missing = needs - caps if caps is not None else frozenset()
-            backend = str(loaded.backend)
-            if missing:
-                raise CapabilityError(
-                    f"{purpose} needs {describe_capabilities(missing)}, which the loaded "
-                    f"{backend} backend does not provide"
-                )
-            self._loaded.needs[key] = self._loaded.needs.get(key, frozenset()) | needs
-            return backend
-        wanted = self._loaded.needs.get(key, frozenset()) | needs
-        self._loaded.backends[key] = choose_backend(spec.backend, wanted, purpose, spec)
-        self._loaded.needs[key] = wanted
-        return self._loaded.backends[key]
+        bound = self.requiring(role, needs, purpose)
+        return bound.backend_of(role) or bound.spec.backend
+
+    def require(self, needs: frozenset[Capability], purpose: str) -> str:
+        """:meth:`require_role` for the answering LLM."""
+        return self.require_role(Role.LLM, needs, purpose)
 
     # ---------------------------------------------------------- role-generic
 
@@ -221,7 +213,7 @@ class Models:
         loaded = self._llm if role is Role.LLM else self._current_scorer()
         if loaded is not None:
             return str(loaded.backend)
-        return self._loaded.backends.get(self._key(role))
+        return self.binding.backend(self._key(role))
 
     def configuration(self, role: Role) -> Configuration | None:
         """What ``role``'s LLM runs (or will run) with: backend, device, dtype, quantisation;
@@ -231,7 +223,7 @@ class Models:
         loaded = self._llm if role is Role.LLM else self._current_scorer()
         if loaded is not None:
             return llm_configuration(loaded)
-        backend = self._loaded.backends.get(self._key(role))
+        backend = self.binding.backend(self._key(role))
         if backend is None:
             return None
         spec = self.spec if role is Role.LLM else self._scorer_spec()
@@ -277,6 +269,13 @@ class Models:
         changes nothing (each scorer model keeps its own state)."""
         return self._scorer
 
+    def _backend_to_load(self, role: Role, purpose: str) -> str:
+        """The backend ``role``'s model loads on: the one bound for the run's needs, else
+        the one chosen for generating alone."""
+        key = self._key(role)
+        spec = self.spec if role is Role.LLM else self._scorer_spec()
+        return self.binding.backend(key) or choose_backend(spec.backend, _GENERATE, purpose, spec)
+
     def _key(self, role: Role) -> RoleModel:
         """Whose needs and backend: the LLM role's, or the scorer model's own."""
         return (role, self.spec.scorer) if role is Role.SCORER else (role, None)
@@ -285,3 +284,9 @@ class Models:
         """The spec the scorer loads with: its own model name, the run's device and backend."""
         base_url = self.spec.base_url if self.spec.backend == "openai" else None
         return dataclasses.replace(self.spec, llm=str(self.spec.scorer), base_url=base_url)
+
+
+def _capabilities(model: LLM) -> frozenset[Capability] | None:
+    """What a loaded model declares it can do (None: it declares nothing, trusted)."""
+    caps = getattr(model, "capabilities", None)
+    return frozenset(caps) if caps is not None else None

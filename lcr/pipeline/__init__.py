@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lcr import config
-from lcr.answer.needs import require_answer
 from lcr.answer.shared import AnswerStream
 from lcr.config import Settings
 from lcr.errors import InputError, SettingError
@@ -31,7 +30,7 @@ from lcr.models.base import Role
 from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.pipeline.accounting import spending
-from lcr.pipeline.answering import answer_evidence
+from lcr.pipeline.answering import answer_evidence, plan_answer
 from lcr.pipeline.integrity import check_evidence, stored_build_settings
 from lcr.pipeline.plans import AnyMethod, BuildPlan, QueryPlan, bind, require
 from lcr.pipeline.plans import answer_settings as answer_settings
@@ -150,7 +149,8 @@ def build(
     reports = []
     for plan in plans:
         method, settings, needs = plan.method, plan.settings, plan.needs
-        roles = bind(models, needs)  # this build's models: the scorer it names
+        # this build's models: the run's binding, the scorer the method names
+        roles = bind(dataclasses.replace(models, binding=plan.binding), needs)
         record = build_models_record(needs, roles)
         index.wait_for_writers(note)  # another process may be building this very method
         existing = index.methods.get(method.name)
@@ -353,7 +353,7 @@ def retrieve_query(
     with the plan; ``note`` hears (once) when retrieval loads the LLM. ``keep_state``
     keeps what the method's own answer step needs (``evidence.state``) for
     :func:`ask_query`."""
-    require(models, query.needs, f"{query.method.name} retrieval")
+    models = require(models, query.needs, f"{query.method.name} retrieval")
     roles = query_models(index.reader(query.method.name).entry.models, query, models, note)
     return _retrieve(index, query, question, roles, progress, note, keep_state)
 
@@ -421,25 +421,11 @@ def ask_query(
     """Retrieve, then answer ``question`` (checked) with the plan: the method's own answer
     step if it has one, else the shared one with the plan's ``answer.*`` settings
     (:mod:`lcr.answer.shared`); ``stream`` watches the shared step."""
-    method = query.method
-    step = method.answer_step(query.settings)
-    needs = query.needs | method.answer_needs(query.settings)
-    answer = require_answer(
-        models,
-        needs,
-        query.answer,
-        step.shared_settings,
-        f"answering with {method.name}",
-        require,
-        note,
-    )
-    query = dataclasses.replace(query, answer=answer)
-    selecting = query.answer.select != "off" and step.shared_settings
-    own = query  # the method's own evidence, without the deeper pool (answer.reread)
-    if selecting and not query.k_given and query.answer.pool > 0:
-        query = query.with_k(query.answer.pool)  # a deeper pool to select from
+    planned = plan_answer(query, models, note)
+    own, query = planned.query, planned.pool or planned.query  # own: without the deeper pool
     # the roles bound once for the whole ask: checked above, the index's embedder here
-    roles = query_models(index.reader(method.name).entry.models, query, models, note)
+    reader_models = index.reader(query.method.name).entry.models
+    roles = query_models(reader_models, query, planned.models, note)
     result = _retrieve(index, query, question, roles, progress, note, keep_state=True)
 
     def unselected() -> list[EvidenceItem]:  # only asked for when the pool was deeper
@@ -448,7 +434,7 @@ def ask_query(
     return answer_evidence(
         index,
         result,
-        step,
+        planned.step,
         query.settings,
         query.answer,
         roles,

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lcr.answer.needs import require_answer
 from lcr.answer.selection import sentence_scorer
 from lcr.answer.shared import AnswerSettings, AnswerStream, dropped_warning
 from lcr.answer.step import AnswerContext, AnswerStep
@@ -16,6 +18,7 @@ from lcr.config import Settings
 from lcr.evidence import EvidenceItem, rank_order
 from lcr.models.backends import describe_configuration, llm_configuration
 from lcr.pipeline.accounting import spending
+from lcr.pipeline.plans import QueryPlan, require
 from lcr.result import Citable, Result, cite, cite_quotes
 
 if TYPE_CHECKING:
@@ -31,6 +34,37 @@ class AnswerSource(Citable, Protocol):
 
     @property
     def source(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class AnswerPlan:
+    """An ask worked out once, before any retrieval: the method's answer step, the
+    query with the answer settings it runs with, the deeper pool the shared step
+    selects from (None: the query's own evidence) and the models bound for all of it."""
+
+    step: AnswerStep[Any, Any]
+    query: QueryPlan
+    pool: QueryPlan | None
+    models: Models
+
+
+def plan_answer(
+    query: QueryPlan, models: Models, note: Callable[[str], None] | None = None
+) -> AnswerPlan:
+    """What answering with ``query`` needs, checked once (``answer.p_yes`` dropped, with a
+    note, where a server returns no log-probabilities), and the pool to select from:
+    ``answer.pool`` items when the shared step selects and ``-k`` was not given."""
+    method = query.method
+    step = method.answer_step(query.settings)
+    needs = query.needs | method.answer_needs(query.settings)
+    purpose = f"answering with {method.name}"
+    bound, answer = require_answer(
+        models, needs, query.answer, step.shared_settings, purpose, require, note
+    )
+    query = dataclasses.replace(query, answer=answer)
+    deeper = answer.select != "off" and step.shared_settings and not query.k_given
+    pool = query.with_k(answer.pool) if deeper and answer.pool > 0 else None
+    return AnswerPlan(step, query, pool, bound)
 
 
 def answer_evidence(

@@ -263,7 +263,7 @@ def estimate_index(
             method = get_method(n)
             settings = build_settings(method, sets)
             needs = method.build_needs(settings)
-            require(models, needs, f"building {n}")
+            models = require(models, needs, f"building {n}")  # one binding for them all
             plans.append((method, settings, needs))
     docs = load_documents(files, warn=warn, options=extract)
     source, joined = join_documents(docs)
@@ -477,7 +477,7 @@ def estimate_rebuilds(
         )
         models = Models(spec=spec)
         needs = method.build_needs(settings)
-        require(models, needs, f"estimating {name}")
+        models = require(models, needs, f"estimating {name}")
         estimator = Estimator(models, note or (lambda message: None))
         bill = _bill(estimator, method, settings, needs, documents, {}, price, timed)
         usage = entry.stats.get("llm_usage")

@@ -23,13 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lcr.answer.needs import require_answer
 from lcr.answer.shared import AnswerStream
 from lcr.errors import IndexNotFoundError, UsageError
 from lcr.evidence import Evidence, EvidenceItem, Usage
 from lcr.models.container import Models
-from lcr.pipeline.answering import answer_evidence
-from lcr.pipeline.plans import QueryPlan, require
+from lcr.pipeline.answering import answer_evidence, plan_answer
+from lcr.pipeline.plans import QueryPlan
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.result import Result, cite
 from lcr.scoring.bm25 import bm25_scores, bm25_tokenize
@@ -213,17 +212,9 @@ def ask_pooled(
 
     check_poolable(query)
     method = query.method
-    step = method.answer_step(query.settings)
-    needs = query.needs | method.answer_needs(query.settings)
-    answer = require_answer(
-        models, needs, query.answer, step.shared_settings, f"answering with {method.name}",
-        require, note,
-    )  # fmt: skip
-    query = dataclasses.replace(query, answer=answer)
-    keep = _default_k(query)
-    if answer.select != "off" and not query.k_given and answer.pool > 0:
-        keep = answer.pool
-        query = query.with_k(keep)  # a deeper pool to select from
+    planned = plan_answer(query, models, note)
+    query, models, step = planned.pool or planned.query, planned.models, planned.step
+    keep = query.answer.pool if planned.pool else _default_k(query)
     results = [
         retrieve_query(idx, query, question, models, progress=progress, note=note)
         for idx in indexes

@@ -22,6 +22,7 @@ from lcr.errors import ModelError, SettingError, UsageError
 from lcr.methods import get_method, method_names
 from lcr.methods.base import Method, Needs
 from lcr.models.base import Role
+from lcr.models.binding import NO_BINDING, Binding
 from lcr.models.container import Models
 
 AnyMethod = Method[Any, Any]
@@ -213,15 +214,18 @@ def bind(models: Models, needs: Needs, embedder: str | None = None) -> Models:
     return models.bound(embedder or models.spec.embedder, scorer)
 
 
-def require(models: Models, needs: Needs, purpose: str) -> None:
-    """Check, before any work, that the backends can do what ``needs`` asks of each role.
-    No role changes its model; the models remember what was asked of each, so one
-    backend is chosen for all the phases of a run."""
+def require(models: Models, needs: Needs, purpose: str) -> Models:
+    """``models`` bound for ``needs`` too, checked before any work: the backends can do
+    what ``needs`` asks of each role. A pure function: the result is a new copy whose
+    frozen binding adds these needs to what it was already checked for (so one backend
+    serves all the phases of a run); no role changes its model, the caller's models
+    do not change."""
     roles = bind(models, needs)
     if needs.llm:
-        roles.require_role(Role.LLM, needs.llm, purpose)
+        roles = roles.requiring(Role.LLM, needs.llm, purpose)
     if needs.scorer:
-        roles.require_role(Role.SCORER, needs.scorer, purpose)
+        roles = roles.requiring(Role.SCORER, needs.scorer, purpose)
+    return dataclasses.replace(models, binding=roles.binding)
 
 
 # ------------------------------------------------------------------ builds
@@ -235,13 +239,16 @@ class BuildPlan:
     method: AnyMethod
     settings: Settings
     needs: Needs
+    # the backend of each role for the whole run, chosen once (plan_builds)
+    binding: Binding = NO_BINDING
 
 
 def plan_build(method: AnyMethod, settings: Settings, models: Models) -> BuildPlan:
     """``method``'s build with ``settings``, its needs checked before any work: the
-    backends can do them, and a second model it names (a scorer) is there."""
+    backends can do them (with what ``models`` are already bound for), and a second
+    model it names (a scorer) is there. The plan carries the binding that includes it."""
     needs = method.build_needs(settings)
-    require(models, needs, f"building {method.name}")
+    binding = require(models, needs, f"building {method.name}").binding
     if needs.scorer and needs.scorer_model:
         from lcr.models.loading import check_available
 
@@ -250,7 +257,7 @@ def plan_build(method: AnyMethod, settings: Settings, models: Models) -> BuildPl
         except ModelError as exc:
             hint = f"; {needs.scorer_missing}" if needs.scorer_missing else ""
             raise ModelError(f"{method.name}'s scorer: {exc}{hint}") from None
-    return BuildPlan(method, settings, needs)
+    return BuildPlan(method, settings, needs, binding)
 
 
 def expand_methods(requested: Sequence[str]) -> list[str]:
@@ -272,8 +279,19 @@ def plan_builds(
     methods: Sequence[str], models: Models, sets: ParsedSets = NO_SETS
 ) -> list[BuildPlan]:
     """Every method's build planned and checked before any work (``methods`` as
-    given: :func:`expand_methods` first for ``all`` or nothing)."""
-    return [plan_build(m, build_settings(m, sets), models) for m in map(get_method, methods)]
+    given: :func:`expand_methods` first for ``all`` or nothing), and one binding of the
+    models worked out for all of them: each plan carries the run's."""
+    return plan_together([(m, build_settings(m, sets)) for m in map(get_method, methods)], models)
+
+
+def plan_together(builds: Sequence[tuple[AnyMethod, Settings]], models: Models) -> list[BuildPlan]:
+    """Each (method, settings) build planned (:func:`plan_build`) in turn, each checked
+    with what the ones before it need, and the run's one binding given to every plan."""
+    plans: list[BuildPlan] = []
+    for method, settings in builds:
+        plans.append(plan_build(method, settings, models))
+        models = dataclasses.replace(models, binding=plans[-1].binding)
+    return [dataclasses.replace(plan, binding=models.binding) for plan in plans]
 
 
 # ------------------------------------------------------------------ queries
