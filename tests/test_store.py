@@ -123,6 +123,20 @@ def test_same_source_reuses_other_source_refuses(tmp_path: Path) -> None:
     assert replaced.source == B.text and "demo" not in replaced.methods
 
 
+def test_commit_returns_the_index_in_place_and_leaves_the_staged_handle_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """Issue 52: a staged replacement is a value; committing gives a new handle."""
+    build_demo(Index.create(tmp_path / "x.idx", [A]))
+    staged = Index.create(tmp_path / "x.idx", [B], force=True)
+    before = (staged.path, staged.target)
+    committed = staged.commit()
+    assert (staged.path, staged.target) == before and staged.path != committed.path
+    assert committed.path == tmp_path / "x.idx" and committed.target is None
+    assert committed.source == B.text == Index.open(tmp_path / "x.idx").source
+    assert committed.commit() is committed  # in place already: nothing to swap
+
+
 def test_refuses_to_overwrite_non_index(tmp_path: Path) -> None:
     target = tmp_path / "notes"
     target.mkdir()

@@ -290,7 +290,7 @@ def index_files(
                 on_report=held.append if staged else on_report,
                 note=note,
             )
-            index.commit()
+            index = index.commit()
         except BaseException:
             if index.created:
                 index.discard_if_unused()

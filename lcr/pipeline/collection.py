@@ -128,7 +128,7 @@ def _apply(
             "methods": {name: method_costs(entry) for name, entry in staged.methods.items()},
         }
         record_change(staged, change)
-        staged.commit()
+        staged = staged.commit()
     except BaseException:
         staged.abandon()
         raise

@@ -22,6 +22,7 @@ Killed at any moment, the index opens as it was before or as it is after.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -456,13 +457,15 @@ class Index:
             raise
         return cls(p, manifest, source, created=True)
 
-    def commit(self) -> None:
+    def commit(self) -> Index:
         """Swap a staged replacement (``create(force=True)``) in for the old index, with
-        the LLM cache it shared; a no-op for an index that is already in place."""
-        if self.target is not None:
-            with writer_lock(self.target):
-                swap_in(self.path, self.target, self.cache_dir)
-            self.path, self.target, self.cache_dir = self.target, None, None
+        the LLM cache it shared; the index now in place (this one, when it already was).
+        This handle is not moved: the caller goes on with the one returned."""
+        if self.target is None:
+            return self
+        with writer_lock(self.target):
+            swap_in(self.path, self.target, self.cache_dir)
+        return dataclasses.replace(self, path=self.target, target=None, cache_dir=None, _readers={})
 
     def abandon(self) -> None:
         """Drop a staged replacement that will not be committed: the old index stays."""
