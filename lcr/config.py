@@ -48,7 +48,8 @@ class Setting:
     that it comes from the authors' released code instead (the paper names no value),
     so a reader can tell a published claim from an implementation detail;
     ``measured_in`` (a page and anchor) that it is lcr's own choice, made on the
-    measurement found there. :attr:`origin` names which.
+    measurement found there; ``library`` (a library's name) that it is that
+    library's documented default, which lcr keeps. :attr:`origin` names which.
     """
 
     name: str
@@ -58,6 +59,7 @@ class Setting:
     paper: bool = False
     reference_code: bool = False
     measured_in: str = ""  # lcr's default chosen on a measurement: where it is written up
+    library: str = ""  # the default is this library's own (bm25s's k1 and b)
     kind: type | None = None  # the value's type; None: the default's (str for None)
     low: float | None = None  # numbers: the smallest valid value (inclusive)
     high: float | None = None  # numbers: the largest valid value (inclusive)
@@ -71,12 +73,15 @@ class Setting:
 
     @property
     def origin(self) -> str:
-        """Where the default comes from: ``paper``, ``reference code``, ``lcr, measured``
-        (``measured_in`` says where), or ``lcr`` (lcr's choice, not measured)."""
+        """Where the default comes from: ``paper``, ``reference code``, ``library``
+        (:attr:`library` names it), ``lcr, measured`` (``measured_in`` says where), or
+        ``lcr`` (lcr's choice, not measured)."""
         if self.paper:
             return "paper"
         if self.reference_code:
             return "reference code"
+        if self.library:
+            return "library"
         return "lcr, measured" if self.measured_in else "lcr"
 
     @property
@@ -202,6 +207,7 @@ def setting(
     paper: bool = False,
     reference_code: bool = False,
     measured: str = "",
+    library: str = "",
     low: float | None = None,
     high: float | None = None,
     free_text: str | None = None,
@@ -216,17 +222,23 @@ def setting(
     none), so reading such an index back gives the truth.
 
     ``measured``: for lcr's own default, the page and anchor where the measurement
-    that chose it is written up (``docs/methods/mixpr.md#linking``)."""
+    that chose it is written up (``docs/methods/mixpr.md#linking``).
+
+    ``library``: the default is that library's own documented default (``"bm25s"``
+    for BM25's k1 and b), kept by lcr rather than chosen."""
     if "\n" in help:
         raise ValueError("a setting's help is one line; figures belong in the docs")
-    if sum((paper, reference_code, bool(measured))) > 1:
-        raise ValueError("a default comes from the paper, its reference code or lcr's measure")
+    if sum((paper, reference_code, bool(measured), bool(library))) > 1:
+        raise ValueError(
+            "a default comes from the paper, its reference code, a library or lcr's measure"
+        )
     meta = {
         "help": help,
         "choices": tuple(choices) if choices is not None else None,
         "paper": paper,
         "reference_code": reference_code,
         "measured": measured,
+        "library": library,
         "low": low,
         "high": high,
         "free_text": free_text,
@@ -318,6 +330,7 @@ def _declared(cls: type[Settings]) -> tuple[Setting, ...]:
                 paper=meta["paper"],
                 reference_code=meta["reference_code"],
                 measured_in=meta["measured"],
+                library=meta["library"],
                 kind=kind,
                 low=meta["low"],
                 high=meta["high"],

@@ -272,3 +272,51 @@ def test_documented_command_is_accepted(
 def test_a_wrong_command_is_caught(args: list[str]) -> None:
     with pytest.raises(click.UsageError):
         check(args, complete=True)
+
+
+# ------------------------------------------------------- where defaults come from
+@cache
+def _method_rows() -> tuple[dict[str, object], ...]:
+    res = CliRunner().invoke(cli, ["methods", "--settings", "--json"])
+    assert res.exit_code == 0, res.output
+    return tuple(map(json.loads, res.output.splitlines()))
+
+
+def _section(path: Path, title: str) -> str:
+    """The text under heading ``title`` of ``path``, up to the next heading."""
+    prose, _ = _split(path.read_text(encoding="utf-8"))
+    out: list[str] = []
+    inside = False
+    for line in prose:
+        m = re.match(r"^#{1,6}\s+(.*?)\s*$", line)
+        if m:
+            inside = m.group(1) == title
+            continue
+        if inside:
+            out.append(line)
+    return "\n".join(out)
+
+
+def test_each_default_says_where_it_comes_from() -> None:
+    """A measured default points at a heading that exists; a default that is neither
+    the paper's, the reference code's, a library's nor measured is named, with why,
+    under its method page's "How the defaults were chosen" (issue 56)."""
+    unexplained, broken = [], []
+    for row in _method_rows():
+        page = ROOT / str(row["manual"])
+        why = _section(page, "How the defaults were chosen") if page.exists() else ""
+        for phase in ("build_settings", "query_settings", "answer_settings"):
+            for key, s in row[phase].items():  # type: ignore[attr-defined]
+                where = s.get("measured_in", "")
+                if where:
+                    file_part, _, anchor = where.partition("#")
+                    dest = ROOT / file_part
+                    if not dest.exists() or (anchor and anchor not in _anchors(dest)):
+                        broken.append(f"{row['name']}.{key}: {where}")
+                named = f"`{key}`" in why or f"`{row['name']}.{key}`" in why
+                if s["origin"] == "lcr" and phase != "answer_settings" and not named:
+                    unexplained.append(f"{row['name']}.{key} ({page.name})")
+                if s["origin"] == "library" and not s.get("library"):
+                    broken.append(f"{row['name']}.{key}: origin library names none")
+    assert not broken, broken
+    assert not unexplained, unexplained

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from dataclasses import dataclass
@@ -192,3 +193,33 @@ def test_bm25_index_from_before_the_stemmer_is_read_unstemmed() -> None:
     from lcr.methods.baselines import BM25Settings
 
     assert BM25Settings.from_stored({"chunk_tokens": 128, "k1": 1.5}).stemmer == "none"
+
+
+def test_a_librarys_default_is_marked_with_the_library_and_is_its_default(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """bm25's k1, b and stop words are bm25s's own defaults: the label names the
+    library, and the values are what bm25s itself would use."""
+    import inspect
+
+    import bm25s
+
+    from lcr.methods.baselines import BM25Settings
+
+    by_name = BM25Settings.by_name()
+    ours = {n: by_name[n] for n in ("k1", "b", "stopwords")}
+    assert {s.origin for s in ours.values()} == {"library"}
+    assert {s.library for s in ours.values()} == {"bm25s"}
+    theirs = inspect.signature(bm25s.BM25.__init__).parameters
+    assert (ours["k1"].default, ours["b"].default) == (theirs["k1"].default, theirs["b"].default)
+    tokenize_default = inspect.signature(bm25s.tokenize).parameters["stopwords"].default
+    # bm25s reads "en" and its default "english" as one list
+    same = bm25s.tokenize(["the cat and a dog"], stopwords=tokenize_default, return_ids=False)
+    assert bm25s.tokenize(["the cat and a dog"], stopwords="en", return_ids=False) == same
+    code, out, _ = run(["methods", "--settings"], capsys)
+    assert code == 0 and "bm25.k1=1.5 (library: bm25s)" in out
+    code, out, _ = run(["methods", "--settings", "--json"], capsys)
+    k1 = json.loads(out.splitlines()[0])["build_settings"]["k1"]
+    assert (k1["origin"], k1["library"]) == ("library", "bm25s")
+    with pytest.raises(ValueError, match="a library"):
+        setting(1.0, "x", paper=True, library="bm25s")

@@ -313,7 +313,8 @@ def _settings(rows: list[dict[str, Any]]) -> list[str]:
         "changed build setting is a new build), query settings on ask, retrieve and "
         "eval. Values outside the range shown are refused before any work (exit 2). "
         "(paper) marks a value the paper's text gives; (reference code) one taken from "
-        "the authors' released code where the paper gives none; (lcr, measured) lcr's own "
+        "the authors' released code where the paper gives none; (library: NAME) that "
+        "library's own documented default, kept; (lcr, measured) lcr's own "
         "value, chosen on a measurement its method page gives; no mark, lcr's choice."
     )
     for r in rows:
@@ -324,6 +325,8 @@ def _settings(rows: list[dict[str, Any]]) -> list[str]:
             for key, s in r[phase].items():
                 tag = f"\\fB{esc(r['name'])}.{esc(key)}\\fR={esc(value_text(s['default']))}"
                 origin = "" if s.get("origin", "lcr") == "lcr" else f", {s['origin']}"
+                if s.get("library"):
+                    origin = f", library: {s['library']}"
                 text = f"({label}{origin}) {s['help']}"
                 out += _tp(tag, [_line(esc(text + _valid(s)))])
         kept = [

@@ -187,9 +187,11 @@ def _field_text(text: str, indent: str) -> None:
 
 
 def _origin_mark(s: dict[str, Any]) -> str:
-    """Where a default comes from: the paper's text, only the authors' released code, or
-    lcr's measurement (nothing: lcr's choice, unmeasured)."""
+    """Where a default comes from: the paper's text, only the authors' released code, a
+    library's own default, or lcr's measurement (nothing: lcr's choice, unmeasured)."""
     origin = s.get("origin", "paper" if s["paper"] else "lcr")
+    if origin == "library":
+        return f" (library: {s['library']})"
     return "" if origin == "lcr" else f" ({origin.removeprefix('lcr, ')})"
 
 
@@ -199,6 +201,8 @@ def _setting_json(s: Setting) -> dict[str, Any]:
     out["origin"] = s.origin
     if s.measured_in:
         out["measured_in"] = s.measured_in
+    if s.library:
+        out["library"] = s.library
     out["valid"] = s.valid_text()
     if s.low is not None:
         out["low"] = s.low

@@ -53,16 +53,21 @@ STEMMER_CHOICES = (
 
 # how the baselines cut a document (docs/methods/baselines.md#chunks)
 CHUNKINGS = ("paragraphs", "windows")
+# where the baselines' defaults are measured (issue 56)
+_DEFAULTS = "docs/methods/baselines.md#how-the-defaults-were-chosen"
 
 
 @dataclass(frozen=True)
 class ChunkSettings(Settings):
     """The leaves every baseline shares, so their differences come from scoring alone."""
 
-    chunk_tokens: int = setting(128, "leaf size in tokens; sentences are never cut", low=1)
+    chunk_tokens: int = setting(
+        128, "leaf size in tokens; sentences are never cut", measured=_DEFAULTS, low=1
+    )
     chunking: str = setting(
         "paragraphs",
         "paragraphs: one a chunk, within a page and section; windows: packed across them",
+        measured="docs/methods/baselines.md#chunks",
         choices=CHUNKINGS,
         legacy="windows",  # indexes from before the setting were cut into windows
     )
@@ -70,14 +75,18 @@ class ChunkSettings(Settings):
 
 @dataclass(frozen=True)
 class BM25Settings(ChunkSettings):
-    k1: float = setting(1.5, "BM25 term-frequency saturation", low=0)
-    b: float = setting(0.75, "BM25 length normalisation", low=0, high=1)
+    k1: float = setting(1.5, "BM25 term-frequency saturation", library="bm25s", low=0)
+    b: float = setting(0.75, "BM25 length normalisation", library="bm25s", low=0, high=1)
     stopwords: str = setting(
-        "en", "stop-word list for bm25s ('none' keeps all)", choices=STOPWORD_CHOICES
+        "en",
+        "stop-word list for bm25s ('none' keeps all)",
+        library="bm25s",  # bm25s.tokenize's stopwords="english", the same list
+        choices=STOPWORD_CHOICES,
     )
     stemmer: str = setting(
         "english",
         "Snowball stemmer language (PyStemmer); 'none' for none",
+        measured=_DEFAULTS,
         choices=STEMMER_CHOICES,
         legacy="none",  # indexes from before the setting were built unstemmed
     )

@@ -333,6 +333,7 @@ class MixPRQuery(Settings):
     link_ratio: float = setting(
         0.5,
         "under 'relative': link to the (at most link_m) chunks within this share of the best",
+        measured=f"{M}#link_ratio-under-relative",
         low=0,
         high=1,
     )
@@ -344,7 +345,11 @@ class MixPRQuery(Settings):
         high=1,
     )
     router_threshold: float = setting(
-        0.5, "P('y') above which mode=auto routes to global", low=0, high=1
+        0.5,
+        "P('y') above which mode=auto routes to global (0.5: the model's own y/n reply)",
+        paper=True,  # the paper takes the router's "y" or "n": P(y) > P(n)
+        low=0,
+        high=1,
     )
     router_chunks: int = setting(
         2,

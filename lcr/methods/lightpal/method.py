@@ -61,6 +61,9 @@ def _bm25_tokens(texts: list[str]) -> list[list[str]]:
     return bm25_tokenize(texts, "en", "english")
 
 
+_DOCS = "docs/methods/lightpal.md"  # where lcr's measured defaults are written up
+
+
 @dataclass(frozen=True)
 class LightPALBuild(Settings):
     """Passages, candidates and the scored graph (sections 4, 5.1)."""
@@ -69,6 +72,7 @@ class LightPALBuild(Settings):
     passages: Literal["chars", "sections"] = setting(
         "chars",
         "chars: ~chunk_chars characters at paragraphs, then sentences; sections: blank-line blocks",
+        paper=True,  # chars: the paper's Meeting passages; sections: its Story ones
     )
     chunk_chars: int = setting(
         1000,
@@ -119,7 +123,9 @@ class LightPALQuery(Settings):
     top_k: int = setting(
         10, "passages returned (the paper's K: 5, 10, 20; -k overrides)", paper=True, low=1
     )
-    initial: Literal["bm25", "dense"] = setting("bm25", "initial retriever of D_init")
+    initial: Literal["bm25", "dense"] = setting(
+        "bm25", "initial retriever of D_init", measured=f"{_DOCS}#odsum-story-retrieval"
+    )
     initial_share: float = setting(
         0.6,
         "share of K taken from the initial ranking (|D_init| / K; section 5.1: top 60% of K)",
@@ -130,6 +136,7 @@ class LightPALQuery(Settings):
     restart: Literal["d_init", "ranking"] = setting(
         "d_init",
         "the walk restarts on D_init (d_init) or the initial ranking's top restart_top (ranking)",
+        measured=f"{_DOCS}#the-restart-set-on-odsum-story",
     )
     restart_top: int = setting(
         20, "the walk restarts on at most this many passages of the restart set", paper=True, low=1
@@ -142,6 +149,7 @@ class LightPALQuery(Settings):
     answer_words: int = setting(
         200,
         "the paper prompt's 'approximately N words' (ODSum Story summaries: ~1.3k chars)",
+        measured=f"{_DOCS}#how-the-defaults-were-chosen",
         low=1,
     )
     alpha: float = setting(

@@ -66,7 +66,8 @@ class PecanQuery(Settings):
     )
     yes_threshold: float = setting(
         0.5,
-        "a check counts as Yes when P(Yes) / (P(Yes) + P(No)) is above this",
+        "a check counts as Yes when P(Yes) / (P(Yes) + P(No)) is above this (0.5: the likelier)",
+        paper=True,  # the paper takes the model's one-word reply: the likelier word
         low=0.0,
         high=1.0,
     )
@@ -84,6 +85,7 @@ class PecanQuery(Settings):
     max_nodes: int | None = setting(
         None,
         "nodes the search visits at most (-k); none: until it stops or the window fills",
+        paper=True,  # the paper's search has no node cap: progress control and s end it
         low=1,
     )
     fixed_nodes: int = setting(

@@ -130,7 +130,10 @@ class RaptorQuery(Settings):
         low=1,
     )
     max_nodes: int | None = setting(
-        None, "collapsed tree: at most this many nodes within the budget (-k); none: no cap", low=1
+        None,
+        "collapsed tree: at most this many nodes within the budget (-k); none: no cap",
+        paper=True,  # the paper's collapsed tree adds nodes until max_tokens, no count
+        low=1,
     )
     depth: int = setting(
         0,
