@@ -146,6 +146,15 @@ def test_only_the_served_indexes_and_folders_are_reachable(tmp_path: Path) -> No
     with pytest.raises(NotServedError, match="not an lcr index"):
         served.new_index(str(folder / "doc.txt"))
 
+    # a list (ask over several indexes): each served once, in order; every other refused
+    book = str(folder / "deep" / "book.idx")
+    assert served.named_indexes(["deep/book.idx", book]) == [folder / "deep" / "book.idx"]
+    with pytest.raises(NotServedError, match=r"^'/nowhere' is not an index this server"):
+        served.named_indexes(["deep/book.idx", "/nowhere"])
+    with pytest.raises(NotServedError) as both:
+        served.named_indexes([str(outside), "deep/book.idx", str(folder / "link.idx")])
+    assert str(both.value).startswith(f"{str(outside)!r}, {str(folder / 'link.idx')!r} are not")
+
     only_index = Served.from_arguments([outside])  # an index alone: no folder to build in
     assert [s.path for s in only_index.listed()] == [outside]
     with pytest.raises(NotServedError):
