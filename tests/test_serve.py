@@ -142,6 +142,7 @@ async def error_of(client: Client, tool: str, arguments: dict[str, Any]) -> MCPE
 QUESTION = "What did the maiden ask her father for?"
 ASKED = "Where did she plant the hazel twig?"
 BARLEY = "How many sacks of barley were there?"
+QUOTED = {"answer.check": "quote"}  # the answer's quotes, checked in its evidence
 
 
 async def read_tools_checked(client: Client, served: Path) -> None:
@@ -224,14 +225,18 @@ def test_stdio_tools_answer_as_the_cli_does(served: Path, smollm: Any) -> None:
     tale, mill = str(served / "tale.idx"), str(served / "mill.idx")
     settings = ["-k", "2", "--llm", "smollm2-135m", "--max-new-tokens", "32"]
     cli_ask = lcr_json("ask", tale, ASKED, *settings, llm=smollm)
-    cli_pooled = lcr_json("ask", tale, mill, BARLEY, *settings, llm=smollm)
+    quoted = ["--set", "answer.check=quote"]  # as QUOTED
+    cli_pooled = lcr_json("ask", tale, mill, BARLEY, *settings, *quoted, llm=smollm)
     pieces: list[str] = []
 
     async def progressed(done: float, total: float | None, message: str | None) -> None:
         pieces.append(message or "")
 
-    async def asked(client: Client, index: str | list[str], question: str) -> dict[str, Any]:
+    async def asked(
+        client: Client, index: str | list[str], question: str, sets: dict[str, str]
+    ) -> dict[str, Any]:
         arguments = {"index": index, "question": question, "k": 2, "max_new_tokens": 32}
+        arguments["settings"] = sets
         result = await client.call_tool("ask", arguments, progress_callback=progressed)
         assert not result.is_error, result.content
         assert result.structured_content is not None
@@ -241,21 +246,21 @@ def test_stdio_tools_answer_as_the_cli_does(served: Path, smollm: Any) -> None:
         async with Client(stdio_params(str(served), "--llm", "smollm2-135m")) as client:
             await read_tools_checked(client, served)
             await errors_checked(client, served)
-            got = await asked(client, "tale.idx", ASKED)
+            got = await asked(client, "tale.idx", ASKED, {})
             assert "".join(pieces).strip()  # the reply, as it was written
-            pooled = await asked(client, ["tale.idx", "mill.idx"], BARLEY)
-            by_path = await asked(client, [tale, "mill.idx", tale], BARLEY)  # once each
-            return got, pooled, by_path
+            pooled = await asked(client, ["tale.idx", "mill.idx"], BARLEY, QUOTED)
+            return got, pooled
 
-    got, pooled, by_path = run(session)
-    for want, have in ((cli_ask, got), (cli_pooled, pooled), (cli_pooled, by_path)):
+    got, pooled = run(session)
+    for want, have in ((cli_ask, got), (cli_pooled, pooled)):
         assert have["answer"] == want["answer"] and have["answer"]
         assert evidence_of(have) == evidence_of(want)
         assert have["answer_settings"] == want["answer_settings"]
         assert have["models"]["llm"] == want["models"]["llm"]
         assert have.get("indexes") == want.get("indexes")
-        assert "quote_check" in have  # the default answer step quotes its evidence
-        assert have["quotes"] == want["quotes"] and have["quote_check"] == want["quote_check"]
+        assert have.get("quotes") == want.get("quotes")
+        assert have.get("quote_check") == want.get("quote_check")
+    assert "quote_check" in pooled and "quote_check" not in got  # asked for, or not
     assert pooled["indexes"] == [tale, mill]
     assert {e["index"] for e in pooled["evidence"]} == {tale, mill}
     assert pooled["evidence"][0]["document"] == "mill.txt"
@@ -378,7 +383,7 @@ class HttpServer:
 @pytest.fixture(scope="module")
 def building(served: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the served folder to build in, with an 18 KB document."""
-    folder = tmp_path_factory.mktemp("building") / "served"
+    folder = tmp_path_factory.mktemp("building").resolve() / "served"
     shutil.copytree(served, folder, symlinks=True)
     shutil.copy(Path(__file__).parents[1] / "examples" / "lighthouse.txt", folder / "long.txt")
     lcr_api.index([folder / "long.txt"], folder / "long.idx", methods=["bm25"])
@@ -427,6 +432,39 @@ def test_http_twenty_clients_at_once_get_their_own_answers(
     for i, want in enumerate(expected):
         assert results[i]["question"] == QUESTIONS[i]
         assert evidence_of(results[i]) == evidence_of(want), QUESTIONS[i]
+
+
+def test_http_ask_one_index_and_two_as_the_cli_does(
+    http: HttpServer, building: Path, smollm: Any
+) -> None:
+    """Over HTTP too, ask (smollm2-135m) from one index and from two pooled is what
+    ``lcr ask --json`` prints with the same settings; an index named twice in the list
+    (by its path and by its name) is asked once."""
+    tale, mill = str(building / "tale.idx"), str(building / "mill.idx")
+    settings = ["-k", "2", "--llm", "smollm2-135m", "--max-new-tokens", "32"]
+    wanted = [
+        lcr_json("ask", tale, ASKED, *settings, llm=smollm),
+        lcr_json("ask", tale, mill, BARLEY, *settings, "--set", "answer.check=quote", llm=smollm),
+    ]
+
+    async def asking() -> list[dict[str, Any]]:
+        async with http.client() as client:
+            return [
+                await call(client, "ask", {"index": index, "question": q, "k": 2,
+                                           "max_new_tokens": 32, "settings": sets})
+                for index, q, sets in (("tale.idx", ASKED, {}),
+                                       ([tale, "mill.idx", "tale.idx"], BARLEY, QUOTED))
+            ]  # fmt: skip
+
+    for have, want in zip(run(asking), wanted, strict=True):
+        assert have["answer"] == want["answer"] and have["answer"]
+        assert evidence_of(have) == evidence_of(want)
+        assert have["answer_settings"] == want["answer_settings"]
+        assert have.get("quotes") == want.get("quotes")
+        assert have.get("quote_check") == want.get("quote_check")
+        assert have.get("indexes") == want.get("indexes")
+    # named by path and by name, tale.idx given twice: asked once, in the order given
+    assert "quote_check" in wanted[1] and wanted[1]["indexes"] == [tale, mill]
 
 
 def test_http_faults_get_protocol_errors_and_the_server_goes_on(
@@ -610,7 +648,7 @@ from mcp.client.streamable_http import streamable_http_client
 url, token, tool = sys.argv[1:4]
 if tool == "ask":
     arguments = {"index": "long.idx", "question": "Tell the whole story, every event in order.",
-                 "max_new_tokens": 1024, "k": 8, "settings": {"answer.select": "off"}}
+                 "max_new_tokens": 1024, "k": 2, "settings": {"answer.select": "off"}}
 else:
     arguments = {"paths": [sys.argv[4]], "out": sys.argv[5], "methods": ["mixpr"]}
 
