@@ -143,6 +143,7 @@ QUESTION = "What did the maiden ask her father for?"
 ASKED = "Where did she plant the hazel twig?"
 BARLEY = "How many sacks of barley were there?"
 QUOTED = {"answer.check": "quote"}  # the answer's quotes, checked in its evidence
+TOKENS = 16  # the longest answer: enough to compare, short for smollm2 on a busy CPU
 
 
 async def read_tools_checked(client: Client, served: Path) -> None:
@@ -223,7 +224,7 @@ def test_stdio_tools_answer_as_the_cli_does(served: Path, smollm: Any) -> None:
     and indexes as ``lcr ask --json`` with the same settings, the text arriving as
     progress notifications while it is written."""
     tale, mill = str(served / "tale.idx"), str(served / "mill.idx")
-    settings = ["-k", "2", "--llm", "smollm2-135m", "--max-new-tokens", "32"]
+    settings = ["-k", "2", "--llm", "smollm2-135m", "--max-new-tokens", str(TOKENS)]
     cli_ask = lcr_json("ask", tale, ASKED, *settings, llm=smollm)
     quoted = ["--set", "answer.check=quote"]  # as QUOTED
     cli_pooled = lcr_json("ask", tale, mill, BARLEY, *settings, *quoted, llm=smollm)
@@ -235,7 +236,7 @@ def test_stdio_tools_answer_as_the_cli_does(served: Path, smollm: Any) -> None:
     async def asked(
         client: Client, index: str | list[str], question: str, sets: dict[str, str]
     ) -> dict[str, Any]:
-        arguments = {"index": index, "question": question, "k": 2, "max_new_tokens": 32}
+        arguments = {"index": index, "question": question, "k": 2, "max_new_tokens": TOKENS}
         arguments["settings"] = sets
         result = await client.call_tool("ask", arguments, progress_callback=progressed)
         assert not result.is_error, result.content
@@ -393,9 +394,10 @@ def building(served: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def http(building: Path) -> Iterator[HttpServer]:
     """One HTTP server for the module's HTTP tests (the last one interrupts it): a token,
-    building allowed, small limits, smollm2-135m as its LLM."""
+    building allowed, small limits (a 3 s read timeout: 1 s cut off a reader's whole
+    request on a machine at load 14), smollm2-135m as its LLM."""
     server = HttpServer(
-        [str(building), "--allow-index", "--read-timeout", "1", "--max-request-bytes", "20000",
+        [str(building), "--allow-index", "--read-timeout", "3", "--max-request-bytes", "20000",
          "--llm", "smollm2-135m"],
         {"LCR_SERVE_TOKEN": TOKEN},
     )  # fmt: skip
@@ -441,7 +443,7 @@ def test_http_ask_one_index_and_two_as_the_cli_does(
     ``lcr ask --json`` prints with the same settings; an index named twice in the list
     (by its path and by its name) is asked once."""
     tale, mill = str(building / "tale.idx"), str(building / "mill.idx")
-    settings = ["-k", "2", "--llm", "smollm2-135m", "--max-new-tokens", "32"]
+    settings = ["-k", "2", "--llm", "smollm2-135m", "--max-new-tokens", str(TOKENS)]
     wanted = [
         lcr_json("ask", tale, ASKED, *settings, llm=smollm),
         lcr_json("ask", tale, mill, BARLEY, *settings, "--set", "answer.check=quote", llm=smollm),
@@ -451,7 +453,7 @@ def test_http_ask_one_index_and_two_as_the_cli_does(
         async with http.client() as client:
             return [
                 await call(client, "ask", {"index": index, "question": q, "k": 2,
-                                           "max_new_tokens": 32, "settings": sets})
+                                           "max_new_tokens": TOKENS, "settings": sets})
                 for index, q, sets in (("tale.idx", ASKED, {}),
                                        ([tale, "mill.idx", "tale.idx"], BARLEY, QUOTED))
             ]  # fmt: skip
