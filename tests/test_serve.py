@@ -2,8 +2,10 @@
 result held to the CLI's ``--json`` for the same call, errors as one-line MCP errors,
 twenty clients at once, a build while others read, and the fault cases (a path outside
 the served set, a huge request, a malformed message, a slow client, a client killed
-mid-call, Ctrl-C to the server). Tiny bm25 indexes built here; one ``ask`` runs on
-smollm2-135m. Each server is a real ``lcr serve`` process.
+mid-call, Ctrl-C to the server). Tiny bm25 indexes built here; the asks run on
+smollm2-135m. Each server is a real ``lcr serve`` process; the CLI it is held to runs
+in this process (``lcr.cli.main.cli``, the same command as ``lcr``), its model loaded
+once for the module.
 """
 
 from __future__ import annotations
@@ -25,9 +27,14 @@ from typing import Any, TypeVar
 import anyio
 import httpx2
 import pytest
+from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+import lcr as lcr_api
+from lcr.cli.main import cli
+from lcr.cli.models import Seams
+from lcr.models.container import Models
 from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.slow  # every test starts a server
@@ -57,10 +64,19 @@ QUESTIONS = [
 ]
 
 
-def lcr(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lcr", *args], capture_output=True, text=True, check=check
-    )
+def lcr(*args: str, stdin: str | None = None, llm: Any = None) -> str:
+    """``lcr ARGS`` run in this process (a model given as ``llm`` instead of loaded):
+    its stdout; a failure fails the test with the CLI's stderr."""
+    models = None if llm is None else (lambda spec, _: Models.with_objects(llm=llm, spec=spec))
+    result = CliRunner().invoke(cli, list(args), input=stdin, prog_name="lcr", obj=Seams(models))
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def lcr_json(*args: str, llm: Any = None) -> Any:
+    return json.loads(lcr(*args, "--json", llm=llm))
 
 
 def run(make: Callable[[], Awaitable[T]]) -> T:
@@ -68,30 +84,36 @@ def run(make: Callable[[], Awaitable[T]]) -> T:
 
 
 def evidence_of(result: dict[str, Any]) -> list[tuple[Any, ...]]:
-    """What must be the same through the server and the CLI: ids, spans, text, citations."""
+    """What must be the same through the server and the CLI: ids, spans, text, citations
+    (and with several indexes, each item's index)."""
     return [
-        (e["id"], e["spans"], e["text"], e["document"], e["citations"]) for e in result["evidence"]
+        (e["id"], e["spans"], e["text"], e["document"], e["citations"], e.get("index"))
+        for e in result["evidence"]
     ]
+
+
+MILL = (
+    "The keeper of the mill counted the sacks every evening. There were forty sacks of "
+    "barley and twelve of rye, and the miller's cat slept on the rye.\n"
+)
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A served folder with one bm25 index (``tale.idx``) and a document to add; an
-    index outside it, and a link inside it to that outside index."""
-    root = tmp_path_factory.mktemp("serve")
+    """A served folder with two bm25 indexes (``tale.idx``, ``mill.idx``) and a document
+    to add; an index outside it, and a link inside it to that outside index."""
+    root = tmp_path_factory.mktemp("serve").resolve()
     folder = root / "served"
     folder.mkdir()
     shutil.copy(FIXTURES / "cinderella.txt", folder / "tale.txt")
-    (folder / "more.txt").write_text(
-        "The keeper of the mill counted the sacks every evening. There were forty "
-        "sacks of barley and twelve of rye, and the miller's cat slept on the rye.\n",
-        encoding="utf-8",
-    )
-    lcr("index", str(folder / "tale.txt"), "--method", "bm25", "-q")
+    (folder / "more.txt").write_text(MILL.replace("mill", "barn"), encoding="utf-8")
+    (folder / "mill.txt").write_text(MILL, encoding="utf-8")
+    lcr_api.index([folder / "tale.txt"], folder / "tale.idx", methods=["bm25"])
+    lcr_api.index([folder / "mill.txt"], folder / "mill.idx", methods=["bm25"])
     outside = root / "outside"
     outside.mkdir()
     shutil.copy(FIXTURES / "cinderella.txt", outside / "secret.txt")
-    lcr("index", str(outside / "secret.txt"), "--method", "bm25", "-q")
+    lcr_api.index([outside / "secret.txt"], outside / "secret.idx", methods=["bm25"])
     (folder / "link.idx").symlink_to(outside / "secret.idx")
     return folder
 
@@ -117,108 +139,139 @@ async def error_of(client: Client, tool: str, arguments: dict[str, Any]) -> MCPE
 
 
 # ------------------------------------------------------------------------------ stdio
-def test_stdio_tools_answer_as_the_cli_does(served: Path) -> None:
-    """Every read tool against the CLI's --json, the errors, and one real answer
-    (smollm2-135m): the same answer and evidence as ``lcr ask --json`` with the same
-    settings, its text arriving as progress notifications while it is written."""
+QUESTION = "What did the maiden ask her father for?"
+ASKED = "Where did she plant the hazel twig?"
+BARLEY = "How many sacks of barley were there?"
+QUOTED = {"answer.check": "quote"}  # the answer's quotes, checked in its evidence
+TOKENS = 16  # the longest answer: enough to compare, short for smollm2 on a busy CPU
+
+
+async def read_tools_checked(client: Client, served: Path) -> None:
+    """The tools' schemas and descriptions, list_indexes, and retrieve and info against
+    the CLI's --json (an index named by its listed name or by its path)."""
     index = served / "tale.idx"
-    question = "What did the maiden ask her father for?"
-    cli_retrieve = json.loads(lcr("retrieve", str(index), question, "-k", "3", "--json").stdout)
-    cli_info = json.loads(lcr("info", str(index), "--json", "--verify").stdout)
-    asked = "Where did she plant the hazel twig?"
-    cli_ask = json.loads(
-        lcr(
-            "ask", str(index), asked, "-k", "2", "--llm", "smollm2-135m", "--json",
-            "--max-new-tokens", "32",
-        ).stdout
-    )  # fmt: skip
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert sorted(tools) == ["ask", "info", "list_indexes", "retrieve"]  # no building
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 80
+        assert tool.input_schema["type"] == "object"
+    assert tools["retrieve"].input_schema["required"] == ["index", "question"]
+    ask_index = tools["ask"].input_schema["properties"]["index"]["anyOf"]
+    assert [a["type"] for a in ask_index] == ["string", "array"]  # one index or several
+
+    listed = (await call(client, "list_indexes", {}))["indexes"]
+    names = [i["name"] for i in listed]
+    assert names == ["mill.idx", "tale.idx"], names  # not the link to the index outside
+    assert listed[1]["methods"] == ["bm25"]
+    assert listed[1]["documents"][0]["name"] == "tale.txt"
+
+    cli_retrieve = lcr_json("retrieve", str(index), QUESTION, "-k", "3")
+    got = await call(client, "retrieve", {"index": "tale.idx", "question": QUESTION, "k": 3})
+    assert len(got["evidence"]) == 3
+    assert evidence_of(got) == evidence_of(cli_retrieve)
+    by_path = await call(client, "retrieve", {"index": str(index), "question": QUESTION, "k": 3})
+    assert evidence_of(by_path) == evidence_of(cli_retrieve)
+
+    info = await call(client, "info", {"index": "tale.idx", "verify": True})
+    assert info == lcr_json("info", str(index), "--verify")
+
+
+async def errors_checked(client: Client, served: Path) -> None:
+    """Errors are MCP errors, one line each, with the CLI's exit code in data; a path
+    outside the served set is refused alone and in a list given to ask."""
+    outside = str(served.parent / "outside" / "secret.idx")
+    refusals = {
+        "outside": outside,
+        "link": str(served / "link.idx"),
+        "dots": str(served / ".." / "outside" / "secret.idx"),
+        "folder": str(served),
+    }
+    for why, where in refusals.items():
+        error = await error_of(client, "retrieve", {"index": where, "question": QUESTION})
+        assert "is not an index this server serves" in error.error.message, why
+        assert error.error.code == -32602
+        error = await error_of(client, "ask", {"index": ["tale.idx", where], "question": QUESTION})
+        assert error.error.message.startswith(f"{where!r} is not an index"), why
+        assert error.error.code == -32602 and error.error.data == {"exit_code": 2}
+    both = await error_of(
+        client, "ask", {"index": [refusals["link"], "mill.idx", outside], "question": QUESTION}
+    )
+    assert both.error.message.startswith(f"{refusals['link']!r}, {outside!r} are not indexes")
+    unbuilt = await error_of(
+        client, "retrieve", {"index": "tale.idx", "question": QUESTION, "method": "dense"}
+    )
+    assert "dense" in unbuilt.error.message
+    bad_setting = await error_of(
+        client, "retrieve", {"index": "tale.idx", "question": QUESTION, "settings": {"bm25.no": 1}}
+    )
+    assert bad_setting.error.code == -32602 and "bm25.no" in bad_setting.error.message
+    huge = await error_of(client, "retrieve", {"index": "tale.idx", "question": "why " * 50_000})
+    assert huge.error.code == -32602 and "question" in huge.error.message
+    no_tool = await error_of(client, "index", {"paths": ["x"], "out": "y"})
+    assert "index" in no_tool.error.message
+    empty = await error_of(client, "ask", {"index": [], "question": QUESTION})
+    assert empty.error.code == -32602 and "index" in empty.error.message
+    for error in (both, unbuilt, bad_setting, huge, no_tool, empty):
+        assert "\n" not in error.error.message
+    # and the server still answers
+    again = await call(client, "retrieve", {"index": "tale.idx", "question": QUESTION})
+    assert again["evidence"]
+
+
+def test_stdio_tools_answer_as_the_cli_does(served: Path, smollm: Any) -> None:
+    """Every read tool against the CLI's --json, the errors, and real answers
+    (smollm2-135m) from one index and from two: the same answer, evidence, citations
+    and indexes as ``lcr ask --json`` with the same settings, the text arriving as
+    progress notifications while it is written."""
+    tale, mill = str(served / "tale.idx"), str(served / "mill.idx")
+    settings = ["-k", "2", "--llm", "smollm2-135m", "--max-new-tokens", str(TOKENS)]
+    cli_ask = lcr_json("ask", tale, ASKED, *settings, llm=smollm)
+    quoted = ["--set", "answer.check=quote"]  # as QUOTED
+    cli_pooled = lcr_json("ask", tale, mill, BARLEY, *settings, *quoted, llm=smollm)
     pieces: list[str] = []
 
     async def progressed(done: float, total: float | None, message: str | None) -> None:
         pieces.append(message or "")
 
-    async def session() -> None:
+    async def asked(
+        client: Client, index: str | list[str], question: str, sets: dict[str, str]
+    ) -> dict[str, Any]:
+        arguments = {"index": index, "question": question, "k": 2, "max_new_tokens": TOKENS}
+        arguments["settings"] = sets
+        result = await client.call_tool("ask", arguments, progress_callback=progressed)
+        assert not result.is_error, result.content
+        assert result.structured_content is not None
+        return result.structured_content
+
+    async def session() -> tuple[dict[str, Any], ...]:
         async with Client(stdio_params(str(served), "--llm", "smollm2-135m")) as client:
-            tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert sorted(tools) == ["ask", "info", "list_indexes", "retrieve"]  # no building
-            for tool in tools.values():
-                assert tool.description and len(tool.description) > 80
-                assert tool.input_schema["type"] == "object"
-            assert tools["retrieve"].input_schema["required"] == ["index", "question"]
-
-            listed = (await call(client, "list_indexes", {}))["indexes"]
-            names = [i["name"] for i in listed]
-            assert names == ["tale.idx"], names  # not the link to the index outside
-            assert listed[0]["methods"] == ["bm25"]
-            assert listed[0]["documents"][0]["name"] == "tale.txt"
-
-            got = await call(
-                client, "retrieve", {"index": "tale.idx", "question": question, "k": 3}
-            )
-            assert len(got["evidence"]) == 3
-            assert evidence_of(got) == evidence_of(cli_retrieve)
-            by_path = await call(
-                client, "retrieve", {"index": str(index), "question": question, "k": 3}
-            )
-            assert evidence_of(by_path) == evidence_of(cli_retrieve)
-
-            info = await call(client, "info", {"index": "tale.idx", "verify": True})
-            assert info == cli_info
-
-            # errors: MCP errors, one line each, the CLI's exit code in data
-            refusals = {
-                "outside": {"index": str(served.parent / "outside" / "secret.idx")},
-                "link": {"index": str(served / "link.idx")},
-                "dots": {"index": str(served / ".." / "outside" / "secret.idx")},
-                "folder": {"index": str(served)},
-            }
-            for why, where in refusals.items():
-                error = await error_of(client, "retrieve", {**where, "question": question})
-                assert "is not an index this server serves" in error.error.message, why
-                assert error.error.code == -32602
-            unbuilt = await error_of(
-                client, "retrieve", {"index": "tale.idx", "question": question, "method": "dense"}
-            )
-            assert "dense" in unbuilt.error.message
-            bad_setting = await error_of(
-                client,
-                "retrieve",
-                {"index": "tale.idx", "question": question, "settings": {"bm25.nope": 1}},
-            )
-            assert bad_setting.error.code == -32602 and "nope" in bad_setting.error.message
-            huge = await error_of(
-                client, "retrieve", {"index": "tale.idx", "question": "why " * 50_000}
-            )
-            assert huge.error.code == -32602 and "question" in huge.error.message
-            no_tool = await error_of(client, "index", {"paths": ["x"], "out": "y"})
-            assert "index" in no_tool.error.message
-            for error in (unbuilt, bad_setting, huge, no_tool):
-                assert "\n" not in error.error.message
-            # and the server still answers
-            again = await call(client, "retrieve", {"index": "tale.idx", "question": question})
-            assert again["evidence"]
-
-            result = await client.call_tool(
-                "ask",
-                {"index": "tale.idx", "question": asked, "k": 2, "max_new_tokens": 32},
-                progress_callback=progressed,
-            )
-            assert not result.is_error, result.content
-            got = result.structured_content
-            assert got is not None
-            assert got["answer"] == cli_ask["answer"] and got["answer"]
-            assert evidence_of(got) == evidence_of(cli_ask)
-            assert got["answer_settings"] == cli_ask["answer_settings"]
-            assert got["models"]["llm"] == cli_ask["models"]["llm"]
+            await read_tools_checked(client, served)
+            await errors_checked(client, served)
+            got = await asked(client, "tale.idx", ASKED, {})
             assert "".join(pieces).strip()  # the reply, as it was written
+            pooled = await asked(client, ["tale.idx", "mill.idx"], BARLEY, QUOTED)
+            return got, pooled
 
-    run(session)
+    got, pooled = run(session)
+    for want, have in ((cli_ask, got), (cli_pooled, pooled)):
+        assert have["answer"] == want["answer"] and have["answer"]
+        assert evidence_of(have) == evidence_of(want)
+        assert have["answer_settings"] == want["answer_settings"]
+        assert have["models"]["llm"] == want["models"]["llm"]
+        assert have.get("indexes") == want.get("indexes")
+        assert have.get("quotes") == want.get("quotes")
+        assert have.get("quote_check") == want.get("quote_check")
+    assert "quote_check" in pooled and "quote_check" not in got  # asked for, or not
+    assert pooled["indexes"] == [tale, mill]
+    assert {e["index"] for e in pooled["evidence"]} == {tale, mill}
+    assert pooled["evidence"][0]["document"] == "mill.txt"
 
 
-def test_stdio_malformed_lines_then_ctrl_c(served: Path) -> None:
-    """Over stdio a malformed line is dropped (the SDK logs it; JSON-RPC has no id to
-    answer) and the server reads on; Ctrl-C ends it within seconds with exit code 130
-    (a read of stdin in progress included)."""
+def test_stdio_malformed_lines_get_errors_then_ctrl_c(served: Path) -> None:
+    """Over stdio a line that is not JSON gets a parse error (-32700), JSON that is not
+    a JSON-RPC message an invalid request (-32600), each with id null, and the server
+    reads on; Ctrl-C ends it within seconds with exit code 130 (a read of stdin in
+    progress included)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "lcr", "serve", str(served)],
         stdin=subprocess.PIPE,
@@ -237,11 +290,34 @@ def test_stdio_malformed_lines_then_ctrl_c(served: Path) -> None:
             "clientInfo": {"name": "test", "version": "1"},
         },
     }
-    proc.stdin.write('{"jsonrpc": "2.0", "id": 0, "method"\n')
-    proc.stdin.write(json.dumps(initialize) + "\n")
-    proc.stdin.flush()
-    reply = json.loads(proc.stdout.readline())
+    malformed = {
+        '{"jsonrpc": "2.0", "id": 0, "method"': -32700,
+        '{"hello": 1}': -32600,
+        '[{"jsonrpc": "2.0", "id": 7, "method": "ping"}]': -32600,
+        '{"jsonrpc": "1.0", "id": 8, "method": "ping"}': -32600,
+        "\u00e9t\u00e9": -32700,
+    }
+
+    def send(*lines: str) -> None:
+        for line in lines:
+            proc.stdin.write(line + "\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    def replies(n: int) -> list[dict[str, Any]]:
+        return [json.loads(proc.stdout.readline()) for _ in range(n)]  # type: ignore[union-attr]
+
+    send(*malformed, json.dumps(initialize))
+    *errors, reply = replies(len(malformed) + 1)
+    assert [e["error"]["code"] for e in errors] == list(malformed.values())
+    assert all(e["id"] is None and e["jsonrpc"] == "2.0" for e in errors)
+    assert all("\n" not in e["error"]["message"] for e in errors)
     assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "lcr"
+    send('{"jsonrpc": "2.0", "method": "notifications/initialized"}', "not json", json.dumps(
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    ))  # fmt: skip
+    error, pong = replies(2)
+    assert error["error"]["code"] == -32700 and error["id"] is None
+    assert pong == {"jsonrpc": "2.0", "id": 2, "result": {}}
     interrupted = time.monotonic()
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=20)
@@ -308,19 +384,20 @@ class HttpServer:
 @pytest.fixture(scope="module")
 def building(served: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the served folder to build in, with an 18 KB document."""
-    folder = tmp_path_factory.mktemp("building") / "served"
+    folder = tmp_path_factory.mktemp("building").resolve() / "served"
     shutil.copytree(served, folder, symlinks=True)
     shutil.copy(Path(__file__).parents[1] / "examples" / "lighthouse.txt", folder / "long.txt")
-    lcr("index", str(folder / "long.txt"), "--method", "bm25", "-q")
+    lcr_api.index([folder / "long.txt"], folder / "long.idx", methods=["bm25"])
     return folder
 
 
 @pytest.fixture(scope="module")
 def http(building: Path) -> Iterator[HttpServer]:
     """One HTTP server for the module's HTTP tests (the last one interrupts it): a token,
-    building allowed, small limits, smollm2-135m as its LLM."""
+    building allowed, small limits (a 3 s read timeout: 1 s cut off a reader's whole
+    request on a machine at load 14), smollm2-135m as its LLM."""
     server = HttpServer(
-        [str(building), "--allow-index", "--read-timeout", "1", "--max-request-bytes", "20000",
+        [str(building), "--allow-index", "--read-timeout", "3", "--max-request-bytes", "20000",
          "--llm", "smollm2-135m"],
         {"LCR_SERVE_TOKEN": TOKEN},
     )  # fmt: skip
@@ -334,14 +411,8 @@ def test_http_twenty_clients_at_once_get_their_own_answers(
     http: HttpServer, building: Path
 ) -> None:
     stdin = "\n".join(QUESTIONS) + "\n"
-    expected = [
-        json.loads(line)
-        for line in subprocess.run(
-            [sys.executable, "-m", "lcr", "retrieve", str(building / "tale.idx"), "-", "-k", "2",
-             "--json"],
-            input=stdin, capture_output=True, text=True, check=True,
-        ).stdout.splitlines()
-    ]  # fmt: skip
+    cli = lcr("retrieve", str(building / "tale.idx"), "-", "-k", "2", "--json", stdin=stdin)
+    expected = [json.loads(line) for line in cli.splitlines()]
     assert len(expected) == len(QUESTIONS)
     results: dict[int, dict[str, Any]] = {}
 
@@ -363,6 +434,39 @@ def test_http_twenty_clients_at_once_get_their_own_answers(
     for i, want in enumerate(expected):
         assert results[i]["question"] == QUESTIONS[i]
         assert evidence_of(results[i]) == evidence_of(want), QUESTIONS[i]
+
+
+def test_http_ask_one_index_and_two_as_the_cli_does(
+    http: HttpServer, building: Path, smollm: Any
+) -> None:
+    """Over HTTP too, ask (smollm2-135m) from one index and from two pooled is what
+    ``lcr ask --json`` prints with the same settings; an index named twice in the list
+    (by its path and by its name) is asked once."""
+    tale, mill = str(building / "tale.idx"), str(building / "mill.idx")
+    settings = ["-k", "2", "--llm", "smollm2-135m", "--max-new-tokens", str(TOKENS)]
+    wanted = [
+        lcr_json("ask", tale, ASKED, *settings, llm=smollm),
+        lcr_json("ask", tale, mill, BARLEY, *settings, "--set", "answer.check=quote", llm=smollm),
+    ]
+
+    async def asking() -> list[dict[str, Any]]:
+        async with http.client() as client:
+            return [
+                await call(client, "ask", {"index": index, "question": q, "k": 2,
+                                           "max_new_tokens": TOKENS, "settings": sets})
+                for index, q, sets in (("tale.idx", ASKED, {}),
+                                       ([tale, "mill.idx", "tale.idx"], BARLEY, QUOTED))
+            ]  # fmt: skip
+
+    for have, want in zip(run(asking), wanted, strict=True):
+        assert have["answer"] == want["answer"] and have["answer"]
+        assert evidence_of(have) == evidence_of(want)
+        assert have["answer_settings"] == want["answer_settings"]
+        assert have.get("quotes") == want.get("quotes")
+        assert have.get("quote_check") == want.get("quote_check")
+        assert have.get("indexes") == want.get("indexes")
+    # named by path and by name, tale.idx given twice: asked once, in the order given
+    assert "quote_check" in wanted[1] and wanted[1]["indexes"] == [tale, mill]
 
 
 def test_http_faults_get_protocol_errors_and_the_server_goes_on(
@@ -408,8 +512,9 @@ def test_http_faults_get_protocol_errors_and_the_server_goes_on(
         assert time.monotonic() - started < 10
     assert http.proc.poll() is None
 
-    refused = lcr("serve", "--http", "0.0.0.0:0", str(served), check=False)
-    assert refused.returncode == 2
+    off_loopback = ["serve", "--http", "0.0.0.0:0", str(served)]
+    refused = CliRunner().invoke(cli, off_loopback, env={"LCR_SERVE_TOKEN": None})
+    assert refused.exit_code == 2, refused.output
     assert refused.stderr.count("\n") == 1 and "--token" in refused.stderr
 
 
@@ -418,7 +523,7 @@ def test_http_build_while_others_read(http: HttpServer, building: Path, served: 
     whole and right, progress arrives, the index verifies after. Then a document added
     through the server is found as the CLI finds it."""
     question = QUESTIONS[8]
-    before = json.loads(lcr("retrieve", str(building / "tale.idx"), question, "--json").stdout)
+    before = lcr_json("retrieve", str(building / "tale.idx"), question)
     progress: list[tuple[float, float | None, str | None]] = []
     reads: list[dict[str, Any]] = []
     built: dict[str, Any] = {}
@@ -458,8 +563,7 @@ def test_http_build_while_others_read(http: HttpServer, building: Path, served: 
     assert len(reads) >= 4
     for read in reads:
         assert evidence_of(read) == evidence_of(before)
-    verified = lcr("info", str(building / "tale.idx"), "--verify", "--json")
-    assert json.loads(verified.stdout)["verified"] is True
+    assert lcr_json("info", str(building / "tale.idx"), "--verify")["verified"] is True
 
     async def refused() -> str:
         outside = served.parent / "outside" / "secret.txt"
@@ -485,10 +589,10 @@ def test_http_build_while_others_read(http: HttpServer, building: Path, served: 
     added, found, info = run(adding)
     assert [d["name"] for d in added["documents"]] == ["tale.txt", "more.txt"]
     index = str(building / "tale.idx")
-    cli_found = json.loads(lcr("retrieve", index, barley, "-k", "1", "--json").stdout)
+    cli_found = lcr_json("retrieve", index, barley, "-k", "1")
     assert found["evidence"][0]["document"] == "more.txt"
     assert evidence_of(found) == evidence_of(cli_found)
-    assert info == json.loads(lcr("info", index, "--json").stdout)
+    assert info == lcr_json("info", index)
 
 
 def test_http_a_client_killed_mid_call_stops_its_call(http: HttpServer) -> None:
@@ -534,8 +638,7 @@ def test_http_ctrl_c_mid_build_stops_within_seconds(http: HttpServer, building: 
     assert not (building / ".stopped.idx.lock").exists()
     assert not list(building.glob(".stopped.idx.new*"))
     if target.exists():
-        verified = lcr("info", str(target), "--verify", "--json", check=False)
-        assert json.loads(verified.stdout)["verified"] is True
+        assert lcr_json("info", str(target), "--verify")["verified"] is True
 
 
 # A client that starts a long call and says so at its first progress notification.
@@ -547,7 +650,7 @@ from mcp.client.streamable_http import streamable_http_client
 url, token, tool = sys.argv[1:4]
 if tool == "ask":
     arguments = {"index": "long.idx", "question": "Tell the whole story, every event in order.",
-                 "max_new_tokens": 1024, "k": 8, "settings": {"answer.select": "off"}}
+                 "max_new_tokens": 1024, "k": 2, "settings": {"answer.select": "off"}}
 else:
     arguments = {"paths": [sys.argv[4]], "out": sys.argv[5], "methods": ["mixpr"]}
 

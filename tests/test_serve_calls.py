@@ -1,7 +1,7 @@
 """The server's queue (lcr/serve/calls.py) with real threads: at most ``concurrency``
 model calls at once, the rest waiting their turn; a model's first load under one lock;
 a call cancelled while it waits never runs; one build at a time; the served set's
-paths (lcr/serve/served.py)."""
+paths (lcr/serve/served.py); a malformed stdio line answered (lcr/serve/stdio.py)."""
 
 from __future__ import annotations
 
@@ -146,7 +146,52 @@ def test_only_the_served_indexes_and_folders_are_reachable(tmp_path: Path) -> No
     with pytest.raises(NotServedError, match="not an lcr index"):
         served.new_index(str(folder / "doc.txt"))
 
+    # a list (ask over several indexes): each served once, in order; every other refused
+    book = str(folder / "deep" / "book.idx")
+    assert served.named_indexes(["deep/book.idx", book]) == [folder / "deep" / "book.idx"]
+    with pytest.raises(NotServedError, match=r"^'/nowhere' is not an index this server"):
+        served.named_indexes(["deep/book.idx", "/nowhere"])
+    with pytest.raises(NotServedError) as both:
+        served.named_indexes([str(outside), "deep/book.idx", str(folder / "link.idx")])
+    assert str(both.value).startswith(f"{str(outside)!r}, {str(folder / 'link.idx')!r} are not")
+
     only_index = Served.from_arguments([outside])  # an index alone: no folder to build in
     assert [s.path for s in only_index.listed()] == [outside]
     with pytest.raises(NotServedError):
         only_index.source(str(tmp_path / "served" / "doc.txt"))
+
+
+def test_a_malformed_stdio_line_is_answered_and_the_next_passes() -> None:
+    """lcr/serve/stdio.py between the SDK's read stream and the session: the exception
+    the SDK makes of a bad line becomes a JSON-RPC error on the write stream (parse
+    error or invalid request, id null); a message passes through unchanged, in order."""
+    import anyio
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCError, jsonrpc_message_adapter
+
+    from lcr.serve.stdio import Answered
+
+    lines = ['{"jsonrpc": "2.0", "id"', '{"hello": 1}', '{"jsonrpc":"2.0","id":3,"method":"ping"}']
+    said: list[str] = []
+
+    async def main() -> tuple[list[SessionMessage], list[SessionMessage]]:
+        to_read, read = anyio.create_memory_object_stream[SessionMessage | Exception](10)
+        write, written = anyio.create_memory_object_stream[SessionMessage](10)
+        for line in lines:  # as the SDK's stdio reader does with each line
+            try:
+                await to_read.send(SessionMessage(jsonrpc_message_adapter.validate_json(line)))
+            except Exception as exc:
+                await to_read.send(exc)
+        to_read.close()
+        passed = [m async for m in Answered(read, write, said.append)]
+        write.close()
+        return passed, [m async for m in written]
+
+    passed, replies = anyio.run(main)
+    assert [m.message.model_dump(exclude_unset=True) for m in passed] == [
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+    ]
+    errors = [m.message for m in replies]
+    assert all(isinstance(e, JSONRPCError) and e.id is None for e in errors)
+    assert [e.error.code for e in errors if isinstance(e, JSONRPCError)] == [-32700, -32600]
+    assert len(said) == 2 and all("malformed line" in s for s in said)

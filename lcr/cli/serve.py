@@ -77,11 +77,12 @@ def serve_cmd(
     agents over the Model Context Protocol.
 
     An index named here, or found in a folder named here, can be listed, retrieved
-    from and asked (tools list_indexes, info, retrieve, ask); nothing else on disk is
-    reachable. Models load once, on the first call that needs each; model calls run
-    at most --concurrency at once with --base-url, one at a time with a local model,
-    the others waiting their turn. Over stdio by default (what desktop agents start);
-    --http serves streamable HTTP. Ctrl-C stops it within seconds. See docs/serve.md.
+    from and asked, one index or several at once (tools list_indexes, info, retrieve,
+    ask); nothing else on disk is reachable. Models load once, on the first call that
+    needs each; model calls run at most --concurrency at once with --base-url, one at
+    a time with a local model, the others waiting their turn. Over stdio by default
+    (what desktop agents start; a malformed line gets a JSON-RPC error); --http serves
+    streamable HTTP. Ctrl-C stops it within seconds. See docs/serve.md.
     """
     try:
         import mcp  # noqa: F401

@@ -3,8 +3,9 @@ Protocol (MCP), with each model loaded once for the server's life.
 
 :mod:`lcr.serve.served` decides what is reachable, :mod:`lcr.serve.calls` how blocking
 work is queued and cancelled, :mod:`lcr.serve.tools` the tools themselves and
-:mod:`lcr.serve.http` the HTTP transport's guard. This module runs a server over
-stdio (what desktop agents start) or streamable HTTP.
+:mod:`lcr.serve.http` the HTTP transport's guard and :mod:`lcr.serve.stdio` the
+answer to a malformed stdio line. This module runs a server over stdio (what desktop
+agents start) or streamable HTTP.
 """
 
 from __future__ import annotations

@@ -79,6 +79,25 @@ class Served:
             f"{given!r} is not an index this server serves (list_indexes names those it does)"
         )
 
+    def named_indexes(self, given: Sequence[str]) -> list[Path]:
+        """The served indexes a client named in a list, each once, in the order given;
+        every name that is not served is refused, all of them in one line."""
+        found: list[Path] = []
+        refused: list[str] = []
+        for name in given:
+            try:
+                found.append(self.index(name))
+            except NotServedError:
+                refused.append(name)
+        if len(refused) == 1:
+            self.index(refused[0])  # its own one line
+        if refused:
+            raise NotServedError(
+                f"{', '.join(map(repr, refused))} are not indexes this server serves "
+                "(list_indexes names those it does)"
+            )
+        return list(dict.fromkeys(found))
+
     def source(self, given: str) -> Path:
         """A document to index: a file or folder inside a served folder."""
         resolved = _resolved(given)

@@ -57,6 +57,14 @@ IndexName = Annotated[
         max_length=4096,
     ),
 ]
+MAX_INDEXES = 64
+IndexOrIndexes = Annotated[
+    IndexName | Annotated[list[IndexName], Field(min_length=1, max_length=MAX_INDEXES)],
+    Field(
+        description="An index as list_indexes names it (its name or its path), or a list of "
+        "them: their evidence is pooled and answered once, each piece naming its index."
+    ),
+]
 Question = Annotated[
     str,
     Field(description="The question, in plain words.", min_length=1, max_length=MAX_QUESTION_CHARS),
@@ -89,11 +97,13 @@ ranked best first: each item's text, its exact character spans in the index's so
 and citations (file, pages, section). Use it to read the documents yourself; use `ask` for \
 an answer written from them."""
 
-ASK = """Answer a question from one index's documents: retrieve evidence with `method`, \
-then have the server's language model answer from that evidence only. Returns the answer \
-(or "not found in the document"), the evidence it read with spans and citations (file, \
-pages, section), usage and timings. Slower than `retrieve` (seconds to minutes on a CPU); \
-progress notifications carry the answer's text as it is written."""
+ASK = """Answer a question from one index's documents, or from several (`index` a list): \
+retrieve evidence with `method` (from each index, the best pieces kept across them), then \
+have the server's language model answer from that evidence only. Returns the answer (or \
+"not found in the document"), the evidence it read with spans and citations (file, pages, \
+section; with several indexes, each piece's index), usage and timings. Slower than \
+`retrieve` (seconds to minutes on a CPU); progress notifications carry the answer's text \
+as it is written."""
 
 INDEX = """Build an index over documents inside the served folders (text, Markdown, PDF, \
 HTML, EPUB, DOCX, or a folder of them), or add methods to an existing one. `methods` [] \
@@ -138,7 +148,13 @@ def make_server(config: ServeConfig) -> MCPServer[Any]:
 
 class _Server(MCPServer[Any]):
     """The SDK's server, with arguments that fail the schema and unknown tools as MCP
-    errors (invalid params) in one line, like lcr's own."""
+    errors (invalid params) in one line, like lcr's own, and over stdio a malformed
+    line answered with a JSON-RPC error (:mod:`lcr.serve.stdio`)."""
+
+    async def run_stdio_async(self) -> None:
+        from lcr.serve.stdio import serve_stdio
+
+        await serve_stdio(self._lowlevel_server, _log)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
@@ -210,7 +226,7 @@ class Tools:
 
     async def ask(
         self,
-        index: IndexName,
+        index: IndexOrIndexes,
         question: Question,
         ctx: Context,
         method: Method = "bm25",
@@ -221,11 +237,15 @@ class Tools:
         settings: Settings | None = None,
     ) -> dict[str, Any]:
         from lcr import pipeline
+        from lcr.pipeline.many import ask_pooled, check_poolable
 
-        path = self._index(index)
+        served = self.config.served
+        paths = _guarded(lambda: served.named_indexes([index] if isinstance(index, str) else index))
         plan = _guarded(
             lambda: pipeline.plan_query(method, _sets(settings), k=k, max_new_tokens=max_new_tokens)
         )
+        if len(paths) > 1:
+            _guarded(lambda: check_poolable(plan))
         asked = _guarded(lambda: pipeline.checked_question(question))
         models = self.config.models
         needs = plan.needs | plan.method.answer_needs(plan.settings)
@@ -234,10 +254,14 @@ class Tools:
             with self.config.calls.model_slot(call, _loaded(models, needs)):
 
                 def once() -> dict[str, Any]:
-                    index_now = _opened(path, method)
-                    result = pipeline.ask_query(
-                        index_now, plan, asked, models, note=_log, stream=_Streamed(call)
-                    )
+                    opened = [_opened(path, method) for path in paths]
+                    stream = _Streamed(call)
+                    if len(opened) == 1:  # as `lcr ask INDEX`
+                        result = pipeline.ask_query(
+                            opened[0], plan, asked, models, note=_log, stream=stream
+                        )
+                    else:  # as `lcr ask A.idx B.idx`: the evidence pooled, one answer
+                        result = ask_pooled(opened, plan, asked, models, note=_log, stream=stream)
                     call.flush()
                     return result.to_json()
 
