@@ -23,7 +23,7 @@ def _run_many(calls: Calls, n: int, loaded: bool, hold: float = 0.05) -> tuple[i
 
     def one() -> None:
         nonlocal running, peak, done
-        with calls.model_slot(calls.call(None), loaded):
+        with calls.model_slot(calls.call(None), lambda: loaded or bool(done)):
             with lock:
                 running += 1
                 peak = max(peak, running)
@@ -46,9 +46,34 @@ def test_at_most_concurrency_model_calls_run_at_once(concurrency: int) -> None:
     assert (peak, done) == (concurrency, 12)
 
 
-def test_a_first_load_runs_alone() -> None:
-    peak, done = _run_many(Calls(3), 6, loaded=False)
-    assert (peak, done) == (1, 6)
+def test_a_first_load_runs_alone_then_the_calls_behind_it_run_together() -> None:
+    """Each call here counts as having loaded the model once one has finished: the
+    first runs alone, the five queued behind it then run up to three at once."""
+    peak, done = _run_many(Calls(3), 6, loaded=False, hold=0.3)
+    assert (peak, done) == (3, 6)
+
+
+def test_while_nothing_loads_the_model_each_call_waits_for_the_one_before() -> None:
+    calls = Calls(3)
+    lock = threading.Lock()
+    running = peak = 0
+
+    def one() -> None:
+        nonlocal running, peak
+        with calls.model_slot(calls.call(None), lambda: False):
+            with lock:
+                running += 1
+                peak = max(peak, running)
+            time.sleep(0.05)
+            with lock:
+                running -= 1
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert peak == 1
 
 
 def test_a_call_cancelled_while_it_waits_never_runs() -> None:
@@ -58,12 +83,12 @@ def test_a_call_cancelled_while_it_waits_never_runs() -> None:
     release = threading.Event()
 
     def holder() -> None:
-        with calls.model_slot(calls.call(None), True):
+        with calls.model_slot(calls.call(None), lambda: True):
             release.wait(10)
 
     def waiter() -> None:
         try:
-            with calls.model_slot(waiting, True):
+            with calls.model_slot(waiting, lambda: True):
                 ran.append("waiter")
         except CallCancelled:
             ran.append("cancelled")

@@ -134,16 +134,21 @@ class Calls:
             raise
 
     @contextmanager
-    def model_slot(self, call: Call, loaded: bool) -> Iterator[None]:
+    def model_slot(self, call: Call, loaded: Callable[[], bool]) -> Iterator[None]:
         """One of the ``concurrency`` slots for a call that uses a model (waiting for its
         turn in a queue); under the first-load lock too while a model it needs is not
-        loaded yet."""
+        loaded yet. ``loaded`` is asked again once that lock is held: calls that queued
+        behind the first load run together once it is done, not one by one."""
         self._acquire(call, self._slots)
         try:
-            if loaded:
+            if loaded():
                 yield
                 return
             self._acquire(call, self._loading)
+            if loaded():  # loaded by the call this one waited for
+                self._loading.release()
+                yield
+                return
             try:
                 yield
             finally:

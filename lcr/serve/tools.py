@@ -219,7 +219,7 @@ class Tools:
 
             if not uses_model:
                 return _retrying(once)
-            with self.config.calls.model_slot(call, _loaded(models, needs)):
+            with self.config.calls.model_slot(call, lambda: _loaded(models, needs)):
                 return _retrying(once)
 
         return await self._run(ctx, work)
@@ -251,7 +251,7 @@ class Tools:
         needs = plan.needs | plan.method.answer_needs(plan.settings)
 
         def work(call: Call) -> dict[str, Any]:
-            with self.config.calls.model_slot(call, _loaded(models, needs)):
+            with self.config.calls.model_slot(call, lambda: _loaded(models, needs)):
 
                 def once() -> dict[str, Any]:
                     opened = [_opened(path, method) for path in paths]
