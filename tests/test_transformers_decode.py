@@ -257,3 +257,28 @@ def test_shown_once_passes_other_warnings_on() -> None:
         show(text, UserWarning, "f.py", 1)
         show("another", UserWarning, "f.py", 2)
     assert seen.count(text) == 1 and seen.count("another") == 11
+
+
+@pytest.mark.parametrize("text", ["What is 2 + 2? Answer with a number only.", PROMPTS[1][0]])
+def test_attention_generation_reads_back_every_few_steps_with_the_same_result(
+    smollm: Any, text: str
+) -> None:
+    """PECAN's decode loop on a GPU reads the tokens back every 8 steps: the steps run
+    past an end token are dropped, so tokens, attention rows and counts are those of
+    reading back after every step (one reply ends early, the other runs to the budget)."""
+    prompt = smollm.render(ask(text))
+    spans = [(0, 5), (5, len(prompt))]
+    assert smollm.end_check_steps == 1  # on a CPU
+    every = smollm.generate_with_attention(prompt, spans=spans, max_new_tokens=20)
+    assert every.completion_tokens <= 20
+    for steps in (3, 8):
+        few = smollm.generate_with_attention(
+            prompt, spans=spans, max_new_tokens=20, every_steps=steps
+        )
+        assert few.tokens == every.tokens and few.text == every.text
+        assert few.completion_tokens == every.completion_tokens
+        assert torch.equal(few.attention, every.attention)
+    if text.startswith("What"):
+        assert every.completion_tokens == len(every.tokens) + 1 < 20  # it ended on its own
+    else:
+        assert every.completion_tokens == len(every.tokens) == 20
