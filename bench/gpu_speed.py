@@ -3,7 +3,7 @@ KV cache and compiled steps (issue #55, item 2), in one run of at most 8 minutes
 
     python bench/gpu_speed.py --llm smol.gguf               # on the GPU machine
     python bench/gpu_speed.py --cpu --llm smollm2-135m      # the dry run on a CPU
-    python bench/gpu_speed.py --cpu --skip-builds --skip-tests --json out.json
+    python bench/gpu_speed.py --cpu --steps stream,batched --json out.json
 
 Steps, each skipped once ``--budget-s`` is spent (the order is the order of value):
 
@@ -16,7 +16,8 @@ Steps, each skipped once ``--budget-s`` is spent (the order is the order of valu
 2. **batched**: ``generate_batch`` of ``--batch`` conversations, static cache off
    and on, tokens/s over the whole batch (on a CPU with ``batch_on_cpu``).
 3. **builds**: ``lcr index examples/lighthouse.txt`` with RAPTOR and with PECAN
-   (``--embedder hashing-384``), ``LCR_STATIC_CACHE`` off and auto, wall seconds.
+   (``--embedder hashing-384``), ``LCR_STATIC_CACHE`` off and auto, wall seconds
+   (with ``--cpu`` off only: the dry run checks that they run).
 4. **tests**: ``tests/test_gpu.py`` and ``tests/test_transformers_decode.py``.
 
 Prints one line per measurement and, with ``--json``, writes them all.
@@ -163,10 +164,10 @@ def sync(llm: Any) -> None:
         torch.cuda.synchronize()
 
 
-def builds(model: str, device: str, static: str, budget: Budget, limit: int) -> list[dict]:
+def builds(model: str, device: str, modes: tuple[str, ...], budget: Budget, limit: float) -> list:
     rows = []
     for method in ("raptor", "pecan"):
-        for mode in ("off", static):
+        for mode in modes:
             left = budget.left()
             if left < 30:
                 rows.append({"step": "build", "what": f"{method}, {mode}", "skipped": "budget"})
@@ -245,8 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--new", type=int, default=None, help="new tokens (256; 24 with --cpu)")
     parser.add_argument("--batch", type=int, default=None, help="conversations (32; 4 --cpu)")
-    parser.add_argument("--skip-builds", action="store_true")
-    parser.add_argument("--skip-tests", action="store_true")
+    parser.add_argument(
+        "--steps", default="stream,batched,builds,tests", help="which steps, comma-separated"
+    )
+    parser.add_argument(
+        "--build-limit-s", type=float, default=None, help="one build at most (150; 900 --cpu)"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     budget = Budget(args.budget_s)
@@ -264,12 +269,17 @@ def main(argv: list[str] | None = None) -> int:
     plan = decode_plan(llm.device, static)
     print(f"device {llm.device}, {llm.model_id}, static cache {static}: {plan.why}", flush=True)
     rows: list[dict] = [{"step": "plan", "device": llm.device, "why": plan.why}]
-    for part in (
-        lambda: one_stream(llm, new, args.rounds, static, budget),
-        lambda: batched(llm, new, size, static, budget),
-        lambda: [] if args.skip_builds else builds(args.llm, device, static, budget, 150),
-        lambda: [] if args.skip_tests else tests(budget),
+    steps = set(args.steps.split(","))
+    modes = ("off",) if args.cpu else ("off", static)  # a CPU build: the mechanics only
+    limit = args.build_limit_s or (900.0 if args.cpu else 150.0)
+    for name, part in (
+        ("stream", lambda: one_stream(llm, new, args.rounds, static, budget)),
+        ("batched", lambda: batched(llm, new, size, static, budget)),
+        ("builds", lambda: builds(args.llm, device, modes, budget, limit)),
+        ("tests", lambda: tests(budget)),
     ):
+        if name not in steps:
+            continue
         if budget.left() < 20:
             rows.append({"skipped": "budget"})
             break
