@@ -7,6 +7,8 @@ KV cache and compiled steps (issue #55, item 2), in one run of at most 8 minutes
 
 Steps, each skipped once ``--budget-s`` is spent (the order is the order of value):
 
+0. **hook**: the work lcr adds after each step, alone (no model call): 1,000 steps of a
+   streamed reply through the hook before this change and through ``StepWatch``.
 1. **one stream**: one prompt, greedy, the reply streamed (as ``lcr ask`` does):
    transformers' bare ``model.generate`` (dynamic cache, no hooks), lcr with
    ``LCR_STATIC_CACHE=off``, lcr with the stream decoded after every step (the
@@ -157,6 +159,68 @@ def batched(llm: Any, new: int, size: int, static: str, budget: Budget) -> list[
     return rows
 
 
+def hook_overhead(llm: Any, steps: int = 1000, rounds: int = 3) -> list[dict]:
+    """The per-step hook alone, over ``steps`` steps of a streamed reply whose steps take
+    no time: the hook before this change (the whole reply read back and decoded every
+    step) against :class:`StepWatch` (so it decodes twice: the first step and the end)."""
+    import torch
+
+    from lcr.models import transformers_decode as decoding
+    from lcr.models.text_stream import TextPieces
+    from lcr.progress import NULL_PROGRESS, TokenMeter
+
+    tok = llm.tokenizer
+    prompt = llm.render(messages(PROMPT))
+    text = "The keeper climbed the stair each night to light the lamp. " * 400
+    reply = tok(text, add_special_tokens=False)["input_ids"][:steps]
+    full = torch.tensor([prompt + reply])
+    views = [full[:, : len(prompt) + n] for n in range(1, len(reply) + 1)]
+
+    def decode(ids: list[int]) -> str:
+        return str(tok.decode(ids, skip_special_tokens=True))
+
+    def before(pieces: TextPieces) -> None:
+        for view in views:
+            new = [int(t) for t in view[0, len(prompt) :].tolist()]
+            ends = [i for i, t in enumerate(new) if t in llm.end_ids]
+            pieces.update(decode(new[: ends[0]] if ends else new))
+
+    def after(pieces: TextPieces) -> None:
+        meter = TokenMeter(NULL_PROGRESS, "t", len(views))
+        watch = decoding.StepWatch(
+            lambda: None,
+            meter,
+            1,
+            len(prompt),
+            pieces=pieces,
+            decode=decode,
+            end_ids=frozenset(llm.end_ids),
+        )
+        for view in views:
+            watch(view, None)
+        watch.flush()
+
+    seconds: dict[str, list[float]] = {"before": [], "after": []}
+    texts: dict[str, str] = {}
+    for _ in range(rounds):
+        for name, hook in (("before", before), ("after", after)):
+            sent: list[str] = []
+            start = time.perf_counter()
+            hook(TextPieces(sent.append))
+            seconds[name].append(time.perf_counter() - start)
+            texts[name] = "".join(sent)
+    old, new = (statistics.median(seconds[k]) for k in ("before", "after"))
+    return [
+        {
+            "step": "hook",
+            "steps": len(views),
+            "before_us_per_step": round(old / len(views) * 1e6, 1),
+            "after_us_per_step": round(new / len(views) * 1e6, 2),
+            "same_text": texts["before"] == texts["after"],
+        }
+    ]
+
+
 def sync(llm: Any) -> None:
     if llm.device.startswith("cuda"):
         import torch
@@ -247,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new", type=int, default=None, help="new tokens (256; 24 with --cpu)")
     parser.add_argument("--batch", type=int, default=None, help="conversations (32; 4 --cpu)")
     parser.add_argument(
-        "--steps", default="stream,batched,builds,tests", help="which steps, comma-separated"
+        "--steps", default="hook,stream,batched,builds,tests", help="which steps, comma-separated"
     )
     parser.add_argument(
         "--build-limit-s", type=float, default=None, help="one build at most (150; 900 --cpu)"
@@ -273,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = ("off",) if args.cpu else ("off", static)  # a CPU build: the mechanics only
     limit = args.build_limit_s or (900.0 if args.cpu else 150.0)
     for name, part in (
+        ("hook", lambda: hook_overhead(llm)),
         ("stream", lambda: one_stream(llm, new, args.rounds, static, budget)),
         ("batched", lambda: batched(llm, new, size, static, budget)),
         ("builds", lambda: builds(args.llm, device, modes, budget, limit)),
