@@ -157,7 +157,8 @@ def test_decode_plan_on_a_faked_cuda_machine(monkeypatch: pytest.MonkeyPatch) ->
         True, True, "static cache, compiled steps"
     )
     assert decoding.decode_plan("cuda:1", "on").compiled
-    assert flags(decoding.decode_plan("cuda", quantized=True)) == (True, False)
+    assert flags(decoding.decode_plan("cuda", quantized=True)) == (False, False)
+    assert flags(decoding.decode_plan("cuda", "on", quantized=True)) == (True, False)
     assert flags(decoding.decode_plan("cuda", "off")) == (False, False)
     assert flags(decoding.decode_plan("cpu")) == (False, False)
     assert flags(decoding.decode_plan("cpu", "on")) == (True, False)

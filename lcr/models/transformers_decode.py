@@ -13,10 +13,10 @@ walks the whole vocabulary, about 0.1 s a call).
 On CUDA (``LCR_STATIC_CACHE``, :func:`decode_plan`): ``auto`` decodes with a static
 KV cache and ``torch.compile``'d steps where torch can compile (triton installed, a
 GPU of compute capability 7.0 or newer), with a static cache alone where it cannot;
-on a CPU ``auto`` keeps the dynamic cache. ``on`` asks for the static cache on any
-device (compiled only on CUDA), ``off`` for neither. The static cache is sized in
-steps of :data:`STATIC_CACHE_STEP` tokens and never shrinks, so a compiled step is
-not compiled again for every prompt length.
+on a CPU and for a 4-/8-bit model ``auto`` keeps the dynamic cache. ``on`` asks for
+the static cache on any device (compiled only on CUDA), ``off`` for neither. The
+static cache is sized in steps of :data:`STATIC_CACHE_STEP` tokens and never shrinks,
+so a compiled step is not compiled again for every prompt length.
 
 A GPU batch holds as many conversations as free GPU memory allows
 (:func:`gpu_batch_rows`, from ``torch.cuda.mem_get_info``), at most
@@ -93,9 +93,10 @@ def decode_plan(device: str, setting: str | None = None, *, quantized: bool = Fa
         return DecodePlan(False, False, "a CPU decodes with the dynamic cache")
     m = machine.current()
     capability = m.compute_capability or (0, 0)
-    if quantized:
-        why = "static cache; bitsandbytes layers are not compiled"
-        return DecodePlan(True, False, why)
+    if quantized:  # as run on the H200; bitsandbytes layers are not compiled
+        if choice == "auto":
+            return DecodePlan(False, False, "4-/8-bit: the dynamic cache, as tested on a GPU")
+        return DecodePlan(True, False, "static cache; bitsandbytes layers are not compiled")
     if not triton_available():
         return DecodePlan(True, False, "static cache; not compiled: triton is not installed")
     if capability < (7, 0):
