@@ -283,3 +283,24 @@ def test_attention_generation_reads_back_every_few_steps_with_the_same_result(
         assert every.completion_tokens == len(every.tokens) + 1 < 20  # it ended on its own
     else:
         assert every.completion_tokens == len(every.tokens) == 20
+
+
+def test_stream_interval_is_read_when_the_watch_is_made(
+    smollm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """STREAM_INTERVAL_S = 0 (bench/gpu_speed.py's "before"): a decode after every step."""
+    monkeypatch.setattr(decoding, "STREAM_INTERVAL_S", 0.0)
+    ids = smollm.render(ask(PROMPTS[2][0]))
+    sent: list[str] = []
+    watch = decoding.StepWatch(
+        lambda: None,
+        TokenMeter(NULL_PROGRESS, "t", 5),
+        1,
+        len(ids),
+        pieces=TextPieces(sent.append),
+        decode=lambda t: smollm.tokenizer.decode(t, skip_special_tokens=True),
+    )
+    reply = smollm.encode(" red, green and blue")
+    for n in range(1, len(reply) + 1):
+        watch(torch.tensor([ids + reply[:n]]), None)
+    assert watch.decodes == len(reply) and "".join(sent) == " red, green and blue"

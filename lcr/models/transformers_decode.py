@@ -176,7 +176,8 @@ class StepWatch:
 
     ``rows`` conversations, prompts ``prompt`` columns wide; ``pieces`` hears the first
     row's text up to an end token, decoded at most once every ``interval`` seconds
-    (0: after every step) and once more by :meth:`flush`.
+    (default :data:`STREAM_INTERVAL_S`, read when the watch is made; 0: after every
+    step) and once more by :meth:`flush`.
     """
 
     def __init__(
@@ -189,7 +190,7 @@ class StepWatch:
         pieces: TextPieces | None = None,
         decode: Callable[[list[int]], str] | None = None,
         end_ids: frozenset[int] = frozenset(),
-        interval: float = STREAM_INTERVAL_S,
+        interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._follow_load = follow_load
@@ -199,7 +200,7 @@ class StepWatch:
         self._pieces = pieces
         self._decode = decode
         self._end_ids = end_ids
-        self._interval = interval
+        self._interval = STREAM_INTERVAL_S if interval is None else interval
         self._clock = clock
         self._last = -float("inf")
         self._never: torch.Tensor | None = None
