@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 from lcr.errors import LcrError, ModelError
@@ -128,6 +128,37 @@ def _not_installed_message(name: str, kind: Kind, reason: str) -> str:
 
 # ---------------------------------------------------------------- quiet libraries
 
+# warnings a library repeats for every layer: each text is shown once a process
+# (bitsandbytes' 8-bit layers each warn of the cast; something in every forward pass
+# resets the warnings registry (any catch_warnings block does), so Python's "once" repeats)
+ONCE_WARNINGS = ("MatMul8bitLt: inputs will be cast from",)
+
+
+def shown_once(show: Any) -> Any:
+    """``show`` (a ``warnings.showwarning``) that shows each text of
+    :data:`ONCE_WARNINGS` only the first time; any other warning as ``show`` does."""
+    if getattr(show, "lcr_shown_once", False):
+        return show
+    seen: set[str] = set()
+
+    def showwarning(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        text = str(message)
+        if text.startswith(ONCE_WARNINGS):
+            if text in seen:
+                return
+            seen.add(text)
+        show(message, category, filename, lineno, file, line)
+
+    showwarning.lcr_shown_once = True  # type: ignore[attr-defined]
+    return showwarning
+
 
 def quiet_libraries() -> None:
     """Silence library warnings and progress bars that would garble lcr's own output."""
@@ -138,6 +169,7 @@ def quiet_libraries() -> None:
         logging.getLogger(logger).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module=r"(transformers|huggingface_hub|accelerate)\b")
     warnings.filterwarnings("ignore", module=r"sentence_transformers\b")
+    warnings.showwarning = shown_once(warnings.showwarning)
     try:
         from transformers.utils import logging as tlog
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from lcr.errors import ModelError, UsageError
 from lcr.evidence import Usage
+from lcr.models import transformers_decode as decoding
 from lcr.models.base import (
     ContinuationScore,
     Generation,
@@ -39,13 +40,13 @@ from lcr.models.special import defang_messages
 from lcr.models.special import tokenizer_special_texts as tokenizer_special_texts
 from lcr.models.text_stream import TextPieces, cut_at_stop
 from lcr.models.token_math import length_batches as _length_batches
+from lcr.models.transformers_decode import GPU_BATCH_FALLBACK, StepWatch
 from lcr.progress import NULL_PROGRESS, Progress, TokenMeter
 
 if TYPE_CHECKING:
     import torch
 
 DEFAULT_CONTEXT_CAP = 32768
-GPU_BATCH = 8  # conversations generated together on a GPU
 QUANTIZE_CHOICES = ("4bit", "8bit")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 # continuation scoring: padded tokens per batch, and positions projected to the
@@ -156,6 +157,7 @@ class TransformersCore:
 
     backend = "transformers"
     quantize: str | None = None  # bitsandbytes 4bit/8bit (part of the cache keys' configuration)
+    static_cache: str | None = None  # auto/on/off; None: LCR_STATIC_CACHE (transformers_decode)
 
     def __init__(
         self,
@@ -234,6 +236,7 @@ class TransformersCore:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         check_quantize(quantize, device)
+        decoding.static_cache_setting()  # a bad LCR_STATIC_CACHE is refused before anything loads
         dtype = compute_dtype(device)
         common: dict[str, Any] = {"local_files_only": local_only}
         if gguf_file is not None:
@@ -342,13 +345,14 @@ class TransformersCore:
         temperature: float = 0.0,
         on_result: Callable[[int, Generation], None] | None = None,
     ) -> list[Generation]:
-        """Left-padded batches of :data:`GPU_BATCH` on CUDA; on CPU one call at a time.
+        """Left-padded batches on CUDA, as many conversations as free GPU memory allows
+        (:func:`lcr.models.transformers_decode.gpu_batch_rows`); on CPU one call at a time.
 
         Batching on CPU buys little (compute bound) and padding changes results
         slightly, so on CPU the outputs equal those of :meth:`generate`.
         """
         prompts = [self.render(c) for c in conversations]
-        size = GPU_BATCH if (self.device != "cpu" or self.batch_on_cpu) else 1
+        size = self.batch_rows(prompts, max_new_tokens)
         out: list[Generation] = []
         for start in range(0, len(prompts), size):
             gens = self._generate(prompts[start : start + size], max_new_tokens, stop, temperature)
@@ -357,6 +361,16 @@ class TransformersCore:
                 if on_result is not None:
                     on_result(start + offset, gen)
         return out
+
+    def batch_rows(self, prompts: Sequence[Sequence[int]], max_new_tokens: int) -> int:
+        """Conversations generated together: 1 on CPU (unless ``batch_on_cpu``:
+        :data:`GPU_BATCH_FALLBACK`), on CUDA what free memory holds for the longest prompt."""
+        if not self.device.startswith("cuda"):
+            return GPU_BATCH_FALLBACK if self.batch_on_cpu else 1
+        longest = max((len(p) for p in prompts), default=1)
+        new = max(1, min(max_new_tokens, self.context_window - longest))
+        need = decoding.row_bytes(self.model, self.kv_bytes_per_token(), longest, new)
+        return decoding.gpu_batch_rows(decoding.free_gpu_bytes(self.device), need, len(prompts))
 
     def choice_probability(
         self, messages: Sequence[Message], yes: str = "Yes", no: str = "No"
@@ -574,7 +588,7 @@ class TransformersCore:
         """Greedy (or sampled) replies to left-padded ``prompts``; ``pieces`` hears the
         one prompt's text as it is decoded."""
         import torch
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig, StoppingCriteriaList
 
         if seed is not None and temperature > 0:
             torch.manual_seed(seed)  # generate() samples from torch's global generator
@@ -587,6 +601,8 @@ class TransformersCore:
         for row, p in enumerate(prompts):  # left padding: every prompt ends at the same column
             input_ids[row, longest - len(p) :] = torch.tensor(p)
             mask[row, longest - len(p) :] = 1
+        quantized = self.quantize is not None
+        plan = decoding.decode_plan(self.device, self.static_cache, quantized=quantized)
         config = GenerationConfig(
             max_new_tokens=budget,
             do_sample=temperature > 0,
@@ -595,19 +611,30 @@ class TransformersCore:
             top_k=None,
             pad_token_id=self._pad_id,
             eos_token_id=sorted(self.end_ids) or None,
-            stop_strings=list(stop) or None,
+            **decoding.plan_settings(plan, longest + budget, self.context_window),
         )
-        extra: dict[str, Any] = {"tokenizer": self.tokenizer} if stop else {}
         meter = TokenMeter(self.progress, f"generating with {self.model_id}", budget * len(prompts))
+        watch = StepWatch(
+            self._follow_load,
+            meter,
+            len(prompts),
+            longest,
+            pieces=pieces,
+            decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True),
+            end_ids=frozenset(self.end_ids),
+        )
+        criteria = StoppingCriteriaList([watch])
+        if any(stop):
+            criteria.append(decoding.stop_criterion(self.tokenizer, stop))
         with torch.no_grad():
             try:
                 out = self.model.generate(
                     input_ids=input_ids.to(self.model.device),
                     attention_mask=mask.to(self.model.device),
                     generation_config=config,
-                    stopping_criteria=_each_step(self, meter, len(prompts), longest, pieces),
-                    **extra,
+                    stopping_criteria=criteria,
                 )
+                watch.flush()
             finally:
                 meter.finish()
         results: list[Generation] = []
@@ -649,31 +676,6 @@ def _silent_gguf_progress(active: bool) -> Iterator[None]:
         yield
     finally:
         gguf_utils.tqdm = original
-
-
-def _each_step(
-    llm: TransformersCore, meter: TokenMeter, rows: int, prompt: int, pieces: TextPieces | None
-) -> Any:
-    """A stopping criterion that never stops: generate's hook after each step, to follow
-    the machine's load, show the tokens generated and (``pieces``) the text so far, the
-    first row's tokens after its ``prompt`` columns up to an end token."""
-    import torch
-    from transformers import StoppingCriteria, StoppingCriteriaList
-
-    class EachStep(StoppingCriteria):
-        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **_: Any) -> Any:
-            llm._follow_load()
-            meter.step(rows)
-            if pieces is not None:
-                new = [int(t) for t in input_ids[0, prompt:].tolist()]
-                ends = [i for i, t in enumerate(new) if t in llm.end_ids]
-                text = llm.tokenizer.decode(
-                    new[: ends[0]] if ends else new, skip_special_tokens=True
-                )
-                pieces.update(text)
-            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-
-    return StoppingCriteriaList([EachStep()])
 
 
 def _sum_logprob(logits: torch.Tensor, targets: Sequence[int]) -> float:

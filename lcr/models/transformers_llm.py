@@ -32,6 +32,20 @@ if TYPE_CHECKING:
     import torch
 
 
+GPU_END_CHECK_STEPS = 8
+
+
+def _first_end(picked: Sequence[torch.Tensor], start: int, ends: set[int]) -> int | None:
+    """The first step from ``start`` on whose token is an end token (one read back)."""
+    import torch
+
+    start = max(0, start)
+    for i, tok in enumerate(torch.stack(list(picked[start:])).tolist()):
+        if int(tok) in ends:
+            return start + i
+    return None
+
+
 class AttentionPass(NamedTuple):
     """What an attention-capturing forward pass returns (unpacks as a 3-tuple).
 
@@ -52,6 +66,12 @@ class TransformersLLM(TransformersCore):
     """:class:`TransformersCore` with attention capture; see the module docstring."""
 
     capabilities: frozenset[Capability] = ALL_CAPABILITIES
+
+    @property
+    def end_check_steps(self) -> int:
+        """Decoding steps between reads of the tokens back to the host (see
+        :meth:`generate_with_attention`)."""
+        return 1 if self.device.startswith("cpu") else GPU_END_CHECK_STEPS
 
     @contextmanager
     def eager_attention(self) -> Iterator[None]:
@@ -176,12 +196,18 @@ class TransformersLLM(TransformersCore):
         *,
         spans: Sequence[tuple[int, int]] | None = None,
         max_new_tokens: int = 256,
+        every_steps: int | None = None,
     ) -> AttendedGeneration:
         """Greedy generation from ``prompt`` (token ids), capturing attention as it goes.
 
         Each generated token's row is the attention of the position holding that
         token (its query) to the prompt's tokens, i.e. the row computed when the
         token is fed back in; the last token is fed once more for its row.
+
+        Tokens and rows stay on the device; whether a token ended the reply is read
+        back every ``every_steps`` steps (:attr:`end_check_steps`: every step on a CPU,
+        where reading back costs nothing, every 8 on a GPU, where each read waits for
+        the device). Steps run past the end are dropped, so the result is the same.
         """
         import torch
 
@@ -202,33 +228,36 @@ class TransformersLLM(TransformersCore):
             out = self.model(input_ids=self.as_batch(ids), use_cache=True, logits_to_keep=1)
         cache = out.cache
         logits = out.logits[0, -1]
-        tokens: list[int] = []
+        picked: list[torch.Tensor] = []  # each step's token, left on the device
         rows: list[torch.Tensor] = []
-        completion = 0
+        every = self.end_check_steps if every_steps is None else every_steps
+        ended: int | None = None  # the step whose token ended the reply
         with (
             torch.no_grad(),
             self.weights_attention(),
             accumulate_attention(self, len(ids)) as total,
         ):
-            for _ in range(budget):
-                tok = int(torch.argmax(logits))
-                completion += 1
-                if tok in ends:
-                    break
-                tokens.append(tok)
+            for step in range(budget):
+                tok = torch.argmax(logits)
+                picked.append(tok)
+                if (step + 1) % every == 0 or step + 1 == budget:
+                    ended = _first_end(picked, step + 1 - every, ends)
+                    if ended is not None:
+                        break
                 total.clear()
-                step = self.model(
-                    input_ids=self.as_batch([tok]),
-                    cache=cache,
-                    use_cache=True,
-                    logits_to_keep=1,
+                step_out = self.model(
+                    input_ids=tok.view(1, 1), cache=cache, use_cache=True, logits_to_keep=1
                 )
-                cache = step.cache
-                logits = step.logits[0, -1]
-                row = total[0].cpu() / (layers * heads)
-                rows.append(row @ reduce if reduce is not None else row)
+                cache = step_out.cache
+                logits = step_out.logits[0, -1]
+                rows.append(total[0] / (layers * heads))
+        tokens = [int(t) for t in torch.stack(picked).tolist()] if picked else []
+        completion = len(tokens) if ended is None else ended + 1
+        tokens = tokens[: completion if ended is None else ended]
+        host = list(torch.stack(rows[: len(tokens)]).cpu()) if tokens else []
+        kept = [row @ reduce if reduce is not None else row for row in host]
         width = reduce.shape[1] if reduce is not None else len(ids)
-        attention = torch.stack(rows) if rows else torch.zeros((0, width))
+        attention = torch.stack(kept) if kept else torch.zeros((0, width))
         self.usage.add(len(ids), completion)  # as the backend's generate counts it
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         return AttendedGeneration(tokens, attention, text, len(ids), completion)
