@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,22 +36,55 @@ def bm25s_module() -> Any:
     return bm25s
 
 
+def _stemmer(stemmer: str) -> Any:
+    if stemmer == "none":
+        return None
+    import Stemmer
+
+    return Stemmer.Stemmer(stemmer)
+
+
 def bm25_tokenize(texts: list[str], stopwords: str, stemmer: str) -> list[list[str]]:
     """Tokens of each text: stop words dropped (``"none"`` keeps them) and Snowball stems
     (``"none"`` for no stemming)."""
-    stemmer_obj = None
-    if stemmer != "none":
-        import Stemmer
-
-        stemmer_obj = Stemmer.Stemmer(stemmer)
     out = bm25s_module().tokenize(
         texts,
         stopwords=None if stopwords == "none" else stopwords,
-        stemmer=stemmer_obj,
+        stemmer=_stemmer(stemmer),
         return_ids=False,
         show_progress=False,
     )
     return [list(t) for t in out]
+
+
+def bm25_token_ids(
+    texts: list[str], stopwords: str, stemmer: str
+) -> tuple[list[list[int]], dict[str, int]]:
+    """:func:`bm25_tokenize`'s tokens as ids, with their vocabulary numbered in order of
+    first occurrence: the ids :meth:`BM25Index.fit` would give those tokens, without
+    spelling every token out as a string and looking it up again (a build's chunks)."""
+    got = bm25s_module().tokenize(
+        texts,
+        stopwords=None if stopwords == "none" else stopwords,
+        stemmer=_stemmer(stemmer),
+        return_ids=True,
+        show_progress=False,
+    )
+    lengths = [len(doc) for doc in got.ids]
+    if not any(lengths):
+        return [[] for _ in got.ids], {}
+    flat = np.fromiter(chain.from_iterable(got.ids), dtype=np.int64, count=sum(lengths))
+    # bm25s numbers the stems of a set, in the process's hash order: number them again,
+    # each at its first occurrence in the texts
+    seen, first = np.unique(flat, return_index=True)
+    in_order = seen[np.argsort(first)]
+    renumber = np.empty(len(got.vocab), dtype=np.int64)
+    renumber[in_order] = np.arange(len(in_order))
+    ids = renumber[flat].tolist()
+    stems = list(got.vocab)  # bm25s's ids are 0..n-1 in its dict's order
+    vocab = {stems[old]: new for new, old in enumerate(in_order.tolist())}
+    ends = np.cumsum(lengths).tolist()
+    return [ids[end - n : end] for n, end in zip(lengths, ends, strict=True)], vocab
 
 
 class BM25Index:
@@ -66,15 +100,22 @@ class BM25Index:
         so two builds of one text would store different files."""
         vocab = {t: i for i, t in enumerate(dict.fromkeys(t for doc in tokens for t in doc))}
         ids = [[vocab[t] for t in doc] for doc in tokens]
+        return cls.fit_ids(ids, vocab, k1=k1, b=b)
+
+    @classmethod
+    def fit_ids(
+        cls, ids: list[list[int]], vocab: dict[str, int], *, k1: float = 1.5, b: float = 0.75
+    ) -> BM25Index:
+        """The index of texts given as token ids of ``vocab`` (:func:`bm25_token_ids`)."""
         retriever = bm25s_module().BM25(k1=k1, b=b)
-        if not any(tokens):
+        if not vocab:
             # nothing to index (a one-letter or stop-word-only text): bm25s cannot
             # (it fails on the empty vocabulary), and every score is 0 anyway
             retriever.scores = {
                 "data": np.zeros(0, np.float32),
                 "indices": np.zeros(0, np.int32),
                 "indptr": np.zeros(1, np.int64),
-                "num_docs": len(tokens),
+                "num_docs": len(ids),
             }
             retriever.vocab_dict = {}
             return cls(retriever)
