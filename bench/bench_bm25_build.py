@@ -36,6 +36,7 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -206,7 +207,7 @@ def queries(runner: Runner, retriever: Any) -> tuple[float, float, float, float]
     lcr_q, lcr_s, raw_q = [], [], []
     worst = 0.0
     for q in QUESTIONS * 3:
-        lcr_q.append(timed(lambda q=q: api.plan_and_retrieve(index, "bm25", q, runner.models)))
+        lcr_q.append(timed(partial(api.plan_and_retrieve, index, "bm25", q, runner.models)))
         t0 = time.perf_counter()
         mine = loaded.scores(bm25_tokenize([q], "en", "english")[0], n)
         lcr_s.append(time.perf_counter() - t0)

@@ -167,7 +167,8 @@ def test_a_build_from_token_ids_stores_what_a_build_from_tokens_does(
     """The bm25 method's build (token ids, renumbered in order of first occurrence)
     writes the very arrays and vocabulary that fitting the token strings writes, and
     scores every question as bm25s's own index over the same texts does."""
-    texts = [p for p in cinderella.read_text().split("\n\n") if p.strip()] + ["the a of", ""]
+    texts = [p for p in cinderella.read_text().split("\n\n") if p.strip()]
+    texts += ["Ünïcode STRASSE Straße 1999 café CAFÉ runs running ran x_y 2b", "the a of", ""]
     ids, vocab = bm25_token_ids(texts, stopwords, stemmer)
     tokens = bm25_tokenize(texts, stopwords, stemmer)
     assert list(vocab) == list(dict.fromkeys(t for doc in tokens for t in doc))

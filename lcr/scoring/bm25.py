@@ -14,6 +14,7 @@ that layout changes.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from itertools import chain
@@ -57,34 +58,33 @@ def bm25_tokenize(texts: list[str], stopwords: str, stemmer: str) -> list[list[s
     return [list(t) for t in out]
 
 
+# bm25s.tokenize's split (its default token_pattern): words of two or more characters
+_SPLIT = re.compile(r"(?u)\b\w\w+\b").findall
+
+
 def bm25_token_ids(
     texts: list[str], stopwords: str, stemmer: str
 ) -> tuple[list[list[int]], dict[str, int]]:
-    """:func:`bm25_tokenize`'s tokens as ids, with their vocabulary numbered in order of
-    first occurrence: the ids :meth:`BM25Index.fit` would give those tokens, without
-    spelling every token out as a string and looking it up again (a build's chunks)."""
-    got = bm25s_module().tokenize(
-        texts,
-        stopwords=None if stopwords == "none" else stopwords,
-        stemmer=_stemmer(stemmer),
-        return_ids=True,
-        show_progress=False,
-    )
-    lengths = [len(doc) for doc in got.ids]
-    if not any(lengths):
-        return [[] for _ in got.ids], {}
-    flat = np.fromiter(chain.from_iterable(got.ids), dtype=np.int64, count=sum(lengths))
-    # bm25s numbers the stems of a set, in the process's hash order: number them again,
-    # each at its first occurrence in the texts
-    seen, first = np.unique(flat, return_index=True)
-    in_order = seen[np.argsort(first)]
-    renumber = np.empty(len(got.vocab), dtype=np.int64)
-    renumber[in_order] = np.arange(len(in_order))
-    ids = renumber[flat].tolist()
-    stems = list(got.vocab)  # bm25s's ids are 0..n-1 in its dict's order
-    vocab = {stems[old]: new for new, old in enumerate(in_order.tolist())}
-    ends = np.cumsum(lengths).tolist()
-    return [ids[end - n : end] for n, end in zip(lengths, ends, strict=True)], vocab
+    """:func:`bm25_tokenize`'s tokens as ids, their vocabulary numbered in order of first
+    occurrence: the ids :meth:`BM25Index.fit` gives those tokens, for a build's chunks.
+
+    bm25s's ``tokenize`` done in fewer passes (tests/test_bm25_layout.py pins the two
+    equal): lower-cased, split by its pattern, its stop words dropped, each distinct
+    word stemmed once. Its own loop adds words to a dictionary one by one, rebuilds the
+    stop-word set for every text and numbers the stems of a set, which :meth:`fit` must
+    then number again; here a stem's id is the first word's that stems to it, and the
+    words come in order of first occurrence, so the ids come out in fit's order.
+    """
+    infer = bm25s_module().tokenization._infer_stopwords
+    stop = frozenset(infer(None if stopwords == "none" else stopwords) or ())
+    docs = [[w for w in _SPLIT(text.lower()) if w not in stop] for text in texts]
+    words = list(dict.fromkeys(chain.from_iterable(docs)))
+    stemmed = words if stemmer == "none" else _stemmer(stemmer).stemWords(words)
+    vocab: dict[str, int] = {}
+    word_id = {
+        w: vocab.setdefault(stem, len(vocab)) for w, stem in zip(words, stemmed, strict=True)
+    }
+    return [[word_id[w] for w in doc] for doc in docs], vocab
 
 
 class BM25Index:
