@@ -15,7 +15,7 @@ file with ``methods=["bm25"]`` (reading, chunking, tokenising, fitting, writing 
 store), a new index each time (the last one is removed first, outside the timing);
 bm25s's is ``bm25s.tokenize`` (the same stop words and Snowball stemmer) and
 ``BM25.index`` over the texts of lcr's chunks. ``--runs`` more lcr builds split its
-time by stage (each stage's function wrapped in a timer); ``--profile N`` adds
+CPU time by stage (each stage's function wrapped in a timer); ``--profile N`` adds
 cProfile's top N functions of one more build, which the profiler slows. Peak memory
 is tracemalloc's peak over one untimed build each. Queries: lcr's ``retrieve``
 (opening the stored index every question, as ``lcr retrieve`` does) and lcr's
@@ -143,8 +143,8 @@ def peak_mb(fn: Callable[[], object], before: Callable[[], object] = lambda: Non
 
 
 def stage_split(runner: Runner, runs: int) -> tuple[list[tuple[str, float]], float]:
-    """Median seconds of each stage over ``runs`` lcr builds, each stage's function
-    wrapped in a timer for these builds only; and the median whole build."""
+    """Median CPU seconds of each stage over ``runs`` lcr builds, each stage's function
+    wrapped in a timer for these builds only; and the median whole build's."""
     import importlib
 
     spent: dict[str, list[float]] = {label: [] for label, _, _ in STAGES}
@@ -161,11 +161,11 @@ def stage_split(runner: Runner, runs: int) -> tuple[list[tuple[str, float]], flo
         func = raw.__func__ if isinstance(raw, classmethod) else raw
 
         def wrapper(*args: Any, _f: Any = func, _label: str = label, **kw: Any) -> Any:
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             try:
                 return _f(*args, **kw)
             finally:
-                spent[_label][-1] += time.perf_counter() - t0
+                spent[_label][-1] += time.process_time() - t0
 
         setattr(owner, attr, classmethod(wrapper) if isinstance(raw, classmethod) else wrapper)
     wholes = []
@@ -173,7 +173,10 @@ def stage_split(runner: Runner, runs: int) -> tuple[list[tuple[str, float]], flo
         for _ in range(runs):
             for times in spent.values():
                 times.append(0.0)
-            wholes.append(timed(runner.lcr_build, runner.clear))
+            runner.clear()
+            c0 = time.process_time()
+            runner.lcr_build()
+            wholes.append(time.process_time() - c0)
     finally:
         for owner, attr, raw, _ in saved:
             setattr(owner, attr, raw)
@@ -224,6 +227,68 @@ def queries(runner: Runner, retriever: Any) -> tuple[float, float, float, float]
     return median_ms(lcr_q), median_ms(lcr_s), median_ms(raw_q), worst
 
 
+def tokenise_fit_ab(texts: list[str], against: Path | None, runs: int) -> None:
+    """lcr's tokenising + fitting of the chunks, this tree's way and (``--against``) an
+    older tree's ``lcr/scoring/bm25.py`` loaded beside it, against bm25s's, alternated in
+    this one process: wall and CPU medians, and whether the stored arrays are equal."""
+    import importlib.util
+
+    import numpy as np
+
+    from lcr.scoring import bm25 as ours
+
+    ways: dict[str, Callable[[], Any]] = {}
+    if hasattr(ours, "bm25_token_ids"):
+        ways["lcr (this tree)"] = lambda: ours.BM25Index.fit_ids(
+            *ours.bm25_token_ids(texts, "en", "english")
+        )
+    else:
+        ways["lcr (this tree)"] = lambda: ours.BM25Index.fit(
+            ours.bm25_tokenize(texts, "en", "english")
+        )
+    if against is not None:
+        spec = importlib.util.spec_from_file_location(
+            "lcr_bm25_against", against / "lcr" / "scoring" / "bm25.py"
+        )
+        assert spec is not None and spec.loader is not None
+        old: Any = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(old)
+        ways[f"lcr ({against})"] = lambda: old.BM25Index.fit(
+            old.bm25_tokenize(texts, "en", "english")
+        )
+    import Stemmer
+
+    bm25s = ours.bm25s_module()
+
+    def own() -> Any:
+        tokens = bm25s.tokenize(
+            texts, stopwords="en", stemmer=Stemmer.Stemmer("english"), show_progress=False
+        )
+        retriever = bm25s.BM25(k1=1.5, b=0.75)
+        retriever.index(tokens, show_progress=False)
+        return ours.BM25Index(retriever)
+
+    ways["bm25s"] = own
+    wall: dict[str, list[float]] = {k: [] for k in ways}
+    cpu: dict[str, list[float]] = {k: [] for k in ways}
+    for _ in range(runs):
+        for name, fn in ways.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    base = median_ms(cpu["bm25s"])
+    print(f"tokenising + fitting alone, medians of {runs} alternated:")
+    for name in ways:
+        print(f"  {name:40s} wall {median_ms(wall[name]):6.1f} ms, CPU {median_ms(cpu[name]):6.1f}"
+              f" ms ({median_ms(cpu[name]) / base:.2f}x bm25s's CPU)")  # fmt: skip
+    if against is not None:
+        first, second, _ = ways.values()
+        a, b = first().retriever.scores, second().retriever.scores
+        same = all(np.array_equal(a[k], b[k]) for k in ("data", "indices", "indptr"))
+        print(f"  the two lcr trees' score arrays equal: {same}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpus", choices=["squality", "hotpotqa"], default="squality")
@@ -231,6 +296,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="alternated builds of each")
     ap.add_argument("--profile", type=int, default=0, help="print cProfile's top N functions")
     ap.add_argument("--code", type=Path, default=HERE, help="the lcr tree to time (this one)")
+    ap.add_argument("--against", type=Path, help="an older lcr tree: its tokenising + fitting too")
     args = ap.parse_args()
     sys.path.insert(0, str(args.code))
     if args.runs < 1:
@@ -259,7 +325,7 @@ def main() -> None:
     print(f"build CPU time (this process's, all threads): lcr {lcr_ms:.0f} ms, bm25s"
           f" {raw_ms:.0f} ms, ratio {lcr_ms / raw_ms:.2f}x")  # fmt: skip
     split, whole = stage_split(runner, args.runs)
-    print(f"lcr's build by stage (medians of {args.runs} more builds, {whole * 1000:.0f} ms):")
+    print(f"lcr's build by stage, CPU (medians of {args.runs} more builds, {whole * 1000:.0f} ms):")
     rest = ("rest (reading, store, manifest)", whole - sum(s for _, s in split))
     for label, secs in [*split, rest]:
         print(f"  {label:32s} {secs * 1000:6.1f} ms  {100 * secs / whole:5.1f}%")
@@ -274,6 +340,7 @@ def main() -> None:
           f" {lcr_s:.2f} ms), bm25s {raw_q:.2f} ms; ratios {lcr_q / raw_q:.1f}x,"
           f" {lcr_s / raw_q:.1f}x")  # fmt: skip
     print(f"largest score difference, lcr's stored index against bm25s: {worst:.3g}")
+    tokenise_fit_ab(runner.texts, args.against, 3 * args.runs)
     print(f"load {os.getloadavg()[0]:.2f}")
 
 

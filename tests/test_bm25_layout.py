@@ -57,7 +57,7 @@ QUERY_SCORES = [0.58033311, 0.18800145, 0.0]  # "cat on a mat"
 
 
 class MemoryStore:
-    """The four calls BM25Index makes of a MethodWriter / MethodReader."""
+    """The calls BM25Index makes of a MethodWriter / MethodReader."""
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
@@ -65,6 +65,10 @@ class MemoryStore:
 
     def write_array(self, name: str, array: np.ndarray) -> None:
         self.arrays[name] = np.array(array)
+
+    def write_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        for name, array in arrays.items():
+            self.write_array(name, array)
 
     def write_json(self, name: str, obj: Any) -> None:
         self.jsons[name] = obj

@@ -87,6 +87,9 @@ def bm25_token_ids(
     return [[word_id[w] for w in doc] for doc in docs], vocab
 
 
+STORED_ARRAYS = ("data", "indices", "indptr")  # bm25s's score matrix, CSC
+
+
 class BM25Index:
     """A bm25s index (Lucene BM25) over tokenised texts, saved into and loaded from a store."""
 
@@ -128,9 +131,7 @@ class BM25Index:
 
     def save(self, out: MethodWriter, prefix: str = "bm25") -> None:
         scores = self.retriever.scores
-        out.write_array(f"{prefix}_data", np.asarray(scores["data"]))
-        out.write_array(f"{prefix}_indices", np.asarray(scores["indices"]))
-        out.write_array(f"{prefix}_indptr", np.asarray(scores["indptr"]))
+        out.write_arrays({f"{prefix}_{k}": np.asarray(scores[k]) for k in STORED_ARRAYS})
         out.write_json(
             f"{prefix}_vocabulary",
             {"vocab": self.retriever.vocab_dict, "num_docs": int(scores["num_docs"])},

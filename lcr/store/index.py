@@ -53,6 +53,7 @@ from lcr.errors import (
 from lcr.store import hints
 from lcr.store.arrays import (
     write_array,
+    write_arrays,
     write_csr,
     write_mapped_array,
     write_mapped_csr,
@@ -138,6 +139,10 @@ class MethodWriter:
             write_mapped_array(self.dir / f"{name}.npy", array)
         else:
             write_array(self.dir / f"{name}.zarr", array)
+
+    def write_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        """Zarr arrays written together (:func:`~lcr.store.arrays.write_arrays`)."""
+        write_arrays({self.dir / f"{name}.zarr": a for name, a in arrays.items()})
 
     def write_csr(
         self, name: str, matrix: sp.spmatrix | sp.sparray, *, mapped: bool = False,
