@@ -23,8 +23,11 @@ bare call's: equal when both decoded the same greedy reply). Every
 call pays its whole prompt (lcr's prompt cache and Llama's are forgotten before each).
 lcr and the bare call alternate, the one that goes first swapping each run; medians of
 ``--runs``. The ratio is lcr's time over the bare call's (above 1: lcr slower; the
-target of issue #55 is 1.1 at most). Threads: ``--threads`` for both (``LCR_THREADS``
-is set to it, so lcr's thread governor stays out). ``--device cuda`` needs a CUDA
+target of issue #55 is 1.1 at most); the CPU ratio is the same for the process's CPU
+time over the full call (all threads; on a loaded machine it moves less than the wall
+time; on a GPU it is the host's share: launches, the stopping criterion, copies).
+Threads: ``--threads`` for both (``LCR_THREADS`` is set to it, so lcr's thread
+governor stays out). ``--device cuda`` needs a CUDA
 device that torch sees (and, for llama.cpp, a build with GPU offload: the llama.cpp
 rows are skipped with a note otherwise).
 """
@@ -81,6 +84,7 @@ class Row:
         self.name, self.lcr, self.bare = name, lcr, bare
         self.prompt_tokens, self.streams = prompt_tokens, streams
         self.times: dict[tuple[str, int], list[float]] = {}
+        self.cpu: dict[tuple[str, int], list[float]] = {}
         self.tokens: dict[str, int] = {}
 
     def run(self, new_tokens: int, lcr_first: bool, device: str) -> None:
@@ -88,10 +92,11 @@ class Row:
         for side, call in sides if lcr_first else sides[::-1]:
             for budget in (1, new_tokens):
                 sync(device)
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 made = call(budget)
                 sync(device)
                 self.times.setdefault((side, budget), []).append(time.perf_counter() - t0)
+                self.cpu.setdefault((side, budget), []).append(time.process_time() - c0)
                 if budget == new_tokens:
                     self.tokens[side] = made
 
@@ -107,6 +112,8 @@ class Row:
             decode[side] = max(med[(side, new_tokens)] - med[(side, 1)], 1e-9) / steps
             cells.append(f"{self.streams / decode[side]:.1f}")
         cells.append(f"{decode['lcr'] / decode['bare']:.2f}x")
+        cpu = {k: statistics.median(v) for k, v in self.cpu.items()}
+        cells.append(f"{cpu[('lcr', new_tokens)] / cpu[('bare', new_tokens)]:.2f}x")
         cells.append(f"{self.tokens['lcr']}/{self.tokens['bare']}")
         return "| " + " | ".join(cells) + " |"
 
@@ -229,7 +236,7 @@ def main() -> None:
     print(f"model {args.model} on {where}, {args.threads} thread(s), {args.runs} runs, "
           f"{args.new_tokens} new tokens; load {os.getloadavg()[0]:.2f}")  # fmt: skip
     print("| row | prefill tok/s lcr | bare | ratio | decode tok/s lcr | bare | ratio"
-          " | tokens lcr/bare |\n|---|---|---|---|---|---|---|---|")  # fmt: skip
+          " | CPU ratio | tokens lcr/bare |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
     for backend in args.backend or ["transformers", "llamacpp"]:
         if backend == "llamacpp" and args.device == "cuda":
             import llama_cpp
@@ -242,6 +249,7 @@ def main() -> None:
         for row in rows:
             row.run(2, True, args.device)  # warm: first calls allocate caches, compile kernels
             row.times.clear()
+            row.cpu.clear()
             for run in range(args.runs):
                 row.run(args.new_tokens, run % 2 == 0, args.device)
             print(row.report(args.new_tokens), flush=True)
