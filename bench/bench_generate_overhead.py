@@ -13,7 +13,8 @@ Each backend's model is loaded once through lcr (``lcr.models.loading.load_llm``
   ``max_new_tokens``), with no stopping criterion, stop strings or progress meter.
 - llama.cpp: lcr's ``generate`` against ``llama_cpp.Llama(...).create_completion`` of
   the same token ids, greedy, loaded from the same GGUF with lcr's context size, batch
-  sizes, thread count and GPU offload.
+  sizes, thread count, GPU offload and weights read into memory (not mapped: mapped,
+  this CPU decoded about 3x slower, a load setting rather than a cost per call).
 
 Prefill and decode are timed apart: prefill is a call with ``max_new_tokens=1`` (tokens/s
 over every prompt token of the call), decode the full call (``--new-tokens``) less the
@@ -192,6 +193,7 @@ def llamacpp_rows(args: argparse.Namespace, convs: list[Any]) -> list[Row]:
         model_path=llm._model.path_model, n_ctx=llm._n_ctx, n_batch=llm._n_batch,
         n_ubatch=min(llm._n_batch, MICRO_BATCH), n_threads=llm.threads,
         n_threads_batch=llm.threads, n_gpu_layers=-1 if gpu else 0, verbose=False,
+        use_mmap=False,  # read into memory as lcr loads it (mapped weights decode slower)
     )  # fmt: skip
     ids = llm.render(convs[0])
 
