@@ -18,7 +18,7 @@ import pytest
 
 from lcr import api
 from lcr.models.container import Models
-from lcr.scoring.bm25 import BM25Index, bm25_tokenize, bm25s_module
+from lcr.scoring.bm25 import BM25Index, bm25_token_ids, bm25_tokenize, bm25s_module
 from tests.fakes import ForbiddenLLM
 
 DOCS = ["The cat sat on the mat.", "A dog chased the cat.", "Birds sing in the morning."]
@@ -57,7 +57,7 @@ QUERY_SCORES = [0.58033311, 0.18800145, 0.0]  # "cat on a mat"
 
 
 class MemoryStore:
-    """The four calls BM25Index makes of a MethodWriter / MethodReader."""
+    """The calls BM25Index makes of a MethodWriter / MethodReader."""
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
@@ -65,6 +65,10 @@ class MemoryStore:
 
     def write_array(self, name: str, array: np.ndarray) -> None:
         self.arrays[name] = np.array(array)
+
+    def write_arrays(self, arrays: dict[str, np.ndarray]) -> None:
+        for name, array in arrays.items():
+            self.write_array(name, array)
 
     def write_json(self, name: str, obj: Any) -> None:
         self.jsons[name] = obj
@@ -152,3 +156,49 @@ def test_the_bm25_method_stores_and_reopens_through_one_path(
     assert [item.score for item in got.evidence.items] == pytest.approx(
         sorted(restored, reverse=True)[:3], abs=1e-6
     )
+
+
+def _stored(index: BM25Index) -> MemoryStore:
+    store = MemoryStore()
+    index.save(store)
+    return store
+
+
+@pytest.mark.parametrize(("stopwords", "stemmer"), [("en", "english"), ("none", "none")])
+def test_a_build_from_token_ids_stores_what_a_build_from_tokens_does(
+    cinderella: Path, stopwords: str, stemmer: str
+) -> None:
+    """The bm25 method's build (token ids, renumbered in order of first occurrence)
+    writes the very arrays and vocabulary that fitting the token strings writes, and
+    scores every question as bm25s's own index over the same texts does."""
+    texts = [p for p in cinderella.read_text().split("\n\n") if p.strip()]
+    texts += ["Ünïcode STRASSE Straße 1999 café CAFÉ runs running ran x_y 2b", "the a of", ""]
+    ids, vocab = bm25_token_ids(texts, stopwords, stemmer)
+    tokens = bm25_tokenize(texts, stopwords, stemmer)
+    assert list(vocab) == list(dict.fromkeys(t for doc in tokens for t in doc))
+    assert len(vocab) > 100 and ids[-1] == []
+    ours = _stored(BM25Index.fit_ids(ids, vocab))
+    theirs = _stored(BM25Index.fit(tokens))
+    assert ours.jsons == theirs.jsons
+    for name, array in theirs.arrays.items():
+        assert ours.arrays[name].dtype == array.dtype
+        assert np.array_equal(ours.arrays[name], array)
+    # bm25s's own index over the same texts (its vocabulary numbered its own way)
+    bm25s = bm25s_module()
+    stem = None if stemmer == "none" else __import__("Stemmer").Stemmer(stemmer)
+    words = None if stopwords == "none" else stopwords
+    own = bm25s.BM25()
+    own.index(bm25s.tokenize(texts, stopwords=words, stemmer=stem, show_progress=False),
+              show_progress=False)  # fmt: skip
+    restored = BM25Index.load(ours)
+    for question in ("Who threw down the golden dress?", "the king's son and the slipper"):
+        query = bm25_tokenize([question], stopwords, stemmer)[0]
+        known = [t for t in query if t in own.vocab_dict]
+        mine = restored.scores(query, len(texts))
+        assert mine.max() > 0 and np.array_equal(mine, own.get_scores(known).astype(np.float64))
+
+
+def test_token_ids_of_texts_without_a_term_are_empty() -> None:
+    ids, vocab = bm25_token_ids(["the a", "", "of"], "en", "english")
+    assert ids == [[], [], []] and vocab == {}
+    assert BM25Index.fit_ids(ids, vocab).scores(["cat"], 3).tolist() == [0.0, 0.0, 0.0]

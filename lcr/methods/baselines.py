@@ -30,7 +30,7 @@ from lcr.methods.base import (
 )
 from lcr.methods.toolkit import embedding_pieces
 from lcr.progress import OneTask
-from lcr.scoring.bm25 import BM25Index, bm25_tokenize
+from lcr.scoring.bm25 import BM25Index, bm25_token_ids, bm25_tokenize
 from lcr.store import MethodReader, Node
 
 if TYPE_CHECKING:
@@ -258,8 +258,9 @@ class BM25(Method[BM25Settings, TopK]):
 
     def build(self, ctx: BuildContext[BM25Settings]) -> None:
         nodes = chunk_nodes(ctx)
-        tokens = _bm25_tokenize([n.text for n in nodes], ctx.settings)
-        index = BM25Index.fit(tokens, k1=ctx.settings.k1, b=ctx.settings.b)
+        s = ctx.settings
+        ids, vocab = bm25_token_ids([n.text for n in nodes], s.stopwords, s.stemmer)
+        index = BM25Index.fit_ids(ids, vocab, k1=s.k1, b=s.b)
         index.save(ctx.out)
         ctx.out.write_nodes(nodes)
         ctx.out.stats["vocabulary"] = index.vocabulary_size

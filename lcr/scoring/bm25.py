@@ -14,8 +14,10 @@ that layout changes.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,22 +37,57 @@ def bm25s_module() -> Any:
     return bm25s
 
 
+def _stemmer(stemmer: str) -> Any:
+    if stemmer == "none":
+        return None
+    import Stemmer
+
+    return Stemmer.Stemmer(stemmer)
+
+
 def bm25_tokenize(texts: list[str], stopwords: str, stemmer: str) -> list[list[str]]:
     """Tokens of each text: stop words dropped (``"none"`` keeps them) and Snowball stems
     (``"none"`` for no stemming)."""
-    stemmer_obj = None
-    if stemmer != "none":
-        import Stemmer
-
-        stemmer_obj = Stemmer.Stemmer(stemmer)
     out = bm25s_module().tokenize(
         texts,
         stopwords=None if stopwords == "none" else stopwords,
-        stemmer=stemmer_obj,
+        stemmer=_stemmer(stemmer),
         return_ids=False,
         show_progress=False,
     )
     return [list(t) for t in out]
+
+
+# bm25s.tokenize's split (its default token_pattern): words of two or more characters
+_SPLIT = re.compile(r"(?u)\b\w\w+\b").findall
+
+
+def bm25_token_ids(
+    texts: list[str], stopwords: str, stemmer: str
+) -> tuple[list[list[int]], dict[str, int]]:
+    """:func:`bm25_tokenize`'s tokens as ids, their vocabulary numbered in order of first
+    occurrence: the ids :meth:`BM25Index.fit` gives those tokens, for a build's chunks.
+
+    bm25s's ``tokenize`` done in fewer passes (tests/test_bm25_layout.py pins the two
+    equal): lower-cased, split by its pattern, its stop words dropped, each distinct
+    word stemmed once. Its own loop adds words to a dictionary one by one, rebuilds the
+    stop-word set for every text and numbers the stems of a set, which :meth:`fit` must
+    then number again; here a stem's id is the first word's that stems to it, and the
+    words come in order of first occurrence, so the ids come out in fit's order.
+    """
+    infer = bm25s_module().tokenization._infer_stopwords
+    stop = frozenset(infer(None if stopwords == "none" else stopwords) or ())
+    docs = [[w for w in _SPLIT(text.lower()) if w not in stop] for text in texts]
+    words = list(dict.fromkeys(chain.from_iterable(docs)))
+    stemmed = words if stemmer == "none" else _stemmer(stemmer).stemWords(words)
+    vocab: dict[str, int] = {}
+    word_id = {
+        w: vocab.setdefault(stem, len(vocab)) for w, stem in zip(words, stemmed, strict=True)
+    }
+    return [[word_id[w] for w in doc] for doc in docs], vocab
+
+
+STORED_ARRAYS = ("data", "indices", "indptr")  # bm25s's score matrix, CSC
 
 
 class BM25Index:
@@ -66,15 +103,22 @@ class BM25Index:
         so two builds of one text would store different files."""
         vocab = {t: i for i, t in enumerate(dict.fromkeys(t for doc in tokens for t in doc))}
         ids = [[vocab[t] for t in doc] for doc in tokens]
+        return cls.fit_ids(ids, vocab, k1=k1, b=b)
+
+    @classmethod
+    def fit_ids(
+        cls, ids: list[list[int]], vocab: dict[str, int], *, k1: float = 1.5, b: float = 0.75
+    ) -> BM25Index:
+        """The index of texts given as token ids of ``vocab`` (:func:`bm25_token_ids`)."""
         retriever = bm25s_module().BM25(k1=k1, b=b)
-        if not any(tokens):
+        if not vocab:
             # nothing to index (a one-letter or stop-word-only text): bm25s cannot
             # (it fails on the empty vocabulary), and every score is 0 anyway
             retriever.scores = {
                 "data": np.zeros(0, np.float32),
                 "indices": np.zeros(0, np.int32),
                 "indptr": np.zeros(1, np.int64),
-                "num_docs": len(tokens),
+                "num_docs": len(ids),
             }
             retriever.vocab_dict = {}
             return cls(retriever)
@@ -87,9 +131,7 @@ class BM25Index:
 
     def save(self, out: MethodWriter, prefix: str = "bm25") -> None:
         scores = self.retriever.scores
-        out.write_array(f"{prefix}_data", np.asarray(scores["data"]))
-        out.write_array(f"{prefix}_indices", np.asarray(scores["indices"]))
-        out.write_array(f"{prefix}_indptr", np.asarray(scores["indptr"]))
+        out.write_arrays({f"{prefix}_{k}": np.asarray(scores[k]) for k in STORED_ARRAYS})
         out.write_json(
             f"{prefix}_vocabulary",
             {"vocab": self.retriever.vocab_dict, "num_docs": int(scores["num_docs"])},

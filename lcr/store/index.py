@@ -24,19 +24,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import json
 import os
 import secrets
 import shutil
 import stat
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import scipy.sparse as sp
 
 from lcr._version import __version__
 from lcr.atomic import fsync_dir
@@ -52,16 +48,11 @@ from lcr.errors import (
     SourceMismatchError,
 )
 from lcr.store import hints
-from lcr.store.arrays import (
-    write_array,
-    write_csr,
-    write_mapped_array,
-    write_mapped_csr,
-)
 from lcr.store.cache import LLMCache
 from lcr.store.documents import DOC_SEPARATOR, DocumentInput, join_documents
 from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
-from lcr.store.nodes import Node, span_problem, write_nodes
+from lcr.store.method_writer import MethodWriter
+from lcr.store.nodes import span_problem
 from lcr.store.reader import BuildDamagedError, MethodReader
 from lcr.store.writing import (
     MADE,
@@ -108,52 +99,6 @@ def _dir_digests(root: Path) -> dict[str, str]:
     return {
         str(p.relative_to(root)): file_sha256(p) for p in sorted(root.rglob("*")) if p.is_file()
     }
-
-
-class MethodWriter:
-    """Where a method writes one build; everything lands in a temporary folder."""
-
-    def __init__(self, directory: Path) -> None:
-        self.dir = directory
-        self.counts: dict[str, int] = {}
-        self.stats: dict[str, Any] = {}
-        # every array of this build as a memory-mappable .npy (read without zarr)
-        self.mapped = False
-
-    def write_nodes(
-        self, nodes: Iterable[Node], name: str = "nodes", *, offsets: bool = False
-    ) -> int:
-        """``offsets``: also store where each record starts (``name.offsets.npy``), so a
-        reader can take a few nodes (:meth:`MethodReader.nodes_at`) without parsing all."""
-        where: list[int] | None = [] if offsets else None
-        n = write_nodes(self.dir / f"{name}.jsonl", nodes, where)
-        if where is not None:
-            write_mapped_array(self.dir / f"{name}.offsets.npy", np.asarray(where, np.int64))
-        self.counts[name] = n
-        return n
-
-    def write_array(self, name: str, array: np.ndarray, *, mapped: bool | None = None) -> None:
-        """``mapped``: an uncompressed ``.npy`` a reader memory-maps, instead of zarr
-        (None: the writer's :attr:`mapped`)."""
-        if self.mapped if mapped is None else mapped:
-            write_mapped_array(self.dir / f"{name}.npy", array)
-        else:
-            write_array(self.dir / f"{name}.zarr", array)
-
-    def write_csr(
-        self, name: str, matrix: sp.spmatrix | sp.sparray, *, mapped: bool = False,
-        dtype: type | None = None,
-    ) -> None:  # fmt: skip
-        """``mapped``: ``.npy`` arrays a reader memory-maps (values as ``dtype``), not zarr."""
-        if mapped:
-            write_mapped_csr(self.dir / f"{name}.csr", matrix, dtype)
-        else:
-            write_csr(self.dir / f"{name}.zarr", matrix)
-
-    def write_json(self, name: str, obj: Any) -> None:
-        (self.dir / f"{name}.json").write_text(
-            json.dumps(obj, ensure_ascii=False, sort_keys=True), encoding="utf-8"
-        )
 
 
 @dataclass
@@ -458,14 +403,15 @@ class Index:
         return cls(p, manifest, source, created=True)
 
     def commit(self) -> Index:
-        """Swap a staged replacement (``create(force=True)``) in for the old index, with
-        the LLM cache it shared; the index now in place (this one, when it already was).
-        This handle is not moved: the caller goes on with the one returned."""
-        if self.target is None:
-            return self
-        with writer_lock(self.target):
-            swap_in(self.path, self.target, self.cache_dir)
-        return dataclasses.replace(self, path=self.target, target=None, cache_dir=None, _readers={})
+        """Swap a staged replacement (``create(force=True)``) in for the old index, with the
+        LLM cache it shared: the index now in place, this handle unmoved (or this one)."""
+        if self.target is not None:
+            with writer_lock(self.target):
+                swap_in(self.path, self.target, self.cache_dir)
+            return dataclasses.replace(
+                self, path=self.target, target=None, cache_dir=None, _readers={}
+            )
+        return self
 
     def abandon(self) -> None:
         """Drop a staged replacement that will not be committed: the old index stays."""

@@ -489,7 +489,11 @@ def section_chunks(
         groups.append(pending)
     spans: list[Span] = []
     for a, b in groups:
-        if count(text[a:b]) <= max_tokens:
+        unit = text[a:b]
+        # lcr's own count gives at most one token to each character that is not a space:
+        # a short paragraph (most of a story's) needs no count
+        fits = count is count_tokens and len(unit) - unit.count(" ") <= max_tokens
+        if fits or count(unit) <= max_tokens:
             spans.append((a, b))
         else:
             windows = _token_window_spans(text[a:b], max_tokens, count)
