@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from lcr.evidence import EvidenceItem
 
@@ -153,6 +154,26 @@ MAX_PIECES = 3
 MAX_SPREAD = 400
 """The most characters of the document a quote of several runs may span."""
 
+AnswerIn = Literal["quote", "item", "evidence"]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How much a quote may differ from the document, and where the answer's words must
+    be: ``quote`` (the quotes found), ``item`` (the evidence items the quotes were
+    found in) or ``evidence`` (anything the model read). The defaults are the
+    module's constants; ``answer.quote_*`` settings choose others."""
+
+    min_words: int = MIN_QUOTE_WORDS
+    min_run: int = MIN_RUN_WORDS
+    added: int = MAX_ADDED_WORDS
+    pieces: int = MAX_PIECES
+    spread: int = MAX_SPREAD
+    answer_in: AnswerIn = "quote"
+
+
+EXACT = Tolerance()
+
 _WORD = re.compile(r"\w+")
 _SENTENCE_END = ".!?\"'\u201d\u2019)"
 
@@ -197,7 +218,7 @@ def _in_source(segments: Sequence[tuple[int, int, int]], start: int, end: int) -
     return None
 
 
-def _cover(quote: Sequence[str], hay: Sequence[str]) -> list[Span] | None:
+def _cover(quote: Sequence[str], hay: Sequence[str], tol: Tolerance = EXACT) -> list[Span] | None:
     """The quote's words covered left to right by the longest runs of ``hay``'s words
     (in ``hay``'s order, each at least :data:`MIN_RUN_WORDS` long); words no run covers
     are the model's own. The runs as word ranges of ``hay``, or None past the limits."""
@@ -214,19 +235,21 @@ def _cover(quote: Sequence[str], hay: Sequence[str]) -> list[Span] | None:
                 n += 1
             if n > length:
                 best, length = p, n
-        if length < MIN_RUN_WORDS and runs and after < len(hay) and hay[after] == quote[i]:
+        if length < tol.min_run and runs and after < len(hay) and hay[after] == quote[i]:
             best, length = after, 1  # one word straight on from the last run: still it
-        if length >= MIN_RUN_WORDS or (length == 1 and best == after and runs):
+        if length >= tol.min_run or (length == 1 and best == after and runs):
             runs.append((best, best + length))
             i, after = i + length, best + length
         else:
             added, i = added + 1, i + 1
-    if not runs or added > MAX_ADDED_WORDS or len(runs) > MAX_PIECES:
+    if not runs or added > tol.added or len(runs) > tol.pieces:
         return None
     return runs
 
 
-def locate(quote: str, items: Sequence[EvidenceItem], source: str) -> Quote | None:
+def locate(
+    quote: str, items: Sequence[EvidenceItem], source: str, tol: Tolerance = EXACT
+) -> Quote | None:
     """``quote`` as it stands in the first item read that holds it, and in the document
     text that item rests on: its words (compared after :func:`normalise`, punctuation
     aside) covered in order by at most :data:`MAX_PIECES` runs of the item's words
@@ -235,15 +258,15 @@ def locate(quote: str, items: Sequence[EvidenceItem], source: str) -> Quote | No
     :data:`MIN_QUOTE_WORDS` words. The quote's text is the document's: the runs,
     apart ones joined by `` … ``."""
     wanted, _ = _words(quote)
-    if len(wanted) < MIN_QUOTE_WORDS:
+    if len(wanted) < tol.min_words:
         return None
     for item in items:
         words, spans = _words(item.text)
-        runs = _cover(wanted, words)
-        if runs is None or sum(e - s for s, e in runs) < MIN_QUOTE_WORDS:
+        runs = _cover(wanted, words, tol)
+        if runs is None or sum(e - s for s, e in runs) < tol.min_words:
             continue
         found = _place(item, source, [(spans[s][0], spans[e - 1][1]) for s, e in runs])
-        if found is None or found[-1][1] - found[0][0] > MAX_SPREAD:
+        if found is None or found[-1][1] - found[0][0] > tol.spread:
             continue
         merged: list[Span] = []
         for s, e in found:  # runs the model split where the document does not
@@ -326,6 +349,18 @@ def missing_words(answer: str, question: str, quoted: Sequence[str]) -> list[str
     return missing
 
 
+def _answer_place(
+    found: Sequence[Quote], items: Sequence[EvidenceItem], tol: Tolerance
+) -> list[str]:
+    """The texts the answer's words must be in, by ``tol.answer_in``."""
+    if tol.answer_in == "quote":
+        return [q.text for q in found]
+    if tol.answer_in == "item":
+        quoted = {q.item for q in found}
+        return [q.text for q in found] + [it.text for it in items if it.id in quoted]
+    return [q.text for q in found] + [it.text for it in items]
+
+
 @dataclass(frozen=True)
 class QuoteCheck:
     """What the check found for one reply: the answer, the quotes found, the quotes the
@@ -335,6 +370,7 @@ class QuoteCheck:
     quotes: tuple[Quote, ...]
     unfound: tuple[str, ...]
     problem: str
+    reply: str = ""  # the model's whole reply, so a check can be rerun offline
 
     @property
     def holds(self) -> bool:
@@ -342,7 +378,11 @@ class QuoteCheck:
 
 
 def check_quotes(
-    reply: str, question: str, items: Sequence[EvidenceItem], source: str
+    reply: str,
+    question: str,
+    items: Sequence[EvidenceItem],
+    source: str,
+    tol: Tolerance = EXACT,
 ) -> QuoteCheck:
     """Split ``reply`` (:func:`split_reply`), locate its quotes in ``items`` (what the
     model read) and ``source``, and judge: the answer holds when it has quotes, every
@@ -351,7 +391,7 @@ def check_quotes(
     found: list[Quote] = []
     unfound: list[str] = []
     for text in parsed.quotes:
-        hit = locate(text, items, source)
+        hit = locate(text, items, source, tol)
         if hit is None:
             unfound.append(text)
         elif hit not in found:
@@ -362,7 +402,7 @@ def check_quotes(
     elif unfound:
         problem = "quote not in the evidence"
     else:
-        missing = missing_words(parsed.answer, question, [q.text for q in found])
+        missing = missing_words(parsed.answer, question, _answer_place(found, items, tol))
         if missing:
             problem = "answer words not in the quote: " + ", ".join(missing)
-    return QuoteCheck(parsed.answer, tuple(found), tuple(unfound), problem)
+    return QuoteCheck(parsed.answer, tuple(found), tuple(unfound), problem, reply)
