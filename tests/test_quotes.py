@@ -349,3 +349,17 @@ def test_a_failed_quote_falls_back_to_the_support_check_when_set() -> None:
     assert kept.support is not None and kept.quotes == ()  # no unverified quote shown
     assert (kept.text == "four") is (kept.support >= AnswerSettings().support)
     assert kept.quote_check is not None and kept.quote_check.problem == "quote not in the evidence"
+
+
+def test_a_quote_copied_across_the_selections_gap_is_two_pieces() -> None:
+    """Selected sentences are read side by side, joined by the gap mark: a quote the model
+    copies across it ("The Bachelor (1990 film). It is based on ...", HotpotQA dev) is
+    the two pieces of the document, however far apart they stand there."""
+    later = SOURCE.index("Silas")
+    joined = EvidenceItem(
+        "s0", 0, 0, 1.0, SOURCE[:15] + " \u2026 " + SOURCE[later:], [(0, 15), (later, len(SOURCE))]
+    )
+    quote = "Version numbers. Silas Prout brought the stores every Thursday"
+    found = locate(quote, [joined], SOURCE, Tolerance(spread=100))  # near in what was read
+    assert found is not None and found.spans[0] == (0, 15) and found.spans[1][0] == later
+    assert found.text == "Version numbers \u2026 Silas Prout brought the stores every Thursday"

@@ -12,8 +12,9 @@ is given only when
    case, blanks, quote marks, dashes and punctuation aside), with the tolerance a
    small model needs and no more (:func:`locate`): it may elide (at most
    :data:`MAX_PIECES` runs of the item's words, in order, within
-   :data:`MAX_SPREAD` characters; an ellipsis or the selection's gap mark is not a
-   word) and add up to :data:`MAX_ADDED_WORDS` words of its own (a name for "he").
+   :data:`MAX_SPREAD` characters of the text read; an ellipsis or the selection's
+   gap mark is not a word, and a run the model copied across that gap counts as the
+   two pieces it joins) and add up to :data:`MAX_ADDED_WORDS` words of its own (a name for "he").
    Its own words are never taken for the document's: the quote shown and checked is
    the document's text under the runs found;
 3. every content word of the answer that the question does not already give is in
@@ -152,7 +153,8 @@ never counted as the document's, so they cannot carry the answer."""
 MAX_PIECES = 3
 """Runs a quote may be made of (elided between, in the document's order)."""
 MAX_SPREAD = 400
-"""The most characters of the document a quote of several runs may span."""
+"""The most characters of the text read (the item's) a quote of several runs may span:
+pieces of the document the selection set side by side count as near."""
 
 AnswerIn = Literal["quote", "item", "evidence"]
 
@@ -253,10 +255,10 @@ def locate(
     """``quote`` as it stands in the first item read that holds it, and in the document
     text that item rests on: its words (compared after :func:`normalise`, punctuation
     aside) covered in order by at most :data:`MAX_PIECES` runs of the item's words
-    within :data:`MAX_SPREAD` characters, with at most :data:`MAX_ADDED_WORDS` words of
-    the model's own. None when no item holds it or the runs found are shorter than
-    :data:`MIN_QUOTE_WORDS` words. The quote's text is the document's: the runs,
-    apart ones joined by `` … ``."""
+    within :data:`MAX_SPREAD` characters of the item's text, with at most
+    :data:`MAX_ADDED_WORDS` words of the model's own. None when no item holds it or
+    the runs found are shorter than :data:`MIN_QUOTE_WORDS` words. The quote's text is
+    the document's: the runs, apart ones joined by `` … ``."""
     wanted, _ = _words(quote)
     if len(wanted) < tol.min_words:
         return None
@@ -265,8 +267,11 @@ def locate(
         runs = _cover(wanted, words, tol)
         if runs is None or sum(e - s for s, e in runs) < tol.min_words:
             continue
-        found = _place(item, source, [(spans[s][0], spans[e - 1][1]) for s, e in runs])
-        if found is None or found[-1][1] - found[0][0] > tol.spread:
+        if spans[runs[-1][1] - 1][1] - spans[runs[0][0]][0] > tol.spread:
+            continue  # measured in what the model read, where the selection's gaps are short
+        read = [(spans[s][0], spans[e - 1][1]) for s, e in runs]
+        found = _place(item, source, _at_gaps(item, source, read))
+        if found is None:
             continue
         merged: list[Span] = []
         for s, e in found:  # runs the model split where the document does not
@@ -281,6 +286,23 @@ def locate(
         text = " \u2026 ".join(source[s:e] for s, e in merged)
         return Quote(text, item.id, tuple(merged))
     return None
+
+
+def _at_gaps(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span]:
+    """The runs (offsets in the item's text) cut where the item joins pieces of the
+    document that stand apart (the selection's gap mark): the model read them side by
+    side, so "The Bachelor (1990 film). It is based on ..." copied across the gap is a
+    quote of two pieces, not a run the document lacks."""
+    segments = _segments(item, source)
+    if segments is None or len(segments) < 2:
+        return list(runs)
+    out: list[Span] = []
+    for s, e in runs:
+        for at, _, length in segments:
+            a, b = max(s, at), min(e, at + length)
+            if a < b and _WORD.search(item.text[a:b]):
+                out.append((a, b))
+    return out
 
 
 def _place(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span] | None:
