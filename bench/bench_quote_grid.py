@@ -194,14 +194,16 @@ def score(replies: Sequence[Reply], tol: Tolerance, fallback: str) -> Score:
 
 
 def tolerances() -> Iterable[Tolerance]:
-    for pieces, spread, added, words, where in itertools.product(
+    for pieces, spread, added, words, where, align in itertools.product(
         (1, 2, 3, 4, 6),
         (200, 400, 800, 100_000),
         (0, 2, 4, 8),
         (2, 3, 4),
         ("quote", "item", "evidence"),
+        ("greedy", "blocks"),
     ):
-        yield Tolerance(words, quotes.MIN_RUN_WORDS, added, pieces, spread, where)  # type: ignore[arg-type]
+        run = quotes.MIN_RUN_WORDS
+        yield Tolerance(words, run, added, pieces, spread, where, align)  # type: ignore[arg-type]
 
 
 def frozen() -> tuple[Tolerance, str]:
@@ -213,7 +215,7 @@ def frozen() -> tuple[Tolerance, str]:
 def _label(tol: Tolerance, fallback: str) -> str:
     return (
         f"pieces={tol.pieces} spread={tol.spread} added={tol.added} words={tol.min_words} "
-        f"run={tol.min_run} answer_in={tol.answer_in} fallback={fallback}"
+        f"answer_in={tol.answer_in} align={tol.align} fallback={fallback}"
     )
 
 
@@ -292,7 +294,7 @@ def _tolerance(args: argparse.Namespace) -> tuple[Tolerance, str]:
     tol, fallback = frozen()
     given = {
         k: getattr(args, k)
-        for k in ("pieces", "spread", "added", "min_words", "min_run", "answer_in")
+        for k in ("pieces", "spread", "added", "min_words", "answer_in", "align")
         if getattr(args, k) is not None
     }
     return dataclasses.replace(tol, **given), args.fallback or fallback
@@ -307,9 +309,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--records", help="apply: the records to rewrite")
     parser.add_argument("--out", help="apply: where to write them")
     parser.add_argument("--top", type=int, default=25)
-    for name in ("pieces", "spread", "added", "min_words", "min_run"):
+    for name in ("pieces", "spread", "added", "min_words"):
         parser.add_argument(f"--{name.replace('_', '-')}", dest=name, type=int)
     parser.add_argument("--answer-in", choices=("quote", "item", "evidence"))
+    parser.add_argument("--align", choices=("greedy", "blocks"))
     parser.add_argument("--fallback", choices=FALLBACKS)
     args = parser.parse_args(argv)
     tol, fallback = _tolerance(args)

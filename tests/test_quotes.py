@@ -363,3 +363,19 @@ def test_a_quote_copied_across_the_selections_gap_is_two_pieces() -> None:
     found = locate(quote, [joined], SOURCE, Tolerance(spread=100))  # near in what was read
     assert found is not None and found.spans[0] == (0, 15) and found.spans[1][0] == later
     assert found.text == "Version numbers \u2026 Silas Prout brought the stores every Thursday"
+
+
+def test_blocks_alignment_is_not_pulled_astray_by_a_word_put_in_front() -> None:
+    """The 1.5B model copies the excerpt's number and adds "The" to a title line (HotpotQA
+    dev: "[4] The PlayStation 2. The PlayStation 2 (PS2) is ..."): matching the longest
+    run at each word in turn takes "The version" for the start and loses the rest;
+    the longest common run first finds the sentence and the title before it."""
+    quote = "4] The Version numbers. The version number of a package has four components"
+    assert locate(quote, [WHOLE], SOURCE) is None
+    found = locate(quote, [WHOLE], SOURCE, Tolerance(align="blocks"))
+    assert found is not None and found.text.startswith("Version numbers")
+    assert "The version number of a package has four components" in found.text
+    assert (
+        locate("The version number has five parts", [WHOLE], SOURCE, Tolerance(align="blocks"))
+        is None
+    )

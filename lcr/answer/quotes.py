@@ -29,6 +29,7 @@ the model and cites the spans.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -157,6 +158,7 @@ MAX_SPREAD = 400
 pieces of the document the selection set side by side count as near."""
 
 AnswerIn = Literal["quote", "item", "evidence"]
+Align = Literal["greedy", "blocks"]
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,7 @@ class Tolerance:
     pieces: int = MAX_PIECES
     spread: int = MAX_SPREAD
     answer_in: AnswerIn = "quote"
+    align: Align = "greedy"
 
 
 EXACT = Tolerance()
@@ -220,10 +223,30 @@ def _in_source(segments: Sequence[tuple[int, int, int]], start: int, end: int) -
     return None
 
 
+def _blocks(quote: Sequence[str], hay: Sequence[str], tol: Tolerance) -> list[Span] | None:
+    """As :func:`_cover`, aligned as :mod:`difflib` aligns: the longest common run first,
+    then the same on either side of it, so a word the model put in front ("[4] The
+    PlayStation 2. The PlayStation 2 (PS2) is ...") does not pull the first run to the
+    wrong place. Runs the document continues are one run."""
+    runs: list[Span] = []
+    covered = 0
+    matcher = difflib.SequenceMatcher(None, list(quote), list(hay), autojunk=False)
+    for _, b, n in matcher.get_matching_blocks():
+        straight_on = bool(runs) and runs[-1][1] == b
+        if n >= tol.min_run or (n and straight_on):
+            runs[-1:] = [(runs[-1][0], b + n)] if straight_on else [*runs[-1:], (b, b + n)]
+            covered += n
+    if not runs or len(quote) - covered > tol.added or len(runs) > tol.pieces:
+        return None
+    return runs
+
+
 def _cover(quote: Sequence[str], hay: Sequence[str], tol: Tolerance = EXACT) -> list[Span] | None:
     """The quote's words covered left to right by the longest runs of ``hay``'s words
     (in ``hay``'s order, each at least :data:`MIN_RUN_WORDS` long); words no run covers
     are the model's own. The runs as word ranges of ``hay``, or None past the limits."""
+    if tol.align == "blocks":
+        return _blocks(quote, hay, tol)
     runs: list[Span] = []
     added = 0
     i, after = 0, 0

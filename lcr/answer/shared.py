@@ -192,6 +192,13 @@ class AnswerSettings(Settings):
         legacy="quote",
         measured=_QUOTE_MEASURED,
     )
+    quote_align: Literal["greedy", "blocks"] = setting(
+        "greedy",
+        "the quote check: how the quote's words are matched to the excerpt's: the longest run "
+        "at each word in turn (greedy), or the longest common run first (blocks)",
+        legacy="greedy",
+        measured=_QUOTE_MEASURED,
+    )
     quote_fallback: Literal["none", "support"] = setting(
         "none",
         "answer.check=quote: an answer whose quote fails is given when its support "
@@ -202,13 +209,15 @@ class AnswerSettings(Settings):
     max_new_tokens: int = 256
 
     def quote_tolerance(self) -> Tolerance:
+        words, added, pieces = self.quote_words, self.quote_added, self.quote_pieces
         return Tolerance(
-            self.quote_words,
+            words,
             MIN_RUN_WORDS,
-            self.quote_added,
-            self.quote_pieces,
+            added,
+            pieces,
             self.quote_spread,
             self.quote_answer_in,
+            self.quote_align,
         )
 
     def choices(self) -> dict[str, str]:
