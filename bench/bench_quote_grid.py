@@ -231,11 +231,26 @@ def grid(replies: Sequence[Reply], top: int) -> None:
     support = _support_alone(replies)
     print(f"support check alone: {_shown(support)}")
     print(f"quote check as built: {_shown(base)}")
-    rows.sort(key=lambda row: (-row[0].overall, -row[0].nf_unanswerable))
+    # the rule, fixed before the unanswerable replies were read: the best overall score;
+    # ties to the more "not found" on unanswerable questions, then to no fallback (every
+    # answer shown carries a verified quote), then to the fewest changes from as built
+    rows.sort(
+        key=lambda row: (
+            -round(row[0].overall, 9),
+            -row[0].nf_unanswerable,
+            row[2] != "none",
+            _changes(row[1]),
+        )
+    )
     for s, tol, fallback in rows[:top]:
         print(f"{_shown(s)}  {_label(tol, fallback)}")
     own_tol, own_fallback = frozen()
     print(f"lcr's frozen settings: {_shown(score(replies, own_tol, own_fallback))}")
+
+
+def _changes(tol: Tolerance) -> int:
+    built = Tolerance()
+    return sum(getattr(tol, f.name) != getattr(built, f.name) for f in dataclasses.fields(tol))
 
 
 def _support_alone(replies: Sequence[Reply]) -> Score:
