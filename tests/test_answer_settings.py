@@ -73,11 +73,15 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     items = _evidence(two_parts)
     # lcr's default differs from the original step in abstaining (measured, issue 19)
     # and in keeping the rank-1 item's sentences when it selects (issue 53); the quote
-    # check (issue 53) is asked for with answer.check=quote
-    default = {"not_found": "abstain", "keep_first": True}
+    # check (issue 53) is asked for with answer.check=quote, where the answer's words must
+    # be in the evidence read (quote_answer_in, chosen on dev replies)
+    default = {"not_found": "abstain", "keep_first": True, "quote_answer_in": "evidence"}
     assert resolve_answer_settings([]) == AnswerSettings(**{**ORIGINAL.to_json(), **default})
     assert (
-        resolve_answer_settings(["answer.not_found=guess", "answer.keep_first=false"]) == ORIGINAL
+        resolve_answer_settings(
+            ["answer.not_found=guess", "answer.keep_first=false", "answer.quote_answer_in=quote"]
+        )
+        == ORIGINAL
     )
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
     assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
@@ -290,6 +294,17 @@ def test_bad_answer_settings_exit_2_on_ask_and_eval(
     assert not (tmp_path / "o").exists()
 
 
+QUOTE_DEFAULTS = {
+    "quote_pieces": 3,
+    "quote_spread": 400,
+    "quote_added": 2,
+    "quote_words": 3,
+    "quote_answer_in": "evidence",
+    "quote_align": "greedy",
+    "quote_fallback": "none",
+}
+
+
 def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
     res = CliRunner().invoke(cli, ["methods", "--json"], prog_name="lcr")
     rows = {r["name"]: r for r in map(json.loads, res.stdout.splitlines())}
@@ -312,6 +327,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "support",
         "p_yes",
         "check",
+        *QUOTE_DEFAULTS,
     }
     assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
     # bm25's measured reading is its default, shown as measured; tfidf keeps lcr's
@@ -345,6 +361,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.support",
         "answer.p_yes",
         "answer.check",
+        *(f"answer.{name}" for name in QUOTE_DEFAULTS),
         "--max-new-tokens",
     ]
 
@@ -416,6 +433,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "support": 0.5,
         "p_yes": False,
         "check": "support",
+        **QUOTE_DEFAULTS,
         "max_new_tokens": 12,
         "step": "shared",
     }

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from lcr.answer.quotes import (
+    Tolerance,
     check_quotes,
     locate,
     missing_words,
@@ -17,6 +18,7 @@ from lcr.answer.quotes import (
     split_reply,
 )
 from lcr.answer.shared import NOT_FOUND, ORIGINAL, AnswerSettings, shared_answer
+from lcr.errors import SettingError
 from lcr.evidence import EvidenceItem
 from lcr.models.base import Generation, Message
 from lcr.pipeline.plans import answer_settings, parse_sets
@@ -252,6 +254,7 @@ def test_the_shared_step_gives_a_quoted_answer_and_withholds_the_rest() -> None:
     assert withheld.text == NOT_FOUND and withheld.withheld == "three" and not withheld.quotes
     record = withheld.support_json()
     assert record["quote_check"]["problem"] == "quote not in the evidence"
+    assert record["quote_check"]["reply"].startswith("Answer: three\nQuote:")  # rerun offline
     assert record["withheld_answer"] == "three"
 
 
@@ -297,3 +300,82 @@ def test_real_model_reply_is_checked_against_the_evidence(smollm: Any) -> None:
         for quote in out.quotes:
             assert " \u2026 ".join(SOURCE[s:e] for s, e in quote.spans) == quote.text
         assert not missing_words(out.text, "the boat stores called", [q.text for q in out.quotes])
+
+
+def test_the_tolerance_decides_what_counts_as_a_quote() -> None:
+    elided = "The version number ... has four components"
+    assert locate(elided, [WHOLE], SOURCE, Tolerance(pieces=1)) is None
+    assert locate(elided, [WHOLE], SOURCE, Tolerance(pieces=2)) is not None
+    own = "Silas Prout, the keeper, brought the stores every Thursday"
+    assert locate(own, [WHOLE], SOURCE, Tolerance(added=1)) is None
+    assert locate(own, [WHOLE], SOURCE, Tolerance(added=2)) is not None
+    far = "The version number ... brought the stores every Thursday"
+    assert locate(far, [WHOLE], SOURCE, Tolerance(spread=100)) is None
+    assert locate(far, [WHOLE], SOURCE, Tolerance(spread=1000)) is not None
+    assert locate("the Patience", [WHOLE], SOURCE, Tolerance(min_words=2)) is not None
+
+
+def test_where_the_answers_words_must_be() -> None:
+    first, later = chunk(0, 90), chunk(159, len(SOURCE), "c1")
+    question = "When did the stores come?"
+    reply = "Answer: every Thursday\nQuote: Silas Prout brought the stores"
+    for where, holds in (("quote", False), ("item", True), ("evidence", True)):
+        tol = Tolerance(answer_in=where)  # type: ignore[arg-type]
+        assert check_quotes(reply, question, [first, later], SOURCE, tol).holds is holds
+    four = "Answer: four\nQuote: Silas Prout brought the stores"  # four is in the other one
+    assert not check_quotes(
+        four, question, [first, later], SOURCE, Tolerance(answer_in="item")
+    ).holds
+    assert check_quotes(
+        four, question, [first, later], SOURCE, Tolerance(answer_in="evidence")
+    ).holds
+
+
+def test_quote_settings_are_the_checks_tolerance() -> None:
+    chosen = resolve_answer_settings(["answer.quote_pieces=2", "answer.quote_answer_in=item"])
+    assert chosen.quote_tolerance().pieces == 2 and chosen.quote_tolerance().answer_in == "item"
+    assert chosen.choices()["quote_pieces"] == "2"
+    assert not any(k.startswith("quote_") for k in answer_settings(None, parse_sets([])).choices())
+    for bad in ("answer.quote_pieces=0", "answer.quote_fallback=maybe", "answer.quote_added=-1"):
+        with pytest.raises(SettingError, match="quote_"):
+            resolve_answer_settings([bad])
+
+
+def test_a_failed_quote_falls_back_to_the_support_check_when_set() -> None:
+    reply = "Answer: four\nQuote: The version has 4 parts."  # not the document's words
+    strict, _ = ask(reply)
+    assert strict.text == NOT_FOUND and strict.support is None
+    kept, _ = ask(reply, "answer.quote_fallback=support")
+    assert kept.support is not None and kept.quotes == ()  # no unverified quote shown
+    assert (kept.text == "four") is (kept.support >= AnswerSettings().support)
+    assert kept.quote_check is not None and kept.quote_check.problem == "quote not in the evidence"
+
+
+def test_a_quote_copied_across_the_selections_gap_is_two_pieces() -> None:
+    """Selected sentences are read side by side, joined by the gap mark: a quote the model
+    copies across it ("The Bachelor (1990 film). It is based on ...", HotpotQA dev) is
+    the two pieces of the document, however far apart they stand there."""
+    later = SOURCE.index("Silas")
+    joined = EvidenceItem(
+        "s0", 0, 0, 1.0, SOURCE[:15] + " \u2026 " + SOURCE[later:], [(0, 15), (later, len(SOURCE))]
+    )
+    quote = "Version numbers. Silas Prout brought the stores every Thursday"
+    found = locate(quote, [joined], SOURCE, Tolerance(spread=100))  # near in what was read
+    assert found is not None and found.spans[0] == (0, 15) and found.spans[1][0] == later
+    assert found.text == "Version numbers \u2026 Silas Prout brought the stores every Thursday"
+
+
+def test_blocks_alignment_is_not_pulled_astray_by_a_word_put_in_front() -> None:
+    """The 1.5B model copies the excerpt's number and adds "The" to a title line (HotpotQA
+    dev: "[4] The PlayStation 2. The PlayStation 2 (PS2) is ..."): matching the longest
+    run at each word in turn takes "The version" for the start and loses the rest;
+    the longest common run first finds the sentence and the title before it."""
+    quote = "4] The Version numbers. The version number of a package has four components"
+    assert locate(quote, [WHOLE], SOURCE) is None
+    found = locate(quote, [WHOLE], SOURCE, Tolerance(align="blocks"))
+    assert found is not None and found.text.startswith("Version numbers")
+    assert "The version number of a package has four components" in found.text
+    assert (
+        locate("The version number has five parts", [WHOLE], SOURCE, Tolerance(align="blocks"))
+        is None
+    )

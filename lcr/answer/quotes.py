@@ -12,8 +12,9 @@ is given only when
    case, blanks, quote marks, dashes and punctuation aside), with the tolerance a
    small model needs and no more (:func:`locate`): it may elide (at most
    :data:`MAX_PIECES` runs of the item's words, in order, within
-   :data:`MAX_SPREAD` characters; an ellipsis or the selection's gap mark is not a
-   word) and add up to :data:`MAX_ADDED_WORDS` words of its own (a name for "he").
+   :data:`MAX_SPREAD` characters of the text read; an ellipsis or the selection's
+   gap mark is not a word, and a run the model copied across that gap counts as the
+   two pieces it joins) and add up to :data:`MAX_ADDED_WORDS` words of its own (a name for "he").
    Its own words are never taken for the document's: the quote shown and checked is
    the document's text under the runs found;
 3. every content word of the answer that the question does not already give is in
@@ -28,9 +29,11 @@ the model and cites the spans.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from lcr.evidence import EvidenceItem
 
@@ -151,7 +154,30 @@ never counted as the document's, so they cannot carry the answer."""
 MAX_PIECES = 3
 """Runs a quote may be made of (elided between, in the document's order)."""
 MAX_SPREAD = 400
-"""The most characters of the document a quote of several runs may span."""
+"""The most characters of the text read (the item's) a quote of several runs may span:
+pieces of the document the selection set side by side count as near."""
+
+AnswerIn = Literal["quote", "item", "evidence"]
+Align = Literal["greedy", "blocks"]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How much a quote may differ from the document, and where the answer's words must
+    be: ``quote`` (the quotes found), ``item`` (the evidence items the quotes were
+    found in) or ``evidence`` (anything the model read). The defaults are the
+    module's constants; ``answer.quote_*`` settings choose others."""
+
+    min_words: int = MIN_QUOTE_WORDS
+    min_run: int = MIN_RUN_WORDS
+    added: int = MAX_ADDED_WORDS
+    pieces: int = MAX_PIECES
+    spread: int = MAX_SPREAD
+    answer_in: AnswerIn = "quote"
+    align: Align = "greedy"
+
+
+EXACT = Tolerance()
 
 _WORD = re.compile(r"\w+")
 _SENTENCE_END = ".!?\"'\u201d\u2019)"
@@ -197,10 +223,30 @@ def _in_source(segments: Sequence[tuple[int, int, int]], start: int, end: int) -
     return None
 
 
-def _cover(quote: Sequence[str], hay: Sequence[str]) -> list[Span] | None:
+def _blocks(quote: Sequence[str], hay: Sequence[str], tol: Tolerance) -> list[Span] | None:
+    """As :func:`_cover`, aligned as :mod:`difflib` aligns: the longest common run first,
+    then the same on either side of it, so a word the model put in front ("[4] The
+    PlayStation 2. The PlayStation 2 (PS2) is ...") does not pull the first run to the
+    wrong place. Runs the document continues are one run."""
+    runs: list[Span] = []
+    covered = 0
+    matcher = difflib.SequenceMatcher(None, list(quote), list(hay), autojunk=False)
+    for _, b, n in matcher.get_matching_blocks():
+        straight_on = bool(runs) and runs[-1][1] == b
+        if n >= tol.min_run or (n and straight_on):
+            runs[-1:] = [(runs[-1][0], b + n)] if straight_on else [*runs[-1:], (b, b + n)]
+            covered += n
+    if not runs or len(quote) - covered > tol.added or len(runs) > tol.pieces:
+        return None
+    return runs
+
+
+def _cover(quote: Sequence[str], hay: Sequence[str], tol: Tolerance = EXACT) -> list[Span] | None:
     """The quote's words covered left to right by the longest runs of ``hay``'s words
     (in ``hay``'s order, each at least :data:`MIN_RUN_WORDS` long); words no run covers
     are the model's own. The runs as word ranges of ``hay``, or None past the limits."""
+    if tol.align == "blocks":
+        return _blocks(quote, hay, tol)
     runs: list[Span] = []
     added = 0
     i, after = 0, 0
@@ -214,36 +260,41 @@ def _cover(quote: Sequence[str], hay: Sequence[str]) -> list[Span] | None:
                 n += 1
             if n > length:
                 best, length = p, n
-        if length < MIN_RUN_WORDS and runs and after < len(hay) and hay[after] == quote[i]:
+        if length < tol.min_run and runs and after < len(hay) and hay[after] == quote[i]:
             best, length = after, 1  # one word straight on from the last run: still it
-        if length >= MIN_RUN_WORDS or (length == 1 and best == after and runs):
+        if length >= tol.min_run or (length == 1 and best == after and runs):
             runs.append((best, best + length))
             i, after = i + length, best + length
         else:
             added, i = added + 1, i + 1
-    if not runs or added > MAX_ADDED_WORDS or len(runs) > MAX_PIECES:
+    if not runs or added > tol.added or len(runs) > tol.pieces:
         return None
     return runs
 
 
-def locate(quote: str, items: Sequence[EvidenceItem], source: str) -> Quote | None:
+def locate(
+    quote: str, items: Sequence[EvidenceItem], source: str, tol: Tolerance = EXACT
+) -> Quote | None:
     """``quote`` as it stands in the first item read that holds it, and in the document
     text that item rests on: its words (compared after :func:`normalise`, punctuation
     aside) covered in order by at most :data:`MAX_PIECES` runs of the item's words
-    within :data:`MAX_SPREAD` characters, with at most :data:`MAX_ADDED_WORDS` words of
-    the model's own. None when no item holds it or the runs found are shorter than
-    :data:`MIN_QUOTE_WORDS` words. The quote's text is the document's: the runs,
-    apart ones joined by `` … ``."""
+    within :data:`MAX_SPREAD` characters of the item's text, with at most
+    :data:`MAX_ADDED_WORDS` words of the model's own. None when no item holds it or
+    the runs found are shorter than :data:`MIN_QUOTE_WORDS` words. The quote's text is
+    the document's: the runs, apart ones joined by `` … ``."""
     wanted, _ = _words(quote)
-    if len(wanted) < MIN_QUOTE_WORDS:
+    if len(wanted) < tol.min_words:
         return None
     for item in items:
         words, spans = _words(item.text)
-        runs = _cover(wanted, words)
-        if runs is None or sum(e - s for s, e in runs) < MIN_QUOTE_WORDS:
+        runs = _cover(wanted, words, tol)
+        if runs is None or sum(e - s for s, e in runs) < tol.min_words:
             continue
-        found = _place(item, source, [(spans[s][0], spans[e - 1][1]) for s, e in runs])
-        if found is None or found[-1][1] - found[0][0] > MAX_SPREAD:
+        if spans[runs[-1][1] - 1][1] - spans[runs[0][0]][0] > tol.spread:
+            continue  # measured in what the model read, where the selection's gaps are short
+        read = [(spans[s][0], spans[e - 1][1]) for s, e in runs]
+        found = _place(item, source, _at_gaps(item, source, read))
+        if found is None:
             continue
         merged: list[Span] = []
         for s, e in found:  # runs the model split where the document does not
@@ -258,6 +309,23 @@ def locate(quote: str, items: Sequence[EvidenceItem], source: str) -> Quote | No
         text = " \u2026 ".join(source[s:e] for s, e in merged)
         return Quote(text, item.id, tuple(merged))
     return None
+
+
+def _at_gaps(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span]:
+    """The runs (offsets in the item's text) cut where the item joins pieces of the
+    document that stand apart (the selection's gap mark): the model read them side by
+    side, so "The Bachelor (1990 film). It is based on ..." copied across the gap is a
+    quote of two pieces, not a run the document lacks."""
+    segments = _segments(item, source)
+    if segments is None or len(segments) < 2:
+        return list(runs)
+    out: list[Span] = []
+    for s, e in runs:
+        for at, _, length in segments:
+            a, b = max(s, at), min(e, at + length)
+            if a < b and _WORD.search(item.text[a:b]):
+                out.append((a, b))
+    return out
 
 
 def _place(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span] | None:
@@ -326,6 +394,18 @@ def missing_words(answer: str, question: str, quoted: Sequence[str]) -> list[str
     return missing
 
 
+def _answer_place(
+    found: Sequence[Quote], items: Sequence[EvidenceItem], tol: Tolerance
+) -> list[str]:
+    """The texts the answer's words must be in, by ``tol.answer_in``."""
+    if tol.answer_in == "quote":
+        return [q.text for q in found]
+    if tol.answer_in == "item":
+        quoted = {q.item for q in found}
+        return [q.text for q in found] + [it.text for it in items if it.id in quoted]
+    return [q.text for q in found] + [it.text for it in items]
+
+
 @dataclass(frozen=True)
 class QuoteCheck:
     """What the check found for one reply: the answer, the quotes found, the quotes the
@@ -335,6 +415,7 @@ class QuoteCheck:
     quotes: tuple[Quote, ...]
     unfound: tuple[str, ...]
     problem: str
+    reply: str = ""  # the model's whole reply, so a check can be rerun offline
 
     @property
     def holds(self) -> bool:
@@ -342,7 +423,11 @@ class QuoteCheck:
 
 
 def check_quotes(
-    reply: str, question: str, items: Sequence[EvidenceItem], source: str
+    reply: str,
+    question: str,
+    items: Sequence[EvidenceItem],
+    source: str,
+    tol: Tolerance = EXACT,
 ) -> QuoteCheck:
     """Split ``reply`` (:func:`split_reply`), locate its quotes in ``items`` (what the
     model read) and ``source``, and judge: the answer holds when it has quotes, every
@@ -351,7 +436,7 @@ def check_quotes(
     found: list[Quote] = []
     unfound: list[str] = []
     for text in parsed.quotes:
-        hit = locate(text, items, source)
+        hit = locate(text, items, source, tol)
         if hit is None:
             unfound.append(text)
         elif hit not in found:
@@ -362,7 +447,7 @@ def check_quotes(
     elif unfound:
         problem = "quote not in the evidence"
     else:
-        missing = missing_words(parsed.answer, question, [q.text for q in found])
+        missing = missing_words(parsed.answer, question, _answer_place(found, items, tol))
         if missing:
             problem = "answer words not in the quote: " + ", ".join(missing)
-    return QuoteCheck(parsed.answer, tuple(found), tuple(unfound), problem)
+    return QuoteCheck(parsed.answer, tuple(found), tuple(unfound), problem, reply)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lcr.answer.needs import require_answer
 from lcr.answer.selection import sentence_scorer
-from lcr.answer.shared import AnswerSettings, AnswerStream, dropped_warning
+from lcr.answer.shared import AnswerResult, AnswerSettings, AnswerStream
 from lcr.answer.step import AnswerContext, AnswerStep
 from lcr.config import Settings
 from lcr.evidence import EvidenceItem, rank_order
@@ -120,4 +120,23 @@ def answer_evidence(
             "backend": str(llm.backend),
             "llm_run": describe_configuration(llm_configuration(llm)),
         },
+    )
+
+
+def dropped_warning(found: int, out: AnswerResult, window: int) -> str:
+    """Evidence that did not fit the LLM's window was never read: say so, every time."""
+    read = len(out.used)
+    if read:
+        return (
+            f"warning: {out.dropped} of {found} evidence items did not fit the LLM's "
+            f"window ({window} tokens, --context-window); the answer read {read}"
+        )
+    then = (
+        "the LLM was not asked (answer.not_found=abstain)"
+        if out.usage.calls == 0
+        else "the LLM answered without evidence (answer.not_found=guess)"
+    )
+    return (
+        f"warning: none of the {found} evidence items fit the LLM's window ({window} "
+        f"tokens, --context-window); {then}"
     )
