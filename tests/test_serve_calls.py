@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,15 +16,18 @@ from lcr.serve.calls import CallCancelled, Calls
 from lcr.serve.served import NotServedError, Served
 
 
-def _run_many(calls: Calls, n: int, loaded: bool, hold: float = 0.05) -> tuple[int, int]:
-    """``n`` calls in threads, each holding a model slot for ``hold`` s: the most that
-    ran at once, and how many ran."""
+def _run_many(
+    calls: Calls, n: int, loaded: Callable[[int], bool], hold: float = 0.05
+) -> tuple[int, int]:
+    """``n`` calls in threads, each holding a model slot for ``hold`` s (``loaded(done)``:
+    whether the model counts as loaded once ``done`` calls have finished): the most
+    that ran at once, and how many ran."""
     lock = threading.Lock()
     running = peak = done = 0
 
     def one() -> None:
         nonlocal running, peak, done
-        with calls.model_slot(calls.call(None), lambda: loaded or bool(done)):
+        with calls.model_slot(calls.call(None), lambda: loaded(done)):
             with lock:
                 running += 1
                 peak = max(peak, running)
@@ -42,38 +46,20 @@ def _run_many(calls: Calls, n: int, loaded: bool, hold: float = 0.05) -> tuple[i
 
 @pytest.mark.parametrize("concurrency", [1, 3])
 def test_at_most_concurrency_model_calls_run_at_once(concurrency: int) -> None:
-    peak, done = _run_many(Calls(concurrency), 12, loaded=True)
+    peak, done = _run_many(Calls(concurrency), 12, lambda done: True)
     assert (peak, done) == (concurrency, 12)
 
 
 def test_a_first_load_runs_alone_then_the_calls_behind_it_run_together() -> None:
     """Each call here counts as having loaded the model once one has finished: the
     first runs alone, the five queued behind it then run up to three at once."""
-    peak, done = _run_many(Calls(3), 6, loaded=False, hold=0.3)
+    peak, done = _run_many(Calls(3), 6, lambda done: done > 0, hold=0.3)
     assert (peak, done) == (3, 6)
 
 
 def test_while_nothing_loads_the_model_each_call_waits_for_the_one_before() -> None:
-    calls = Calls(3)
-    lock = threading.Lock()
-    running = peak = 0
-
-    def one() -> None:
-        nonlocal running, peak
-        with calls.model_slot(calls.call(None), lambda: False):
-            with lock:
-                running += 1
-                peak = max(peak, running)
-            time.sleep(0.05)
-            with lock:
-                running -= 1
-
-    threads = [threading.Thread(target=one) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert peak == 1
+    peak, done = _run_many(Calls(3), 4, lambda done: False)
+    assert (peak, done) == (1, 4)
 
 
 def test_a_call_cancelled_while_it_waits_never_runs() -> None:
@@ -104,7 +90,7 @@ def test_a_call_cancelled_while_it_waits_never_runs() -> None:
     release.set()
     first.join(5)
     assert ran == ["cancelled"]
-    _, done = _run_many(calls, 2, loaded=True)  # the slot was given back
+    _, done = _run_many(calls, 2, lambda done: True)  # the slot was given back
     assert done == 2
 
 

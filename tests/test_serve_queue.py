@@ -16,7 +16,7 @@ import shutil
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import pytest
 
 import lcr as lcr_api
 from tests.conftest import FIXTURES
+from tests.terminal import _Handler
 from tests.test_serve import QUESTIONS, TOKEN, HttpServer, call, lcr_json
 
 pytestmark = pytest.mark.slow  # a server process
@@ -32,25 +33,13 @@ pytestmark = pytest.mark.slow  # a server process
 CONCURRENCY = 4
 
 
-class _Counting(BaseHTTPRequestHandler):
+class _Counting(_Handler):
+    """The scripted server of tests/terminal.py, counting the calls in flight."""
+
     lock = threading.Lock()
     in_flight = 0
     most = 0
     calls = 0
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-    def _send(self, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:
-        self._send({"data": [{"id": "scripted", "max_model_len": 8192}]})
 
     def do_POST(self) -> None:
         payload = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -62,7 +51,7 @@ class _Counting(BaseHTTPRequestHandler):
         try:
             time.sleep(0.3)  # long enough for the queue's limit to show
             words = payload["messages"][-1]["content"].split()
-            self._send(
+            self._reply(
                 {
                     "choices": [
                         {"message": {"content": " ".join(words[-8:])}, "finish_reason": "stop"}
