@@ -228,9 +228,16 @@ def sync(llm: Any) -> None:
         torch.cuda.synchronize()
 
 
-def builds(model: str, device: str, modes: tuple[str, ...], budget: Budget, limit: float) -> list:
+def builds(
+    model: str,
+    device: str,
+    modes: tuple[str, ...],
+    budget: Budget,
+    limit: float,
+    methods: tuple[str, ...] = ("pecan", "raptor"),
+) -> list:
     rows = []
-    for method in ("raptor", "pecan"):
+    for method in methods:
         for mode in modes:
             left = budget.left()
             if left < 30:
@@ -316,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--build-limit-s", type=float, default=None, help="one build at most (150; 900 --cpu)"
     )
+    parser.add_argument(
+        "--methods", default="pecan,raptor", help="the builds step's methods, in order"
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     budget = Budget(args.budget_s)
@@ -340,7 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         ("hook", lambda: hook_overhead(llm)),
         ("stream", lambda: one_stream(llm, new, args.rounds, static, budget)),
         ("batched", lambda: batched(llm, new, size, static, budget)),
-        ("builds", lambda: builds(args.llm, device, modes, budget, limit)),
+        (
+            "builds",
+            lambda: builds(args.llm, device, modes, budget, limit, tuple(args.methods.split(","))),
+        ),
         ("tests", lambda: tests(budget)),
     ):
         if name not in steps:
