@@ -125,6 +125,7 @@ def cite_quotes(index: Citable, quotes: Sequence[Quote]) -> list[dict[str, Any]]
             "text": quote.text,
             "evidence": quote.item,
             "span": [quote.spans[0][0], quote.spans[-1][1]],
+            "found_by": quote.found_by,
         }
         if len(quote.spans) > 1:
             record["spans"] = [[s, e] for s, e in quote.spans]

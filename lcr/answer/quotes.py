@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lcr.evidence import EvidenceItem
+from lcr.text.chunking import split_sentences
 
 Span = tuple[int, int]
 
@@ -144,6 +145,7 @@ class Quote:
     text: str
     item: str
     spans: tuple[Span, ...]
+    found_by: Literal["model", "lcr"] = "model"  # lcr: located by :func:`answer_quote`
 
 
 MIN_RUN_WORDS = 2
@@ -451,3 +453,70 @@ def check_quotes(
         if missing:
             problem = "answer words not in the quote: " + ", ".join(missing)
     return QuoteCheck(parsed.answer, tuple(found), tuple(unfound), problem, reply)
+
+
+YES_NO = frozenset({"yes", "no"})
+LOCATE_SENTENCES = 2
+"""The most consecutive sentences of one evidence item a located quote spans: a fact and
+the sentence that names what it is about (HotpotQA's supporting facts are one or two)."""
+
+
+def answer_keys(answer: str, question: str) -> tuple[list[str], bool]:
+    """The stems a located quote looks for, and whether the question gave them all: the
+    answer's content words the question does not give; when it gives every one ("Paris or
+    London?" "Paris") those words, and for yes or no the question's content words."""
+    forms = _word_forms(answer)
+    if forms and forms[0] in YES_NO and len(content_words(answer)) <= 1:
+        return list(dict.fromkeys(_stem(w) for w in content_words(question))), True
+    given = {_stem(w) for w in content_words(question)}
+    keys = [_stem(w) for w in content_words(answer)]
+    new = [k for k in keys if k not in given]
+    return list(dict.fromkeys(new or keys)), not new
+
+
+def enough(found: int, keys: int, from_question: bool) -> bool:
+    """Whether ``found`` of ``keys`` stems ground the answer: every one up to two, all but
+    one from three (a state or a middle name the document leaves out: "Las Vegas, NV").
+    Words the question gave ground nothing the question did not already say (a yes or no,
+    a choice between two names), so one of them is enough: the quote then shows where the
+    evidence speaks of it, and the check cannot withhold such an answer."""
+    if keys == 0 or found == 0:
+        return False
+    if from_question:
+        return True
+    return found >= (keys if keys <= 2 else keys - 1)
+
+
+def answer_quote(
+    answer: str, question: str, items: Sequence[EvidenceItem], source: str
+) -> Quote | None:
+    """The shortest run of at most :data:`LOCATE_SENTENCES` sentences of one evidence item
+    that holds :func:`enough` of the answer's :func:`answer_keys` (the most of them, then
+    the fewest characters, then retrieval's order), as it stands in source.txt; None when
+    no item read holds them. lcr finds this quote itself, so it costs no tokens and is the
+    document's text by construction; it grounds the answer's words, not its reasoning."""
+    keys, from_question = answer_keys(answer, question)
+    if not keys:
+        return None
+    best: tuple[tuple[int, int, int], Quote] | None = None
+    for rank, item in enumerate(items):
+        segments = _segments(item, source)
+        if segments is None:
+            continue  # text of its own (a summary): nothing in source.txt to quote
+        sentences = split_sentences(item.text)
+        stems = [{_stem(w) for w in _word_forms(c.text)} for c in sentences]
+        for first in range(len(sentences)):
+            for last in range(first, min(first + LOCATE_SENTENCES, len(sentences))):
+                held = set().union(*stems[first : last + 1])
+                found = sum(k in held for k in keys)
+                if not enough(found, len(keys), from_question):
+                    continue
+                span = _in_source(segments, sentences[first].start, sentences[last].end)
+                if span is None:
+                    continue  # across the selection's gap mark: not one run of the document
+                order = (-found, span[1] - span[0], rank)
+                if best is None or order < best[0]:
+                    quote = Quote(source[span[0] : span[1]], item.id, (span,), "lcr")
+                    best = (order, quote)
+                break  # a longer run from this sentence holds no fewer keys and is longer
+    return None if best is None else best[1]

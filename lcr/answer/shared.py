@@ -147,11 +147,12 @@ class AnswerSettings(Settings):
         legacy=True,
     )
     # support stays the default: refitted on dev, quote and both lost F1 held out (#53)
-    check: Literal["quote", "support", "both"] = setting(
+    check: Literal["quote", "support", "both", "located"] = setting(
         "support",
         "answer.not_found=abstain: what an answer must pass to be given: support (the "
         "support score), quote (the model quotes the excerpts; each quote must be in them "
-        "and hold the answer's words), or both",
+        "and hold the answer's words), both, or located (the support score, and lcr finds "
+        "the answer's words in one or two sentences of one excerpt)",
         legacy="support",
     )
     # the quote check's tolerance (lcr.answer.quotes.Tolerance), chosen on dev replies
@@ -237,7 +238,7 @@ class AnswerSettings(Settings):
             )
             # and the selection's settings only where it selects
             and not (s.name in _SELECTION_ONLY and self.select == "off")
-            and not (s.name.startswith("quote_") and self.check == "support")
+            and not (s.name.startswith("quote_") and self.check in ("support", "located"))
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -300,7 +301,7 @@ _REPLY_FORM = (
 
 def quoting(settings: AnswerSettings) -> bool:
     """Whether the reply is asked for quotes (``answer.check`` quote or both)."""
-    return settings.check != "support"
+    return settings.check in ("quote", "both")
 
 
 def instruction(settings: AnswerSettings) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lcr.answer.grounding import ground
 from lcr.answer.needs import require_answer
 from lcr.answer.selection import sentence_scorer
 from lcr.answer.shared import AnswerResult, AnswerSettings, AnswerStream
@@ -98,11 +99,13 @@ def answer_evidence(
     evidence = retrieved.evidence
     with spending(models) as answering:
         out = step.answer(ctx, retrieved.question, evidence, step.state_of(evidence))
+        out = ground(retrieved.question, out, answer, index.source)
         if out.dropped and note is not None:
             note(dropped_warning(len(evidence.items), out, llm.context_window))
         # read as set, shown by rank; the answer step made new items (passages, cuts)
         read = cite(index, rank_order(out.used))
-    quotes = {"quotes": cite_quotes(index, out.quotes)} if out.quote_check is not None else {}
+    shown = out.quote_check is not None or out.quotes
+    quotes = {"quotes": cite_quotes(index, out.quotes)} if shown else {}
     load = {"llm_load_s": loading.seconds} if loading.seconds > _LOAD_WORTH_RECORDING_S else {}
     return dataclasses.replace(
         retrieved,
