@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench_quote_grid import evidence_items
+
 from lcr.answer.quotes import answer_quote
 from lcr.answer.replies import NOT_FOUND, says_not_found
 from lcr.answer.support import DEFAULT_THRESHOLD
@@ -42,20 +44,6 @@ class Record:
     source: str
 
 
-def _items(rec: dict) -> tuple[EvidenceItem, ...]:
-    return tuple(
-        EvidenceItem(
-            str(it["id"]),
-            int(it["doc"]),
-            0,
-            float(it["score"]),
-            str(it["text"]),
-            [(int(s), int(e)) for s, e in it["spans"]],
-        )
-        for it in rec["evidence"]
-    )
-
-
 def load(path: Path, index_dir: Path, kind: str) -> list[Record]:
     out: list[Record] = []
     seen: set[str] = set()
@@ -68,7 +56,7 @@ def load(path: Path, index_dir: Path, kind: str) -> list[Record]:
         if rec["index"] not in sources:
             sources[rec["index"]] = (index_dir / rec["index"] / "source.txt").read_text("utf-8")
         source = sources[rec["index"]]
-        items = _items(rec)
+        items = evidence_items(rec)
         given = str(rec["answer"])
         if kind == "quote":
             from bench_quote_grid import _support, split_answer

@@ -71,6 +71,21 @@ def _source(path: str) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
+def evidence_items(rec: dict) -> tuple[EvidenceItem, ...]:
+    """The evidence an eval record says was read, as the items the checks take."""
+    return tuple(
+        EvidenceItem(
+            str(it["id"]),
+            int(it["doc"]),
+            0,
+            float(it["score"]),
+            str(it["text"]),
+            [(int(s), int(e)) for s, e in it["spans"]],
+        )
+        for it in rec["evidence"]
+    )
+
+
 def load(path: str, answerable: bool, index_dir: str) -> list[Reply]:
     out: list[Reply] = []
     seen: set[str] = set()
@@ -80,17 +95,7 @@ def load(path: str, answerable: bool, index_dir: str) -> list[Reply]:
             continue
         seen.add(rec["id"])
         source = _source(str(Path(index_dir) / rec["index"] / "source.txt"))
-        items = tuple(
-            EvidenceItem(
-                str(it["id"]),
-                int(it["doc"]),
-                0,
-                float(it["score"]),
-                str(it["text"]),
-                [(int(s), int(e)) for s, e in it["spans"]],
-            )
-            for it in rec["evidence"]
-        )
+        items = evidence_items(rec)
         check = rec.get("quote_check")
         reply = None if check is None else str(check["reply"])
         if reply is not None and says_not_found(reply):
