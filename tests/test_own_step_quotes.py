@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from lcr import api, pipeline
+from lcr.answer.needs import support_needs
 from lcr.answer.quotes import check_quotes
 from lcr.answer.shared import NOT_FOUND, AnswerResult, AnswerSettings
 from lcr.answer.step import NO_STATE, AnswerContext
@@ -31,7 +32,7 @@ from lcr.methods.graphreader.method import NOTEBOOK_ANSWER, GraphReaderQuery, No
 from lcr.methods.lightpal.method import PAPER_PROMPT, LightPALQuery
 from lcr.methods.pecan.method import SECOND_TURN
 from lcr.methods.pecan.search import SecondTurn
-from lcr.models.base import Generation, Message
+from lcr.models.base import Capability, Generation, Message
 from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
 from lcr.pipeline.plans import answer_settings, parse_sets
@@ -149,6 +150,25 @@ def test_the_default_check_keeps_the_papers_prompt_and_answer(method: str, tmp_p
     assert "Quote" not in "\n".join(m["content"] for m in llm.prompts[-1])
     assert out.quote_check is None and out.support is None and out.quotes == ()
     assert out.text.startswith("cinderella" if method == "graphreader" else "Answer: cinderella")
+
+
+def test_the_support_checks_scoring_call_is_needed_where_an_own_step_runs_it() -> None:
+    """``answer.p_yes``'s call needs log-probabilities: the shared step always asks for it
+    while abstaining; a method's own step only beside the quote check (both, or a failed
+    quote falling back to the support check)."""
+    wants = Capability.CHOICE_PROBABILITY
+    own = {
+        ("answer.check=support",): False,  # the paper's step runs no check
+        ("answer.check=quote",): False,  # a failed quote is withheld: no support score
+        ("answer.check=quote", "answer.quote_fallback=support"): True,
+        ("answer.check=both",): True,
+        ("answer.check=both", "answer.not_found=guess"): False,  # nothing withheld
+    }
+    for sets, needed in own.items():
+        settings = _answer("answer.p_yes=true", *sets)
+        assert (wants in support_needs(settings, shared=False).llm) is needed, sets
+        shared = settings.not_found == "abstain"
+        assert (wants in support_needs(settings, shared=True).llm) is shared, sets
 
 
 def _cli_json(index: Path, method: str, models: Models, *args: str) -> dict[str, Any]:
