@@ -28,8 +28,10 @@ def summary_prompt(
     names. With ``quote`` (``answer.check`` quote or both) the shared step's request for
     the sentence the answer rests on follows the instruction, and its reply form takes
     the place of ``SUMMARY:``."""
-    ask = ask_for_quote("sections") if quote else ""
-    tail = reply_form("sections") if quote else "SUMMARY:"
+    # "story", not "sections": asked for "the sentence of the sections", the default 1.5B
+    # model began 5 of 8 quotes with a section id ("Quote: p2") (docs/methods/lightpal.md)
+    ask = ask_for_quote("story") if quote else ""
+    tail = reply_form("story") if quote else "SUMMARY:"
 
     def build(question: str, items: list[EvidenceItem]) -> list[Message]:
         parts = [INSTRUCTION.format(words=words) + ask, ""]
