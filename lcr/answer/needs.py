@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lcr.answer.shared import AnswerSettings
+from lcr.answer.shared import AnswerSettings, quoting
 from lcr.errors import NoLogprobsError
 from lcr.models.base import Capability
 from lcr.models.needs import Needs
@@ -25,9 +25,14 @@ Require = Callable[["Models", Needs, str], "Models"]
 
 def support_needs(answer: AnswerSettings, shared: bool) -> Needs:
     """The support check's scoring call (``answer.p_yes``) reads P(yes) from the answering
-    LLM's logits (an OpenAI-compatible server must return log-probabilities); only the
-    shared answer step (``shared``) runs the check."""
-    if answer.not_found == "abstain" and answer.p_yes and shared:
+    LLM's logits (an OpenAI-compatible server must return log-probabilities). The shared
+    answer step (``shared``) runs the check; a method's own step runs it only beside the
+    quote check (``answer.check=both``, or a failed quote with
+    ``answer.quote_fallback=support``)."""
+    beside_quotes = quoting(answer) and (
+        answer.check == "both" or answer.quote_fallback == "support"
+    )
+    if answer.not_found == "abstain" and answer.p_yes and (shared or beside_quotes):
         return Needs(llm=frozenset({Capability.CHOICE_PROBABILITY}))
     return Needs()
 

@@ -23,8 +23,9 @@ is given only when
    command" from a document that never says "cron" is withheld, whatever words it
    shares with the evidence.
 
-Pure: text in, spans and verdicts out; the step (:mod:`lcr.answer.shared`) asks
-the model and cites the spans.
+Pure: text in, spans and verdicts out; the step (:mod:`lcr.answer.shared`, or a
+method's own answer step with :func:`ask_for_quote` and :func:`reply_form` added to
+its paper's prompt) asks the model and cites the spans.
 """
 
 from __future__ import annotations
@@ -39,6 +40,27 @@ from lcr.evidence import EvidenceItem
 from lcr.text.chunking import split_sentences
 
 Span = tuple[int, int]
+
+
+def ask_for_quote(read: str = "excerpts") -> str:
+    """The request a prompt adds (``answer.check`` quote or both): the answer, then the
+    sentence(s) of what the model read (``read``: "excerpts" in the shared step's
+    prompt, a method's own word for its evidence in its paper's) on ``Quote:`` lines."""
+    return (
+        ' After the answer, on a line of its own, write "Quote:" and the sentence of the '
+        f"{read} that states the answer, copied word for word; if the answer needs two "
+        'sentences, write a second "Quote:" line.'
+    )
+
+
+def reply_form(read: str = "excerpts", answer: str = "Answer: <the answer>") -> str:
+    """The end of the user's turn when quoting (small models follow the last words best):
+    the answer's line (``answer``), then the quote's."""
+    return (
+        f"Reply in this form:\n{answer}\n"
+        f"Quote: <the sentence of the {read} that states it, copied exactly>"
+    )
+
 
 MIN_QUOTE_WORDS = 3
 """A quote shorter than this (a bare name or number) shows only that the word occurs."""

@@ -32,7 +32,9 @@ from lcr.answer.quotes import (
     Quote,
     QuoteCheck,
     Tolerance,
+    ask_for_quote,
     check_quotes,
+    reply_form,
 )
 from lcr.answer.replies import NOT_FOUND, says_not_found
 from lcr.answer.selection import (
@@ -285,17 +287,8 @@ _QUOTED = (
 )
 
 
-_ASK_QUOTE = (
-    ' After the answer, on a line of its own, write "Quote:" and the sentence of the '
-    "excerpts that states the answer, copied word for word; if the answer needs two "
-    'sentences, write a second "Quote:" line.'
-)
-
-
-_REPLY_FORM = (
-    "Reply in this form:\nAnswer: <the answer>\n"
-    "Quote: <the sentence of the excerpts that states it, copied exactly>"
-)
+_ASK_QUOTE = ask_for_quote()
+_REPLY_FORM = reply_form()
 """The end of the user's turn when quoting: small models follow the last words best."""
 
 
@@ -620,6 +613,18 @@ def shared_answer(
     if rereading and says_not_found(out.text):
         return reread(out.usage)
     out = dataclasses.replace(out, info={**out.info, **info})
+    return check_reply(question, out, llm, settings, source)
+
+
+def check_reply(
+    question: str, out: AnswerResult, llm: LLM, settings: AnswerSettings, source: str
+) -> AnswerResult:
+    """The checks ``answer.check`` asks for, on a reply (``out.text``) to the evidence
+    ``out.used``: the quote check (:func:`decide_quotes`), the support check
+    (:func:`decide_support`: with ``answer.not_found=abstain``, for ``support`` and
+    ``both``, or for a failed quote with ``answer.quote_fallback=support``), or, with
+    neither, a not-found reply normalised. The shared step's, and a method's own step's
+    where it asks for quotes (:meth:`lcr.answer.step.AnswerContext.checked`)."""
     if quoting(settings):
         out = decide_quotes(question, out, settings, source)
     else:

@@ -18,7 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
-from lcr.answer.shared import AnswerResult, AnswerSettings, AnswerStream, shared_answer
+from lcr.answer.shared import (
+    AnswerResult,
+    AnswerSettings,
+    AnswerStream,
+    check_reply,
+    quoting,
+    shared_answer,
+)
 from lcr.config import Settings
 from lcr.evidence import AnswerState, Evidence, EvidenceItem
 
@@ -69,6 +76,23 @@ class AnswerContext(Generic[Q]):
             stream=self.stream,
         )
         return dataclasses.replace(out, step=SharedAnswer.name)
+
+    @property
+    def quoting(self) -> bool:
+        """Whether ``answer.check`` (quote or both) asks the reply for quotes: a step of a
+        method's own then adds :func:`~lcr.answer.quotes.ask_for_quote` to its paper's
+        prompt and hands its reply to :meth:`checked`."""
+        return quoting(self.answer)
+
+    def checked(self, question: str, out: AnswerResult) -> AnswerResult:
+        """A method's own step's reply through the checks the shared step makes
+        (:func:`~lcr.answer.shared.check_reply`) when ``answer.check`` asks for quotes:
+        ``out.text`` is the model's whole reply, ``out.used`` the evidence its quotes
+        must be in (with their spans in source.txt). Otherwise ``out`` as it is: the
+        paper's step answers unchecked, as it always did."""
+        if not self.quoting:
+            return out
+        return check_reply(question, out, self.llm, self.answer, self.source)
 
 
 class AnswerStep(ABC, Generic[Q, S]):

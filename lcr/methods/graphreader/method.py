@@ -238,7 +238,9 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
     )
     answer_note = (
         "answers with the paper's prompt over its notebooks (Figure 12): the answer.* "
-        "settings apply only when no notebook was written and the shared step answers"
+        "settings apply only when no notebook was written and the shared step answers, but "
+        "answer.check=quote|both (the prompt then asks for a quote, checked against the "
+        "chunks and atomic facts the agent read)"
     )
     paper = (
         "Li et al. 2024, GraphReader: Building Graph-based Agent to Enhance Long-Context "
@@ -436,7 +438,10 @@ class Notebooks(AnswerState):
 
 
 class NotebookAnswer(AnswerStep[GraphReaderQuery, Notebooks]):
-    """Figure 12 over every path's notebook; with no notebook at all, the shared step."""
+    """Figure 12 over every path's notebook; with no notebook at all, the shared step.
+    With ``answer.check`` quote or both, Figure 12 also asks for the sentence the answer
+    rests on, and the reply is checked against what the agent read (its chunks and
+    atomic facts) as the shared step checks its excerpts (:meth:`AnswerContext.checked`)."""
 
     name = "graphreader"
     state_type = Notebooks
@@ -457,17 +462,20 @@ class NotebookAnswer(AnswerStep[GraphReaderQuery, Notebooks]):
         if ctx.settings.window:
             window = min(window, ctx.settings.window)
         budget = window - max_new_tokens - 64
-        messages = prompts.answer_messages(question, notebooks)
+        messages = prompts.answer_messages(question, notebooks, ctx.quoting)
         while sum(llm.count_tokens(m["content"]) for m in messages) > budget and any(notebooks):
             notebooks = [n[: len(n) * 3 // 4] for n in notebooks]
-            messages = prompts.answer_messages(question, notebooks)
+            messages = prompts.answer_messages(question, notebooks, ctx.quoting)
         gen = llm.generate(
             messages,
             max_new_tokens=max_new_tokens,
             temperature=ctx.settings.temperature,
             seed=ctx.settings.seed,
         )
-        return AnswerResult(final_answer(gen.text), evidence.in_document_order(), 0)
+        # quoting: the notebooks are the agent's words, so a quote holds only where it is
+        # the document's, in a chunk the agent read (or an atomic fact copying one)
+        out = AnswerResult(final_answer(gen.text), evidence.in_document_order(), 0)
+        return ctx.checked(question, out)
 
 
 NOTEBOOK_ANSWER = NotebookAnswer()

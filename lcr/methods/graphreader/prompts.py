@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lcr.answer.quotes import ask_for_quote, reply_form
 from lcr.models.base import Message
 
 PROMPT_VERSION = "graphreader-v1"  # the extraction cache key also holds the messages
@@ -349,14 +350,21 @@ def neighbor_messages(
     return [{"role": "system", "content": SYSTEM_10_12}, {"role": "user", "content": user}]
 
 
-def answer_messages(question: str, notebooks: Sequence[str]) -> list[Message]:
-    """Figure 12: every path's notebook, numbered."""
+QUOTED_FINAL = "Analyze: <your analysis>\nFinal answer: <the answer>"
+"""The reply's form when quoting: Figure 12's, then the quote."""
+
+
+def answer_messages(question: str, notebooks: Sequence[str], quote: bool = False) -> list[Message]:
+    """Figure 12: every path's notebook, numbered. With ``quote`` (``answer.check`` quote
+    or both) the shared step's request for the sentence the answer rests on follows the
+    figure's task, and the reply form (Figure 12's, then ``Quote:``) ends the user's turn."""
     listed = "\n".join(f"{i}. {n or '(nothing recorded)'}" for i, n in enumerate(notebooks, 1))
     user = f"Question: {question}\nNotebook of different exploration paths:\n{listed}\n"
-    return [
-        {"role": "system", "content": SYSTEM_10_12 + "\n" + ANSWER_TASK},
-        {"role": "user", "content": user},
-    ]
+    system = SYSTEM_10_12 + "\n" + ANSWER_TASK
+    if quote:
+        system += ask_for_quote("notebooks")
+        user += reply_form("notebooks", QUOTED_FINAL)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 # --------------------------------------------------------- against the paper
@@ -398,6 +406,15 @@ PAPER_DIFFERENCES: tuple[Difference, ...] = (
         "Figure 8 asks for at least 10 nodes, the text's default is N = 5 initial nodes "
         "(section 4.5): lcr asks for at least 10 and starts the N best-scored; with N > 10, "
         "for at least N",
+        parameter=True,
+    ),
+    Difference(
+        (12,),
+        "",
+        ask_for_quote("notebooks").strip(),
+        "only with answer.check=quote|both (not the default): the answer's quote is checked "
+        "against the chunks and atomic facts the agent read, as the shared step checks its "
+        "excerpts; the user's turn then ends with the reply form (Figure 12's, then Quote:)",
         parameter=True,
     ),
     Difference(

@@ -177,7 +177,9 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
     answer_note = (
         "with lightpal.prompt=paper (default) the paper's prompt answers (appendix A.2: "
         "sections under their story, in document order): answer.order, passages, "
-        "instruction, not_found do not apply; with lightpal.prompt=shared they all do"
+        "instruction and not_found do not apply, and answer.check=quote|both does (the "
+        "prompt then asks for a quote, checked against the passages read); with "
+        "lightpal.prompt=shared they all do"
     )
     built_by_default = False
     build_settings = LightPALBuild
@@ -357,7 +359,9 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
 
 
 class PaperPromptAnswer(AnswerStep[LightPALQuery, NoState]):
-    """The paper's summary prompt (appendix A.2) over the evidence in document order."""
+    """The paper's summary prompt (appendix A.2) over the evidence in document order.
+    With ``answer.check`` quote or both it also asks for the sentence the answer rests
+    on, checked against the passages read as the shared step checks its excerpts."""
 
     name = "lightpal"
     state_type = NoState
@@ -365,14 +369,16 @@ class PaperPromptAnswer(AnswerStep[LightPALQuery, NoState]):
     def answer(
         self, ctx: AnswerContext[LightPALQuery], question: str, evidence: Evidence, state: NoState
     ) -> AnswerResult:
-        prompt = summary_prompt([d.name for d in ctx.documents], ctx.settings.answer_words)
-        return answer(
+        names = [d.name for d in ctx.documents]
+        prompt = summary_prompt(names, ctx.settings.answer_words, ctx.quoting)
+        out = answer(
             question,
             evidence.in_document_order(),
             ctx.llm,
             max_new_tokens=ctx.answer.max_new_tokens,
             prompt=prompt,
         )
+        return ctx.checked(question, out)  # quoting: checked against the passages read
 
 
 PAPER_PROMPT = PaperPromptAnswer()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from lcr.answer.quotes import ask_for_quote, reply_form
 from lcr.evidence import EvidenceItem
 from lcr.models.base import Message
 
@@ -21,12 +22,19 @@ INSTRUCTION = (
 
 
 def summary_prompt(
-    names: Sequence[str], words: int
+    names: Sequence[str], words: int, quote: bool = False
 ) -> Callable[[str, list[EvidenceItem]], list[Message]]:
-    """A prompt builder for :func:`lcr.answer.shared.answer`; ``names`` are the documents' names."""
+    """A prompt builder for :func:`lcr.answer.shared.answer`; ``names`` are the documents'
+    names. With ``quote`` (``answer.check`` quote or both) the shared step's request for
+    the sentence the answer rests on follows the instruction, and its reply form takes
+    the place of ``SUMMARY:``."""
+    # "story", not "sections": asked for "the sentence of the sections", the default 1.5B
+    # model began 5 of 8 quotes with a section id ("Quote: p2") (docs/methods/lightpal.md)
+    ask = ask_for_quote("story") if quote else ""
+    tail = reply_form("story") if quote else "SUMMARY:"
 
     def build(question: str, items: list[EvidenceItem]) -> list[Message]:
-        parts = [INSTRUCTION.format(words=words), ""]
+        parts = [INSTRUCTION.format(words=words) + ask, ""]
         current: int | None = None
         for it in items:
             if it.doc != current:
@@ -35,7 +43,7 @@ def summary_prompt(
                 parts.append(f"# STORY: {name}")
             parts.append(f"## SECTION: {it.id}")
             parts.append(it.text)
-        parts += ["", f"QUESTION: {question}", "SUMMARY:"]
+        parts += ["", f"QUESTION: {question}", tail]
         return [{"role": "user", "content": "\n".join(parts)}]
 
     return build

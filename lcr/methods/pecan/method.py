@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from lcr.answer.shared import AnswerResult
+from lcr.answer.shared import AnswerResult, quoting
 from lcr.config import SettingValue
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence
@@ -70,7 +70,9 @@ class Pecan(Method[PecanBuild, PecanQuery]):
     )
     answer_note = (
         "answers from the search's own KV cache (the paper's second turn): only "
-        "--max-new-tokens applies; answer.order, passages, instruction, not_found do not"
+        "--max-new-tokens applies, and answer.check=quote|both (the turn then asks for a "
+        "quote, checked against the nodes visited as the shared step checks its excerpts); "
+        "answer.order, passages, instruction do not"
     )
     build_settings = PecanBuild
     query_settings = PecanQuery
@@ -138,6 +140,7 @@ class Pecan(Method[PecanBuild, PecanQuery]):
             s,
             max_nodes=s.max_nodes,
             answer_tokens=ctx.answer.max_new_tokens,
+            quote=quoting(ctx.answer),  # the answer turn asks for quotes: room kept for it
         )
         items = [
             item_from_node(
@@ -173,7 +176,10 @@ class Pecan(Method[PecanBuild, PecanQuery]):
 
 
 class SecondTurnAnswer(AnswerStep[PecanQuery, SecondTurn]):
-    """The paper's second turn, generated from the search's KV cache."""
+    """The paper's second turn, generated from the search's KV cache. With
+    ``answer.check`` quote or both the turn also asks for the sentence the answer rests
+    on (the search built it so), and the reply is checked against the nodes visited as
+    the shared step checks its excerpts (:meth:`AnswerContext.checked`)."""
 
     name = "pecan"
     state_type = SecondTurn
@@ -185,7 +191,7 @@ class SecondTurnAnswer(AnswerStep[PecanQuery, SecondTurn]):
         encoded = evidence.info["encoded_tokens"]
         first_turn: dict[str, Any] = evidence.info.setdefault("first_turn", {})
         text = answer_turn(llm, state, encoded, ctx.answer.max_new_tokens, first_turn)
-        return AnswerResult(text, list(evidence.items), 0)
+        return ctx.checked(question, AnswerResult(text, list(evidence.items), 0))
 
 
 SECOND_TURN = SecondTurnAnswer()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from lcr.answer.quotes import ask_for_quote, reply_form
 from lcr.errors import ModelError
 from lcr.models.base import Message
 
@@ -129,11 +130,24 @@ class SearchPrompt:
     answers: dict[str, list[int]]
 
 
-def search_prompt(llm: AttentionLLM, question: str, second_turn: str = "question") -> SearchPrompt:
+def second_turn_text(question: str, second_turn: str = "question", quote: bool = False) -> str:
+    """The second turn's words (Table A2's; ``question``: the question restated). With
+    ``quote`` (``answer.check`` quote or both) the shared step's request for the sentence
+    the answer rests on follows the paper's instruction, and its reply form ends the
+    turn: the quote is checked against the nodes the search visited."""
     q = " ".join(question.split())
     if second_turn not in SECOND_TURNS:
         raise ModelError(f"unknown second turn {second_turn!r}")
-    turn = SECOND_TURN + (RESTATED + q if second_turn == "question" else "")
+    ask = ask_for_quote("information") if quote else ""
+    form = "\n\n" + reply_form("information") if quote else ""
+    return SECOND_TURN + ask + (RESTATED + q if second_turn == "question" else "") + form
+
+
+def search_prompt(
+    llm: AttentionLLM, question: str, second_turn: str = "question", quote: bool = False
+) -> SearchPrompt:
+    q = " ".join(question.split())
+    turn = second_turn_text(question, second_turn, quote)
     first: Message = {"role": "user", "content": SEARCH_HEAD + q + SEARCH_MID + _SLOT}
     before, after = _split(llm, [first])
     head_end = before.rfind(SEARCH_HEAD + q + SEARCH_MID)

@@ -110,12 +110,14 @@ def dynamic_search(
     *,
     max_nodes: int | None,
     answer_tokens: int,
+    quote: bool = False,
 ) -> SearchResult:
     """The search; ``result.state`` keeps what :func:`answer_turn` answers from.
 
     ``max_nodes`` caps the nodes visited (``-k``; None: no cap); ``answer_tokens`` is
-    the room kept in the window for the answer turn's reply."""
-    prompt = search_prompt(llm, question, settings.second_turn)
+    the room kept in the window for the answer turn's reply; ``quote``: the answer
+    turn asks for quotes (its longer suffix is room kept too)."""
+    prompt = search_prompt(llm, question, settings.second_turn, quote)
     yes_ids, no_ids = llm.first_token_ids("Yes"), llm.first_token_ids("No")
     if yes_ids & no_ids:
         raise ModelError(f"{llm.model_id}: Yes and No start with the same token")
