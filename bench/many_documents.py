@@ -22,9 +22,12 @@ run in order, both checks each, so a run cut short still pairs its questions.
 with ``story``, ``question_number``, ``own``, ``check``) and skips answers it
 already has. ``summary`` prints, per check: "not found" on the other stories and on
 the own story (Wilson 95% intervals), ROUGE-L and token F1 of the own story's
-answers against the four references (best of four; bootstrap 95% intervals), the
-answer step's seconds and prompt and reply tokens per answer. Reporting only:
-nothing here chooses a setting.
+answers against the four references (best of four; bootstrap 95% intervals: over the
+answers given, over all with "not found" scoring 0, and over the replies had nothing
+been withheld), the answer step's seconds and prompt and reply tokens per answer (the
+seconds also as a ratio on the same question and story), and per question what each
+check did. Only questions with every answer under every check are counted.
+Reporting only: nothing here chooses a setting.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import math
 import random
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,7 +178,7 @@ def complete_questions(records: list[dict[str, Any]], checks: Sequence[str], n: 
 
 
 def own_scores(
-    own: list[dict[str, Any]], refs: dict[int, Sequence[str]], metric: Any, *, withheld: bool
+    own: list[dict[str, Any]], refs: Mapping[int, Sequence[str]], metric: Any, *, withheld: bool
 ) -> list[float]:
     """``metric`` of each own-story answer, best over its references: the answers given,
     or with ``withheld`` every one, a "not found" scoring 0."""
@@ -189,8 +192,16 @@ def own_scores(
     return out
 
 
+def why_not_found(records: list[dict[str, Any]]) -> str:
+    """How the other stories' "not found" came: a reply the check withheld, or the
+    model's own reply (or no evidence, no call)."""
+    missing = [r for r in records if not r["own"] and r["answer"] == NOT_FOUND]
+    withheld = sum("withheld_answer" in r for r in missing)
+    return f"{withheld} / {len(missing) - withheld}"
+
+
 def summary_rows(
-    records: list[dict[str, Any]], refs: dict[int, Sequence[str]], check: str
+    records: list[dict[str, Any]], refs: Mapping[int, Sequence[str]], check: str
 ) -> dict[str, str]:
     """One check's row: every figure of the table, as printed."""
     from lcr.eval.metrics import rouge_l, token_f1
@@ -199,6 +210,7 @@ def summary_rows(
     others = [r["answer"] == NOT_FOUND for r in mine if not r["own"]]
     own = [r for r in mine if r["own"]]
     called = [r for r in mine if r["usage"].get("completion_tokens", 0) > 0]
+    unwithheld = [{**r, "answer": r.get("withheld_answer", r["answer"])} for r in own]
     tokens = "-"
     if called:
         prompt = statistics.mean(r["usage"]["prompt_tokens"] for r in called)
@@ -209,13 +221,39 @@ def summary_rows(
         "questions": str(len(own)),
         "not found, other stories": _share(others),
         "not found, own story": _share([r["answer"] == NOT_FOUND for r in own]),
+        "others' not found: withheld by the check / the model's own": why_not_found(mine),
         "ROUGE-L, own answers given": _mean(own_scores(own, refs, rouge_l, withheld=False)),
         "token F1, own answers given": _mean(own_scores(own, refs, token_f1, withheld=False)),
         "ROUGE-L, own, not found = 0": _mean(own_scores(own, refs, rouge_l, withheld=True)),
+        "ROUGE-L, own, nothing withheld": _mean(
+            own_scores(unwithheld, refs, rouge_l, withheld=True)
+        ),
         "s / answer": _mean([float(r["timings"].get("answer_s", 0.0)) for r in called], 1),
         "prompt + reply tokens": tokens,
         "LLM calls": f"{len(called)} of {len(mine)}",
     }
+
+
+def paired_seconds(records: list[dict[str, Any]], base: str, other: str) -> str:
+    """The answer step's seconds under ``other`` over those under ``base``, on the same
+    (question, story) pairs (run one block after the other, question by question)."""
+    seconds = {
+        (r["story"], r["asked_of"], r["check"]): float(r["timings"].get("answer_s", 0.0))
+        for r in records
+    }
+    pairs = [
+        (seconds[(s, j, base)], seconds[(s, j, other)])
+        for (s, j, c) in seconds
+        if c == base and (s, j, other) in seconds and seconds[(s, j, base)] > 0
+    ]
+    if not pairs:
+        return f"answer_s {other} / {base}: no pairs"
+    total = sum(b for _, b in pairs) / sum(a for a, _ in pairs)
+    median = statistics.median(b / a for a, b in pairs)
+    return (
+        f"answer_s {other} / {base} on the same {len(pairs)} (question, story) pairs:"
+        f" {total:.2f} (sums), median pair {median:.2f}"
+    )
 
 
 def summary(args: argparse.Namespace, stories: list[dict[str, Any]]) -> None:
@@ -231,17 +269,28 @@ def summary(args: argparse.Namespace, stories: list[dict[str, Any]]) -> None:
     print("|---|" + "---:|" * len(rows))
     for head in rows[0]:
         print(f"| {head} | " + " | ".join(row[head] for row in rows) + " |")
-    print('\nanswers given on other stories (not "not found"), per question:')
+    if len(args.check) == 2:
+        print("\n" + paired_seconds(records, args.check[0], args.check[1]))
+    print('\nper question: answers given on the other stories (not "not found"); own story')
     for story in sorted(keep):
-        given = {
-            check: sum(
-                not r["own"] and r["answer"] != NOT_FOUND
-                for r in records
-                if r["story"] == story and r["check"] == check
-            )
-            for check in args.check
-        }
-        print(f"  story {story}: " + ", ".join(f"{c} {n}" for c, n in given.items()))
+        parts = [f"{check}: {outcome(records, story, check)}" for check in args.check]
+        print(f"  story {story}: " + "; ".join(parts))
+
+
+def outcome(records: list[dict[str, Any]], story: int, check: str) -> str:
+    """One question under one check: others answered, and the own story's outcome
+    (answered, or "not found" and why: the quote check's problem, a support score)."""
+    mine = [r for r in records if r["story"] == story and r["check"] == check]
+    given = sum(not r["own"] and r["answer"] != NOT_FOUND for r in mine)
+    (own,) = [r for r in mine if r["own"]]
+    if own["answer"] != NOT_FOUND:
+        said = "answered"
+    elif "withheld_answer" not in own:
+        said = "not found (the model's reply)"
+    else:
+        problem = own.get("quote_check", {}).get("problem")
+        said = f"withheld ({problem or 'support ' + str(own.get('support'))})"
+    return f"{given} given on others, own {said}"
 
 
 def main() -> None:

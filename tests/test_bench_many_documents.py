@@ -108,7 +108,9 @@ def test_own_scores_skip_or_zero_the_withheld(bench: ModuleType) -> None:
 
 
 def test_only_questions_with_every_answer_are_complete(bench: ModuleType) -> None:
-    records = [{"story": 0, "check": c} for c in ("support", "both") for _ in range(3)]
+    records: list[dict[str, Any]] = [
+        {"story": 0, "check": c} for c in ("support", "both") for _ in range(3)
+    ]
     records += [{"story": 1, "check": "support"}] * 3 + [{"story": 1, "check": "both"}]
     assert bench.complete_questions(records, ["support", "both"], 3) == {0}
     assert bench.complete_questions(records, ["support"], 3) == {0, 1}
