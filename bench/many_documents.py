@@ -192,6 +192,15 @@ def own_scores(
     return out
 
 
+def per_question(records: list[dict[str, Any]]) -> list[float]:
+    """Each question's share of "not found" (its answers are not independent: one
+    question's name may draw answers from every story)."""
+    shares: dict[int, list[bool]] = {}
+    for r in records:
+        shares.setdefault(r["story"], []).append(r["answer"] == NOT_FOUND)
+    return [sum(v) / len(v) for v in shares.values()]
+
+
 def why_not_found(records: list[dict[str, Any]]) -> str:
     """How the other stories' "not found" came: a reply the check withheld, or the
     model's own reply (or no evidence, no call)."""
@@ -207,7 +216,8 @@ def summary_rows(
     from lcr.eval.metrics import rouge_l, token_f1
 
     mine = [r for r in records if r["check"] == check]
-    others = [r["answer"] == NOT_FOUND for r in mine if not r["own"]]
+    others_of = [r for r in mine if not r["own"]]
+    others = [r["answer"] == NOT_FOUND for r in others_of]
     own = [r for r in mine if r["own"]]
     called = [r for r in mine if r["usage"].get("completion_tokens", 0) > 0]
     unwithheld = [{**r, "answer": r.get("withheld_answer", r["answer"])} for r in own]
@@ -220,6 +230,7 @@ def summary_rows(
         "check": check,
         "questions": str(len(own)),
         "not found, other stories": _share(others),
+        "not found, other stories, bootstrap over questions": _mean(per_question(others_of)),
         "not found, own story": _share([r["answer"] == NOT_FOUND for r in own]),
         "others' not found: withheld by the check / the model's own": why_not_found(mine),
         "ROUGE-L, own answers given": _mean(own_scores(own, refs, rouge_l, withheld=False)),

@@ -114,3 +114,10 @@ def test_only_questions_with_every_answer_are_complete(bench: ModuleType) -> Non
     records += [{"story": 1, "check": "support"}] * 3 + [{"story": 1, "check": "both"}]
     assert bench.complete_questions(records, ["support", "both"], 3) == {0}
     assert bench.complete_questions(records, ["support"], 3) == {0, 1}
+
+
+def test_shares_per_question_weigh_each_question_once(bench: ModuleType) -> None:
+    nf = bench.NOT_FOUND
+    records = [{"story": 0, "answer": a} for a in (nf, nf, nf, "Wass dies")]
+    records += [{"story": 1, "answer": nf}]
+    assert sorted(bench.per_question(records)) == [0.75, 1.0]
