@@ -102,4 +102,8 @@ class BuildEstimate:
     nodes: Range = ZERO  # stored nodes (for disk)
     stored_text_chars: Range = ZERO  # characters of stored node text
     vectors: Range = ZERO  # stored embedding rows
+    # CPU seconds a first build in a process pays whatever the input's size: the
+    # libraries it imports and their first calls (MixPR's 1.7 s against its 0.3 s of
+    # work on a 103k-token book); divided by the CPU share the load leaves
+    setup_cpu_s: float = 0.0
     basis: dict[str, str] = field(default_factory=dict)

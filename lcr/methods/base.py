@@ -235,6 +235,9 @@ class Method(ABC, Generic[B, Q]):
     # of them names a method.
     manual: ClassVar[str] = ""  # its manual: a path in lcr's source tree, or a URL
     k_option: ClassVar[KOption] = TOP_K  # what -k counts, and the setting it overrides
+    # CPU seconds a first build in a process pays before its work (imports, first
+    # calls), for the estimate of a method without an LLM (docs/speed.md, issue #55)
+    setup_cpu_s: ClassVar[float] = 0.65
     traces: ClassVar[bool] = False  # its evidence.info has a step-by-step "trace" (--trace)
     # build settings (by name) that keep a build of a few KB of text quick, for tests
     quick_build_settings: ClassVar[Mapping[str, SettingValue]] = {}
@@ -297,7 +300,7 @@ class Method(ABC, Generic[B, Q]):
         """What building costs, without building (``lcr index --estimate``): a method that
         calls an LLM computes it from its own chunking code, so the counts its input
         decides are exact. The default: no LLM call, nothing else estimated."""
-        return BuildEstimate(basis={"llm": "no LLM call"})
+        return BuildEstimate(basis={"llm": "no LLM call"}, setup_cpu_s=self.setup_cpu_s)
 
     def answer_step(self, settings: Q) -> AnswerStep[Any, Any]:
         """How this method's evidence is answered with these settings: the shared step

@@ -407,8 +407,14 @@ def _time(
 ) -> None:
     """Wall time: the LLM's work at its rates, the embedder's passes, the model loads."""
     work = bill.work
-    seconds = Range(chars / 4 * CHEAP_SECONDS_PER_TOKEN, chars / 4 * CHEAP_SECONDS_PER_TOKEN)
+    own = chars / 4 * CHEAP_SECONDS_PER_TOKEN
+    own += work.setup_cpu_s / throughput.load_share(throughput.current_load())
+    seconds = Range(own, own)
     bill.sources["time"] = "lcr's rate for work without a model (docs/speed.md)"
+    if work.setup_cpu_s:
+        bill.sources["time"] += (
+            f", and {work.setup_cpu_s:g} s of CPU a first build pays (imports) at the load now"
+        )
     if work.llm is not None and role is not None and backend is not None:
         rates = est.llm_rates(role, backend)
         if rates is None:
