@@ -4,7 +4,6 @@ lcr's own models)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -15,18 +14,14 @@ from typing import Any
 
 import pytest
 
+from tests.benches import load_bench
+
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_collections", REPO / "bench" / "bench_collections.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("bench_collections")
 
 
 def test_the_scripted_command_goes_through_the_seam(

@@ -3,29 +3,18 @@ the other documents' draw, the Wilson interval and the own-story scores."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from lcr.eval.metrics import token_f1
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.benches import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "many_documents", REPO / "bench" / "many_documents.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("many_documents")
 
 
 def story(text: str, *questions: str) -> dict[str, Any]:

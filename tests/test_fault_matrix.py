@@ -4,25 +4,18 @@ hand): what one run of the CLI counts as, and what makes an index damaged."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "fault_matrix.py"
+from tests.benches import load_bench
 
 
 @pytest.fixture(scope="module")
 def fm() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fault_matrix", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fault_matrix"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("fault_matrix")
 
 
 def counters(fm: ModuleType, code: int | None, stderr: str = "", stdout: str = "",

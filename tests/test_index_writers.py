@@ -538,6 +538,33 @@ def test_a_stale_index_after_a_force_rebuild_is_not_called_damaged(
     assert Index.open(idx).source == b.read_text()  # opened again, it reads the new one
 
 
+def test_retrieve_reads_the_new_index_when_a_rebuild_commits_while_it_reads(
+    two_docs: tuple[Path, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Row 17 through the CLI: a rebuild that commits between `lcr retrieve` opening the
+    index and reading it is a lost race, read again once (as `lcr serve` does), not exit 1."""
+    from lcr import pipeline
+
+    a, b = two_docs
+    idx = a.parent / "a.idx"
+    assert run(["index", str(a), "-o", str(idx), "-m", "bm25", "-q"], capsys)[0] == 0
+    real = pipeline.retrieve_query
+    calls: list[str] = []
+
+    def rebuilt_first(index: Index, *args: Any, **kwargs: Any) -> Any:
+        calls.append(str(index.manifest.source_sha256))
+        if len(calls) == 1:  # another process commits a --force rebuild now
+            forced = lcr("index", str(b), "-o", str(idx), "-m", "bm25", "--force", "-q")
+            assert forced.returncode == 0
+        return real(index, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "retrieve_query", rebuilt_first)
+    code, out, err = run(["retrieve", str(idx), "Who?", "-m", "bm25", "--json"], capsys)
+    assert code == 0, err
+    assert len(calls) == 2 and calls[0] != calls[1]  # the new index, opened and read again
+    assert all(ev["text"] in b.read_text() for ev in json.loads(out)["evidence"])
+
+
 def test_the_schema_hint_repairs_an_index_of_another_schema(project: Path) -> None:
     manifest_path = project / "examples" / "story.idx" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())

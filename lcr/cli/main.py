@@ -50,6 +50,7 @@ from lcr.config import SettingRenamed
 from lcr.errors import (
     IndexDamagedError,
     InputError,
+    LostRaceError,
     UsageError,
 )
 
@@ -463,9 +464,15 @@ def _run_queries(
                         index, plan, asked, models, progress=progress, note=_err, stream=screen
                     )
                 else:
-                    result = pipeline.retrieve_query(
-                        index, plan, asked, models, progress=progress, note=_err
-                    )
+                    try:
+                        result = pipeline.retrieve_query(
+                            index, plan, asked, models, progress=progress, note=_err
+                        )
+                    except LostRaceError:  # a build committed meanwhile: read the new one, once
+                        index = Index.open(index_path)
+                        result = pipeline.retrieve_query(
+                            index, plan, asked, models, progress=progress, note=_err
+                        )
             output.show(result, answer, screen)
 
 
