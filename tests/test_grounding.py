@@ -78,10 +78,13 @@ def test_a_quote_never_crosses_the_selections_gap() -> None:
         "The light on Gull Rock was first lit in 1858. \u2026 " + BOAT,
         [(first, first + 45), (boat, boat + len(BOAT))],
     )
-    quote = answer_quote("The Patience, lit in 1858", Q, [joined], SOURCE)
+    quote = answer_quote("The Patience in 1858", Q, [joined], SOURCE)
     assert quote is None  # the two words sit either side of the gap: not one run
     alone = answer_quote("The Patience", Q, [joined], SOURCE)
     assert alone is not None and alone.spans == ((boat, boat + len(BOAT)),)
+    # the sentence that ends at the gap is located too: the gap mark is no part of it
+    lit = answer_quote("1858", "When was the light on Gull Rock first lit?", [joined], SOURCE)
+    assert lit is not None and lit.spans == ((first, first + 45),)
 
 
 def _answered(text: str) -> AnswerResult:

@@ -436,3 +436,43 @@ def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) ->
     if "support_signals" in withheld:
         assert withheld["withheld_answer"] and withheld["support"] < 1.0
         assert withheld["support_signals"]["p_yes"] is None and withheld["usage"]["calls"] == 1
+
+
+ORWELL = (
+    "George Orwell bibliography. The bibliography of George Orwell includes journalism, "
+    "essays and novels, written under his own name or under more than one of his pen "
+    "names, George Orwell the best known."
+)
+PEN_NAMES = "Who had more pen names, George Orwell or Nelson DeMille?"
+
+
+def test_a_question_whose_names_are_mostly_not_read_scores_zero_whatever_the_words() -> None:
+    from lcr.answer.support import NAMES_FLOOR, name_coverage, signals_of
+
+    # "George Orwell" is read, "Nelson DeMille" (the longer name) is not: 12 of 25 letters
+    signals = signals_of(None, PEN_NAMES, "George Orwell", ORWELL)
+    assert signals.names == pytest.approx(12 / 25) and signals.names < NAMES_FLOOR
+    assert signals.overlap == 1.0 and signals.coverage == 5 / 7  # all but the missing name
+    assert support_score(signals, names_floor=0.0) > 0.5  # the sum alone would give it
+    assert support_score(signals) == 0.0
+    # a name whose words are both read, apart, counts half: at the floor, not under it
+    story = "Elsie was born in the storm. Her father, Tobias Venn, kept the light."
+    question = "On what date was Elsie Venn born?"
+    assert name_coverage(question, story) == NAMES_FLOOR
+    assert support_score(signals_of(None, question, "the storm", story)) > 0.0
+
+
+def test_the_names_floor_withholds_in_the_step_and_is_a_setting() -> None:
+    item = EvidenceItem("c0", 0, 0, 3.0, ORWELL, [(0, len(ORWELL))])
+    llm = ScriptedLLM(words=2, after="[1] ")
+    floor = AnswerSettings(check="support", not_found="abstain")
+    out = shared_answer(PEN_NAMES, [item], llm, floor, source=ORWELL, names=["s"])
+    assert out.text == NOT_FOUND and out.withheld and out.support == 0.0
+    lifted = floor.replace(names_floor=0.0)
+    out = shared_answer(PEN_NAMES, [item], llm, lifted, source=ORWELL, names=["s"])
+    assert out.text != NOT_FOUND and out.withheld is None
+    assert out.support is not None and out.support > 0.5
+    assert parse_sets(["answer.names_floor=0"]).answer_values() == {"names_floor": 0.0}
+    for bad in ("answer.names_floor=1.5", "answer.names_floor=some"):
+        with pytest.raises(SettingError):
+            parse_sets([bad])

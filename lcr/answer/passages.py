@@ -4,7 +4,7 @@ order they are read in (``answer.order``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lcr.answer.selection import leaf_span, touching
@@ -105,3 +105,16 @@ def ordered(items: Sequence[EvidenceItem], order: str) -> list[EvidenceItem]:
 
         return [it for _, it in sorted(enumerate(items), key=rank_key)]
     return sorted(items, key=_document_position)
+
+
+def cut_to_tokens(text: str, max_tokens: int, count_tokens: Callable[[str], int]) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` (binary search on length): the
+    last excerpt that fits the window only in part is read up to where it fits."""
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count_tokens(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]

@@ -525,7 +525,10 @@ def answer_quote(
         segments = _segments(item, source)
         if segments is None:
             continue  # text of its own (a summary): nothing in source.txt to quote
-        sentences = split_sentences(item.text)
+        # sentences of each run of the document apart: one never takes in the gap mark
+        sentences = [
+            c for at, _, n in segments for c in split_sentences(item.text[at : at + n], at)
+        ]
         stems = [{_stem(w) for w in _word_forms(c.text)} for c in sentences]
         for first in range(len(sentences)):
             for last in range(first, min(first + LOCATE_SENTENCES, len(sentences))):

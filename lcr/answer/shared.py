@@ -22,7 +22,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from lcr.answer.passages import merge_passages, ordered
+from lcr.answer.passages import cut_to_tokens, merge_passages, ordered
 from lcr.answer.quotes import (
     MAX_ADDED_WORDS,
     MAX_PIECES,
@@ -50,6 +50,7 @@ from lcr.answer.selection import (
 from lcr.answer.support import (
     ASK_P_YES,
     DEFAULT_THRESHOLD,
+    NAMES_FLOOR,
     SupportSignals,
     check_support,
     support_score,
@@ -140,6 +141,15 @@ class AnswerSettings(Settings):
         "answer.not_found=abstain: the least support score (0-1) an answer needs to be given",
         low=0.0,
         high=1.0,
+    )
+    names_floor: float = setting(
+        NAMES_FLOOR,
+        "answer.not_found=abstain: withhold an answer when less than this share of the "
+        "question's names is in what was read, whatever its support score",
+        low=0.0,
+        high=1.0,
+        legacy=0.0,
+        measured="docs/answer-step.md#a-floor-under-the-names-issue-53",
     )
     p_yes: bool = setting(
         ASK_P_YES,
@@ -265,6 +275,7 @@ ORIGINAL = AnswerSettings(
     False,
     False,
     0.5,
+    0.0,
     False,
     "support",
     MAX_PIECES,
@@ -426,7 +437,7 @@ def fit_to_budget(
             continue
         room = remaining - (llm.count_tokens(heading) if heading else 0)
         if room > 32 and len(item.spans) == 1:
-            cut = _cut_to_tokens(item.text, room - 4, llm)
+            cut = cut_to_tokens(item.text, room - 4, llm.count_tokens)
             if cut:
                 start, _ = item.spans[0]
                 kept.append(
@@ -443,18 +454,6 @@ def fit_to_budget(
                 return FittedEvidence(kept, len(items) - idx - 1, True)
         return FittedEvidence(kept, len(items) - idx, False)
     return FittedEvidence(kept)
-
-
-def _cut_to_tokens(text: str, max_tokens: int, llm: LLM) -> str:
-    """The longest prefix of ``text`` within ``max_tokens`` (binary search on length)."""
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if llm.count_tokens(text[:mid]) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo]
 
 
 class AnswerStream(Protocol):
@@ -681,7 +680,7 @@ def decide_support(
         leads=paragraph_leads([span for it in out.used for span in it.spans], source),
         ask=settings.p_yes,
     )
-    support = support_score(signals)
+    support = support_score(signals, names_floor=settings.names_floor)
     held = support < settings.support
     return dataclasses.replace(
         out,

@@ -96,6 +96,12 @@ DEFAULT_THRESHOLD = 0.5
 """``answer.support``'s default: the least score an answer needs to be given."""
 ASK_P_YES = P_YES_WEIGHT != 0.0
 """``answer.p_yes``'s default: make the scoring call only when the constants weigh it."""
+NAMES_FLOOR = 0.5
+"""``answer.names_floor``'s default: an answer to a question whose names are less than half
+in what was read (by letters, a name's words apart counting half) scores 0, however many of
+its other words are there. The logistic adds the signals up, so a text holding the question's
+common words and the answer's could outweigh the names it lacks; chosen on HotpotQA dev
+(docs/answer-step.md#a-floor-under-the-names-issue-53)."""
 
 
 def _logit(p: float) -> float:
@@ -104,7 +110,9 @@ def _logit(p: float) -> float:
 
 
 def support_score(
-    signals: SupportSignals, constants: tuple[float, float, float, float, float] = CONSTANTS
+    signals: SupportSignals,
+    constants: tuple[float, float, float, float, float] = CONSTANTS,
+    names_floor: float = NAMES_FLOOR,
 ) -> float:
     """The calibrated probability that the answer is supported, in [0, 1].
 
@@ -112,7 +120,10 @@ def support_score(
     logit(P(yes)), overlap, coverage and names). The retrieval score is left out: its scale
     is the method's own (BM25 sums, cosines, 1.0 for gold sentences), so one set of
     constants cannot hold across methods. A P(yes) not asked for (None) adds nothing,
-    as it does under constants that give it no weight."""
+    as it does under constants that give it no weight. Below ``names_floor`` of the
+    question's names the score is 0 (:data:`NAMES_FLOOR`)."""
+    if signals.names < names_floor:
+        return 0.0
     bias, p_yes_weight, overlap_weight, coverage_weight, names_weight = constants
     p_yes_term = 0.0 if signals.p_yes is None else p_yes_weight * _logit(signals.p_yes)
     z = (
@@ -214,7 +225,11 @@ def one_edit_apart(a: str, b: str) -> bool:
 def _name_found(name: Sequence[str], words: Sequence[str], vocabulary: set[str]) -> bool:
     """Whether ``name``'s words occur one after another in ``words``, each as written or one
     edit apart (:func:`one_edit_apart`)."""
-    near = [{v for v in vocabulary if one_edit_apart(w, v)} for w in name]
+    # a function word is never a name's other spelling: "Wass" is not "was"
+    near = [
+        {v for v in vocabulary if v == w or (v not in _STOPWORDS and one_edit_apart(w, v))}
+        for w in name
+    ]
     if not all(near):
         return False
     return any(
