@@ -80,9 +80,9 @@ def test_the_same_answer_over_another_text_is_not_grounded() -> None:
 def test_each_quote_must_add_two_words_and_there_are_at_most_four() -> None:
     # "1921" alone would add one word from the Birch sentence: not a quote of its own
     answer = "Margaret Venn gave birth to a daughter in a gale, in 1921."
-    cover = cover_quotes(answer, "What happened?", ITEMS, SOURCE)
+    cover = cover_quotes(answer, "What did Margaret do?", ITEMS, SOURCE)
     assert cover is not None and [q.item for q in cover.quotes] == ["c0"]
-    assert cover.missing == ("1921",) and cover.grounded  # 6 of 7 words
+    assert cover.missing == ("1921",) and cover.grounded  # 5 of 6 words
     assert len(cover.quotes[0].text) < len(BIRTH)  # a run, not the paragraph
     # five parts, in sentences no run of two joins: four quotes, the fifth part missing
     many = " ".join(
@@ -153,3 +153,16 @@ def test_a_terminal_says_how_much_of_a_long_answer_its_quotes_hold() -> None:
     assert "no quote" in _located_line({**partial, "located_words": "2/10"}, False)
     assert _located_line({"located": 1.0, "located_words": "9/9"}, True) == ""
     assert _located_line({"located": 1}, True) == ""  # a short answer: its quote says it
+
+
+def test_quotes_that_never_name_what_was_asked_do_not_ground_it() -> None:
+    # another document's sentences copied, the question's name left to the question
+    answer = "She gave birth to a daughter in a gale; the blacksmith died and the forge was sold."
+    off = cover_quotes(answer, "What happens to Wass through the story?", ITEMS, SOURCE)
+    assert off is not None and off.share == 1.0 and len(off.quotes) == 2
+    assert not off.on_question and not off.grounded
+    on = cover_quotes(answer, "What happened to Margaret and Jonas Birch?", ITEMS, SOURCE)
+    assert on is not None and on.on_question and on.grounded
+    out = ground("What happens to Wass?", AnswerResult(answer, ITEMS, 0), _settings(), SOURCE)
+    assert out.quotes == () and out.info["off_question"] == 1 and out.info["located"] == 1.0
+    assert "never name what was asked" in _located_line(out.info, False)

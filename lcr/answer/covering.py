@@ -6,17 +6,22 @@ sentences. A long answer (a date and a name, a finder, place and year, the plot 
 story) spreads its words over the document, so no one run holds them. Here such an
 answer gets a small set of quotes instead, each the same kind of run (one or two
 consecutive sentences of one evidence item the model read, one span of source.txt),
-chosen greedily to cover the answer's content words the question does not give:
+chosen greedily to cover the answer's words (:func:`long_keys`: its content words the
+question does not give, other than :data:`FRAME_WORDS`, in any tense or number):
 
-1. only answers of at least :data:`LONG_FROM` such words (stems) that no single run
-   grounds come here; a shorter answer keeps the single-run rule unchanged;
+1. only an answer that the single-run rule does not ground and that has at least
+   :data:`LONG_FROM` words that rule looks for comes here; a shorter answer keeps the
+   single-run rule alone, unchanged;
 2. each quote must hold at least :data:`MIN_NEW` words no earlier quote holds (one
    common word a sentence happens to share is not a part of the answer found);
 3. at most :data:`MAX_QUOTES` quotes, the run adding the most words first (then the
    shortest, then retrieval's order);
 4. the answer is grounded when the quotes hold at least :data:`COVER_SHARE` of its
-   words; the share, and the words no quote holds, say how much of it stands on the
-   quotes.
+   words and, where the question names someone or something (a capitalised word after
+   its first), at least one quote holds such a name: sentences that never name what
+   the question asks about show the answer's words, not that they speak of it (an
+   answer copied from another document's excerpts, the name left to the question).
+   The share, and the words no quote holds, say how much of it stands on the quotes.
 
 Pure: text in, spans and shares out; it costs no tokens, and every quote is the
 document's text by construction. It grounds the answer's words, not its reasoning.
@@ -24,6 +29,7 @@ document's text by construction. It grounds the answer's words, not its reasonin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -84,12 +90,13 @@ def root(word: str) -> str:
 
 def long_keys(answer: str, question: str) -> list[str]:
     """The words to find for a long answer: its content words (as :func:`root` gives
-    them), less :data:`FRAME_WORDS` and the question's words, each once."""
+    them), less :data:`FRAME_WORDS`, single letters (the initials of "T.R.S.
+    Aphrodite" name nothing alone) and the question's words, each once."""
     given = {root(w) for w in content_words(question)}
     keys: list[str] = []
     for word in content_words(answer):
         key = root(word)
-        if word not in FRAME_WORDS and key not in given and key not in keys:
+        if len(word) > 1 and word not in FRAME_WORDS and key not in given and key not in keys:
             keys.append(key)
     return keys
 
@@ -103,6 +110,7 @@ class Cover:
     found: int
     keys: int
     missing: tuple[str, ...]
+    on_question: bool = True  # some quote holds a name the question gives (if it gives one)
 
     @property
     def share(self) -> float:
@@ -110,7 +118,7 @@ class Cover:
 
     @property
     def grounded(self) -> bool:
-        return bool(self.quotes) and self.share >= COVER_SHARE
+        return bool(self.quotes) and self.share >= COVER_SHARE and self.on_question
 
 
 @dataclass(frozen=True)
@@ -119,9 +127,12 @@ class _Run:
     item: str
     rank: int
     held: frozenset[int]  # the answer words' positions in its keys
+    asked: bool  # holds a name the question gives
 
 
-def _runs(keys: Sequence[str], items: Sequence[EvidenceItem], source: str) -> list[_Run]:
+def _runs(
+    keys: Sequence[str], asked: set[str], items: Sequence[EvidenceItem], source: str
+) -> list[_Run]:
     """Every run of one to :data:`RUN_SENTENCES` sentences of an item that stands as one
     span of source.txt and holds at least :data:`MIN_NEW` of the answer's words."""
     out: list[_Run] = []
@@ -143,8 +154,20 @@ def _runs(keys: Sequence[str], items: Sequence[EvidenceItem], source: str) -> li
                     segments, *_trimmed(item.text, start, end)
                 )
                 if span is not None:  # never across the selection's gap mark
-                    out.append(_Run(span, item.id, rank, held))
+                    about = any(asked & s for s in stems[first : last + 1])
+                    out.append(_Run(span, item.id, rank, held, about))
     return out
+
+
+_NAME = re.compile(r"[^\W\d_]+")
+_TITLES = frozenset({"Mr", "Mrs", "Ms", "Miss", "Dr", "I"})
+
+
+def question_names(question: str) -> set[str]:
+    """The names the question gives: its capitalised words after the first (titles
+    such as "Mr" aside), as :func:`root` gives them."""
+    words = _NAME.findall(question)[1:]
+    return {root(w.lower()) for w in words if w[0].isupper() and w not in _TITLES}
 
 
 def _trimmed(text: str, start: int, end: int) -> Span:
@@ -166,13 +189,14 @@ def cover_quotes(
     answer: str, question: str, items: Sequence[EvidenceItem], source: str
 ) -> Cover | None:
     """The quotes that together hold the most of a long answer's words (the module's
-    rules), as they stand in source.txt; None for an answer of fewer than
+    rules), as they stand in source.txt, whether grounded or not; None for an answer of fewer than
     :data:`LONG_FROM` words the question does not give (the single-run rule's)."""
     short, from_question = answer_keys(answer, question)
     if from_question or len(short) < LONG_FROM:
         return None
     keys = long_keys(answer, question)
-    runs = _runs(keys, items, source)
+    asked = question_names(question)
+    runs = _runs(keys, asked, items, source)
     covered: set[int] = set()
     chosen: list[_Run] = []
     while len(chosen) < MAX_QUOTES:
@@ -191,7 +215,8 @@ def cover_quotes(
         covered |= best[1].held
     chosen.sort(key=lambda r: min(r.held))
     quotes = tuple(Quote(source[r.span[0] : r.span[1]], r.item, (r.span,), "lcr") for r in chosen)
-    return Cover(quotes, len(covered), len(keys), _missing(answer, keys, covered))
+    on_question = not asked or any(r.asked for r in chosen)
+    return Cover(quotes, len(covered), len(keys), _missing(answer, keys, covered), on_question)
 
 
 def _missing(answer: str, keys: Sequence[str], covered: set[int]) -> tuple[str, ...]:

@@ -26,7 +26,8 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
     """``out`` with the quote lcr located for its answer (``info.located`` 1); for a long
     answer no one quote grounds, the quotes that hold at least the share of its words
     :func:`~lcr.answer.covering.cover_quotes` asks (``info.located`` that share,
-    ``info.located_words`` found of all, ``info.unlocated`` the words no quote holds);
+    ``info.located_words`` found of all, ``info.unlocated`` the words no quote holds,
+    ``info.off_question`` 1 when no quote holds a word of the question);
     with ``answer.check=located`` and neither, withheld (``info.located`` 0, or the
     share found). An answer that already has the model's verified quotes, or none to
     give, is left as it is."""
@@ -41,6 +42,8 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
         info.update(located=round(cover.share, 2), located_words=f"{cover.found}/{cover.keys}")
         if cover.missing:
             info["unlocated"] = ", ".join(cover.missing)
+        if not cover.on_question:
+            info["off_question"] = 1  # no quote holds a word of the question
         if cover.grounded:
             return dataclasses.replace(out, quotes=cover.quotes, info=info)
     if settings.check == "located" and settings.not_found != "guess":
