@@ -63,6 +63,8 @@ def test_a_many_part_answer_gets_a_quote_for_each_part_each_a_run_of_the_source(
     texts = [q.text for q in cover.quotes]
     # in the answer's order: the birth's sentence first, then the key's
     assert texts[0].startswith("On the ninth of February, 1882")
+    # the question's name is in the quote's item, a sentence away ("... the girl Elsie")
+    assert cover.on_question and not any("Elsie" in t for t in texts)
     assert any("brass key" in t or "brass doorstop" in t for t in texts[1:])
     assert cover.share >= COVER_SHARE and cover.found <= cover.keys
     assert {i.id for i in ITEMS} == {q.item for q in cover.quotes}

@@ -18,9 +18,11 @@ question does not give, other than :data:`FRAME_WORDS`, in any tense or number):
    shortest, then retrieval's order);
 4. the answer is grounded when the quotes hold at least :data:`COVER_SHARE` of its
    words and, where the question names someone or something (a capitalised word after
-   its first), at least one quote holds such a name: sentences that never name what
-   the question asks about show the answer's words, not that they speak of it (an
-   answer copied from another document's excerpts, the name left to the question).
+   its first), the evidence item of at least one quote holds such a name: excerpts
+   that never name what the question asks about show the answer's words, not that
+   they speak of it (an answer copied from another document's excerpts, the name left
+   to the question; the name may sit in a sentence beside the quote: "They called the
+   girl Elsie").
    The share, and the words no quote holds, say how much of it stands on the quotes.
 
 Pure: text in, spans and shares out; it costs no tokens, and every quote is the
@@ -110,7 +112,7 @@ class Cover:
     found: int
     keys: int
     missing: tuple[str, ...]
-    on_question: bool = True  # some quote holds a name the question gives (if it gives one)
+    on_question: bool = True  # a quote's item holds a name the question gives, if any
 
     @property
     def share(self) -> float:
@@ -127,7 +129,7 @@ class _Run:
     item: str
     rank: int
     held: frozenset[int]  # the answer words' positions in its keys
-    asked: bool  # holds a name the question gives
+    asked: bool  # its item holds a name the question gives
 
 
 def _runs(
@@ -142,6 +144,7 @@ def _runs(
             continue  # text of its own (a summary): nothing in source.txt to quote
         sentences = split_sentences(item.text)
         stems = [{root(w) for w in _word_forms(c.text)} for c in sentences]
+        about = any(asked & s for s in stems)  # the item names what the question names
         for first in range(len(sentences)):
             for last in range(first, min(first + RUN_SENTENCES, len(sentences))):
                 held = frozenset(
@@ -154,7 +157,6 @@ def _runs(
                     segments, *_trimmed(item.text, start, end)
                 )
                 if span is not None:  # never across the selection's gap mark
-                    about = any(asked & s for s in stems[first : last + 1])
                     out.append(_Run(span, item.id, rank, held, about))
     return out
 
