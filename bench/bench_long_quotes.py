@@ -11,7 +11,7 @@ gives it for records without one). For every answer the model gave (``answer``, 
 ``withheld_answer`` where the support check withheld it) it prints what the
 single-run rule (:func:`lcr.answer.quotes.answer_quote`) and the several-quote rule
 (:func:`lcr.answer.covering.cover_quotes`) found, and counts, over the answers the
-default check gave: one quote, several quotes (grounded), long but not grounded
+default check gave: one quote, grounded by the long rule, long but not grounded
 (below the share, or off the question), short and unlocated; then what
 ``answer.check=located`` would give. ``--show`` prints every quote under its answer,
 for reading by hand.
@@ -68,12 +68,13 @@ def grounded(rec: dict[str, Any], answer: str, src: str, settings: AnswerSetting
 def kind(out: AnswerResult) -> str:
     if "located_words" not in out.info:
         return "one quote" if out.quotes else "short, unlocated"
-    return "several quotes" if out.quotes else "long, not grounded"
+    return "long rule, grounded" if out.quotes else "long, not grounded"
 
 
 def summary(records: list[dict[str, Any]], sources: Sources, show: bool) -> None:
     kinds: Counter[str] = Counter()
     withheld = given = 0
+    counts: list[int] = []
     for rec in records:
         answer = str(rec.get("answer") or NOT_FOUND)
         if answer == NOT_FOUND:
@@ -82,6 +83,8 @@ def summary(records: list[dict[str, Any]], sources: Sources, show: bool) -> None
         src = sources.of(rec)
         out = grounded(rec, answer, src, DEFAULT)
         kinds[kind(out)] += 1
+        if "located_words" in out.info and out.quotes:
+            counts.append(len(out.quotes))
         withheld += grounded(rec, answer, src, LOCATED).text == NOT_FOUND
         info = {k: out.info[k] for k in SHOWN if k in out.info}
         print(f"- {rec['question'][:70]}\n  A: {answer[:160]}\n  {kind(out)} {info}")
@@ -90,10 +93,13 @@ def summary(records: list[dict[str, Any]], sources: Sources, show: bool) -> None
                 where = f"{q.item} {q.spans[0][0]}-{q.spans[-1][1]}"
                 print(f"    > [{where}] {' '.join(q.text.split())}")
     print(f"\nanswers given by the default check: {given}")
-    for name in ("one quote", "several quotes", "long, not grounded", "short, unlocated"):
+    for name in ("one quote", "long rule, grounded", "long, not grounded", "short, unlocated"):
         print(f"  {name}: {kinds[name]}")
-    print(f"  with quotes: {kinds['one quote'] + kinds['several quotes']}/{given}")
-    print(f"answer.check=located would withhold {withheld} of the {given}")
+    print(f"  quotes under each answer the long rule grounded: {counts}")
+    print(f"  with quotes: {kinds['one quote'] + kinds['long rule, grounded']}/{given} "
+          f"(the single-run rule alone: {kinds['one quote']}/{given})")  # fmt: skip
+    print(f"answer.check=located would withhold {withheld} of the {given} "
+          f"(the single-run rule alone: {given - kinds['one quote']})")  # fmt: skip
 
 
 def pairs(records: list[dict[str, Any]], sources: Sources) -> None:
