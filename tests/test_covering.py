@@ -125,6 +125,13 @@ def test_words_are_found_in_another_tense_and_frame_words_are_not_looked_for() -
     assert root("glass") == "glass" and root("its") == "its"
     keys = long_keys("Harold Tate is a character in the story who is described as drunk", "Who?")
     assert keys == [root("harold"), root("tate"), root("drunk")]
+    # a single letter names nothing, a single digit is a number of the answer
+    assert long_keys("The T.R.S. Aphrodite, wound every four hours", "Where?") == [
+        root("aphrodite"),
+        root("wound"),
+        "4",
+        root("hours"),
+    ]
 
 
 def _settings(*sets: str) -> AnswerSettings:

@@ -55,7 +55,7 @@ MAX_QUOTES = 4
 """The most quotes one answer is grounded by."""
 MIN_NEW = 2
 """The fewest answer words a quote must add to those the earlier quotes hold."""
-GAP = PIECE_GAP.strip()
+GAP = PIECE_GAP.strip()  # the selection's mark between pieces it joins (an ellipsis)
 RUN_SENTENCES = 2
 """The most consecutive sentences of one evidence item one quote spans."""
 COVER_SHARE = 0.75
@@ -98,7 +98,8 @@ def long_keys(answer: str, question: str) -> list[str]:
     keys: list[str] = []
     for word in content_words(answer):
         key = root(word)
-        if len(word) > 1 and word not in FRAME_WORDS and key not in given and key not in keys:
+        letter = len(word) == 1 and word.isalpha()
+        if not letter and word not in FRAME_WORDS and key not in given and key not in keys:
             keys.append(key)
     return keys
 
@@ -191,8 +192,9 @@ def cover_quotes(
     answer: str, question: str, items: Sequence[EvidenceItem], source: str
 ) -> Cover | None:
     """The quotes that together hold the most of a long answer's words (the module's
-    rules), as they stand in source.txt, whether grounded or not; None for an answer of fewer than
-    :data:`LONG_FROM` words the question does not give (the single-run rule's)."""
+    rules), as they stand in source.txt, whether they ground it or not; None for an
+    answer of fewer than :data:`LONG_FROM` words the question does not give (the
+    single-run rule's)."""
     short, from_question = answer_keys(answer, question)
     if from_question or len(short) < LONG_FROM:
         return None
@@ -200,9 +202,9 @@ def cover_quotes(
     asked = question_names(question)
     runs = _runs(keys, asked, items, source)
     covered: set[int] = set()
-    chosen: list[_Run] = []
+    chosen: list[tuple[_Run, int]] = []  # each run, and the first answer word it added
     while len(chosen) < MAX_QUOTES:
-        taken = [r.span for r in chosen]
+        taken = [r.span for r, _ in chosen]
         best: tuple[tuple[int, int, int, int], _Run] | None = None
         for run in runs:
             new = len(run.held - covered)
@@ -213,16 +215,16 @@ def cover_quotes(
                 best = (order, run)
         if best is None:
             break
-        chosen.append(best[1])
+        chosen.append((best[1], min(best[1].held - covered)))
         covered |= best[1].held
-    chosen.sort(key=lambda r: min(r.held))
-    quotes = tuple(Quote(source[r.span[0] : r.span[1]], r.item, (r.span,), "lcr") for r in chosen)
-    on_question = not asked or any(r.asked for r in chosen)
+    runs = [r for r, _ in sorted(chosen, key=lambda pair: pair[1])]  # the answer's order
+    quotes = tuple(Quote(source[r.span[0] : r.span[1]], r.item, (r.span,), "lcr") for r in runs)
+    on_question = not asked or any(r.asked for r in runs)
     return Cover(quotes, len(covered), len(keys), _missing(answer, keys, covered), on_question)
 
 
 def _missing(answer: str, keys: Sequence[str], covered: set[int]) -> tuple[str, ...]:
-    """The answer's own words (as it writes them) whose stems no quote holds."""
+    """The answer's words (lower case) that no quote holds, each once."""
     left = {k for i, k in enumerate(keys) if i not in covered}
     out: list[str] = []
     for word in content_words(answer):
