@@ -396,6 +396,9 @@ def quote_lines(result: Result) -> list[str]:
                 subsequent_indent="       ",
             )
         )
+    share = _located_line(result.info, bool(result.quotes))
+    if share:
+        lines.append(textwrap.fill(share, WIDTH, initial_indent="   ", subsequent_indent="    "))
     check = result.support.get("quote_check")
     if isinstance(check, dict) and check.get("problem") and "withheld_answer" in result.support:
         lines.append(
@@ -407,6 +410,23 @@ def quote_lines(result: Result) -> list[str]:
             )
         )
     return lines
+
+
+def _located_line(info: dict[str, Any], quoted: bool) -> str:
+    """For a long answer lcr grounded by several quotes (``info.located_words``), how much
+    of it they hold, when not all; or, when they hold too little to ground it, that it
+    has no quote, and why. Empty for any other answer."""
+    words = str(info.get("located_words", ""))
+    found, _, total = words.partition("/")
+    if not (found.isdigit() and total.isdigit()) or (found == total and quoted):
+        return ""
+    held = f"{found} of the answer's {total} words"
+    missing = str(info.get("unlocated", ""))
+    if quoted:
+        return f"(the quotes hold {held}; not in them: {printable(missing)})"
+    if info.get("off_question"):
+        return "(no quote: the sentences holding its words never name what was asked)"
+    return f"(no quote: the sentences read hold only {held})"
 
 
 def wrapped(text: str) -> str:
