@@ -164,7 +164,8 @@ class AnswerSettings(Settings):
         "answer.not_found=abstain: what an answer must pass to be given: support (the "
         "support score), quote (the model quotes the excerpts; each quote must be in them "
         "and hold the answer's words), both, or located (the support score, and lcr finds "
-        "the answer's words in one or two sentences of one excerpt)",
+        "the answer's words in one or two sentences of one excerpt; a long answer's, most "
+        "of them, in up to four such quotes)",
         legacy="support",
     )
     # the quote check's tolerance (lcr.answer.quotes.Tolerance), chosen on dev replies
