@@ -130,6 +130,7 @@ class GraphReaderQuery(Settings):
     seed: int = setting(
         0,
         "seed of the random ablation and of sampling (call n samples with seed + n)",
+        arbitrary=True,  # no seed is better than another: nothing to measure
         low=0,
         high=2**32 - 1,
     )
