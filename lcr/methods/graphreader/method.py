@@ -87,7 +87,10 @@ class GraphReaderBuild(Settings):
         "or it is left out (none: the paper)",
     )
     batch_size: int = setting(
-        0, "chunks per LLM batch; 0 = auto: every pending chunk, batched by the backend", low=0
+        0,
+        "chunks per LLM batch; 0 = auto: every pending chunk, batched by the backend",
+        measured="docs/speed.md#batched-generation-against-one-call-at-a-time-issue-56",
+        low=0,
     )
 
 
