@@ -60,6 +60,8 @@ class Setting:
     reference_code: bool = False
     measured_in: str = ""  # lcr's default chosen on a measurement: where it is written up
     library: str = ""  # the default is this library's own (bm25s's k1 and b)
+    nearest: str = ""  # the paper's value, not at hand: the default is the nearest that is
+    arbitrary: bool = False  # no value is better than another (a seed)
     kind: type | None = None  # the value's type; None: the default's (str for None)
     low: float | None = None  # numbers: the smallest valid value (inclusive)
     high: float | None = None  # numbers: the largest valid value (inclusive)
@@ -74,14 +76,19 @@ class Setting:
     @property
     def origin(self) -> str:
         """Where the default comes from: ``paper``, ``reference code``, ``library``
-        (:attr:`library` names it), ``lcr, measured`` (``measured_in`` says where), or
-        ``lcr`` (lcr's choice, not measured)."""
+        (:attr:`library` names it), ``nearest the paper's`` (:attr:`nearest` names the
+        paper's value), ``arbitrary`` (a seed), ``lcr, measured`` (``measured_in``
+        says where), or ``lcr`` (lcr's choice, not measured)."""
         if self.paper:
             return "paper"
         if self.reference_code:
             return "reference code"
         if self.library:
             return "library"
+        if self.nearest:
+            return "nearest the paper's"
+        if self.arbitrary:
+            return "arbitrary"
         return "lcr, measured" if self.measured_in else "lcr"
 
     @property
@@ -208,6 +215,8 @@ def setting(
     reference_code: bool = False,
     measured: str = "",
     library: str = "",
+    nearest: str = "",
+    arbitrary: bool = False,
     low: float | None = None,
     high: float | None = None,
     free_text: str | None = None,
@@ -225,12 +234,19 @@ def setting(
     that chose it is written up (``docs/methods/mixpr.md#linking``).
 
     ``library``: the default is that library's own documented default (``"bm25s"``
-    for BM25's k1 and b), kept by lcr rather than chosen."""
+    for BM25's k1 and b), kept by lcr rather than chosen.
+
+    ``nearest``: the paper's value (``"Qwen2.5-0.5B"``), which lcr cannot offer; the
+    default is the nearest it can (the same family and size).
+
+    ``arbitrary``: no value is better than another (a seed): nothing to measure."""
     if "\n" in help:
         raise ValueError("a setting's help is one line; figures belong in the docs")
-    if sum((paper, reference_code, bool(measured), bool(library))) > 1:
+    origins = (paper, reference_code, bool(measured), bool(library), bool(nearest), arbitrary)
+    if sum(origins) > 1:
         raise ValueError(
-            "a default comes from the paper, its reference code, a library or lcr's measure"
+            "a default comes from the paper, its reference code, a library, the nearest "
+            "to the paper's, lcr's measure, or is arbitrary"
         )
     meta = {
         "help": help,
@@ -239,6 +255,8 @@ def setting(
         "reference_code": reference_code,
         "measured": measured,
         "library": library,
+        "nearest": nearest,
+        "arbitrary": arbitrary,
         "low": low,
         "high": high,
         "free_text": free_text,
@@ -331,6 +349,8 @@ def _declared(cls: type[Settings]) -> tuple[Setting, ...]:
                 reference_code=meta["reference_code"],
                 measured_in=meta["measured"],
                 library=meta["library"],
+                nearest=meta["nearest"],
+                arbitrary=meta["arbitrary"],
                 kind=kind,
                 low=meta["low"],
                 high=meta["high"],

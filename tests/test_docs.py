@@ -318,5 +318,7 @@ def test_each_default_says_where_it_comes_from() -> None:
                     unexplained.append(f"{row['name']}.{key} ({page.name})")
                 if s["origin"] == "library" and not s.get("library"):
                     broken.append(f"{row['name']}.{key}: origin library names none")
+                if s["origin"] == "nearest the paper's" and not s.get("nearest"):
+                    broken.append(f"{row['name']}.{key}: nearest to no value of the paper's")
     assert not broken, broken
     assert not unexplained, unexplained

@@ -223,3 +223,35 @@ def test_a_librarys_default_is_marked_with_the_library_and_is_its_default(
     assert (k1["origin"], k1["library"]) == ("library", "bm25s")
     with pytest.raises(ValueError, match="a library"):
         setting(1.0, "x", paper=True, library="bm25s")
+
+
+def test_a_seed_is_arbitrary_and_a_stand_in_names_the_papers_value(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """GraphReader's seed is labelled arbitrary (no seed beats another) and LightPAL's
+    scorer the nearest to the paper's Qwen2.5-0.5B: in the listing, the JSON and the
+    man page; one default cannot claim two origins."""
+    from lcr.cli import manpage
+    from lcr.methods.graphreader.method import GraphReaderQuery
+    from lcr.methods.lightpal.method import LightPALBuild
+
+    seed = GraphReaderQuery.by_name()["seed"]
+    scorer = LightPALBuild.by_name()["scorer"]
+    assert (seed.origin, seed.arbitrary, seed.nearest) == ("arbitrary", True, "")
+    assert (scorer.origin, scorer.nearest) == ("nearest the paper's", "Qwen2.5-0.5B")
+    code, out, _ = run(["methods", "--settings"], capsys)
+    assert code == 0
+    assert "graphreader.seed=0 (arbitrary)" in out
+    assert "lightpal.scorer=qwen2.5-coder-0.5b (nearest the paper's Qwen2.5-0.5B)" in out
+    code, out, _ = run(["methods", "--settings", "--json"], capsys)
+    rows = {r["name"]: r for r in map(json.loads, out.splitlines())}
+    got = rows["graphreader"]["query_settings"]["seed"]
+    assert got["origin"] == "arbitrary" and "nearest" not in got
+    got = rows["lightpal"]["build_settings"]["scorer"]
+    assert (got["origin"], got["nearest"]) == ("nearest the paper's", "Qwen2.5-0.5B")
+    page = manpage.render()
+    assert "(query, arbitrary) seed of the random ablation" in page
+    assert "(index, nearest the paper's: Qwen2.5\\-0.5B) scorer LLM" in page
+    for mixed in ({"arbitrary": True, "paper": True}, {"nearest": "X", "measured": "a.md"}):
+        with pytest.raises(ValueError, match="arbitrary"):
+            setting(1, "x", **mixed)  # type: ignore[arg-type]

@@ -319,7 +319,9 @@ def _settings(rows: list[dict[str, Any]]) -> list[str]:
         "eval. Values outside the range shown are refused before any work (exit 2). "
         "(paper) marks a value the paper's text gives; (reference code) one taken from "
         "the authors' released code where the paper gives none; (library: NAME) that "
-        "library's own documented default, kept; (lcr, measured) lcr's own "
+        "library's own documented default, kept; (nearest the paper's: VALUE) the "
+        "nearest lcr offers to the paper's VALUE; (arbitrary) a value no other beats, "
+        "such as a seed; (lcr, measured) lcr's own "
         "value, chosen on a measurement its method page gives; no mark, lcr's choice."
     )
     for r in rows:
@@ -332,6 +334,8 @@ def _settings(rows: list[dict[str, Any]]) -> list[str]:
                 origin = "" if s.get("origin", "lcr") == "lcr" else f", {s['origin']}"
                 if s.get("library"):
                     origin = f", library: {s['library']}"
+                if s.get("nearest"):
+                    origin = f", nearest the paper's: {s['nearest']}"
                 text = f"({label}{origin}) {s['help']}"
                 out += _tp(tag, [_line(esc(text + _valid(s)))])
         kept = [

@@ -188,10 +188,13 @@ def _field_text(text: str, indent: str) -> None:
 
 def _origin_mark(s: dict[str, Any]) -> str:
     """Where a default comes from: the paper's text, only the authors' released code, a
-    library's own default, or lcr's measurement (nothing: lcr's choice, unmeasured)."""
+    library's own default, the nearest to the paper's value, a value no other beats (a
+    seed), or lcr's measurement (nothing: lcr's choice, unmeasured)."""
     origin = s.get("origin", "paper" if s["paper"] else "lcr")
     if origin == "library":
         return f" (library: {s['library']})"
+    if s.get("nearest"):
+        return f" (nearest the paper's {s['nearest']})"
     return "" if origin == "lcr" else f" ({origin.removeprefix('lcr, ')})"
 
 
@@ -203,6 +206,8 @@ def _setting_json(s: Setting) -> dict[str, Any]:
         out["measured_in"] = s.measured_in
     if s.library:
         out["library"] = s.library
+    if s.nearest:
+        out["nearest"] = s.nearest
     out["valid"] = s.valid_text()
     if s.low is not None:
         out["low"] = s.low

@@ -94,7 +94,12 @@ class BM25Settings(ChunkSettings):
 
 @dataclass(frozen=True)
 class TopK(Settings):
-    top_k: int = setting(10, "chunks handed to the answer step (-k overrides)", low=1)
+    top_k: int = setting(
+        10,
+        "chunks handed to the answer step (-k overrides)",
+        measured="docs/methods/baselines.md#top_k-how-many-chunks",
+        low=1,
+    )
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,10 @@ class GraphReaderBuild(Settings):
         "or it is left out (none: the paper)",
     )
     batch_size: int = setting(
-        0, "chunks per LLM batch; 0 = auto: every pending chunk, batched by the backend", low=0
+        0,
+        "chunks per LLM batch; 0 = auto: every pending chunk, batched by the backend",
+        measured="docs/speed.md#batched-generation-against-one-call-at-a-time-issue-56",
+        low=0,
     )
 
 
@@ -130,6 +133,7 @@ class GraphReaderQuery(Settings):
     seed: int = setting(
         0,
         "seed of the random ablation and of sampling (call n samples with seed + n)",
+        arbitrary=True,  # no seed is better than another: nothing to measure
         low=0,
         high=2**32 - 1,
     )

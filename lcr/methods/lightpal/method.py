@@ -92,7 +92,8 @@ class LightPALBuild(Settings):
     )
     scorer: str = setting(
         "qwen2.5-coder-0.5b",
-        "scorer LLM of P(d_j | d_i) (closest preset to the paper's Qwen2.5-0.5B); 'llm' = --llm",
+        "scorer LLM of P(d_j | d_i); 'llm' = --llm",
+        nearest="Qwen2.5-0.5B",  # the same family and size; the paper's own is no preset
         free_text="an LLM preset, .gguf file, model folder or hub id, or 'llm'",
     )
     max_tokens: int = setting(

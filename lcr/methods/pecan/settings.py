@@ -48,7 +48,11 @@ class PecanBuild(Settings):
         legacy="points",
     )
     max_levels: int = setting(
-        10, "most levels above the chunks (a guard; the paper has none)", low=1, high=1000
+        10,
+        "most levels above the chunks (a guard; the paper has none)",
+        measured="docs/methods/pecan.md#where-max_levels-binds",
+        low=1,
+        high=1000,
     )
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",

@@ -91,6 +91,7 @@ class RaptorBuild(Settings):
     summary_max_new_tokens: int = setting(
         150,
         "most new tokens per summary (reference code: 100; the paper's average 131 tokens)",
+        measured="docs/methods/raptor.md#summary-lengths-with-the-default-model",
         low=1,
         high=MOST_NEW_TOKENS,
         renamed_from=("summary_max_tokens",),
@@ -98,6 +99,7 @@ class RaptorBuild(Settings):
     batch_size: int = setting(
         0,
         "summaries per LLM batch; 0 = a whole layer (each summary is cached as it completes)",
+        measured="docs/speed.md#batched-generation-against-one-call-at-a-time-issue-56",
         low=0,
     )
     seed: int = setting(
