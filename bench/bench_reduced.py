@@ -31,12 +31,21 @@ back to their sentences in a build), facts, malformed lines and seconds:
 
     .venv/bin/python bench/bench_reduced.py extract /tmp/q62 --chunks 3 \\
         --llms qwen2.5-coder-1.5b,smollm2-135m --max-new-tokens 256
+
+``points`` sends PECAN's build prompt (Table A1, lcr's wording) over the corpus's
+first ``--batch-tokens`` of 300-token chunks to each of ``--llms`` through
+``generate`` (the build reads attention on transformers as well; the text is the
+same call's), parses the reply into Information Points as the build does, and
+counts the points and those whose words are mostly the batch's own:
+
+    .venv/bin/python bench/bench_reduced.py points /tmp/q62 --batch-tokens 2000
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -247,6 +256,51 @@ def run_extract(args: argparse.Namespace) -> None:
         args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
 
 
+def on_topic(point: str, source: str) -> bool:
+    """At least half of the point's words of four or more letters occur in the source."""
+    have = set(re.findall(r"[a-z]{4,}", source.lower()))
+    words = re.findall(r"[a-z]{4,}", point.lower())
+    return bool(words) and sum(w in have for w in words) >= len(words) / 2
+
+
+def run_points(args: argparse.Namespace) -> None:
+    import time
+
+    from lcr.methods.pecan.build import leaf_nodes
+    from lcr.methods.pecan.graph import information_points
+    from lcr.methods.pecan.prompts import BUILD_HEAD, BUILD_TAIL, segment_line
+    from lcr.text.tokens import count_tokens
+
+    text = (args.work / "corpus.txt").read_text(encoding="utf-8")
+    batch: list[str] = []
+    for node in leaf_nodes([(0, 0, text)], count_tokens, 300):
+        if sum(count_tokens(segment_line(t)) for t in [*batch, node.text]) > args.batch_tokens:
+            break
+        batch.append(node.text)
+    source = "".join(segment_line(t) for t in batch)
+    messages = [{"role": "user", "content": BUILD_HEAD + source + BUILD_TAIL}]
+    out: dict[str, Any] = {"chunks": len(batch), "batch_tokens": count_tokens(source)}
+    print(f"one batch of {len(batch)} chunks, {out['batch_tokens']} tokens (lcr's count)")
+    print("| LLM | points | distinct | on topic | reply tokens | seconds |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in args.llms.split(","):
+        llm = lcr.use_models(llm=name).llm
+        started = time.perf_counter()
+        gen = llm.generate(messages, max_new_tokens=args.max_new_tokens)
+        seconds = time.perf_counter() - started
+        points = [p.text for p in information_points(gen.text)]
+        distinct = len({" ".join(p.lower().split()) for p in points})
+        topical = sum(on_topic(p, source) for p in points)
+        out[name] = {"reply": gen.text, "points": points, "seconds": round(seconds, 1)}
+        print(
+            f"| {name} | {len(points)} | {distinct} | {topical} | {gen.completion_tokens} "
+            f"| {seconds:.0f} |",
+            flush=True,
+        )
+    if args.json is not None:
+        args.json.write_text(json.dumps(out, indent=1), encoding="utf-8")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -271,8 +325,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     e.add_argument("--chunk-tokens", type=int, default=2000)
     e.add_argument("--max-new-tokens", type=int, default=256)
     e.add_argument("--json", type=Path, default=None)
+    t = sub.add_parser("points", help="PECAN's Information Points of each LLM, one batch")
+    t.add_argument("work", type=Path, help="the folder cut wrote")
+    t.add_argument("--llms", default="qwen2.5-coder-1.5b,smollm2-135m")
+    t.add_argument("--batch-tokens", type=int, default=2000)
+    t.add_argument("--max-new-tokens", type=int, default=512)
+    t.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
-    {"cut": run_cut, "recall": run_recall, "extract": run_extract}[args.command](args)
+    runs = {"cut": run_cut, "recall": run_recall, "extract": run_extract, "points": run_points}
+    runs[args.command](args)
 
 
 if __name__ == "__main__":

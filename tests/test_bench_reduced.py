@@ -56,3 +56,11 @@ def test_recall_reads_items_best_first_up_to_the_budget(bench: ModuleType) -> No
     assert bench.recall(gold, bench.taken(items, 6)) == 0.0
     assert bench.recall(gold, bench.taken(items, 11)) == 0.5
     assert bench.recall(gold, bench.taken(items, 100)) == 1.0
+
+
+def test_a_point_is_on_topic_when_most_of_its_words_are_the_sources(bench: ModuleType) -> None:
+    source = PARAGRAPHS[0] + PARAGRAPHS[1]
+    assert bench.on_topic("* The Beta River flows through Alpha Town.", source)
+    assert not bench.on_topic("They are a group of creatures.", source)
+    assert not bench.on_topic("The first summary point is:", source)
+    assert not bench.on_topic("* ...", source)
