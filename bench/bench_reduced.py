@@ -15,7 +15,8 @@ too), in the corpus's own order, joined by blank lines:
         --questions 15 --out /tmp/q62
 
 ``recall`` retrieves each question from each ``LABEL=INDEX`` (the first is the
-reference) with ``--method`` and ``--set`` query settings, reads the items best
+reference) with ``--method`` and ``--set`` query settings (``LABEL=INDEX@KEY=VALUE,...``
+adds query settings of that label's own), reads the items best
 first up to each of ``--budgets`` words (the last item cut at the budget), and
 prints gold recall (supporting sentences wholly inside one read item, whitespace
 normalised) with 95% bootstrap intervals over questions, each configuration paired
@@ -156,16 +157,26 @@ def run_recall(args: argparse.Namespace) -> None:
     models = lcr.use_models()
     per: dict[str, dict[int, list[float]]] = {}
     read: dict[str, list[int]] = {}
+    above: dict[str, list[float]] = {}  # share of the words read from nodes above level 0
     for pair in args.indexes:
-        label, path = pair.split("=", 1)
+        label, spec = pair.split("=", 1)
+        path, _, own = spec.partition("@")  # LABEL=INDEX@KEY=VALUE,KEY=VALUE: its own sets
+        mine = {**sets, **dict(x.split("=", 1) for x in own.split(",") if x)}
         per[label] = {b: [] for b in budgets}
         read[label] = []
+        above[label] = []
         for q in questions:
             res = lcr.retrieve(
-                path, q["question"], method=args.method, k=args.k, settings=sets, models=models
+                path, q["question"], method=args.method, k=args.k, settings=mine, models=models
             )
             texts = [it.text for it in res.evidence.items]
             read[label].append(sum(len(t.split()) for t in texts))
+            cut_items = taken(texts, max(budgets))
+            levels = [it.level for it in res.evidence.items]
+            words = [len(t.split()) for t in cut_items]
+            above[label].append(
+                sum(w for w, lv in zip(words, levels, strict=False) if lv > 0) / max(1, sum(words))
+            )
             for b in budgets:
                 per[label][b].append(recall(q["gold"], taken(texts, b)))
     labels = list(per)
@@ -192,10 +203,15 @@ def run_recall(args: argparse.Namespace) -> None:
         print(f"| {b} | " + " | ".join(cells) + " |")
     for label in labels:
         words = sorted(read[label])
-        print(f"  {label}: {words[len(words) // 2]} words retrieved per question (median)")
+        share = sum(above[label]) / len(above[label])
+        print(
+            f"  {label}: {words[len(words) // 2]} words retrieved per question (median); "
+            f"{share:.3f} of the {max(budgets)} words read from nodes above the leaves (mean)"
+        )
     if args.json is not None:
         args.json.write_text(
-            json.dumps({"per_question": per, "words": read}, indent=1), encoding="utf-8"
+            json.dumps({"per_question": per, "words": read, "above": above}, indent=1),
+            encoding="utf-8",
         )
 
 
