@@ -171,14 +171,17 @@ def run_recall(args: argparse.Namespace) -> None:
             )
             texts = [it.text for it in res.evidence.items]
             read[label].append(sum(len(t.split()) for t in texts))
-            cut_items = taken(texts, max(budgets))
             levels = [it.level for it in res.evidence.items]
+            cut_items = taken(texts, max(budgets))
             words = [len(t.split()) for t in cut_items]
             above[label].append(
                 sum(w for w, lv in zip(words, levels, strict=False) if lv > 0) / max(1, sum(words))
             )
             for b in budgets:
-                per[label][b].append(recall(q["gold"], taken(texts, b)))
+                read_items = taken(texts, b)
+                if args.leaves_only:  # a summary still takes its words, and finds no gold
+                    read_items = [t for t, lv in zip(read_items, levels, strict=False) if lv == 0]
+                per[label][b].append(recall(q["gold"], read_items))
     labels = list(per)
     print(
         f"{args.method}: gold recall of {len(questions)} questions at equal word budgets"
@@ -334,6 +337,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     r.add_argument("-k", "--k", type=int, default=None)
     r.add_argument("--budgets", default="500,1000")
     r.add_argument("--json", type=Path, default=None)
+    r.add_argument(
+        "--leaves-only", action="store_true", help="gold found only in level-0 items counts"
+    )
     e = sub.add_parser("extract", help="GraphReader's extraction replies of each LLM")
     e.add_argument("work", type=Path, help="the folder cut wrote")
     e.add_argument("--llms", default="qwen2.5-coder-1.5b,smollm2-135m")
