@@ -202,8 +202,10 @@ def test_ask_on_a_terminal_streams_the_answer_before_it_is_done(
     assert llm.stdout_seen[3].endswith("A: Her stepmother's bird"), llm.stdout_seen[3]
     assert "Evidence" not in llm.stdout_seen[-1]
     assert re.search(r"^reading [\d,]+ tokens of evidence$", err, re.M), err
-    expected = f"Q: {QUESTION}\nA: {llm.reply}\n\nEvidence (bm25, "
+    expected = f"Q: {QUESTION}\nA: {llm.reply}\n"
     assert out.startswith(expected), out
+    # under the answer, the line that says why it has no quote, then the evidence
+    assert re.match(r"( +\(no quote: [^\n]*\)\n)?\nEvidence \(bm25, ", out[len(expected) :]), out
     assert "final answer" not in out
 
 
