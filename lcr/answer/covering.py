@@ -38,15 +38,14 @@ from dataclasses import dataclass
 from lcr.answer.quotes import (
     Quote,
     Span,
-    _in_source,
     _segments,
-    _word_forms,
     answer_keys,
     content_words,
+    in_source,
+    run_sentences,
+    word_forms,
 )
-from lcr.answer.selection import PIECE_GAP
 from lcr.evidence import EvidenceItem
-from lcr.text.chunking import split_sentences
 
 LONG_FROM = 4
 """The fewest answer words (stems the question does not give) for the several-quote
@@ -55,7 +54,6 @@ MAX_QUOTES = 4
 """The most quotes one answer is grounded by."""
 MIN_NEW = 2
 """The fewest answer words a quote must add to those the earlier quotes hold."""
-GAP = PIECE_GAP.strip()  # the selection's mark between pieces it joins (an ellipsis)
 RUN_SENTENCES = 2
 """The most consecutive sentences of one evidence item one quote spans."""
 COVER_SHARE = 0.75
@@ -143,8 +141,8 @@ def _runs(
         segments = _segments(item, source)
         if segments is None:
             continue  # text of its own (a summary): nothing in source.txt to quote
-        sentences = split_sentences(item.text)
-        stems = [{root(w) for w in _word_forms(c.text)} for c in sentences]
+        sentences = run_sentences(item.text, segments)
+        stems = [{root(w) for w in word_forms(c.text)} for c in sentences]
         about = any(asked & s for s in stems)  # the item names what the question names
         for first in range(len(sentences)):
             for last in range(first, min(first + RUN_SENTENCES, len(sentences))):
@@ -154,9 +152,7 @@ def _runs(
                 if len(held) < MIN_NEW:
                     continue
                 start, end = sentences[first].start, sentences[last].end
-                span = _in_source(segments, start, end) or _in_source(
-                    segments, *_trimmed(item.text, start, end)
-                )
+                span = in_source(segments, start, end)
                 if span is not None:  # never across the selection's gap mark
                     out.append(_Run(span, item.id, rank, held, about))
     return out
@@ -171,17 +167,6 @@ def question_names(question: str) -> set[str]:
     such as "Mr" aside), as :func:`root` gives them."""
     words = _NAME.findall(question)[1:]
     return {root(w.lower()) for w in words if w[0].isupper() and w not in _TITLES}
-
-
-def _trimmed(text: str, start: int, end: int) -> Span:
-    """A run's offsets without the blanks and the selection's gap mark at its edges: a
-    sentence before the mark ends with it (an ellipsis ends a sentence), and the mark is
-    not the document's."""
-    while end > start and (text[end - 1].isspace() or text[end - 1] == GAP):
-        end -= 1
-    while start < end and (text[start].isspace() or text[start] == GAP):
-        start += 1
-    return start, end
 
 
 def _overlaps(span: Span, taken: Sequence[Span]) -> bool:

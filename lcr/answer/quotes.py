@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lcr.evidence import EvidenceItem
-from lcr.text.chunking import split_sentences
+from lcr.text.chunking import Chunk, split_sentences
 
 Span = tuple[int, int]
 
@@ -240,7 +240,14 @@ def _segments(item: EvidenceItem, source: str) -> list[tuple[int, int, int]] | N
     return segments
 
 
-def _in_source(segments: Sequence[tuple[int, int, int]], start: int, end: int) -> Span | None:
+def run_sentences(text: str, segments: Sequence[tuple[int, int, int]]) -> list[Chunk]:
+    """The sentences of an item's ``text``, split within each run of the document its
+    :func:`_segments` give, so that none takes in the selection's gap mark between runs
+    (an ellipsis ends a sentence, and the mark is not the document's)."""
+    return [c for at, _, n in segments for c in split_sentences(text[at : at + n], at)]
+
+
+def in_source(segments: Sequence[tuple[int, int, int]], start: int, end: int) -> Span | None:
     for at, src, length in segments:
         if at <= start and end <= at + length:
             return (src + start - at, src + end - at)
@@ -357,7 +364,7 @@ def _place(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span] 
     text of its own, where the document text under its spans holds each run's words."""
     segments = _segments(item, source)
     if segments is not None:
-        placed = [_in_source(segments, s, e) for s, e in runs]
+        placed = [in_source(segments, s, e) for s, e in runs]
         return None if any(p is None for p in placed) else [p for p in placed if p]
     out: list[Span] = []
     for s, e in runs:
@@ -386,7 +393,7 @@ what when where why how not no yes do does did has have had i you we there than"
 _FUNCTION_WORDS = frozenset(_FUNCTION_WORD_LIST.split())
 
 
-def _word_forms(text: str) -> list[str]:
+def word_forms(text: str) -> list[str]:
     """Words of ``text``, lower case, numbers as digits (``four`` is ``4``, ``1,000``
     is ``1000``)."""
     words = re.findall(r"\d[\d,]*(?:\.\d+)?|[^\W\d_]+(?:'[^\W\d_]+)?", _normal(text))
@@ -402,14 +409,14 @@ def _stem(word: str) -> str:
 
 def content_words(text: str) -> list[str]:
     """The words of ``text`` that carry its meaning: function words dropped."""
-    return [w for w in _word_forms(text) if w not in _FUNCTION_WORDS]
+    return [w for w in word_forms(text) if w not in _FUNCTION_WORDS]
 
 
 def missing_words(answer: str, question: str, quoted: Sequence[str]) -> list[str]:
     """The answer's content words, other than those the question gives, that no quote
     holds (compared as :func:`content_words`, plural and possessive endings aside)."""
     given = {_stem(w) for w in content_words(question)}
-    held = {_stem(w) for q in quoted for w in _word_forms(q)}
+    held = {_stem(w) for q in quoted for w in word_forms(q)}
     missing: list[str] = []
     for word in content_words(answer):
         stem = _stem(word)
@@ -487,7 +494,7 @@ def answer_keys(answer: str, question: str) -> tuple[list[str], bool]:
     """The stems a located quote looks for, and whether the question gave them all: the
     answer's content words the question does not give; when it gives every one ("Paris or
     London?" "Paris") those words, and for yes or no the question's content words."""
-    forms = _word_forms(answer)
+    forms = word_forms(answer)
     if forms and forms[0] in YES_NO and len(content_words(answer)) <= 1:
         return list(dict.fromkeys(_stem(w) for w in content_words(question))), True
     given = {_stem(w) for w in content_words(question)}
@@ -525,18 +532,15 @@ def answer_quote(
         segments = _segments(item, source)
         if segments is None:
             continue  # text of its own (a summary): nothing in source.txt to quote
-        # sentences of each run of the document apart: one never takes in the gap mark
-        sentences = [
-            c for at, _, n in segments for c in split_sentences(item.text[at : at + n], at)
-        ]
-        stems = [{_stem(w) for w in _word_forms(c.text)} for c in sentences]
+        sentences = run_sentences(item.text, segments)
+        stems = [{_stem(w) for w in word_forms(c.text)} for c in sentences]
         for first in range(len(sentences)):
             for last in range(first, min(first + LOCATE_SENTENCES, len(sentences))):
                 held = set().union(*stems[first : last + 1])
                 found = sum(k in held for k in keys)
                 if not enough(found, len(keys), from_question):
                     continue
-                span = _in_source(segments, sentences[first].start, sentences[last].end)
+                span = in_source(segments, sentences[first].start, sentences[last].end)
                 if span is None:
                     continue  # across the selection's gap mark: not one run of the document
                 order = (-found, span[1] - span[0], rank)
