@@ -304,3 +304,35 @@ def test_gold_reads_only_the_gold_evidence(niah_set: Path, tmp_path: Path) -> No
     only = runner.RunOptions(methods=["gold"], retrieval_only=True, out=tmp_path / "r.jsonl")
     with pytest.raises(UsageError, match="-m gold"):
         runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), only)
+
+
+def test_indexes_follow_the_results_file_when_the_data_folder_is_read_only(
+    niah_set: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A data set on a read-only share: ``lcr eval --out`` elsewhere builds its indexes
+    beside the results file (the run must write there anyway), and ``report`` finds
+    them; the data's folder is never written. The system's answer is stood in for,
+    since root may write anywhere."""
+    data_folder = niah_set.parent
+    monkeypatch.setattr(runner, "_writable", lambda folder: folder != data_folder)
+    out = tmp_path / "runs" / "niah.jsonl"
+    args = [str(niah_set), "-m", "bm25", "--retrieval-only", "-k", "3", "--limit", "2"]
+    res = CliRunner().invoke(eval_group, [*args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert not (data_folder / "niah.indexes").exists()
+    assert len(list((tmp_path / "runs" / "niah.indexes").glob("*.idx"))) == 2
+    page = tmp_path / "runs" / "page.html"
+    res = CliRunner().invoke(eval_group, ["report", str(out), "-o", str(page)])
+    assert res.exit_code == 0, res.output
+    assert "What building one index cost" in page.read_text()  # the builds were found
+
+
+def test_the_index_folder_beside_the_data_wins_while_it_can_be_used(tmp_path: Path) -> None:
+    data, out = tmp_path / "d" / "set.jsonl", tmp_path / "o" / "set.results.jsonl"
+    data.parent.mkdir()
+    assert runner.choose_index_dir(data, out, lambda f: True) == tmp_path / "d" / "set.indexes"
+    assert runner.choose_index_dir(data, out, lambda f: False) == tmp_path / "o" / "set.indexes"
+    (tmp_path / "d" / "set.indexes").mkdir()  # made earlier (or shipped): read from it
+    assert runner.choose_index_dir(data, out, lambda f: False) == tmp_path / "d" / "set.indexes"
+    assert runner.indexes_beside(Path("a/x.jsonl")) == Path("a/x.indexes")
+    assert runner.indexes_beside(Path("a/x.out")) == Path("a/x.out.indexes")

@@ -106,7 +106,8 @@ def _note(message: str, quiet: bool) -> None:
     "--index-dir",
     type=NonEmptyPath(path_type=Path),
     default=None,
-    help="Where the shared indexes are cached (default DATA.indexes/ beside the data).",
+    help="Where the shared indexes are cached (default DATA.indexes/ beside the data, or "
+    "beside the --out file when the data's folder cannot be written).",
 )
 @click.option(
     "--documents-root",
@@ -375,7 +376,7 @@ def _price(value: str | None) -> Any:
     multiple=True,
     type=NonEmptyPath(file_okay=False, path_type=Path),
     help="The indexes the results were built into, for the build costs (default: "
-    "DATA.indexes/ beside each DATA.results.jsonl, where it exists).",
+    "NAME.indexes/ beside each NAME.results.jsonl or NAME.jsonl, where it exists).",
 )
 @click.option(
     "--disagreements",
@@ -432,9 +433,7 @@ def report_command(
             raise InputError(f"{path} holds no `lcr eval` results")
         records.extend(got)
     folders = list(index_dirs) or [
-        d for d in (p.with_name(p.name.removesuffix(".results.jsonl") + ".indexes")
-                    for p in results if p.name.endswith(".results.jsonl"))
-        if d.is_dir()
+        d for d in (runner.indexes_beside(p) for p in results) if d.is_dir()
     ]  # fmt: skip
     builds = [b for d in folders for b in runner.recorded_build_costs(records, d)]
     options = ReportOptions(quality, costs, _price(price), disagreements, title, note)

@@ -107,6 +107,31 @@ def default_index_dir(data: Path) -> Path:
     return data.with_name(data.stem + ".indexes")
 
 
+def indexes_beside(results: Path) -> Path:
+    """The index folder that goes with a results file: ``set.results.jsonl`` (or
+    ``set.jsonl``) -> ``set.indexes/`` beside it, as ``lcr eval report`` looks for it."""
+    name = results.name
+    for suffix in (".results.jsonl", ".jsonl"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return results.with_name(name.removesuffix(suffix) + ".indexes")
+    return results.with_name(name + ".indexes")
+
+
+def _writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK)
+
+
+def choose_index_dir(data: Path, out: Path, writable: Callable[[Path], bool] | None = None) -> Path:
+    """Where ``lcr eval`` caches its indexes when ``--index-dir`` is not given: beside
+    the data (so every run over it shares them), unless that folder cannot be written
+    (a data set on a read-only share, a system folder) and holds none yet; then beside
+    the results file, which the run must write anyway."""
+    beside_data = default_index_dir(data)
+    if beside_data.is_dir() or (writable or _writable)(data.parent):
+        return beside_data
+    return indexes_beside(out)
+
+
 def _digest(obj: Any) -> str:
     raw = json.dumps(obj, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:16]
@@ -456,7 +481,7 @@ def run(
         raise InputError(f"--out {out} is a folder")
     if out.exists() and not out.is_file():  # /dev/full, /dev/zero: read whole, then appended to
         raise InputError(f"--out {out} is not a regular file; give a results file's name")
-    index_dir = opts.index_dir or default_index_dir(data_path)
+    index_dir = opts.index_dir or choose_index_dir(data_path, out)
     done: dict[tuple[str, str], dict[str, Any]] = {
         (r["id"], r["run"]): r for r in read_results(out)
     }
