@@ -9,6 +9,11 @@ answers lcr located a quote for, beside the records as they were::
 
     python bench/bench_located.py --index-dir IDX --answerable A.jsonl --unanswerable U.jsonl
     python bench/bench_located.py --kind quote --index-dir IDX --answerable A.jsonl ...
+    python bench/bench_located.py --recheck --index-dir IDX --answerable A.jsonl ...
+
+``--recheck``: records made with ``answer.support=0`` (every answer given) are decided by
+today's support check first. The last row applies ``answer.located_floor`` (the step's own
+:func:`lcr.answer.grounding.ground` with the default settings) to what the check gives.
 
 ``--kind support`` (default): records of the default check (their ``answer`` is the support
 check's decision). ``--kind quote``: records of ``answer.check=quote``, whose replies were
@@ -27,9 +32,11 @@ from pathlib import Path
 
 from bench_quote_grid import evidence_items
 
+from lcr.answer.grounding import ground
 from lcr.answer.quotes import answer_quote
 from lcr.answer.replies import NOT_FOUND, says_not_found
-from lcr.answer.support import DEFAULT_THRESHOLD
+from lcr.answer.shared import AnswerResult, AnswerSettings
+from lcr.answer.support import DEFAULT_THRESHOLD, record_signals, support_score
 from lcr.eval import metrics
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.evidence import EvidenceItem
@@ -44,7 +51,7 @@ class Record:
     source: str
 
 
-def load(path: Path, index_dir: Path, kind: str) -> list[Record]:
+def load(path: Path, index_dir: Path, kind: str, recheck: bool = False) -> list[Record]:
     out: list[Record] = []
     seen: set[str] = set()
     sources: dict[str, str] = {}
@@ -58,6 +65,11 @@ def load(path: Path, index_dir: Path, kind: str) -> list[Record]:
         source = sources[rec["index"]]
         items = evidence_items(rec)
         given = str(rec["answer"])
+        if recheck and given != NOT_FOUND:  # made with answer.support=0: today's check
+            named = {str(it.get("document", "")): source for it in rec["evidence"]}
+            signals = record_signals(rec, named)
+            if signals is None or support_score(signals) < DEFAULT_THRESHOLD:
+                given = NOT_FOUND
         if kind == "quote":
             from bench_quote_grid import _support, split_answer
 
@@ -76,6 +88,16 @@ def located(r: Record) -> str:
     if r.given == NOT_FOUND or says_not_found(r.given):
         return NOT_FOUND
     return r.given if answer_quote(r.given, r.question, r.items, r.source) else NOT_FOUND
+
+
+def never_read(r: Record) -> str:
+    """The answer the default step gives once ``answer.located_floor`` withholds words
+    never read (a long answer its quotes barely hold, a restated question), by the step's
+    own :func:`lcr.answer.grounding.ground`."""
+    if r.given == NOT_FOUND or says_not_found(r.given):
+        return NOT_FOUND
+    out = AnswerResult(r.given, list(r.items), 0)
+    return ground(r.question, out, AnswerSettings(), r.source).text
 
 
 def f1(answer: str, gold: Sequence[str]) -> float:
@@ -103,6 +125,7 @@ def report(answerable: list[Record], unanswerable: list[Record]) -> None:
     rows = {
         "the records' check": lambda r: NOT_FOUND if says_not_found(r.given) else r.given,
         "+ located required": located,
+        "+ words never read withheld": never_read,
     }
     f1s: dict[str, list[float]] = {}
     print("| check | F1 [95%] | not found, answerable | not found, unanswerable | located |")
@@ -122,12 +145,12 @@ def report(answerable: list[Record], unanswerable: list[Record]) -> None:
             f"{_share(nfa, len(got))} | {_share(nfu, len(unanswerable))} | "
             f"{quoted}/{len(given)} |"
         )
-    a, b = f1s["+ located required"], f1s["the records' check"]
-    test = paired_bootstrap(a, b)
-    print(
-        f"\nF1, located minus the records' check: {test.diff:+.3f} [{test.low:+.3f}, "
-        f"{test.high:+.3f}], p = {test.p_value:.3f}, n = {test.n}"
-    )
+    for name in ("+ located required", "+ words never read withheld"):
+        test = paired_bootstrap(f1s[name], f1s["the records' check"])
+        print(
+            f"\nF1, {name[2:]} minus the records' check: {test.diff:+.3f} [{test.low:+.3f}, "
+            f"{test.high:+.3f}], p = {test.p_value:.3f}, n = {test.n}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -136,11 +159,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--answerable", type=Path, required=True)
     parser.add_argument("--unanswerable", type=Path, required=True)
     parser.add_argument("--kind", choices=("support", "quote"), default="support")
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="records made with answer.support=0: decide each by today's support check",
+    )
+    parser.add_argument("--unanswerable-index-dir", type=Path, help="default: --index-dir")
     args = parser.parse_args(argv)
     report(
-        load(args.answerable, args.index_dir, args.kind),
-        load(args.unanswerable, args.index_dir, args.kind),
-    )
+        load(args.answerable, args.index_dir, args.kind, args.recheck),
+        load(args.unanswerable, args.unanswerable_index_dir or args.index_dir, args.kind,
+             args.recheck),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

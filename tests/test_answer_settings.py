@@ -76,15 +76,18 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     # check (issue 53) is asked for with answer.check=quote, where the answer's words must
     # be in the evidence read (quote_answer_in, chosen on dev replies); abstaining also
     # withholds an answer whose question's names were mostly not read (names_floor, #53)
+    # and one whose own words were barely in what was read (located_floor, #53)
     default = {
         "not_found": "abstain",
         "keep_first": True,
         "quote_answer_in": "evidence",
         "names_floor": 0.5,
+        "located_floor": 0.25,
     }
     assert resolve_answer_settings([]) == AnswerSettings(**{**ORIGINAL.to_json(), **default})
     back = ["answer.not_found=guess", "answer.keep_first=false", "answer.quote_answer_in=quote"]
-    assert resolve_answer_settings([*back, "answer.names_floor=0"]) == ORIGINAL
+    back += ["answer.names_floor=0", "answer.located_floor=0"]
+    assert resolve_answer_settings(back) == ORIGINAL
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
     assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
     # the prompt every result made before issue 19 was answered with, written out here
@@ -328,6 +331,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "reread",
         "support",
         "names_floor",
+        "located_floor",
         "p_yes",
         "check",
         *QUOTE_DEFAULTS,
@@ -363,6 +367,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.reread",
         "answer.support",
         "answer.names_floor",
+        "answer.located_floor",
         "answer.p_yes",
         "answer.check",
         *(f"answer.{name}" for name in QUOTE_DEFAULTS),
@@ -405,7 +410,7 @@ def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> Non
     }
     # the step as it was (bm25 now selects sentences by default): its old results count
     original = ["answer.not_found=guess", "answer.select=off", "answer.check=support"]
-    original.append("answer.names_floor=0")
+    original += ["answer.names_floor=0", "answer.located_floor=0"]
     assert key(original) == runner._digest(before) == key([*original, "answer.order=document"])
     variants = {key(sets) for sets in (["answer.order=rank"], ["answer.passages=merged"], [])}
     assert len(variants) == 3 and key(original) not in variants  # []: lcr's default abstains
@@ -437,6 +442,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "reread": False,
         "support": 0.5,
         "names_floor": 0.5,
+        "located_floor": 0.25,
         "p_yes": False,
         "check": "support",
         **QUOTE_DEFAULTS,
@@ -477,8 +483,8 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     # the default abstain became the support check (issue 40), then the check stopped
     # asking the LLM by default (answer.p_yes=false: one call, not two), then bm25 read
     # its measured selection of sentences by default, then selection kept the rank-1
-    # item's sentences (issue 53), then the names floor withheld more (issue 53): new runs
-    # each time
-    assert ask.key == "ebf4d0bd1084982d"
+    # item's sentences (issue 53), then the names floor withheld more (issue 53), then the
+    # floor on words never read (issue 53): new runs each time
+    assert ask.key == "e9698a9733528459"
     # tfidf's chunks follow paragraphs by default (issue 53): its build settings, so its key
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "8665493ee01d74e0"

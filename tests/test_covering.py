@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from lcr.answer.covering import (
     COVER_SHARE,
+    LOCATED_FLOOR,
     LONG_FROM,
     MAX_QUOTES,
     cover_quotes,
     long_keys,
     root,
 )
-from lcr.answer.grounding import ground
+from lcr.answer.grounding import ground, restates_question
 from lcr.answer.quotes import answer_keys
 from lcr.answer.selection import PIECE_GAP
 from lcr.answer.shared import NOT_FOUND, AnswerResult, AnswerSettings
@@ -143,12 +144,17 @@ def test_ground_records_the_share_and_located_withholds_below_it() -> None:
     assert len(grounded.quotes) >= 2 and grounded.text == TWO_PARTS
     found, total = map(int, grounded.info["located_words"].split("/"))
     assert grounded.info["located"] == round(found / total, 2) >= COVER_SHARE
-    # read against another paragraph: given without a quote by default, its share said
+    # read against another paragraph: without the floor on words never read, given
+    # without a quote, its share said
     other = [chunk(STORES, "c2")]
-    given = ground(QUESTION, AnswerResult(TWO_PARTS, other, 0), _settings(), SOURCE)
+    lifted = _settings("answer.located_floor=0")
+    given = ground(QUESTION, AnswerResult(TWO_PARTS, other, 0), lifted, SOURCE)
     assert given.text == TWO_PARTS and given.quotes == () and given.info["located"] < 0.5
     held = ground(
-        QUESTION, AnswerResult(TWO_PARTS, other, 0), _settings("answer.check=located"), SOURCE
+        QUESTION,
+        AnswerResult(TWO_PARTS, other, 0),
+        _settings("answer.check=located", "answer.located_floor=0"),
+        SOURCE,
     )
     assert held.text == NOT_FOUND and held.withheld == TWO_PARTS
     assert held.info["located"] == given.info["located"] and "unlocated" in held.info
@@ -175,3 +181,62 @@ def test_quotes_that_never_name_what_was_asked_do_not_ground_it() -> None:
     out = ground("What happens to Wass?", AnswerResult(answer, ITEMS, 0), _settings(), SOURCE)
     assert out.quotes == () and out.info["off_question"] == 1 and out.info["located"] == 1.0
     assert "never name what was asked" in _located_line(out.info, False)
+
+
+def test_an_answer_from_words_never_read_is_withheld_by_default() -> None:
+    """A long answer none of whose own words the text read holds is the model's own
+    knowledge (issue 53: "R is named R because it was created by the R Foundation" from
+    R's manuals); the default floor withholds it, with its share recorded, and 0 gives it."""
+    known = "Elsie was born in Paris in 1850, daughter of a watchmaker and a singer."
+    other = [chunk(STORES, "c2")]
+    held = ground(QUESTION, AnswerResult(known, other, 0), _settings(), SOURCE)
+    assert held.text == NOT_FOUND and held.withheld == known
+    assert held.info["located"] < LOCATED_FLOOR and "paris" in held.info["unlocated"]
+    lifted = ground(
+        QUESTION, AnswerResult(known, other, 0), _settings("answer.located_floor=0"), SOURCE
+    )
+    assert lifted.text == known
+    # guessing withholds nothing, whatever the floor
+    guessed = ground(
+        QUESTION, AnswerResult(known, other, 0), _settings("answer.not_found=guess"), SOURCE
+    )
+    assert guessed.text == known
+    # read against its own paragraphs, the same kind of answer stands on its quotes
+    assert ground(QUESTION, AnswerResult(TWO_PARTS, ITEMS, 0), _settings(), SOURCE).quotes
+
+
+def test_an_answer_that_only_restates_the_question_is_withheld() -> None:
+    """Its located "quote" would be any sentence holding the question's words ("A list is a
+    set of numbers" under "The gnuplot command to set the number of contour levels to 10
+    is `set contour levels 10`"): the answer says nothing the text said."""
+    question = "Which gnuplot command sets the number of contour levels to 10?"
+    restated = (
+        "The gnuplot command to set the number of contour levels to 10 is `set contour levels 10`."
+    )
+    assert restates_question(restated, question)
+    assert restates_question(
+        "Fast-food", "What genre is the novel the fast-food chain is named after?"
+    )
+    assert not restates_question("set cntrparam levels 10", question)  # "cntrparam" is new
+    assert not restates_question("Yes", "Are Staten Island Catapult and This Is Elvis both films?")
+    assert not restates_question(
+        "Nelson DeMille", "Who wrote more, George Orwell or Nelson DeMille?"
+    )
+    # a name the question gives may be the answer: a single called as its album is
+    assert not restates_question("Love Drunk", "Which single gave the album Love Drunk its name?")
+    stores = "What did Silas Prout bring every Thursday?"
+    held = ground(
+        stores,
+        AnswerResult("Silas Prout did bring it every Thursday.", [chunk(STORES, "c2")], 0),
+        _settings(),
+        SOURCE,
+    )
+    assert held.text == NOT_FOUND and held.info["restates"] == 1
+    lifted = _settings("answer.located_floor=0")
+    given = ground(
+        stores,
+        AnswerResult("Silas Prout did bring it every Thursday.", [chunk(STORES, "c2")], 0),
+        lifted,
+        SOURCE,
+    )
+    assert given.text.startswith("Silas") and given.quotes  # the sentence holding its words

@@ -176,9 +176,13 @@ _MODELS: ModelsFactory | None = None  # the models `use` injects through the CLI
 
 def run(args: list[str], stdin: str | None = None) -> tuple[int, str, str]:
     """``lcr ARGS``; ``ask`` judged by the support check, whose reply is streamed (a reply
-    the quote check must pass is shown only once verified: tests/test_terminal.py)."""
+    the quote check must pass is shown only once verified: tests/test_terminal.py). The
+    scripted replies are not the story's words, so the floor on words never read is off
+    unless a test sets it (it would withhold them after streaming, as a check may)."""
     if args[0] == "ask" and "answer.check" not in " ".join(args):
         args = [*args, "--set", "answer.check=support"]
+    if args[0] == "ask" and "answer.located_floor" not in " ".join(args):
+        args = [*args, "--set", "answer.located_floor=0"]
     return run_cli(args, stdin=stdin, models=_MODELS)
 
 

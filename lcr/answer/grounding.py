@@ -7,7 +7,11 @@ together hold its words (:func:`lcr.answer.covering.cover_quotes`), and ``info.l
 says what share of its words they hold. With ``answer.check=located`` an answer lcr
 finds no such sentence for, or a long one whose quotes hold less than
 :data:`lcr.answer.covering.COVER_SHARE` of its words, is withheld as "not found": its
-words are not in what the model read.
+words are not in what the model read. Under ``answer.not_found=abstain`` (the default),
+whatever the check, two answers are withheld for words never read
+(``answer.located_floor``): a long answer whose quotes hold less than that share of its
+words, and an answer that only restates the question (:func:`restates_question`), whose
+located "quote" would show the question's words, not an answer.
 
 It reads only the reply, the question and the evidence, so it costs no tokens.
 """
@@ -15,9 +19,10 @@ It reads only the reply, the question and the evidence, so it costs no tokens.
 from __future__ import annotations
 
 import dataclasses
+import re
 
-from lcr.answer.covering import cover_quotes
-from lcr.answer.quotes import answer_quote
+from lcr.answer.covering import cover_quotes, question_names, root
+from lcr.answer.quotes import YES_NO, answer_keys, answer_quote, content_words, word_forms
 from lcr.answer.replies import NOT_FOUND
 from lcr.answer.shared import AnswerResult, AnswerSettings
 
@@ -33,6 +38,10 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
     give, is left as it is."""
     if out.text == NOT_FOUND or out.quotes or not out.used:
         return out
+    floor = settings.located_floor if settings.not_found == "abstain" else 0.0
+    if floor > 0 and restates_question(out.text, question):
+        info = {**out.info, "located": 0, "restates": 1}
+        return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
     quote = answer_quote(out.text, question, out.used, source)
     if quote is not None:
         return dataclasses.replace(out, quotes=(quote,), info={**out.info, "located": 1})
@@ -46,6 +55,26 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
             info["off_question"] = 1  # no quote holds a word of the question
         if cover.grounded:
             return dataclasses.replace(out, quotes=cover.quotes, info=info)
-    if settings.check == "located" and settings.not_found != "guess":
+    unread = cover is not None and cover.share < floor
+    if unread or (settings.check == "located" and settings.not_found != "guess"):
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
     return out if cover is None else dataclasses.replace(out, info=info)
+
+
+_CHOICE = re.compile(r"\bor\b", re.IGNORECASE)
+
+
+def restates_question(answer: str, question: str) -> bool:
+    """Whether ``answer`` says nothing the question did not: every content word of it is
+    the question's ("What genre is the novel from which the fast-food restaurant ... derives
+    its name?" "Fast-food"), and it is not a yes or no, the pick of a question offering a
+    choice ("X or Y?"), or made of names the question gives (a single named as its album
+    is, "Love Drunk")."""
+    forms = word_forms(answer)
+    if not forms or (forms[0] in YES_NO and len(content_words(answer)) <= 1):
+        return False
+    keys, from_question = answer_keys(answer, question)
+    if not keys or not from_question or _CHOICE.search(question):
+        return False
+    names = question_names(question)
+    return not all(root(word) in names for word in content_words(answer))

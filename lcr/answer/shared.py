@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from lcr.answer.covering import LOCATED_FLOOR
 from lcr.answer.passages import cut_to_tokens, merge_passages, ordered
 from lcr.answer.quotes import (
     MAX_ADDED_WORDS,
@@ -151,6 +152,15 @@ class AnswerSettings(Settings):
         legacy=0.0,
         measured="docs/answer-step.md#a-floor-under-the-names-issue-53",
     )
+    located_floor: float = setting(
+        LOCATED_FLOOR,
+        "answer.not_found=abstain: withhold an answer less than this share of whose own "
+        "words lcr's quotes of what was read hold (a restated question has none)",
+        low=0.0,
+        high=1.0,
+        legacy=0.0,
+        measured="docs/answer-step.md#answers-from-words-never-read-issue-53",
+    )
     p_yes: bool = setting(
         ASK_P_YES,
         "answer.not_found=abstain: also ask the LLM whether the excerpts state its answer "
@@ -277,6 +287,7 @@ ORIGINAL = AnswerSettings(
     False,
     0.5,
     0.0,
+    0.0,
     False,
     "support",
     MAX_PIECES,
@@ -288,9 +299,8 @@ ORIGINAL = AnswerSettings(
     "none",
     256,
 )
-"""The answer step as it was before ``answer.*`` settings (never change it when a default
-changes): results made with it carry no answer key in ``lcr eval``'s run digest, so
-results files from before stay valid."""
+"""The answer step before ``answer.*`` settings (never change it when a default changes):
+its results carry no answer key in ``lcr eval``'s run digest, so old results stay valid."""
 
 
 _QUOTED = (
@@ -477,16 +487,13 @@ class AnswerResult:
     dropped: int
     usage: Usage = field(default_factory=Usage)
     info: dict[str, Any] = field(default_factory=dict)  # what the step did, for the record
-    # answer.not_found=abstain: the support check's score and signals, and the model's
-    # answer when the check withheld it (so a script can apply its own threshold)
+    # abstain: the support check's score and signals, and the answer a check withheld
     support: float | None = None
     signals: SupportSignals | None = None
     withheld: str | None = None
-    # the step that answered when not the one the method declared ("shared": GraphReader
-    # without a notebook hands its evidence to the shared step)
+    # the step that answered, when not the method's own (GraphReader without a notebook)
     step: str = ""
-    # answer.check quote or both: the quotes found in the evidence read, and what the
-    # check found (None: the reply was not asked for quotes)
+    # the quotes found in the evidence read; the quote check's finding (None: not asked)
     quotes: tuple[Quote, ...] = ()
     quote_check: QuoteCheck | None = None
 
