@@ -2,6 +2,8 @@
 
     python bench/many_documents.py run ../shared/data/squality/dev.jsonl --work /tmp/many61
     python bench/many_documents.py summary ../shared/data/squality/dev.jsonl --work /tmp/many61
+    python bench/many_documents.py regrade ../shared/data/squality/dev.jsonl --work /tmp/many61 \
+        --check support    # then: summary ... --check support --check support+floor
 
 SQuALITY dev stories, each indexed once (bm25, default settings) under ``--work``.
 The questions are chosen by a fixed rule, written before any reply was read
@@ -27,6 +29,8 @@ answers given, over all with "not found" scoring 0, and over the replies had not
 been withheld), the answer step's seconds and prompt and reply tokens per answer (the
 seconds also as a ratio on the same question and story), and per question what each
 check did. Only questions with every answer under every check are counted.
+``regrade`` decides the records of one check again with today's grounding (no LLM
+call; :func:`regrade`), as check ``CHECK+floor``.
 Reporting only: nothing here chooses a setting.
 """
 
@@ -288,6 +292,33 @@ def summary(args: argparse.Namespace, stories: list[dict[str, Any]]) -> None:
         print(f"  story {story}: " + "; ".join(parts))
 
 
+def regrade(work: Path, check: str) -> int:
+    """Append to ``records.jsonl`` each ``check`` record decided again by the step's own
+    grounding with today's defaults (``answer.located_floor``), no LLM call: the same
+    replies, check ``CHECK+floor``. Returns how many it wrote."""
+    from bench_quote_grid import evidence_items
+
+    from lcr.answer.grounding import ground
+    from lcr.answer.shared import AnswerResult, AnswerSettings
+
+    path = work / "records.jsonl"
+    records = [r for r in load(path) if r["check"] == check]
+    sources: dict[str, str] = {}
+    lines = []
+    for r in records:
+        out = dict(r, check=f"{check}+floor")
+        if r["answer"] != NOT_FOUND:
+            src = sources.setdefault(r["index"], (Path(r["index"]) / "source.txt").read_text())
+            step = AnswerResult(r["answer"], list(evidence_items(r)), 0)
+            got = ground(r["question"], step, AnswerSettings(), src)
+            if got.text == NOT_FOUND:
+                out.update(answer=NOT_FOUND, withheld_answer=r["answer"], info=got.info)
+        lines.append(json.dumps(out) + "\n")
+    with path.open("a", encoding="utf-8") as fh:
+        fh.writelines(lines)
+    return len(lines)
+
+
 def outcome(records: list[dict[str, Any]], story: int, check: str) -> str:
     """One question under one check: others answered, and the own story's outcome
     (answered, or "not found" and why: the quote check's problem, a support score)."""
@@ -306,7 +337,7 @@ def outcome(records: list[dict[str, Any]], story: int, check: str) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("mode", choices=["run", "summary", "questions"])
+    ap.add_argument("mode", choices=["run", "summary", "questions", "regrade"])
     ap.add_argument("data", type=Path)
     ap.add_argument("--work", type=Path, default=Path("/tmp/many61"))
     ap.add_argument("--questions", type=int, default=12)
@@ -323,6 +354,8 @@ def main() -> None:
             print(f"story {c.story} q{c.number} {c.names}: {c.question} | others {others}")
     elif args.mode == "run":
         run(args, stories)
+    elif args.mode == "regrade":
+        print(f"wrote {regrade(args.work, args.check[0])} records")
     else:
         summary(args, stories)
 
