@@ -13,7 +13,7 @@ from lcr.answer.covering import (
     long_keys,
     root,
 )
-from lcr.answer.grounding import ground, restates_question
+from lcr.answer.grounding import ground, restates_question, words_read
 from lcr.answer.quotes import answer_keys
 from lcr.answer.selection import PIECE_GAP
 from lcr.answer.shared import NOT_FOUND, AnswerResult, AnswerSettings
@@ -240,3 +240,25 @@ def test_an_answer_that_only_restates_the_question_is_withheld() -> None:
         SOURCE,
     )
     assert given.text.startswith("Silas") and given.quotes  # the sentence holding its words
+
+
+def test_a_short_answer_none_of_whose_own_words_were_read_is_withheld() -> None:
+    """ "80 characters" from a manual that never says 80: no run holds it and none of its
+    own words is anywhere in the excerpts read, so it came from the model's own knowledge."""
+    question = "How long may the single line synopsis of a package description be?"
+    read = [chunk(STORES, "c2")]
+    found, keys = words_read("Up to 80 characters.", question, read)
+    assert found == 0 and keys >= 2  # "80", "characters" (and "up")
+    held = ground(question, AnswerResult("Up to 80 characters.", read, 0), _settings(), SOURCE)
+    assert held.text == NOT_FOUND and held.info["located_words"] == f"0/{keys}"
+    lifted = _settings("answer.located_floor=0")
+    assert ground(question, AnswerResult("Up to 80 characters.", read, 0), lifted, SOURCE).text
+    # one of its words read anywhere, though in no one run with the other: given
+    assert words_read("Tea and oil.", "What did Silas bring?", read) == (2, 2)
+    given = ground(
+        "What did the Patience carry besides coal?",
+        AnswerResult("Flour and gunpowder.", read, 0),
+        _settings(),
+        SOURCE,
+    )
+    assert given.text == "Flour and gunpowder." and given.info["located"] == 0

@@ -100,8 +100,11 @@ def test_ground_quotes_every_given_answer_and_located_withholds_the_rest() -> No
     given = ground(Q, _answered("The Patience"), default, SOURCE)
     assert given.text == "The Patience" and [q.text for q in given.quotes] == [BOAT]
     assert given.info["located"] == 1
-    # the default check gives an answer lcr cannot locate, with no quote
-    unlocated = ground(Q, _answered("The Endeavour"), default, SOURCE)
+    # an answer whose own words were read nowhere is withheld by default (the floor on
+    # words never read); without the floor the default check gives it, with no quote
+    assert ground(Q, _answered("The Endeavour"), default, SOURCE).text == NOT_FOUND
+    lifted = _settings("answer.located_floor=0")
+    unlocated = ground(Q, _answered("The Endeavour"), lifted, SOURCE)
     assert unlocated.text == "The Endeavour" and unlocated.quotes == ()
     located = _settings("answer.check=located")
     held = ground(Q, _answered("The Endeavour"), located, SOURCE)

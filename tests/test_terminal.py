@@ -101,8 +101,10 @@ def test_ask_shows_the_reading_then_the_answer_as_it_is_written(lighthouse: Path
         ["index", "lighthouse.txt", "-m", "bm25", "-q"], columns=80, cwd=lighthouse.parent
     )
     # the 8 chunks read whole (not bm25's default selection of their sentences), the
-    # answer judged by the support check (a reply to be quoted is not streamed, below)
+    # answer judged by the support check (a reply to be quoted is not streamed, below),
+    # and the scripted server's words, not the story's, not withheld as never read
     whole = ["--set", "answer.select=off", "--set", "answer.check=support"]
+    whole += ["--set", "answer.located_floor=0"]
     with scripted_server(word_delay=0.4) as url:
         asked = run_in_terminal(
             ["ask", "lighthouse.idx", QUESTION, "-m", "bm25", "-k", "8", "--base-url", url, *whole],

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 
 from lcr.answer.covering import cover_quotes, question_names, root
-from lcr.answer.quotes import YES_NO, answer_keys, answer_quote, content_words, word_forms
+from lcr.answer.quotes import YES_NO, answer_keys, answer_quote, content_words, stem, word_forms
 from lcr.answer.replies import NOT_FOUND
 from lcr.answer.shared import AnswerResult, AnswerSettings
+from lcr.evidence import EvidenceItem
 
 
 def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: str) -> AnswerResult:
@@ -55,10 +57,28 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
             info["off_question"] = 1  # no quote holds a word of the question
         if cover.grounded:
             return dataclasses.replace(out, quotes=cover.quotes, info=info)
-    unread = cover is not None and cover.share < floor
+    if cover is None:  # a short answer no run holds: are its own words read at all?
+        found, keys = words_read(out.text, question, out.used)
+        if keys and found < keys:
+            info.update(located_words=f"{found}/{keys}")
+        unread = keys > 0 and found / keys < floor
+    else:
+        unread = cover.share < floor
     if unread or (settings.check == "located" and settings.not_found != "guess"):
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
-    return out if cover is None else dataclasses.replace(out, info=info)
+    return dataclasses.replace(out, info=info)
+
+
+def words_read(answer: str, question: str, items: Sequence[EvidenceItem]) -> tuple[int, int]:
+    """How many of the answer's own words (:func:`~lcr.answer.quotes.answer_keys`, those
+    the question does not give) occur anywhere in the excerpts read, and how many it has
+    (0 for an answer made of the question's words): "80 characters" asked of a manual
+    that never says 80 has none of its own read."""
+    keys, from_question = answer_keys(answer, question)
+    if from_question:
+        return 0, 0
+    read = {stem(word) for item in items for word in word_forms(item.text)}
+    return sum(key in read for key in keys), len(keys)
 
 
 _CHOICE = re.compile(r"\bor\b", re.IGNORECASE)

@@ -400,7 +400,8 @@ def word_forms(text: str) -> list[str]:
     return [_NUMBERS.get(w, w.replace(",", "")) for w in words]
 
 
-def _stem(word: str) -> str:
+def stem(word: str) -> str:
+    """A word with a possessive or plural ending dropped, as quotes compare words."""
     for ending in ("'s", "es", "s"):
         if word.endswith(ending) and len(word) - len(ending) >= 3:
             return word[: -len(ending)]
@@ -415,12 +416,12 @@ def content_words(text: str) -> list[str]:
 def missing_words(answer: str, question: str, quoted: Sequence[str]) -> list[str]:
     """The answer's content words, other than those the question gives, that no quote
     holds (compared as :func:`content_words`, plural and possessive endings aside)."""
-    given = {_stem(w) for w in content_words(question)}
-    held = {_stem(w) for q in quoted for w in word_forms(q)}
+    given = {stem(w) for w in content_words(question)}
+    held = {stem(w) for q in quoted for w in word_forms(q)}
     missing: list[str] = []
     for word in content_words(answer):
-        stem = _stem(word)
-        if stem not in given and stem not in held and word not in missing:
+        base = stem(word)
+        if base not in given and base not in held and word not in missing:
             missing.append(word)
     return missing
 
@@ -496,9 +497,9 @@ def answer_keys(answer: str, question: str) -> tuple[list[str], bool]:
     London?" "Paris") those words, and for yes or no the question's content words."""
     forms = word_forms(answer)
     if forms and forms[0] in YES_NO and len(content_words(answer)) <= 1:
-        return list(dict.fromkeys(_stem(w) for w in content_words(question))), True
-    given = {_stem(w) for w in content_words(question)}
-    keys = [_stem(w) for w in content_words(answer)]
+        return list(dict.fromkeys(stem(w) for w in content_words(question))), True
+    given = {stem(w) for w in content_words(question)}
+    keys = [stem(w) for w in content_words(answer)]
     new = [k for k in keys if k not in given]
     return list(dict.fromkeys(new or keys)), not new
 
@@ -533,7 +534,7 @@ def answer_quote(
         if segments is None:
             continue  # text of its own (a summary): nothing in source.txt to quote
         sentences = run_sentences(item.text, segments)
-        stems = [{_stem(w) for w in word_forms(c.text)} for c in sentences]
+        stems = [{stem(w) for w in word_forms(c.text)} for c in sentences]
         for first in range(len(sentences)):
             for last in range(first, min(first + LOCATE_SENTENCES, len(sentences))):
                 held = set().union(*stems[first : last + 1])
