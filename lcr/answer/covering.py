@@ -59,9 +59,10 @@ RUN_SENTENCES = 2
 COVER_SHARE = 0.75
 """The share of the answer's words the quotes must hold for the answer to be grounded."""
 LOCATED_FLOOR = 0.25
-"""``answer.located_floor``'s default: below this share of its words in the quotes, a long
-answer was not read but written from the model's own knowledge ("R is named R because it
-was created by the R Foundation" asked of R's manuals, none of its words found); chosen
+"""``answer.located_floor``'s default: below this share of its own words in the quotes (a
+short answer's: anywhere in the excerpts read), an answer was not read but written from the
+model's own knowledge ("R is named R because it was created by the R Foundation" asked of
+R's manuals, none of its words found); chosen
 below the lowest share of the SQuALITY dev answers on their own story that any quote held
 (0.43) (docs/answer-step.md#answers-from-words-never-read-issue-53)."""
 

@@ -155,7 +155,7 @@ class AnswerSettings(Settings):
     located_floor: float = setting(
         LOCATED_FLOOR,
         "answer.not_found=abstain: withhold an answer less than this share of whose own "
-        "words lcr's quotes of what was read hold (a restated question has none)",
+        "words stands in what was read (a long one's quotes; a restated question: none)",
         low=0.0,
         high=1.0,
         legacy=0.0,
