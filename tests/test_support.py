@@ -84,6 +84,27 @@ def test_names_are_the_questions_runs_of_capitalised_words() -> None:
     ]
 
 
+def test_paths_and_identifiers_are_names_too() -> None:
+    """A manual's things are often lower case: "/srv", "Foo::Bar", "SET_NAMED". Asked of a
+    manual that never says "srv", a question about /srv has its one name unread, so the
+    names floor withholds whatever the model makes of unrelated excerpts (issue 53)."""
+    from lcr.answer.support import name_coverage, question_names
+
+    assert question_names("What does the /srv directory contain?") == [("srv",)]
+    assert ("etc", "fstab") in question_names("Who reads /etc/fstab at boot?")
+    assert ("foo", "bar") in question_names("How is the module Foo::Bar packaged?")
+    assert ("set_named",) in question_names("what does set_named do?")
+    assert ("r", "app") in question_names("where is R.app installed?")
+    # initials are not identifiers
+    assert question_names("Did R.D. Reid act in it?") == [("r", "d", "reid")]
+    question = "What does the /srv directory contain?"
+    assert name_coverage(question, "Complete repositories contain packages.") == 0.0
+    assert name_coverage(question, "It is mounted on /srv/files at boot.") == 1.0
+    # an identifier is spelt exactly: "src" is another directory, not "srv" misspelt
+    assert name_coverage(question, "The src directory now uses automake.") == 0.0
+    assert name_coverage("Is Srv Kumar a singer?", "Src Kumar sang.") == 1.0  # a person's
+
+
 def test_name_coverage_looks_for_each_name_weighed_by_its_letters() -> None:
     from lcr.answer.support import name_coverage
 

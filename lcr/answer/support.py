@@ -171,9 +171,29 @@ def _is_name_word(word: str) -> bool:
     return word[:1].isupper() or any(c.isdigit() for c in word)
 
 
+# a path ("/srv", "~/.Rprofile"), an identifier joined by "_", "::" or "." ("SET_NAMED",
+# "Foo::Bar", "R.app"), or code in backticks: the name of a thing in a manual, lower case
+_TECHNICAL = re.compile(
+    r"(?<![\w/~])~?(?:/[A-Za-z_.][\w.+-]*)+|\b[A-Za-z]\w*(?:(?:_|::|\.)[A-Za-z]\w*)+\b|`[^`]+`"
+)
+
+
+def technical_names(question: str) -> list[tuple[str, ...]]:
+    """The paths, identifiers and code a question names, each as its words in order
+    ("/etc/fstab" is ("etc", "fstab")); initials ("R.D.") are not among them."""
+    names: list[tuple[str, ...]] = []
+    for token in _TECHNICAL.findall(question):
+        words = tuple(w.lower() for w in re.findall(r"\w+", token))
+        if words and any(len(w) > 1 for w in words) and words not in names:
+            names.append(words)
+    return names
+
+
 def question_names(question: str) -> list[tuple[str, ...]]:
     """The names a question gives: maximal runs of capitalised words (or words with
-    digits) inside one clause, lower-cased, function words trimmed from their ends.
+    digits) inside one clause, lower-cased, function words trimmed from their ends, then
+    the paths and identifiers it names (:func:`technical_names`: "What does the /srv
+    directory contain?" names "srv", which a manual about something else never says).
 
     The question's first word counts only as the start of a longer run ("George
     Orwell wrote ..." but not "Nominated in ..."); runs of numbers alone ("3/4",
@@ -199,7 +219,7 @@ def question_names(question: str) -> list[tuple[str, ...]]:
                 run.pop()
             if run and not all(w.isdigit() for w in run):
                 names.append(tuple(run))
-    return names
+    return names + [n for n in technical_names(question) if n not in names]
 
 
 _APART_CREDIT = 0.5  # a name found only word by word (see name_coverage)
@@ -222,12 +242,19 @@ def one_edit_apart(a: str, b: str) -> bool:
     return short[i:] == long_[i + 1 :]
 
 
-def _name_found(name: Sequence[str], words: Sequence[str], vocabulary: set[str]) -> bool:
-    """Whether ``name``'s words occur one after another in ``words``, each as written or one
-    edit apart (:func:`one_edit_apart`)."""
+def _name_found(
+    name: Sequence[str], words: Sequence[str], vocabulary: set[str], exact: bool = False
+) -> bool:
+    """Whether ``name``'s words occur one after another in ``words``, each as written or
+    (unless ``exact``: a path or identifier, where "src" is not "srv") one edit apart
+    (:func:`one_edit_apart`)."""
     # a function word is never a name's other spelling: "Wass" is not "was"
     near = [
-        {v for v in vocabulary if v == w or (v not in _STOPWORDS and one_edit_apart(w, v))}
+        {
+            v
+            for v in vocabulary
+            if v == w or (not exact and v not in _STOPWORDS and one_edit_apart(w, v))
+        }
         for w in name
     ]
     if not all(near):
@@ -258,13 +285,15 @@ def name_coverage(question: str, evidence: str) -> float:
     words = re.findall(r"\w+", _POSSESSIVE.sub("", evidence).lower())
     vocabulary = set(words)
     first = re.findall(r"\w+", question.lower())[:1]
+    technical = set(technical_names(question))
     found = 0.0
     for name in names:
-        credit = float(_name_found(name, words, vocabulary))
+        exact = name in technical
+        credit = float(_name_found(name, words, vocabulary, exact))
         if not credit and len(name) > 1 and [name[0]] == first:
-            credit = float(_name_found(name[1:], words, vocabulary))
+            credit = float(_name_found(name[1:], words, vocabulary, exact))
         if not credit and len(name) > 1:
-            apart = all(_name_found((word,), words, vocabulary) for word in name)
+            apart = all(_name_found((word,), words, vocabulary, exact) for word in name)
             credit = _APART_CREDIT if apart else 0.0
         found += len("".join(name)) * credit
     return found / sum(len("".join(name)) for name in names)
