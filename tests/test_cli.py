@@ -291,7 +291,9 @@ def test_human_ask_output_with_scripted_llm(story: Path) -> None:
     assert re.search(r"^Evidence \(bm25, \d+ nodes?\):$", out, re.M)
     assert "[1] score" in out and "chars " in out
     # bm25 reads the best sentences of its chunks by default (answer.select=bm25)
-    assert re.search(r"^info: selected=\d+, sentences=\d+, from=2$", out, re.M), out
+    # what the selection did, then how much of the answer lcr could locate
+    info = r"^info: selected=\d+, sentences=\d+, from=2, located=0, located_words=\d+/\d+$"
+    assert re.search(info, out, re.M), out
     assert "usage: 1 LLM call, " in out  # the answer (the support check asks nothing)
 
 
