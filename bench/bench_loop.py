@@ -142,13 +142,32 @@ def share(flags: Sequence[bool]) -> str:
     return f"{sum(flags)}/{len(flags)} = {p:.2f} [{low:.2f}, {high:.2f}]"
 
 
+def echo(answer: str, question: str) -> str:
+    """How many of the answer's content words the question already holds (words the
+    support check's overlap finds in any evidence that shares the question's words)."""
+    from lcr.answer.support import content_words
+
+    words = content_words(answer)
+    asked = set(content_words(question))
+    return f"{sum(w in asked for w in words)}/{len(words)}"
+
+
 def signals(record: dict[str, Any]) -> str:
+    """The support check's signals of one answer, with the names the question gives
+    (none: ``names`` is 1.0 by definition) and the answer's words the question holds."""
+    from lcr.answer.support import question_names
+
     s = record.get("support_signals") or {}
     info = record.get("info") or {}
     parts = [f"support {record.get('support')}"]
     parts += [f"{k} {s[k]:.2f}" for k in ("overlap", "coverage", "names") if k in s]
-    if "located_words" in info:
-        parts.append(f"answer words in evidence {info['located_words']}")
+    names = [" ".join(n) for n in question_names(record["question"])]
+    parts.append(f"question's names: {', '.join(names) or 'none'}")
+    parts.append(f"answer words in the question {echo(record['answer'], record['question'])}")
+    if info.get("located") == 1:
+        parts.append("a quote located")
+    elif "located_words" in info:
+        parts.append(f"quotes hold {info['located_words']} of its words")
     return ", ".join(parts)
 
 
@@ -247,6 +266,20 @@ def seconds(records: list[dict[str, Any]]) -> str:
     )
 
 
+def walls(runs: list[dict[str, Any]], numbers: Sequence[int]) -> None:
+    """Each ``lcr ask`` process's wall seconds (the model's load included), by mode."""
+    for mode in MODES:
+        rows = [r for r in runs if r["mode"] == mode and r["q"] in numbers]
+        if rows:
+            s = [float(r["wall_s"]) for r in rows]
+            loads = [float(r["load"][0]) for r in rows]
+            print(
+                f"\nlcr ask processes, {mode}: {statistics.mean(s):.0f} s mean,"
+                f" {min(s):.0f}-{max(s):.0f} (n={len(s)}); load average"
+                f" {min(loads):.1f}-{max(loads):.1f}"
+            )
+
+
 def table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -300,6 +333,7 @@ def summary(indexes: list[str], questions: list[Question], work: Path) -> None:
             if r["answer"] != NOT_FOUND:
                 print(f"  q{numbers[i - 1]} {index_name(r['index'])}: {r['answer'][:110]!r}")
                 print(f"      {signals(r)}")
+    walls(load_jsonl(work / "runs.jsonl"), numbers)
     print("\nOne answer from all indexes (no --each):")
     for i, q in enumerate(asked, start=1):
         for r in pooled[i]:
