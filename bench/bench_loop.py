@@ -11,7 +11,9 @@ holds one question a line, written before any answer was read: ``question``;
 groups of regular expressions (case-insensitive; ``(?-i:...)`` for a case that
 matters): an answer is judged right when every expression of some group occurs in it
 (:func:`judge`). Optional ``where`` and ``elsewhere`` say where the answer was read and
-where its key words occur in other documents.
+where its key words occur in other documents; optional ``also`` names other indexes found
+to hold the answer too (in other words): they are counted neither as the own document nor
+among the others, and their answers are listed apart.
 
 ``run`` asks each question the way a user would, with the CLI in a fresh process: once
 ``lcr ask IDX... QUESTION --each --json -q`` (an answer from each index alone), then
@@ -60,6 +62,7 @@ class Question:
     right: tuple[tuple[str, ...], ...]
     where: str = ""
     elsewhere: str = ""
+    also: tuple[str, ...] = ()  # other indexes that hold the answer too
 
 
 def load_questions(path: Path) -> list[Question]:
@@ -79,6 +82,7 @@ def load_questions(path: Path) -> list[Question]:
                 groups,
                 q.get("where", ""),
                 q.get("elsewhere", ""),
+                tuple(q.get("also", ())),
             )
         )
     return out
@@ -131,10 +135,17 @@ REASONS = (
 def own_and_others(
     records: list[dict[str, Any]], question: Question
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ``--each`` records of the index that holds the answer, and of the others."""
+    """The ``--each`` records of the index that holds the answer, and of the indexes that
+    do not (those of ``question.also`` are in neither)."""
     own = [r for r in records if index_name(r["index"]) == question.document]
-    others = [r for r in records if index_name(r["index"]) != question.document]
+    holding = {question.document, *question.also}
+    others = [r for r in records if index_name(r["index"]) not in holding]
     return own, others
+
+
+def also_holding(records: list[dict[str, Any]], question: Question) -> list[dict[str, Any]]:
+    """The records of the indexes found to hold the answer too."""
+    return [r for r in records if index_name(r["index"]) in question.also]
 
 
 def share(flags: Sequence[bool]) -> str:
@@ -300,12 +311,19 @@ def summary(indexes: list[str], questions: list[Question], work: Path) -> None:
         for r in pooled[i]:
             pooled_v[verdict(r, q)] += 1
     every = [r for rs in each.values() for r in rs]
+    planned = [
+        r["answer"] == NOT_FOUND
+        for i, q in enumerate(asked, start=1)
+        for r in each[i]
+        if index_name(r["index"]) != q.document
+    ]
     shares = ", ".join(f"{s:.2f}" for s in t["shares"])
     table(
         ["", "--each over all indexes"],
         [
             ['"not found" from the indexes without the answer', share(t["flags"])],
             ["the same, per question", shares],
+            ['the same, with the indexes of "also" counted as others', share(planned)],
             [
                 'how those "not found" came: ' + " / ".join(REASONS),
                 " / ".join(str(t["reasons"][k]) for k in REASONS),
@@ -326,6 +344,11 @@ def summary(indexes: list[str], questions: list[Question], work: Path) -> None:
         ["#", "question", "holds the answer", "its answer", "others not found", "others answering"],
         per_question_rows(asked, each),
     )
+    print("\nAnswers from indexes found to hold the answer too:")
+    for i, q in enumerate(asked, start=1):
+        for r in also_holding(each[i], q):
+            said = f"{verdict(r, q)}: {r['answer'][:100]!r}"
+            print(f"  q{numbers[i - 1]} {index_name(r['index'])}: {said}")
     print("\nAnswers from indexes that do not hold the answer:")
     for i, q in enumerate(asked, start=1):
         _, others = own_and_others(each[i], q)

@@ -94,6 +94,16 @@ def test_totals_count_others_and_own_apart(bench: ModuleType) -> None:
     assert row[4] == "2/3" and row[5] == "R-FAQ"
 
 
+def test_an_index_that_also_holds_the_answer_is_no_other(bench: ModuleType) -> None:
+    q = bench.Question("Q?", "fhs", "a", (("a",),), also=("handbook",))
+    records = [record("fhs", "a"), record("handbook", "b"), record("R-FAQ", NOT_FOUND)]
+    own, others = bench.own_and_others(records, q)
+    assert [bench.index_name(r["index"]) for r in own] == ["fhs"]
+    assert [bench.index_name(r["index"]) for r in others] == ["R-FAQ"]
+    assert [bench.index_name(r["index"]) for r in bench.also_holding(records, q)] == ["handbook"]
+    assert bench.totals([q], {1: records})["flags"] == [True]
+
+
 def test_a_pooled_answer_names_the_index_of_its_best_evidence(bench: ModuleType) -> None:
     evidence = [{"rank": 2, "index": "/x/b.idx"}, {"rank": 1, "index": "/x/a.idx"}]
     assert bench.evidence_index(record("all", "x", evidence=evidence)) == "a"
