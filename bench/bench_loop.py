@@ -361,7 +361,8 @@ def summary(indexes: list[str], questions: list[Question], work: Path) -> None:
     for i, q in enumerate(asked, start=1):
         for r in pooled[i]:
             said = f"{verdict(r, q)}: {r['answer'][:90]!r}"
-            print(f"  q{numbers[i - 1]} {said}; best evidence from {evidence_index(r)}")
+            quoted = ", ".join(str(x.get("document")) for x in r.get("quotes") or []) or "none"
+            print(f"  q{numbers[i - 1]} {said}; rank 1 from {evidence_index(r)}; quote: {quoted}")
 
 
 def main() -> None:
