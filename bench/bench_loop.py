@@ -116,6 +116,8 @@ def why_not_found(record: dict[str, Any]) -> str:
     problem = (record.get("quote_check") or {}).get("problem")
     if problem:
         return "withheld: quote"
+    if (record.get("info") or {}).get("never_read"):
+        return "withheld: words never read"
     floor = float(record.get("answer_settings", {}).get("names_floor", 0.0))
     names = (record.get("support_signals") or {}).get("names")
     if names is not None and float(names) < floor:
@@ -129,7 +131,43 @@ REASONS = (
     "withheld: names floor",
     "withheld: support",
     "withheld: quote",
+    "withheld: words never read",
 )
+
+
+def decide_again(record: dict[str, Any]) -> dict[str, Any]:
+    """An ``--each`` record as today's defaults decide its reply, with no LLM call: the
+    support check (its names floor included) scored again from the record's text, then
+    the step's grounding (``answer.located_floor``). A reply the model itself gave as
+    "not found", or no evidence, stays as it is."""
+    from bench_quote_grid import evidence_items
+
+    from lcr.answer.grounding import ground
+    from lcr.answer.shared import AnswerResult, AnswerSettings
+    from lcr.answer.support import DEFAULT_THRESHOLD, record_signals, support_score
+
+    reply = str(record.get("withheld_answer") or record["answer"])
+    if reply == NOT_FOUND:
+        return record
+    source = (Path(record["index"]) / "source.txt").read_text(encoding="utf-8")
+    again = {k: v for k, v in record.items() if k != "withheld_answer"}
+    again["answer"] = reply
+    signals = record_signals(
+        again, {str(it.get("document", "")): source for it in record["evidence"]}
+    )
+    if signals is not None:
+        score = support_score(signals)
+        again.update(support=round(score, 4), support_signals=signals.to_json())
+        settings = dict(record.get("answer_settings", {}), names_floor=AnswerSettings().names_floor)
+        again["answer_settings"] = settings
+        if score < DEFAULT_THRESHOLD:
+            return dict(again, answer=NOT_FOUND, withheld_answer=reply)
+    step = AnswerResult(reply, list(evidence_items(again)), 0)
+    got = ground(str(record["question"]), step, AnswerSettings(), source)
+    if got.text == NOT_FOUND:
+        info = {**(record.get("info") or {}), **got.info, "never_read": 1}
+        return dict(again, answer=NOT_FOUND, withheld_answer=reply, info=info)
+    return again
 
 
 def own_and_others(
@@ -298,10 +336,13 @@ def table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         print("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
 
 
-def summary(indexes: list[str], questions: list[Question], work: Path) -> None:
+def summary(indexes: list[str], questions: list[Question], work: Path, again: bool = False) -> None:
     numbers = [n for n in range(1, len(questions) + 1) if complete(work, n, indexes)]
     asked = [questions[n - 1] for n in numbers]
     each = {i: load_jsonl(work / f"q{n}.each.jsonl") for i, n in enumerate(numbers, start=1)}
+    if again:  # the --each replies decided by today's checks; pooled ones as recorded
+        each = {i: [decide_again(r) for r in rs] for i, rs in each.items()}
+        print("--each replies decided again by today's defaults (pooled: as recorded)\n")
     pooled = {i: load_jsonl(work / f"q{n}.pooled.jsonl") for i, n in enumerate(numbers, start=1)}
     t = totals(asked, each)
     print(f"{len(asked)} questions, each asked of {len(indexes)} indexes\n")
@@ -372,6 +413,9 @@ def main() -> None:
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--lcr", default=f"{sys.executable} -m lcr", help="how to call lcr")
+    ap.add_argument(
+        "--again", action="store_true", help="summary: decide the replies by today's checks"
+    )
     args = ap.parse_args()
     lines = args.indexes.read_text(encoding="utf-8").splitlines()
     indexes = [line.strip() for line in lines if line.strip()]
@@ -383,7 +427,7 @@ def main() -> None:
     if args.mode == "run":
         run(indexes, questions, args.work, args.lcr.split())
     else:
-        summary(indexes, questions, args.work)
+        summary(indexes, questions, args.work, args.again)
 
 
 if __name__ == "__main__":
