@@ -132,6 +132,115 @@ def test_decoding_costs_more_after_a_longer_context() -> None:
     assert batched == pytest.approx(2 + 10 / 40)
 
 
+_ATTENTION_RATES = dict(
+    prefill=200, decode=10, batch_decode=10, attention_prefill=200, attention_decode=10,
+    attention_decode_long=10, short_context=100, long_context=400, decode_long=10,
+)  # fmt: skip
+
+
+def _never_less(costs: list[float]) -> bool:
+    return all(b >= a * (1 - 1e-9) for a, b in zip(costs, costs[1:], strict=False))
+
+
+def _batch(prompt: int, reply: int = 0) -> Any:
+    """One PECAN-like attention call of ``prompt`` tokens writing ``reply``."""
+    from lcr.estimate.calls import decode_context
+    from lcr.estimate.figures import LLMWork, Range
+
+    return LLMWork(
+        role="llm",
+        model="m",
+        calls=Range.exact(1),
+        prompt_tokens=Range.exact(prompt),
+        completion_tokens=Range.exact(reply),
+        encoded_tokens=Range.exact(prompt),
+        batched=False,
+        kind="attention",
+        decode_context=Range.exact(decode_context(prompt, reply)),
+        prompt_square=Range.exact(prompt * prompt),
+        probe_length=prompt,
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefill", "decode"),
+    [(80.0, 4.0), (200.0, 10.0), (350.0, 25.0)],  # slower at length, flat, faster (noise)
+)
+def test_a_longer_batch_never_costs_less_per_token(prefill: float, decode: float) -> None:
+    from lcr.estimate.throughput import LongAttention, Rates
+    from lcr.pipeline.estimate import llm_seconds
+
+    rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
+    long = LongAttention(length=7600, prefill=prefill, decode=decode, context=7612)
+    lengths = [50, 400, 1000, 2000, 4000, 7600, 8100]
+    prefill = [llm_seconds(_batch(n), rates, long).expected for n in lengths]
+    per_prompt_token = [t / n for t, n in zip(prefill, lengths, strict=True)]
+    assert _never_less(per_prompt_token)
+    # and a token written after a longer prompt never costs less
+    replies = [llm_seconds(_batch(n, 64), rates, long).expected for n in lengths]
+    per_reply_token = [(r - t) / 64 for r, t in zip(replies, prefill, strict=True)]
+    assert _never_less(per_reply_token)
+
+
+def test_the_linear_price_is_the_fit_with_no_superlinear_term() -> None:
+    from lcr.estimate.throughput import LongAttention, Rates
+    from lcr.pipeline.estimate import llm_seconds
+
+    rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
+    flat = LongAttention(length=7600, prefill=200, decode=10, context=7612)
+    for n, reply in [(300, 0), (4000, 64), (7600, 512)]:
+        linear = n / 200 + reply / 10
+        assert llm_seconds(_batch(n, reply), rates).expected == pytest.approx(linear)
+        assert llm_seconds(_batch(n, reply), rates, flat).expected == pytest.approx(linear)
+
+
+def test_the_fit_runs_through_both_probes() -> None:
+    """At the short probe's length and at the long probe's, a prompt costs what each
+    measured; a reply token decoded at the long probe's context, what it measured."""
+    from lcr.estimate.throughput import LongAttention, Rates
+    from lcr.pipeline.estimate import llm_seconds
+
+    rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
+    long = LongAttention(length=7600, prefill=80, decode=4, context=7600)
+    assert llm_seconds(_batch(400), rates, long).expected == pytest.approx(400 / 200)
+    assert llm_seconds(_batch(7600), rates, long).expected == pytest.approx(7600 / 80)
+    one_more = llm_seconds(_batch(7600, 1), rates, long).expected - 7600 / 80
+    assert one_more == pytest.approx(1 / 4, rel=1e-3)
+    # PECAN's book batch (7.6k tokens, 512 written) costs 2x and more what the short
+    # probe alone priced
+    book = _batch(7600, 512)
+    assert llm_seconds(book, rates, long).expected > 2 * llm_seconds(book, rates).expected
+
+
+@pytest.mark.slow
+def test_the_probe_at_a_length_splits_prefill_from_decoding(smollm: Any) -> None:
+    """A real ``generate_with_attention`` of exactly the length asked, the chat turn
+    closed as the model's template closes it, its prefill timed apart."""
+    from lcr.estimate import throughput
+
+    ids = throughput._ids_of_length(smollm, 700)
+    closing = smollm.render([{"role": "user", "content": "x"}])[-3:]
+    assert len(ids) == 700 and ids[-3:] == closing
+    found = throughput.measure_attention_cost(smollm, 700)
+    assert found.length == 700 and found.context > 700
+    assert found.prefill > 0 and found.decode > 0
+    gen = smollm.generate_with_attention(ids, max_new_tokens=4)
+    assert 0 < gen.prefill_seconds
+
+
+def test_pecan_prices_its_batches_at_their_length(cinderella: Path, tmp_path: Path) -> None:
+    """The estimate's batches: the probe at the longest first-level batch, and their
+    squares between those of equal batches and of every batch as long as the longest."""
+    text = tmp_path / "c.txt"
+    text.write_text(cinderella.read_text(encoding="utf-8"), encoding="utf-8")
+    sets = ["pecan.s=1024", "pecan.max_levels=1"]
+    work = _estimated(text, tmp_path / "e.idx", "pecan", sets).llm
+    calls, prompt = work.calls.expected, work.prompt_tokens.expected
+    assert calls >= 2 and work.calls.is_exact
+    assert prompt / calls < work.probe_length <= 1024 + 200
+    assert prompt**2 / calls <= work.prompt_square.expected <= prompt * work.probe_length
+
+
 class _ClockedLLM:
     """An LLM on a simulated clock: each call costs a fixed overhead, its prompt at one
     rate and each token it writes at another, so the probe's answer is known."""
