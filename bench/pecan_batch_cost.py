@@ -101,14 +101,18 @@ def reprice(text: str, rates_file: str, long_file: str, llm: str) -> None:
     from lcr.pipeline.estimate import estimate_index, llm_seconds
     from lcr.text.inputs import expand_inputs
 
-    def entry(path: str, want: str) -> dict[str, Any]:
+    def entry(path: str, long: bool) -> dict[str, Any]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-        (found,) = [v for k, v in data.items() if f"|{llm}|transformers|" in k and want in k]
-        return {k: v for k, v in found.items()}
+        (found,) = [
+            v
+            for k, v in data.items()
+            if f"|{llm}|transformers|" in k and ("|attention@" in k) == long
+        ]
+        return dict(found)
 
-    short = entry(rates_file, "|cpu|")
+    short = entry(rates_file, False)
     rates = Rates(**{k: v for k, v in short.items() if k in Rates.__dataclass_fields__})
-    long = LongAttention(**entry(long_file, "attention@")).at_load(rates.load_avg)
+    long = LongAttention(**entry(long_file, True)).at_load(rates.load_avg)
     models = Models(spec=ModelSpec(llm=llm))
     _, (bill,) = estimate_index(
         expand_inputs([Path(text)]), "/nonexistent.idx", ["pecan"], models, timed=False

@@ -171,7 +171,10 @@ def test_a_longer_batch_never_costs_less_per_token(prefill: float, decode: float
     from lcr.pipeline.estimate import llm_seconds
 
     rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
-    long = LongAttention(length=7600, prefill=prefill, decode=decode, context=7612)
+    long = LongAttention(
+        length=7600, prefill=prefill, decode=decode, context=7612,
+        mid_length=1900, mid_prefill=190, mid_decode=9, mid_context=1912,
+    )  # fmt: skip
     lengths = [50, 400, 1000, 2000, 4000, 7600, 8100]
     prefill = [llm_seconds(_batch(n), rates, long).expected for n in lengths]
     per_prompt_token = [t / n for t, n in zip(prefill, lengths, strict=True)]
@@ -187,7 +190,10 @@ def test_the_linear_price_is_the_fit_with_no_superlinear_term() -> None:
     from lcr.pipeline.estimate import llm_seconds
 
     rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
-    flat = LongAttention(length=7600, prefill=200, decode=10, context=7612)
+    flat = LongAttention(
+        length=7600, prefill=200, decode=10, context=7612,
+        mid_length=1900, mid_prefill=200, mid_decode=10, mid_context=1912,
+    )  # fmt: skip
     for n, reply in [(300, 0), (4000, 64), (7600, 512)]:
         linear = n / 200 + reply / 10
         assert llm_seconds(_batch(n, reply), rates).expected == pytest.approx(linear)
@@ -195,17 +201,23 @@ def test_the_linear_price_is_the_fit_with_no_superlinear_term() -> None:
 
 
 def test_the_fit_runs_through_both_probes() -> None:
-    """At the short probe's length and at the long probe's, a prompt costs what each
-    measured; a reply token decoded at the long probe's context, what it measured."""
+    """At each of the probe's two lengths a prompt costs what that call measured, and a
+    reply token decoded at its context what it measured (lcr's short probe, one noisy
+    call at ~420 tokens, no longer decides PECAN's price)."""
     from lcr.estimate.throughput import LongAttention, Rates
     from lcr.pipeline.estimate import llm_seconds
 
     rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
-    long = LongAttention(length=7600, prefill=80, decode=4, context=7600)
-    assert llm_seconds(_batch(400), rates, long).expected == pytest.approx(400 / 200)
+    long = LongAttention(
+        length=7600, prefill=80, decode=4, context=7600,
+        mid_length=1900, mid_prefill=190, mid_decode=9, mid_context=1900,
+    )  # fmt: skip
+    assert llm_seconds(_batch(1900), rates, long).expected == pytest.approx(1900 / 190)
     assert llm_seconds(_batch(7600), rates, long).expected == pytest.approx(7600 / 80)
-    one_more = llm_seconds(_batch(7600, 1), rates, long).expected - 7600 / 80
-    assert one_more == pytest.approx(1 / 4, rel=1e-3)
+    for n, rate in [(1900, 9), (7600, 4)]:
+        one_more = llm_seconds(_batch(n, 1), rates, long).expected
+        one_more -= llm_seconds(_batch(n), rates, long).expected
+        assert one_more == pytest.approx(1 / rate, rel=1e-3)
     # PECAN's book batch (7.6k tokens, 512 written) costs 2x and more what the short
     # probe alone priced
     book = _batch(7600, 512)
@@ -222,8 +234,9 @@ def test_the_probe_at_a_length_splits_prefill_from_decoding(smollm: Any) -> None
     closing = smollm.render([{"role": "user", "content": "x"}])[-3:]
     assert len(ids) == 700 and ids[-3:] == closing
     found = throughput.measure_attention_cost(smollm, 700)
-    assert found.length == 700 and found.context > 700
-    assert found.prefill > 0 and found.decode > 0
+    assert (found.length, found.mid_length) == (700, 175)
+    assert found.context > 700 and 175 < found.mid_context < 700
+    assert min(found.prefill, found.decode, found.mid_prefill, found.mid_decode) > 0
     gen = smollm.generate_with_attention(ids, max_new_tokens=4)
     assert 0 < gen.prefill_seconds
 

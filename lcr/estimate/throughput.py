@@ -258,16 +258,22 @@ def _attention_rate(llm: Any, repeats: int) -> float:
 
 @dataclass(frozen=True)
 class LongAttention:
-    """A call with attention weights at a batch's length (PECAN's build): its prefill and
-    its decoding there, measured apart from one call (``prefill_seconds``). lcr's short
-    probe (prompts of ~50-400 tokens) priced a 7.6k-token batch of smollm2 at 43 s
-    where it took 92-98 s: transformers' prefill per token was 2.3x dearer at 7.6k than
-    at 4k and below (bench/pecan_batch_cost.py)."""
+    """Calls with attention weights at a batch's length (PECAN's build) and at a quarter
+    of it, each timed once with its prefill apart (``prefill_seconds``), in one probe at
+    one load: the prefill rate and the decode rate at both lengths. lcr's short probe
+    (prompts of ~50-420 tokens) priced a 7.6k-token batch of smollm2 at 43 s where it
+    took 92-98 s: transformers' prefill per token was 2-2.5x dearer at 7.6k than at 2k
+    (bench/pecan_batch_cost.py); and its one-call prefill of ~420 tokens is noisy on a
+    busy CPU (43 to 211 tokens/s for smollm2), so the line runs through the two here."""
 
-    length: int  # prompt tokens of the probe
+    length: int  # prompt tokens of the long call
     prefill: float  # prompt tokens per second at that length
     decode: float  # tokens per second decoded after it, with attention weights
     context: float  # the mean context those tokens were decoded after
+    mid_length: int = 0  # the same, for the call at a quarter of the length (0: none)
+    mid_prefill: float = 0.0
+    mid_decode: float = 0.0
+    mid_context: float = 0.0
     load_avg: float = 0.0
     measured_at: str = ""
 
@@ -278,7 +284,8 @@ class LongAttention:
         factor = load_share(now) / load_share(self.load_avg)
         if abs(math.log(factor)) < 0.05:
             return self
-        return replace(self, prefill=self.prefill * factor, decode=self.decode * factor)
+        rates = ("prefill", "decode", "mid_prefill", "mid_decode")
+        return replace(self, **{f: getattr(self, f) * factor for f in rates})
 
 
 LONG_NEW = 24  # tokens the probe at a batch's length decodes
@@ -305,22 +312,34 @@ def _ids_of_length(llm: Any, length: int) -> list[int]:
     return body[: max(length - len(ends), 1)] + ends
 
 
-def measure_attention_cost(llm: Any, length: int) -> LongAttention:
-    """One ``generate_with_attention`` of a prompt of ``length`` tokens writing
-    :data:`LONG_NEW`: its prefill rate, and its decode rate there (the call's time less its
-    prefill, per token written). About a minute for smollm2 at 7.5k tokens on 2 cores."""
+def _attended(llm: Any, length: int) -> tuple[int, float, float, float]:
+    """One ``generate_with_attention`` of ``length`` prompt tokens writing :data:`LONG_NEW`:
+    its prompt length, prefill rate, decode rate (the call's time less its prefill, per
+    token written; 0 when the call reports no split) and mean decoding context."""
     ids = _ids_of_length(llm, length)
     gen, spent = _timed(lambda: llm.generate_with_attention(ids, max_new_tokens=LONG_NEW))
     prefill_s = float(getattr(gen, "prefill_seconds", 0.0) or 0.0)
     if not 0 < prefill_s < spent:  # no split reported: the whole call as the prefill
         prefill_s = spent
     written = max(int(gen.completion_tokens), 1)
-    decode_s = max(spent - prefill_s, 1e-6)
+    decode = written / (spent - prefill_s) if spent > prefill_s else 0.0
+    return len(ids), len(ids) / max(prefill_s, 1e-6), decode, len(ids) + written / 2
+
+
+def measure_attention_cost(llm: Any, length: int) -> LongAttention:
+    """Calls with attention weights at ``length`` prompt tokens and at a quarter of it (see
+    :class:`LongAttention`). About two minutes for smollm2 at 7.7k tokens on 2 busy cores."""
+    mid = _attended(llm, max(length // 4, 64))
+    n, prefill, decode, context = _attended(llm, length)
     return LongAttention(
-        length=len(ids),
-        prefill=len(ids) / max(prefill_s, 1e-6),
-        decode=written / decode_s if spent > prefill_s else 0.0,
-        context=len(ids) + written / 2,
+        length=n,
+        prefill=prefill,
+        decode=decode,
+        context=context,
+        mid_length=mid[0],
+        mid_prefill=mid[1],
+        mid_decode=mid[2],
+        mid_context=mid[3],
         load_avg=current_load(),
         measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     )
@@ -341,7 +360,8 @@ def cached_long_attention(key: str) -> LongAttention | None:
         )
     except TypeError:
         return None
-    numbers = (found.length, found.prefill, found.decode, found.context, found.load_avg)
+    numbers = [getattr(found, f) for f in LongAttention.__dataclass_fields__]
+    numbers = [x for x in numbers if not isinstance(x, str)]
     if (
         any(
             isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0

@@ -135,25 +135,28 @@ def llm_seconds(
     after a short and a long prompt, the base from the one-sequence or the batched rate.
     A prompt token costs the same way, ``base + slope * its prompt's length``, so a
     prompt of ``n`` tokens costs ``base * n + slope * n^2`` (``work.prompt_square``):
-    with ``long``, a probe at the calls' own length (PECAN's batches), both lines run
-    from lcr's short probe to it; without it the slope is 0 for the prefill, as before.
+    with ``long``, the probe at the calls' own length and a quarter of it (PECAN's
+    batches), both lines run through its two calls; without it the prefill's slope is
+    0, as before.
     """
     attention = work.kind == "attention" and rates.attention_decode > 0
     prefill = rates.attention_prefill if attention else rates.prefill
     short = rates.attention_decode if attention else rates.decode
     decode_long = rates.attention_decode_long if attention else rates.decode_long
-    decode_at = rates.long_context
-    if attention and long is not None and long.decode > 0:
-        decode_long, decode_at = long.decode, long.context
-    base, slope = per_token_line(short, rates.short_context, decode_long, decode_at)
+    short_at, decode_at = rates.short_context, rates.long_context
+    prefill_at, prefill_long, prefill_long_at = rates.long_context, 0.0, 0.0
+    if attention and long is not None:
+        if long.mid_length > 0 and long.mid_prefill > 0:
+            prefill, prefill_at = long.mid_prefill, long.mid_length
+        prefill_long, prefill_long_at = long.prefill, long.length
+        if long.decode > 0:
+            decode_long, decode_at = long.decode, long.context
+            if long.mid_decode > 0:
+                short, short_at = long.mid_decode, long.mid_context
+    base, slope = per_token_line(short, short_at, decode_long, decode_at)
     if work.batched and not attention:
         base = max(1 / max(rates.batch_decode, 1e-9) - slope * rates.short_context, 0.0)
-    prefill_base, prefill_slope = 1 / max(prefill, 1e-9), 0.0
-    if attention and long is not None:
-        # the short prefill rate was measured on lcr's long probe prompt (~long_context)
-        prefill_base, prefill_slope = per_token_line(
-            prefill, rates.long_context, long.prefill, long.length
-        )
+    prefill_base, prefill_slope = per_token_line(prefill, prefill_at, prefill_long, prefill_long_at)
     return (
         work.encoded_tokens.scaled(prefill_base)
         + work.prompt_square.scaled(prefill_slope)
