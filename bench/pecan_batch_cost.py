@@ -129,8 +129,8 @@ def reprice(text: str, rates_file: str, long_file: str, llm: str) -> None:
                 "long": long.to_json(),
                 "llm_seconds_before": before.to_json(),
                 "llm_seconds_after": after.to_json(),
-                "per_first_level_batch_before": round(before.expected / work.calls.expected, 1),
-                "per_first_level_batch_after": round(after.expected / work.calls.expected, 1),
+                "per_call_before": round(before.expected / work.calls.expected, 1),
+                "per_call_after": round(after.expected / work.calls.expected, 1),
             }
         )
     )

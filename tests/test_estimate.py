@@ -10,6 +10,7 @@ and used by the next estimate, which sends no request.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Iterator
@@ -139,7 +140,7 @@ _ATTENTION_RATES = dict(
 
 
 def _never_less(costs: list[float]) -> bool:
-    return all(b >= a * (1 - 1e-9) for a, b in zip(costs, costs[1:], strict=False))
+    return all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(costs))
 
 
 def _batch(prompt: int, reply: int = 0) -> Any:
@@ -238,7 +239,7 @@ def test_the_probe_at_a_length_splits_prefill_from_decoding(smollm: Any) -> None
     assert found.context > 700 and 175 < found.mid_context < 700
     assert min(found.prefill, found.decode, found.mid_prefill, found.mid_decode) > 0
     gen = smollm.generate_with_attention(ids, max_new_tokens=4)
-    assert 0 < gen.prefill_seconds
+    assert gen.prefill_seconds > 0
 
 
 def test_pecan_prices_its_batches_at_their_length(cinderella: Path, tmp_path: Path) -> None:

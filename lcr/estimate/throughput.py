@@ -261,8 +261,8 @@ class LongAttention:
     """Calls with attention weights at a batch's length (PECAN's build) and at a quarter
     of it, each timed once with its prefill apart (``prefill_seconds``), in one probe at
     one load: the prefill rate and the decode rate at both lengths. lcr's short probe
-    (prompts of ~50-420 tokens) priced a 7.6k-token batch of smollm2 at 43 s where it
-    took 92-98 s: transformers' prefill per token was 2-2.5x dearer at 7.6k than at 2k
+    (prompts of ~50-420 tokens) priced a 7.6k-token call of smollm2 at 43 s where it took
+    98 s: transformers' prefill per token was about 2x dearer at 7.6k than at 1-4k
     (bench/pecan_batch_cost.py); and its one-call prefill of ~420 tokens is noisy on a
     busy CPU (43 to 211 tokens/s for smollm2), so the line runs through the two here."""
 

@@ -91,7 +91,7 @@ def estimate_graph(
         + up_h[0] * decode_context(overhead + s, budget),
     )
     # a batch's prompt tokens cost more the longer it is (transformers' prefill at 7.6k
-    # tokens: 2.3x the per-token time at 4k): each level above, its mean batch
+    # tokens: about 2x the per-token time at 1-4k): each level above, its mean batch
     square = Range(
         sum(q * q for q in first_prompts) + _square(up_e[0], up_e[1] + up_e[0] * overhead),
         sum(q * q for q in first_prompts) + _square(up_h[0], up_h[1] + up_h[0] * overhead),
