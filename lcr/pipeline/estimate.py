@@ -242,7 +242,7 @@ class Estimator:
     ) -> throughput.LongAttention | None:
         """Attention calls' rates at ``length`` prompt tokens (PECAN's batches): cached per
         model, backend, device, machine and length (rounded up to 512), else measured
-        by one call at that length, which loads the model."""
+        by a call at that length and one at a quarter of it, which loads the model."""
         if backend == "openai" or length <= 0:
             return None
         spec = self.models.spec
@@ -260,7 +260,7 @@ class Estimator:
             return None
         self.note(
             f"measuring {name} on {backend} once at {rounded} prompt tokens with attention "
-            "weights (the build's batches): one call, which can take minutes"
+            "weights (the build's batches) and a quarter of that: two calls, which can take minutes"
         )
         started = time.perf_counter()
         found = throughput.measure_attention_cost(
