@@ -10,6 +10,7 @@ and used by the next estimate, which sends no request.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Iterator
@@ -130,6 +131,128 @@ def test_decoding_costs_more_after_a_longer_context() -> None:
     assert llm_seconds(_work(10, 10 * 850), rates).expected == pytest.approx(2 + 10 / 5)
     batched = llm_seconds(_work(10, 10 * 50, batched=True), rates).expected
     assert batched == pytest.approx(2 + 10 / 40)
+
+
+_ATTENTION_RATES = dict(
+    prefill=200, decode=10, batch_decode=10, attention_prefill=200, attention_decode=10,
+    attention_decode_long=10, short_context=100, long_context=400, decode_long=10,
+)  # fmt: skip
+
+
+def _never_less(costs: list[float]) -> bool:
+    return all(b >= a * (1 - 1e-9) for a, b in itertools.pairwise(costs))
+
+
+def _batch(prompt: int, reply: int = 0) -> Any:
+    """One PECAN-like attention call of ``prompt`` tokens writing ``reply``."""
+    from lcr.estimate.calls import decode_context
+    from lcr.estimate.figures import LLMWork, Range
+
+    return LLMWork(
+        role="llm",
+        model="m",
+        calls=Range.exact(1),
+        prompt_tokens=Range.exact(prompt),
+        completion_tokens=Range.exact(reply),
+        encoded_tokens=Range.exact(prompt),
+        batched=False,
+        kind="attention",
+        decode_context=Range.exact(decode_context(prompt, reply)),
+        prompt_square=Range.exact(prompt * prompt),
+        probe_length=prompt,
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefill", "decode"),
+    [(80.0, 4.0), (200.0, 10.0), (350.0, 25.0)],  # slower at length, flat, faster (noise)
+)
+def test_a_longer_batch_never_costs_less_per_token(prefill: float, decode: float) -> None:
+    from lcr.estimate.throughput import LongAttention, Rates
+    from lcr.pipeline.estimate import llm_seconds
+
+    rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
+    long = LongAttention(
+        length=7600, prefill=prefill, decode=decode, context=7612,
+        mid_length=1900, mid_prefill=190, mid_decode=9, mid_context=1912,
+    )  # fmt: skip
+    lengths = [50, 400, 1000, 2000, 4000, 7600, 8100]
+    prefill = [llm_seconds(_batch(n), rates, long).expected for n in lengths]
+    per_prompt_token = [t / n for t, n in zip(prefill, lengths, strict=True)]
+    assert _never_less(per_prompt_token)
+    # and a token written after a longer prompt never costs less
+    replies = [llm_seconds(_batch(n, 64), rates, long).expected for n in lengths]
+    per_reply_token = [(r - t) / 64 for r, t in zip(replies, prefill, strict=True)]
+    assert _never_less(per_reply_token)
+
+
+def test_the_linear_price_is_the_fit_with_no_superlinear_term() -> None:
+    from lcr.estimate.throughput import LongAttention, Rates
+    from lcr.pipeline.estimate import llm_seconds
+
+    rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
+    flat = LongAttention(
+        length=7600, prefill=200, decode=10, context=7612,
+        mid_length=1900, mid_prefill=200, mid_decode=10, mid_context=1912,
+    )  # fmt: skip
+    for n, reply in [(300, 0), (4000, 64), (7600, 512)]:
+        linear = n / 200 + reply / 10
+        assert llm_seconds(_batch(n, reply), rates).expected == pytest.approx(linear)
+        assert llm_seconds(_batch(n, reply), rates, flat).expected == pytest.approx(linear)
+
+
+def test_the_fit_runs_through_both_probes() -> None:
+    """At each of the probe's two lengths a prompt costs what that call measured, and a
+    reply token decoded at its context what it measured (lcr's short probe, one noisy
+    call at ~420 tokens, no longer decides PECAN's price)."""
+    from lcr.estimate.throughput import LongAttention, Rates
+    from lcr.pipeline.estimate import llm_seconds
+
+    rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
+    long = LongAttention(
+        length=7600, prefill=80, decode=4, context=7600,
+        mid_length=1900, mid_prefill=190, mid_decode=9, mid_context=1900,
+    )  # fmt: skip
+    assert llm_seconds(_batch(1900), rates, long).expected == pytest.approx(1900 / 190)
+    assert llm_seconds(_batch(7600), rates, long).expected == pytest.approx(7600 / 80)
+    for n, rate in [(1900, 9), (7600, 4)]:
+        one_more = llm_seconds(_batch(n, 1), rates, long).expected
+        one_more -= llm_seconds(_batch(n), rates, long).expected
+        assert one_more == pytest.approx(1 / rate, rel=1e-3)
+    # PECAN's book batch (7.6k tokens, 512 written) costs 2x and more what the short
+    # probe alone priced
+    book = _batch(7600, 512)
+    assert llm_seconds(book, rates, long).expected > 2 * llm_seconds(book, rates).expected
+
+
+@pytest.mark.slow
+def test_the_probe_at_a_length_splits_prefill_from_decoding(smollm: Any) -> None:
+    """A real ``generate_with_attention`` of exactly the length asked, the chat turn
+    closed as the model's template closes it, its prefill timed apart."""
+    from lcr.estimate import throughput
+
+    ids = throughput._ids_of_length(smollm, 700)
+    closing = smollm.render([{"role": "user", "content": "x"}])[-3:]
+    assert len(ids) == 700 and ids[-3:] == closing
+    found = throughput.measure_attention_cost(smollm, 700)
+    assert (found.length, found.mid_length) == (700, 175)
+    assert found.context > 700 and 175 < found.mid_context < 700
+    assert min(found.prefill, found.decode, found.mid_prefill, found.mid_decode) > 0
+    gen = smollm.generate_with_attention(ids, max_new_tokens=4)
+    assert gen.prefill_seconds > 0
+
+
+def test_pecan_prices_its_batches_at_their_length(cinderella: Path, tmp_path: Path) -> None:
+    """The estimate's batches: the probe at the longest first-level batch, and their
+    squares between those of equal batches and of every batch as long as the longest."""
+    text = tmp_path / "c.txt"
+    text.write_text(cinderella.read_text(encoding="utf-8"), encoding="utf-8")
+    sets = ["pecan.s=1024", "pecan.max_levels=1"]
+    work = _estimated(text, tmp_path / "e.idx", "pecan", sets).llm
+    calls, prompt = work.calls.expected, work.prompt_tokens.expected
+    assert calls >= 2 and work.calls.is_exact
+    assert prompt / calls < work.probe_length <= 1024 + 200
+    assert prompt**2 / calls <= work.prompt_square.expected <= prompt * work.probe_length
 
 
 class _ClockedLLM:

@@ -75,6 +75,12 @@ class LLMWork:
     # sum over reply tokens of the context each is decoded after (prompt + reply so far):
     # a decoded token costs more the longer its context (measured: 4x at 1.6k tokens)
     decode_context: Range = Range(0, 0)
+    # sum over calls of each call's encoded prompt tokens squared: where a prompt's
+    # tokens cost more the longer it is (PECAN's batches on transformers), the time
+    # model's superlinear term reads it; 0 prices every prompt token alike
+    prompt_square: Range = Range(0, 0)
+    # the prompt length the calls run at, where a probe there is wanted (0: none)
+    probe_length: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -256,6 +256,131 @@ def _attention_rate(llm: Any, repeats: int) -> float:
     return float(extra / max(spent_many - spent_one, 1e-6))
 
 
+@dataclass(frozen=True)
+class LongAttention:
+    """Calls with attention weights at a batch's length (PECAN's build) and at a quarter
+    of it, each timed once with its prefill apart (``prefill_seconds``), in one probe at
+    one load: the prefill rate and the decode rate at both lengths. lcr's short probe
+    (prompts of ~50-420 tokens) priced a 7.6k-token call of smollm2 at 43 s where it took
+    98 s: transformers' prefill per token was about 2x dearer at 7.6k than at 1-4k
+    (bench/pecan_batch_cost.py); and its one-call prefill of ~420 tokens is noisy on a
+    busy CPU (43 to 211 tokens/s for smollm2), so the line runs through the two here."""
+
+    length: int  # prompt tokens of the long call
+    prefill: float  # prompt tokens per second at that length
+    decode: float  # tokens per second decoded after it, with attention weights
+    context: float  # the mean context those tokens were decoded after
+    mid_length: int = 0  # the same, for the call at a quarter of the length (0: none)
+    mid_prefill: float = 0.0
+    mid_decode: float = 0.0
+    mid_context: float = 0.0
+    load_avg: float = 0.0
+    measured_at: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def at_load(self, now: float) -> LongAttention:
+        factor = load_share(now) / load_share(self.load_avg)
+        if abs(math.log(factor)) < 0.05:
+            return self
+        rates = ("prefill", "decode", "mid_prefill", "mid_decode")
+        return replace(self, **{f: getattr(self, f) * factor for f in rates})
+
+
+LONG_NEW = 24  # tokens the probe at a batch's length decodes
+LENGTH_STEP = 512  # probe lengths are rounded up to this (one probe serves nearby batches)
+
+
+def probe_length(length: int, window: int) -> int:
+    """The prompt length to probe for calls of about ``length`` tokens: rounded up to
+    :data:`LENGTH_STEP`, within the window (room left for the probe's reply)."""
+    rounded = -(-max(length, 1) // LENGTH_STEP) * LENGTH_STEP
+    return max(1, min(rounded, window - LONG_NEW - 1))
+
+
+def _ids_of_length(llm: Any, length: int) -> list[int]:
+    """A chat prompt of ``length`` tokens: the probe text, repeated, cut before the template's
+    closing turn so the prompt still ends where the reply begins."""
+    tail = llm.render([{"role": "user", "content": "x"}])
+    head = llm.render([{"role": "user", "content": "Sum up: " + _PROBE * (length // 30 + 2)}])
+    closing = 0
+    while closing < min(len(tail), len(head)) and tail[-1 - closing] == head[-1 - closing]:
+        closing += 1
+    body = head[: len(head) - closing]
+    ends = head[len(head) - closing :]
+    return body[: max(length - len(ends), 1)] + ends
+
+
+def _attended(llm: Any, length: int) -> tuple[int, float, float, float]:
+    """One ``generate_with_attention`` of ``length`` prompt tokens writing :data:`LONG_NEW`:
+    its prompt length, prefill rate, decode rate (the call's time less its prefill, per
+    token written; 0 when the call reports no split) and mean decoding context."""
+    ids = _ids_of_length(llm, length)
+    gen, spent = _timed(lambda: llm.generate_with_attention(ids, max_new_tokens=LONG_NEW))
+    prefill_s = float(getattr(gen, "prefill_seconds", 0.0) or 0.0)
+    if not 0 < prefill_s < spent:  # no split reported: the whole call as the prefill
+        prefill_s = spent
+    written = max(int(gen.completion_tokens), 1)
+    decode = written / (spent - prefill_s) if spent > prefill_s else 0.0
+    return len(ids), len(ids) / max(prefill_s, 1e-6), decode, len(ids) + written / 2
+
+
+def measure_attention_cost(llm: Any, length: int) -> LongAttention:
+    """Calls with attention weights at ``length`` prompt tokens and at a quarter of it (see
+    :class:`LongAttention`). About two minutes for smollm2 at 7.7k tokens on 2 busy cores."""
+    mid = _attended(llm, max(length // 4, 64))
+    n, prefill, decode, context = _attended(llm, length)
+    return LongAttention(
+        length=n,
+        prefill=prefill,
+        decode=decode,
+        context=context,
+        mid_length=mid[0],
+        mid_prefill=mid[1],
+        mid_decode=mid[2],
+        mid_context=mid[3],
+        load_avg=current_load(),
+        measured_at=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    )
+
+
+def long_attention_key(key: str, length: int) -> str:
+    return f"{key}|attention@{length}"
+
+
+def cached_long_attention(key: str) -> LongAttention | None:
+    """A probe at this length measured here before, unless the load differs a lot."""
+    entry = _read("throughput.json").get(key)
+    if not isinstance(entry, dict):
+        return None
+    try:
+        found = LongAttention(
+            **{k: v for k, v in entry.items() if k in LongAttention.__dataclass_fields__}
+        )
+    except TypeError:
+        return None
+    numbers = [getattr(found, f) for f in LongAttention.__dataclass_fields__]
+    numbers = [x for x in numbers if not isinstance(x, str)]
+    if (
+        any(
+            isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x) or x < 0
+            for x in numbers
+        )
+        or min(found.length, found.prefill) <= 0
+    ):
+        return None
+    if load_differs(found.load_avg, current_load()):
+        return None
+    return found
+
+
+def store_long_attention(key: str, found: LongAttention) -> None:
+    data = _read("throughput.json")
+    data[key] = found.to_json()
+    _write("throughput.json", data)
+
+
 def store_rates(key: str, rates: Rates) -> None:
     data = _read("throughput.json")
     data[key] = rates.to_json()

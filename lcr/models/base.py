@@ -264,6 +264,8 @@ class AttendedGeneration:
     ``attention`` is ``(len(tokens), spans)`` (or ``(len(tokens), prompt)`` when
     no spans were given): mean over layers and heads, then over the span's tokens.
     ``completion_tokens`` counts an end token too (it was computed and paid for).
+    ``prefill_seconds`` is the prompt's own pass, so a caller timing the whole call
+    has the decoding apart from it (the estimate's probe at a batch's length).
     """
 
     tokens: list[int]
@@ -271,6 +273,7 @@ class AttendedGeneration:
     text: str
     prompt_tokens: int
     completion_tokens: int
+    prefill_seconds: float = 0.0
 
 
 class NodeCache(Protocol):

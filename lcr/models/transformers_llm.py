@@ -20,6 +20,7 @@ implements :class:`lcr.models.base.AttentionLLM`, which is what PECAN uses:
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -224,10 +225,14 @@ class TransformersLLM(TransformersCore):
         heads = int(getattr(self.model.config, "num_attention_heads", 1))
         layers = len(self.attention_modules())
         ends = self.end_ids
+        started = time.perf_counter()
         with torch.no_grad():
             out = self.model(input_ids=self.as_batch(ids), use_cache=True, logits_to_keep=1)
         cache = out.cache
         logits = out.logits[0, -1]
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()  # the pass is queued on the device until then
+        prefill_s = time.perf_counter() - started
         picked: list[torch.Tensor] = []  # each step's token, left on the device
         rows: list[torch.Tensor] = []
         every = self.end_check_steps if every_steps is None else every_steps
@@ -260,7 +265,7 @@ class TransformersLLM(TransformersCore):
         attention = torch.stack(kept) if kept else torch.zeros((0, width))
         self.usage.add(len(ids), completion)  # as the backend's generate counts it
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        return AttendedGeneration(tokens, attention, text, len(ids), completion)
+        return AttendedGeneration(tokens, attention, text, len(ids), completion, prefill_s)
 
     def token_char_ends(self, tokens: Sequence[int]) -> list[int]:
         """Character offset in the decoded text where each token's text ends."""

@@ -70,6 +70,7 @@ class MethodBill:
     up_to_date: bool = False
     backend: str | None = None
     rates: throughput.Rates | None = None
+    long_attention: throughput.LongAttention | None = None
     seconds: Range | None = None
     memory_bytes: int | None = None
     disk_bytes: Range = ZERO
@@ -100,26 +101,65 @@ class MethodBill:
                 "decode_tokens_per_s_long": round(r.decode_long, 1),
                 "long_context": round(r.long_context),
             }
+            if self.long_attention is not None:
+                a = self.long_attention
+                out["rates"]["attention_at_length"] = {
+                    "prompt_tokens": a.length,
+                    "prefill_tokens_per_s": round(a.prefill, 1),
+                    "decode_tokens_per_s": round(a.decode, 2),
+                }
         return out
 
 
-def llm_seconds(work: LLMWork, rates: throughput.Rates) -> Range:
+def per_token_line(
+    short_rate: float, short_at: float, long_rate: float, long_at: float
+) -> tuple[float, float]:
+    """Seconds per token as ``base + slope * length`` through two measured rates (pure):
+    ``short_rate`` tokens/s at length ``short_at``, ``long_rate`` at ``long_at``. The
+    slope is never negative (a longer context never makes a token cheaper; two noisy
+    rates that say so give a flat line at the short rate), and a missing long rate
+    (0) gives the flat line too."""
+    short_cost = 1 / max(short_rate, 1e-9)
+    slope = 0.0
+    if long_rate > 0 and short_rate > 0 and long_at > short_at:
+        slope = max((1 / long_rate - short_cost) / (long_at - short_at), 0.0)
+    return max(short_cost - slope * short_at, 0.0), slope
+
+
+def llm_seconds(
+    work: LLMWork, rates: throughput.Rates, long: throughput.LongAttention | None = None
+) -> Range:
     """The LLM's share of a build's time at these rates (pure).
 
     A decoded token costs ``base + slope * context``: the slope from the decode rates
     after a short and a long prompt, the base from the one-sequence or the batched rate.
+    A prompt token costs the same way, ``base + slope * its prompt's length``, so a
+    prompt of ``n`` tokens costs ``base * n + slope * n^2`` (``work.prompt_square``):
+    with ``long``, the probe at the calls' own length and a quarter of it (PECAN's
+    batches), both lines run through its two calls; without it the prefill's slope is
+    0, as before.
     """
     attention = work.kind == "attention" and rates.attention_decode > 0
     prefill = rates.attention_prefill if attention else rates.prefill
     short = rates.attention_decode if attention else rates.decode
-    long = rates.attention_decode_long if attention else rates.decode_long
-    slope = 0.0
-    if long > 0 and short > 0 and rates.long_context > rates.short_context:
-        slope = max((1 / long - 1 / short) / (rates.long_context - rates.short_context), 0.0)
-    at_short = rates.batch_decode if work.batched and not attention else short
-    base = max(1 / max(at_short, 1e-9) - slope * rates.short_context, 0.0)
+    decode_long = rates.attention_decode_long if attention else rates.decode_long
+    short_at, decode_at = rates.short_context, rates.long_context
+    prefill_at, prefill_long, prefill_long_at = rates.long_context, 0.0, 0.0
+    if attention and long is not None:
+        if long.mid_length > 0 and long.mid_prefill > 0:
+            prefill, prefill_at = long.mid_prefill, long.mid_length
+        prefill_long, prefill_long_at = long.prefill, long.length
+        if long.decode > 0:
+            decode_long, decode_at = long.decode, long.context
+            if long.mid_decode > 0:
+                short, short_at = long.mid_decode, long.mid_context
+    base, slope = per_token_line(short, short_at, decode_long, decode_at)
+    if work.batched and not attention:
+        base = max(1 / max(rates.batch_decode, 1e-9) - slope * rates.short_context, 0.0)
+    prefill_base, prefill_slope = per_token_line(prefill, prefill_at, prefill_long, prefill_long_at)
     return (
-        work.encoded_tokens.scaled(1 / max(prefill, 1e-9))
+        work.encoded_tokens.scaled(prefill_base)
+        + work.prompt_square.scaled(prefill_slope)
         + work.completion_tokens.scaled(base)
         + work.decode_context.scaled(slope)
     )
@@ -195,6 +235,41 @@ class Estimator:
             throughput.store_rates(key, found)
             found = _with_source(found, f"measured here now at load {found.load_avg:.1f}")
         self.rates[key] = found
+        return found
+
+    def long_attention(
+        self, role: Role, backend: str, length: int
+    ) -> throughput.LongAttention | None:
+        """Attention calls' rates at ``length`` prompt tokens (PECAN's batches): cached per
+        model, backend, device, machine and length (rounded up to 512), else measured
+        by a call at that length and one at a quarter of it, which loads the model."""
+        if backend == "openai" or length <= 0:
+            return None
+        spec = self.models.spec
+        name = self.models.model_id(role)
+        conf = self.models.configuration(role) or {}
+        rounded = throughput.probe_length(length, 1 << 30)
+        key = throughput.long_attention_key(
+            throughput.rates_key(name, backend, str(conf.get("device") or spec.device)), rounded
+        )
+        found = throughput.cached_long_attention(key)
+        if found is not None:
+            return found.at_load(throughput.current_load())
+        llm = self.models.scorer if role is Role.SCORER else self.models.llm
+        if not hasattr(llm, "generate_with_attention"):
+            return None
+        self.note(
+            f"measuring {name} on {backend} once at {rounded} prompt tokens with attention "
+            "weights (the build's batches) and a quarter of that: two calls, which can take minutes"
+        )
+        started = time.perf_counter()
+        found = throughput.measure_attention_cost(
+            llm, throughput.probe_length(rounded, llm.context_window)
+        )
+        self.note(
+            f"measured {name} at {found.length} tokens in {time.perf_counter() - started:.0f} s"
+        )
+        throughput.store_long_attention(key, found)
         return found
 
     def embed_rate(self) -> tuple[float, float, str]:
@@ -424,8 +499,18 @@ def _time(
             )
             return
         bill.rates = rates
-        seconds = seconds + llm_seconds(work.llm, rates) + Range.exact(rates.load_s)
+        long = None
+        if work.llm.kind == "attention" and work.llm.probe_length > 0:
+            long = est.long_attention(role, backend, work.llm.probe_length)
+        bill.long_attention = long
+        seconds = seconds + llm_seconds(work.llm, rates, long) + Range.exact(rates.load_s)
         bill.sources["time"] = f"LLM rates {rates.source}"
+        if long is not None:
+            bill.sources["time"] += (
+                f"; with attention weights at {long.length} prompt tokens (the batches' "
+                f"length) {long.prefill:.0f} prompt tokens/s and {long.decode:.1f} decoded, "
+                f"measured {long.measured_at} at load {long.load_avg:.1f}"
+            )
     if work.embedder_texts.high > 0:
         rate, load, source = est.embed_rate()
         seconds = seconds + work.embedder_texts.scaled(1 / max(rate, 1e-9)) + Range.exact(load)

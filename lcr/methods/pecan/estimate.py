@@ -54,6 +54,11 @@ def _upper_levels(
     return calls, prompt, completion
 
 
+def _square(calls: int, prompt: float) -> float:
+    """Sum of squared prompt lengths of ``calls`` calls sharing ``prompt`` tokens evenly."""
+    return prompt * prompt / calls if calls else 0.0
+
+
 def estimate_graph(
     leaves: Sequence[str],
     leaf_tokens: Sequence[int],
@@ -85,6 +90,12 @@ def estimate_graph(
         sum(decode_context(q, budget) for q in first_prompts)
         + up_h[0] * decode_context(overhead + s, budget),
     )
+    # a batch's prompt tokens cost more the longer it is (transformers' prefill at 7.6k
+    # tokens: about 2x the per-token time at 1-4k): each level above, its mean batch
+    square = Range(
+        sum(q * q for q in first_prompts) + _square(up_e[0], up_e[1] + up_e[0] * overhead),
+        sum(q * q for q in first_prompts) + _square(up_h[0], up_h[1] + up_h[0] * overhead),
+    )
     points = completion.scaled(1 / 20)  # a point is a sentence, ~20 tokens
     n = len(leaves)
     return BuildEstimate(
@@ -98,6 +109,10 @@ def estimate_graph(
             batched=False,
             kind="attention",
             decode_context=context,
+            prompt_square=square,
+            # the probe at the batches' length: the longest first-level batch (most are
+            # within a chunk of s), else a full batch of s
+            probe_length=max(first_prompts, default=overhead + s if up_e[0] else 0),
         ),
         embedder_texts=Range(n, n) + points,
         nodes=Range(n, n) + points,
