@@ -71,23 +71,10 @@ def _call(llm: Any, prompt: Any, new: int) -> tuple[float, float, int]:
 
 
 def _priced(rates: Any, long: Any, prompt: int, reply: int) -> float:
-    from lcr.estimate.calls import decode_context
-    from lcr.estimate.figures import LLMWork, Range
+    from lcr.estimate.calls import one_attention_call
     from lcr.pipeline.estimate import llm_seconds
 
-    work = LLMWork(
-        role="llm",
-        model="",
-        calls=Range.exact(1),
-        prompt_tokens=Range.exact(prompt),
-        completion_tokens=Range.exact(reply),
-        encoded_tokens=Range.exact(prompt),
-        batched=False,
-        kind="attention",
-        decode_context=Range.exact(decode_context(prompt, reply)),
-        prompt_square=Range.exact(prompt * prompt),
-    )
-    return llm_seconds(work, rates, long).expected
+    return llm_seconds(one_attention_call(prompt, reply), rates, long).expected
 
 
 def reprice(text: str, rates_file: str, long_file: str, llm: str) -> None:

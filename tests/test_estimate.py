@@ -145,22 +145,9 @@ def _never_less(costs: list[float]) -> bool:
 
 def _batch(prompt: int, reply: int = 0) -> Any:
     """One PECAN-like attention call of ``prompt`` tokens writing ``reply``."""
-    from lcr.estimate.calls import decode_context
-    from lcr.estimate.figures import LLMWork, Range
+    from lcr.estimate.calls import one_attention_call
 
-    return LLMWork(
-        role="llm",
-        model="m",
-        calls=Range.exact(1),
-        prompt_tokens=Range.exact(prompt),
-        completion_tokens=Range.exact(reply),
-        encoded_tokens=Range.exact(prompt),
-        batched=False,
-        kind="attention",
-        decode_context=Range.exact(decode_context(prompt, reply)),
-        prompt_square=Range.exact(prompt * prompt),
-        probe_length=prompt,
-    )
+    return one_attention_call(prompt, reply, model="m", probe=prompt)
 
 
 @pytest.mark.parametrize(

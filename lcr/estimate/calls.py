@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from lcr.estimate.figures import Range
+from lcr.estimate.figures import LLMWork, Range
 from lcr.models.base import Message, Tokenizer
 
 BATCH_LANES = 4  # conversations decoded together (llama.cpp's parallel, a server's concurrency)
@@ -41,6 +41,24 @@ def encoded_tokens(prompt_tokens: float, calls: float, prefix: int) -> float:
 def decode_context(prompt: float, reply: float) -> float:
     """The contexts a reply's tokens are decoded after, summed (see ``LLMWork``)."""
     return reply * (prompt + reply / 2)
+
+
+def one_attention_call(prompt: int, reply: int, model: str = "", probe: int = 0) -> LLMWork:
+    """The work of one call that returns its attention weights (PECAN's batches): a
+    ``prompt``-token prompt priced with its square, ``reply`` tokens decoded after it."""
+    return LLMWork(
+        role="llm",
+        model=model,
+        calls=Range.exact(1),
+        prompt_tokens=Range.exact(prompt),
+        completion_tokens=Range.exact(reply),
+        encoded_tokens=Range.exact(prompt),
+        batched=False,
+        kind="attention",
+        decode_context=Range.exact(decode_context(prompt, reply)),
+        prompt_square=Range.exact(prompt * prompt),
+        probe_length=probe,
+    )
 
 
 def replies(

@@ -22,7 +22,7 @@ import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lcr.estimate.calls import BATCH_LANES
 from lcr.models.base import LLM, Capability, Message, Role
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 LOAD_FACTOR = 1.5  # (1 + load) changing by this factor either way: measure again
 REAL_BACKENDS = frozenset({"llamacpp", "transformers", "openai"})
 DECODE_COST = 10.0  # a server's decoded token against a prompt token, with one observation
+_Stored = TypeVar("_Stored")  # a dataclass kept in throughput.json
 
 
 @dataclass(frozen=True)
@@ -138,14 +139,8 @@ def rates_key(model: str, backend: str, device: str) -> str:
 
 def cached_rates(key: str) -> Rates | None:
     """Rates measured here before, unless the load then and now differ a lot."""
-    entry = _read("throughput.json").get(key)
-    if not isinstance(entry, dict):
-        return None
-    try:
-        rates = Rates(**{k: v for k, v in entry.items() if k in Rates.__dataclass_fields__})
-    except TypeError:
-        return None
-    if not _plausible(rates):
+    rates = _stored(key, Rates)
+    if rates is None or not _plausible(rates):
         return None  # edited or torn: measured again rather than printed as nan or years
     if load_differs(rates.load_avg, current_load()):
         return None
@@ -153,6 +148,19 @@ def cached_rates(key: str) -> Rates | None:
 
 
 _TEXT_FIELDS = ("measured_at", "source")
+
+
+def _stored(key: str, kind: type[_Stored]) -> _Stored | None:
+    """The entry ``key`` of throughput.json as a ``kind``, its unknown fields left out;
+    None when there is none or it does not fit (written by another lcr, or torn)."""
+    entry = _read("throughput.json").get(key)
+    if not isinstance(entry, dict):
+        return None
+    fields = kind.__dataclass_fields__  # type: ignore[attr-defined]
+    try:
+        return kind(**{k: v for k, v in entry.items() if k in fields})
+    except TypeError:
+        return None
 
 
 def _plausible(rates: Rates) -> bool:
@@ -351,14 +359,8 @@ def long_attention_key(key: str, length: int) -> str:
 
 def cached_long_attention(key: str) -> LongAttention | None:
     """A probe at this length measured here before, unless the load differs a lot."""
-    entry = _read("throughput.json").get(key)
-    if not isinstance(entry, dict):
-        return None
-    try:
-        found = LongAttention(
-            **{k: v for k, v in entry.items() if k in LongAttention.__dataclass_fields__}
-        )
-    except TypeError:
+    found = _stored(key, LongAttention)
+    if found is None:
         return None
     numbers = [getattr(found, f) for f in LongAttention.__dataclass_fields__]
     numbers = [x for x in numbers if not isinstance(x, str)]
