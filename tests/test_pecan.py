@@ -170,8 +170,10 @@ def test_settings_are_typed_and_the_old_name_still_works() -> None:
     assert by_name["second_turn"].choices == SECOND_TURNS
     build = PecanBuild.by_name()
     assert "the paper's s" in build["s"].help and "the paper's p" in by_name["patience"].help
-    # where the levels stop is not stated by the paper: inferred from its costs
-    assert not build["top"].paper and "INFERRED" in build["top"].help
+    # the paper states no stopping rule, but Table A4 builds (LLM cost) over texts that fit
+    # one batch (Table A3), which `fit` would leave unsummarised: `summary` is its reading
+    assert build["top"].paper and "Table A4" in build["top"].help
+    assert build["top"].default == "summary" and not build["top"].measured_in
     for cls in (PecanBuild, PecanQuery):
         assert all(len(s.help) <= 100 for s in cls.declared())
     with pytest.warns(SettingRenamed, match=r"pecan\.max_new_tokens is now pecan\.points_max"):

@@ -255,3 +255,36 @@ def test_a_seed_is_arbitrary_and_a_stand_in_names_the_papers_value(
     for mixed in ({"arbitrary": True, "paper": True}, {"nearest": "X", "measured": "a.md"}):
         with pytest.raises(ValueError, match="arbitrary"):
             setting(1, "x", **mixed)  # type: ignore[arg-type]
+
+
+def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 56: every method default is the paper's, the reference code's, a library's,
+    arbitrary, the nearest to the paper's, or lcr's with a measurement; the few still
+    plain "lcr" are exactly these (each named, with what it needs, on its page), and the
+    ones measured on a real graph point at GraphReader's sections."""
+    code, out, _ = run(["methods", "--settings", "--json"], capsys)
+    assert code == 0
+    plain, measured = set(), {}
+    for row in map(json.loads, out.splitlines()):
+        for phase in ("build_settings", "query_settings"):
+            for key, s in row[phase].items():
+                if s["origin"] == "lcr":
+                    plain.add(f"{row['name']}.{key}")
+                elif s["origin"] == "lcr, measured":
+                    measured[f"{row['name']}.{key}"] = s["measured_in"]
+    assert plain == {
+        "raptor.global_neighbors_cap",
+        "raptor.embed_long",
+        "pecan.points_max_new_tokens",
+        "pecan.embed_long",
+        "pecan.fixed_nodes",
+    }
+    page = "docs/methods/graphreader.md#"
+    assert measured["graphreader.merge_threshold"] == page + "merge_threshold-on-a-graphs-key-forms"
+    for key in ("fallback", "candidates", "max_neighbors", "agent_max_new_tokens"):
+        assert measured[f"graphreader.{key}"] == page + "caps-and-the-fallback-on-two-real-graphs"
+    from lcr.methods.pecan.settings import PecanBuild
+
+    assert PecanBuild.by_name()["top"].origin == "paper"

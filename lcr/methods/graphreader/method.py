@@ -62,6 +62,9 @@ _FINAL_ANSWER_AT = re.compile(
 )
 
 
+_DOCS = "docs/methods/graphreader.md"  # where each measured default is written up
+
+
 @dataclass(frozen=True)
 class GraphReaderBuild(Settings):
     chunk_tokens: int = setting(
@@ -78,6 +81,7 @@ class GraphReaderBuild(Settings):
     merge_threshold: float = setting(
         0.9,
         "merge normalised key elements whose embeddings are at least this similar (lcr's choice)",
+        measured=f"{_DOCS}#merge_threshold-on-a-graphs-key-forms",
         low=0.0,
         high=1.0,
     )
@@ -85,6 +89,7 @@ class GraphReaderBuild(Settings):
         "sentences",
         "a chunk with no parsed fact: its sentences become facts, "
         "or it is left out (none: the paper)",
+        measured=f"{_DOCS}#caps-and-the-fallback-on-two-real-graphs",
     )
     batch_size: int = setting(
         0,
@@ -105,6 +110,7 @@ class GraphReaderQuery(Settings):
     candidates: int = setting(
         50,
         "key elements shown for initial node selection (nearest by embedding to question and plan)",
+        measured=f"{_DOCS}#caps-and-the-fallback-on-two-real-graphs",
         low=1,
     )
     # each call is an LLM reply; a path ends when the model says so or at this cap
@@ -122,10 +128,16 @@ class GraphReaderQuery(Settings):
     read_chunks: bool = setting(
         True, "read text chunks (false: only atomic facts, the coarse level alone)", paper=True
     )
-    max_neighbors: int = setting(50, "neighbour nodes listed to the model per step", low=1)
+    max_neighbors: int = setting(
+        50,
+        "neighbour nodes listed to the model per step",
+        measured=f"{_DOCS}#caps-and-the-fallback-on-two-real-graphs",
+        low=1,
+    )
     agent_max_new_tokens: int = setting(
         384,
         "most new tokens per agent reply",
+        measured=f"{_DOCS}#caps-and-the-fallback-on-two-real-graphs",
         low=16,
         high=MOST_NEW_TOKENS,
         renamed_from=("max_new_tokens",),

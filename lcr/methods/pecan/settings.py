@@ -38,8 +38,9 @@ class PecanBuild(Settings):
     )
     top: Literal["summary", "fit"] = setting(
         "summary",
-        "summary: up to one batch's points (INFERRED from the paper's costs); "
-        "fit: stop when a level fits",
+        "summary: up to one batch's points (paper: Table A4 summarises texts under s); "
+        "fit: a level that fits",
+        paper=True,  # Tables A3-A4: LLM construction cost on datasets whose every text fits s
     )
     graph: Literal["points", "tree"] = setting(
         "points",
