@@ -20,7 +20,6 @@ measures reply lengths, not edges.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -29,6 +28,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+
+from dev_texts import squality_stories
 
 from lcr.methods.pecan.build import leaf_nodes
 from lcr.methods.pecan.graph import batch_nodes, information_points
@@ -41,15 +42,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data
 
 
 def stories(data: Path, n: int) -> list[str]:
-    seen: list[str] = []
-    with (data / "squality" / "dev.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            story = str(json.loads(line)["document"]).strip()
-            if story not in seen:
-                seen.append(story)
-            if len(seen) == n:
-                break
-    return seen
+    return squality_stories(data / "squality" / "dev.jsonl", n)
 
 
 def main() -> None:

@@ -24,6 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
 
+from dev_texts import squality_stories
+
 from lcr.methods.raptor.clustering import cluster_layer
 from lcr.methods.raptor.method import RaptorBuild
 from lcr.models.container import Models
@@ -36,15 +38,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squality" / "d
 
 def stories(limit: int) -> list[str]:
     """The first ``limit`` distinct stories of the SQuALITY dev file."""
-    out: list[str] = []
-    with DATA.open(encoding="utf-8") as fh:
-        for line in fh:
-            text = str(json.loads(line)["document"]).strip()
-            if text not in out:
-                out.append(text)
-            if len(out) == limit:
-                break
-    return out
+    return squality_stories(DATA, limit)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

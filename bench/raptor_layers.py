@@ -30,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's l
 
 import itertools
 
+from dev_texts import squality_stories
+
 from lcr.methods.raptor.clustering import cluster_layer
 from lcr.methods.raptor.method import RaptorBuild
 from lcr.models.container import Models
@@ -42,13 +44,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squality" / "d
 
 def corpus() -> list[str]:
     """The distinct SQuALITY dev stories, in file order."""
-    out: list[str] = []
-    with DATA.open(encoding="utf-8") as fh:
-        for line in fh:
-            text = str(json.loads(line)["document"]).strip()
-            if text not in out:
-                out.append(text)
-    return out
+    return squality_stories(DATA)
 
 
 def text_of(stories: list[str], tokens: int, first: int = 0) -> str:

@@ -30,6 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
 
+from dev_texts import squality_stories
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -37,12 +39,7 @@ def texts(data: Path) -> list[str]:
     """The development texts, each once."""
     from lcr.eval import dataset
 
-    out: list[str] = []
-    with (data / "squality" / "dev.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            story = str(json.loads(line)["document"]).strip()
-            if story not in out:
-                out.append(story)
+    out = squality_stories(data / "squality" / "dev.jsonl")
     for q in dataset.load(data / "hotpotqa" / "dev.jsonl"):
         (doc,) = q.documents
         if doc.text not in out:

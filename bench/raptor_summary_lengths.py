@@ -19,7 +19,6 @@ time, alternated ``--rounds`` times: wall seconds and whether the replies are th
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -28,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+
+from dev_texts import squality_stories
 
 from lcr.methods.raptor.clustering import cluster_layer
 from lcr.methods.raptor.method import RaptorBuild, summary_messages
@@ -41,14 +42,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data
 
 def clusters_of(data: Path, stories: int, embedder: object) -> list[list[str]]:
     """The first layer's clusters of each story, as lists of leaf texts, in order."""
-    seen: list[str] = []
-    with (data / "squality" / "dev.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            story = str(json.loads(line)["document"]).strip()
-            if story not in seen:
-                seen.append(story)
-            if len(seen) == stories:
-                break
+    seen = squality_stories(data / "squality" / "dev.jsonl", stories)
     out: list[list[str]] = []
     for story in seen:
         leaves = [c.text for c in token_windows(story, 100)]
