@@ -262,3 +262,15 @@ def test_a_short_answer_none_of_whose_own_words_were_read_is_withheld() -> None:
         SOURCE,
     )
     assert given.text == "Flour and gunpowder." and given.info["located"] == 0
+
+
+def test_the_floor_on_words_never_read_is_a_setting_that_refuses_bad_values() -> None:
+    import pytest
+
+    from lcr.errors import SettingError
+
+    assert parse_sets(["answer.located_floor=0"]).answer_values() == {"located_floor": 0.0}
+    assert _settings().located_floor == LOCATED_FLOOR
+    for bad in ("answer.located_floor=2", "answer.located_floor=-0.1", "answer.located_floor=x"):
+        with pytest.raises(SettingError):
+            parse_sets([bad])
