@@ -22,26 +22,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+from dev_texts import data_arguments, gold_questions, taken
 
 import lcr
 from lcr.eval import dataset
 from lcr.eval.stats import bootstrap_mean
 
 CHUNKINGS = ("windows", "paragraphs")
-
-
-def taken(texts: list[str], budget: int) -> list[str]:
-    """The items best first until ``budget`` words, the last cut at the budget."""
-    out: list[str] = []
-    left = budget
-    for text in texts:
-        words = text.split()
-        if len(words) >= left:
-            out.append(" ".join(words[:left]))
-            break
-        out.append(text)
-        left -= len(words)
-    return out
 
 
 def recall(gold: list[str], items: list[str]) -> float:
@@ -70,15 +57,13 @@ def corpus_index(q: dataset.Question, work: Path, method: str, chunking: str) ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("data", type=Path)
-    ap.add_argument("--work", type=Path, required=True, help="where the indexes go")
+    data_arguments(ap)
     ap.add_argument("--methods", default="bm25,tfidf")
     ap.add_argument("--budgets", default="500,1000,2000")
     ap.add_argument("--k", type=int, default=80, help="items retrieved per question")
     ap.add_argument("--json", type=Path, default=None, help="also write every figure here")
     args = ap.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    questions = [q for q in dataset.load(args.data) if q.evidence]
+    questions = gold_questions(args)
     budgets = [int(b) for b in args.budgets.split(",")]
     models = lcr.use_models()
     figures: dict[str, dict[str, dict[str, float]]] = {}

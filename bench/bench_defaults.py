@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 
 import lcr
-from lcr.eval import dataset
 from lcr.eval.stats import bootstrap_mean
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_chunking import recall, taken
+from bench_chunking import recall
+from dev_texts import data_arguments, gold_questions, taken
 
 
 def build_key(method: str, setting: str) -> bool:
@@ -38,19 +38,14 @@ def build_key(method: str, setting: str) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("data", type=Path)
-    ap.add_argument("--work", type=Path, required=True, help="where the indexes go")
+    data_arguments(ap)
     ap.add_argument("--method", default="bm25")
     ap.add_argument("--setting", required=True)
     ap.add_argument("--values", required=True, help="comma-separated; the first is the default")
     ap.add_argument("--budgets", default="500,1000,2000")
     ap.add_argument("--k", type=int, default=80, help="items retrieved per question")
-    ap.add_argument("--limit", type=int, default=0, help="first N questions only (0: all)")
     args = ap.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    questions = [q for q in dataset.load(args.data) if q.evidence]
-    if args.limit:
-        questions = questions[: args.limit]
+    questions = gold_questions(args)
     values = args.values.split(",")
     budgets = [int(b) for b in args.budgets.split(",")]
     method, name = args.method, args.setting

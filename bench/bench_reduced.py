@@ -53,6 +53,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from dev_texts import taken as _taken
 
 import lcr
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
@@ -103,17 +106,9 @@ def cut(
 
 
 def taken(texts: Sequence[str], budget: int) -> list[str]:
-    """The items best first until ``budget`` words, the last cut at the budget."""
-    out: list[str] = []
-    left = budget
-    for text in texts:
-        words = text.split()
-        if len(words) >= left:
-            out.append(" ".join(words[:left]))
-            break
-        out.append(" ".join(words))
-        left -= len(words)
-    return out
+    """The items best first until ``budget`` words, each with single spaces (the gold
+    sentences are matched so)."""
+    return _taken(texts, budget, respace=True)
 
 
 def recall(gold: Sequence[str], items: Sequence[str]) -> float:

@@ -27,6 +27,7 @@ from lcr.text.tokens import count_tokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_chunking import recall
+from dev_texts import data_arguments, gold_questions
 
 
 def corpus_index(q: dataset.Question, work: Path, methods: list[str]) -> Path:
@@ -43,16 +44,11 @@ def corpus_index(q: dataset.Question, work: Path, methods: list[str]) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("data", type=Path)
-    ap.add_argument("--work", type=Path, required=True, help="where the indexes go")
+    data_arguments(ap)
     ap.add_argument("--methods", default="bm25,tfidf,dense,hybrid")
     ap.add_argument("--ks", default="5,10,20", help="comma-separated k")
-    ap.add_argument("--limit", type=int, default=0, help="first N questions only (0: all)")
     args = ap.parse_args()
-    args.work.mkdir(parents=True, exist_ok=True)
-    questions = [q for q in dataset.load(args.data) if q.evidence]
-    if args.limit:
-        questions = questions[: args.limit]
+    questions = gold_questions(args)
     methods = args.methods.split(",")
     ks = [int(k) for k in args.ks.split(",")]
     models = lcr.use_models()

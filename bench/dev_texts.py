@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 
 def squality_stories(path: Path, limit: int | None = None) -> list[str]:
@@ -17,4 +20,37 @@ def squality_stories(path: Path, limit: int | None = None) -> list[str]:
                 out.append(story)
             if limit is not None and len(out) == limit:
                 break
+    return out
+
+
+def data_arguments(ap: argparse.ArgumentParser) -> None:
+    """The arguments every retrieval bench over an eval data set takes: the data, where
+    its indexes go, and how many of its questions to use."""
+    ap.add_argument("data", type=Path)
+    ap.add_argument("--work", type=Path, required=True, help="where the indexes go")
+    ap.add_argument("--limit", type=int, default=0, help="first N questions only (0: all)")
+
+
+def gold_questions(args: argparse.Namespace) -> list[Any]:
+    """The questions of ``args.data`` that have gold sentences, the first ``--limit``;
+    ``--work`` made ready for their indexes."""
+    from lcr.eval import dataset
+
+    args.work.mkdir(parents=True, exist_ok=True)
+    questions = [q for q in dataset.load(args.data) if q.evidence]
+    return questions[: args.limit] if args.limit else questions
+
+
+def taken(texts: Sequence[str], budget: int, *, respace: bool = False) -> list[str]:
+    """The items best first until ``budget`` words, the last cut at the budget; with
+    ``respace`` every item's whitespace made single spaces, as the cut one's is."""
+    out: list[str] = []
+    left = budget
+    for text in texts:
+        words = text.split()
+        if len(words) >= left:
+            out.append(" ".join(words[:left]))
+            break
+        out.append(" ".join(words) if respace else text)
+        left -= len(words)
     return out
