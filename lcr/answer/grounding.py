@@ -36,8 +36,10 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
     ``info.located_words`` found of all, ``info.unlocated`` the words no quote holds,
     ``info.off_question`` 1 when no quote holds a word of the question);
     with ``answer.check=located`` and neither, withheld (``info.located`` 0, or the
-    share found). An answer that already has the model's verified quotes, or none to
-    give, is left as it is."""
+    share found). Under abstain, also withheld below ``answer.located_floor`` of its own
+    words read (``info.located_words``), or when it only restates the question
+    (``info.restates``). An answer that already has the model's verified quotes, or none
+    to give, is left as it is."""
     if out.text == NOT_FOUND or out.quotes or not out.used:
         return out
     floor = settings.located_floor if settings.not_found == "abstain" else 0.0
@@ -49,7 +51,12 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
         return dataclasses.replace(out, quotes=(quote,), info={**out.info, "located": 1})
     info = {**out.info, "located": 0}
     cover = cover_quotes(out.text, question, out.used, source)
-    if cover is not None:
+    if cover is None:  # a short answer no run holds: are its own words read at all?
+        found, keys = words_read(out.text, question, out.used)
+        if keys and found < keys:
+            info.update(located_words=f"{found}/{keys}")
+        unread = keys > 0 and found / keys < floor
+    else:
         info.update(located=round(cover.share, 2), located_words=f"{cover.found}/{cover.keys}")
         if cover.missing:
             info["unlocated"] = ", ".join(cover.missing)
@@ -57,12 +64,6 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
             info["off_question"] = 1  # no quote holds a word of the question
         if cover.grounded:
             return dataclasses.replace(out, quotes=cover.quotes, info=info)
-    if cover is None:  # a short answer no run holds: are its own words read at all?
-        found, keys = words_read(out.text, question, out.used)
-        if keys and found < keys:
-            info.update(located_words=f"{found}/{keys}")
-        unread = keys > 0 and found / keys < floor
-    else:
         unread = cover.share < floor
     if unread or (settings.check == "located" and settings.not_found != "guess"):
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
