@@ -22,7 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from dev_texts import data_arguments, gold_questions, taken
+from dev_texts import gold_questions, taken
 
 import lcr
 from lcr.eval import dataset
@@ -57,7 +57,8 @@ def corpus_index(q: dataset.Question, work: Path, method: str, chunking: str) ->
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    data_arguments(ap)
+    ap.add_argument("data", type=Path)
+    ap.add_argument("--work", type=Path, required=True, help="where the indexes go")
     ap.add_argument("--methods", default="bm25,tfidf")
     ap.add_argument("--budgets", default="500,1000,2000")
     ap.add_argument("--k", type=int, default=80, help="items retrieved per question")

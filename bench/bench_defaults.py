@@ -26,7 +26,7 @@ from lcr.eval.stats import bootstrap_mean
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_chunking import recall
-from dev_texts import data_arguments, gold_questions, taken
+from dev_texts import gold_questions, taken
 
 
 def build_key(method: str, setting: str) -> bool:
@@ -38,7 +38,9 @@ def build_key(method: str, setting: str) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    data_arguments(ap)
+    ap.add_argument("data", type=Path)
+    ap.add_argument("--work", type=Path, required=True, help="where the indexes go")
+    ap.add_argument("--limit", type=int, default=0, help="first N questions only (0: all)")
     ap.add_argument("--method", default="bm25")
     ap.add_argument("--setting", required=True)
     ap.add_argument("--values", required=True, help="comma-separated; the first is the default")

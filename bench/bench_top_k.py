@@ -27,7 +27,7 @@ from lcr.text.tokens import count_tokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_chunking import recall
-from dev_texts import data_arguments, gold_questions
+from dev_texts import gold_questions
 
 
 def corpus_index(q: dataset.Question, work: Path, methods: list[str]) -> Path:
@@ -44,7 +44,9 @@ def corpus_index(q: dataset.Question, work: Path, methods: list[str]) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    data_arguments(ap)
+    ap.add_argument("data", type=Path)
+    ap.add_argument("--work", type=Path, required=True, help="where the indexes go")
+    ap.add_argument("--limit", type=int, default=0, help="first N questions only (0: all)")
     ap.add_argument("--methods", default="bm25,tfidf,dense,hybrid")
     ap.add_argument("--ks", default="5,10,20", help="comma-separated k")
     args = ap.parse_args()

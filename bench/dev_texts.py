@@ -23,22 +23,15 @@ def squality_stories(path: Path, limit: int | None = None) -> list[str]:
     return out
 
 
-def data_arguments(ap: argparse.ArgumentParser) -> None:
-    """The arguments every retrieval bench over an eval data set takes: the data, where
-    its indexes go, and how many of its questions to use."""
-    ap.add_argument("data", type=Path)
-    ap.add_argument("--work", type=Path, required=True, help="where the indexes go")
-    ap.add_argument("--limit", type=int, default=0, help="first N questions only (0: all)")
-
-
 def gold_questions(args: argparse.Namespace) -> list[Any]:
-    """The questions of ``args.data`` that have gold sentences, the first ``--limit``;
-    ``--work`` made ready for their indexes."""
+    """The questions of ``args.data`` that have gold sentences, the first ``--limit``
+    (when the bench takes one); ``--work`` made ready for their indexes."""
     from lcr.eval import dataset
 
     args.work.mkdir(parents=True, exist_ok=True)
     questions = [q for q in dataset.load(args.data) if q.evidence]
-    return questions[: args.limit] if args.limit else questions
+    limit = getattr(args, "limit", 0)
+    return questions[:limit] if limit else questions
 
 
 def taken(texts: Sequence[str], budget: int, *, respace: bool = False) -> list[str]:
