@@ -76,17 +76,19 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     # check (issue 53) is asked for with answer.check=quote, where the answer's words must
     # be in the evidence read (quote_answer_in, chosen on dev replies); abstaining also
     # withholds an answer whose question's names were mostly not read (names_floor, #53)
-    # and one whose own words were barely in what was read (located_floor, #53)
+    # and one whose own words were barely in what was read (located_floor, #53), and one
+    # whose quote's passage is about something else (related_floor, #53)
     default = {
         "not_found": "abstain",
         "keep_first": True,
         "quote_answer_in": "evidence",
         "names_floor": 0.5,
         "located_floor": 0.25,
+        "related_floor": 0.2,
     }
     assert resolve_answer_settings([]) == AnswerSettings(**{**ORIGINAL.to_json(), **default})
     back = ["answer.not_found=guess", "answer.keep_first=false", "answer.quote_answer_in=quote"]
-    back += ["answer.names_floor=0", "answer.located_floor=0"]
+    back += ["answer.names_floor=0", "answer.located_floor=0", "answer.related_floor=0"]
     assert resolve_answer_settings(back) == ORIGINAL
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
     assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
@@ -332,6 +334,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "support",
         "names_floor",
         "located_floor",
+        "related_floor",
         "p_yes",
         "check",
         *QUOTE_DEFAULTS,
@@ -368,6 +371,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.support",
         "answer.names_floor",
         "answer.located_floor",
+        "answer.related_floor",
         "answer.p_yes",
         "answer.check",
         *(f"answer.{name}" for name in QUOTE_DEFAULTS),
@@ -410,7 +414,7 @@ def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> Non
     }
     # the step as it was (bm25 now selects sentences by default): its old results count
     original = ["answer.not_found=guess", "answer.select=off", "answer.check=support"]
-    original += ["answer.names_floor=0", "answer.located_floor=0"]
+    original += ["answer.names_floor=0", "answer.located_floor=0", "answer.related_floor=0"]
     assert key(original) == runner._digest(before) == key([*original, "answer.order=document"])
     variants = {key(sets) for sets in (["answer.order=rank"], ["answer.passages=merged"], [])}
     assert len(variants) == 3 and key(original) not in variants  # []: lcr's default abstains
@@ -443,6 +447,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "support": 0.5,
         "names_floor": 0.5,
         "located_floor": 0.25,
+        "related_floor": 0.2,
         "p_yes": False,
         "check": "support",
         **QUOTE_DEFAULTS,
@@ -484,7 +489,8 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     # asking the LLM by default (answer.p_yes=false: one call, not two), then bm25 read
     # its measured selection of sentences by default, then selection kept the rank-1
     # item's sentences (issue 53), then the names floor withheld more (issue 53), then the
-    # floor on words never read (issue 53): new runs each time
-    assert ask.key == "e9698a9733528459"
+    # floor on words never read, then the quote about another subject (issue 53): new runs
+    # each time
+    assert ask.key == "0aa52fb806569a17"
     # tfidf's chunks follow paragraphs by default (issue 53): its build settings, so its key
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "8665493ee01d74e0"

@@ -65,6 +65,12 @@ model's own knowledge ("R is named R because it was created by the R Foundation"
 R's manuals, none of its words found); chosen
 below the lowest share of the SQuALITY dev answers on their own story that any quote held
 (0.43) (docs/answer-step.md#answers-from-words-never-read-issue-53)."""
+RELATED_FLOOR = 0.2
+"""``answer.related_floor``'s default: below this share of the question's content words in
+the passage a located quote comes from, the quote speaks of something else ("Konrad KM-011."
+under "Who was the chief executive officer of the second largest US car rental company?").
+Chosen on HotpotQA dev: the highest value that withholds none of the 38 answerable
+questions' answers (docs/answer-step.md#a-quote-about-the-question-issue-53)."""
 
 
 _FRAME_WORD_LIST = """story character characters described describes shown shows plot

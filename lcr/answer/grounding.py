@@ -11,7 +11,9 @@ words are not in what the model read. Under ``answer.not_found=abstain`` (the de
 whatever the check, two answers are withheld for words never read
 (``answer.located_floor``): a long answer whose quotes hold less than that share of its
 words, and an answer that only restates the question (:func:`restates_question`), whose
-located "quote" would show the question's words, not an answer.
+located "quote" would show the question's words, not an answer. A third is withheld for a
+quote about something else (``answer.related_floor``): the passage its one quote comes from
+holds too few of the question's words (:func:`passage_share`).
 
 It reads only the reply, the question and the evidence, so it costs no tokens.
 """
@@ -23,9 +25,18 @@ import re
 from collections.abc import Sequence
 
 from lcr.answer.covering import cover_quotes, question_names, root
-from lcr.answer.quotes import YES_NO, answer_keys, answer_quote, content_words, stem, word_forms
+from lcr.answer.quotes import (
+    YES_NO,
+    Quote,
+    answer_keys,
+    answer_quote,
+    content_words,
+    stem,
+    word_forms,
+)
 from lcr.answer.replies import NOT_FOUND
-from lcr.answer.shared import AnswerResult, AnswerSettings
+from lcr.answer.result import AnswerResult
+from lcr.answer.shared import AnswerSettings
 from lcr.evidence import EvidenceItem
 
 
@@ -38,8 +49,10 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
     with ``answer.check=located`` and neither, withheld (``info.located`` 0, or the
     share found). Under abstain, also withheld below ``answer.located_floor`` of its own
     words read (``info.located_words``), or when it only restates the question
-    (``info.restates``). An answer that already has the model's verified quotes, or none
-    to give, is left as it is."""
+    (``info.restates``), or when the passage of its one quote holds less than
+    ``answer.related_floor`` of the question's words (``info.related``, and
+    ``info.unrelated`` when withheld). An answer that already has the model's verified
+    quotes, or none to give, is left as it is."""
     if out.text == NOT_FOUND or out.quotes or not out.used:
         return out
     floor = settings.located_floor if settings.not_found == "abstain" else 0.0
@@ -48,7 +61,15 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
     quote = answer_quote(out.text, question, out.used, source)
     if quote is not None:
-        return dataclasses.replace(out, quotes=(quote,), info={**out.info, "located": 1})
+        info = {**out.info, "located": 1}
+        held, asked = (0, 0) if _yes_or_no(out.text) else passage_share(question, quote, source)
+        if asked:
+            info["related"] = round(held / asked, 2)
+        related = settings.related_floor if settings.not_found == "abstain" else 0.0
+        if asked and held / asked < related:
+            info["unrelated"] = f"{held}/{asked}"
+            return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
+        return dataclasses.replace(out, quotes=(quote,), info=info)
     info = {**out.info, "located": 0}
     cover = cover_quotes(out.text, question, out.used, source)
     if cover is None:  # a short answer no run holds: are its own words read at all?
@@ -99,3 +120,39 @@ def restates_question(answer: str, question: str) -> bool:
         return False
     names = question_names(question)
     return not all(root(word) in names for word in content_words(answer))
+
+
+PASSAGE_REACH = 1500
+"""The most characters either side of a quote that its passage reaches, within its
+paragraph: a text with no blank lines (a book as one paragraph) still has a passage."""
+
+
+def _yes_or_no(answer: str) -> bool:
+    forms = word_forms(answer)
+    return bool(forms) and forms[0] in YES_NO and len(content_words(answer)) <= 1
+
+
+def passage_around(source: str, start: int, end: int, reach: int = PASSAGE_REACH) -> str:
+    """The paragraph of ``source`` (between blank lines) that holds ``source[start:end]``,
+    cut at ``reach`` characters either side of it."""
+    low = max(0, start - reach)
+    left = source.rfind("\n\n", low, start)
+    right = source.find("\n\n", end, end + reach)
+    first = low if left < 0 else left + 2
+    last = min(len(source), end + reach) if right < 0 else right
+    return source[first:last]
+
+
+def passage_share(question: str, quote: Quote, source: str) -> tuple[int, int]:
+    """How many of the question's content words (plural and possessive endings aside) the
+    passage a quote comes from holds, and how many there are: a right answer's quote sits
+    in a passage about what was asked, while an answer the model brought from elsewhere is
+    found under a title or in a sentence on another subject ("Konrad KM-011." asked who ran
+    a car rental company). The passage, not the quote, so that a two-step answer found
+    under its own title ("Danna Paola.") keeps the paragraph that links it to the question."""
+    asked = {stem(word) for word in content_words(question)}
+    if not asked or not quote.spans:
+        return 0, 0
+    passage = passage_around(source, quote.spans[0][0], quote.spans[-1][1])
+    held = {stem(word) for word in word_forms(passage)}
+    return len(asked & held), len(asked)

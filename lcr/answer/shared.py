@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from lcr.answer.covering import LOCATED_FLOOR
+from lcr.answer.covering import LOCATED_FLOOR, RELATED_FLOOR
 from lcr.answer.passages import cut_to_tokens, merge_passages, ordered
 from lcr.answer.quotes import (
     MAX_ADDED_WORDS,
@@ -30,14 +30,13 @@ from lcr.answer.quotes import (
     MAX_SPREAD,
     MIN_QUOTE_WORDS,
     MIN_RUN_WORDS,
-    Quote,
-    QuoteCheck,
     Tolerance,
     ask_for_quote,
     check_quotes,
     reply_form,
 )
 from lcr.answer.replies import NOT_FOUND, says_not_found
+from lcr.answer.result import AnswerResult as AnswerResult
 from lcr.answer.selection import (
     Selection,
     SentenceScorer,
@@ -52,7 +51,6 @@ from lcr.answer.support import (
     ASK_P_YES,
     DEFAULT_THRESHOLD,
     NAMES_FLOOR,
-    SupportSignals,
     check_support,
     support_score,
 )
@@ -160,6 +158,15 @@ class AnswerSettings(Settings):
         high=1.0,
         legacy=0.0,
         measured="docs/answer-step.md#answers-from-words-never-read-issue-53",
+    )
+    related_floor: float = setting(
+        RELATED_FLOOR,
+        "answer.not_found=abstain: withhold an answer whose quote comes from a passage that "
+        "holds less than this share of the question's content words (it speaks of another thing)",
+        low=0.0,
+        high=1.0,
+        legacy=0.0,
+        measured="docs/answer-step.md#a-quote-about-the-question-issue-53",
     )
     p_yes: bool = setting(
         ASK_P_YES,
@@ -286,6 +293,7 @@ ORIGINAL = AnswerSettings(
     False,
     False,
     0.5,
+    0.0,
     0.0,
     0.0,
     False,
@@ -475,48 +483,6 @@ class AnswerStream(Protocol):
 
     def text(self, piece: str) -> None:
         """The next piece of the reply, as the model writes it."""
-
-
-@dataclass(frozen=True)
-class AnswerResult:
-    """What an answer step made of its evidence, built once: each later stage (the
-    quote check, the support check, the step's name) returns a new value."""
-
-    text: str
-    used: list[EvidenceItem]
-    dropped: int
-    usage: Usage = field(default_factory=Usage)
-    info: dict[str, Any] = field(default_factory=dict)  # what the step did, for the record
-    # abstain: the support check's score and signals, and the answer a check withheld
-    support: float | None = None
-    signals: SupportSignals | None = None
-    withheld: str | None = None
-    # the step that answered, when not the method's own (GraphReader without a notebook)
-    step: str = ""
-    # the quotes found in the evidence read; the quote check's finding (None: not asked)
-    quotes: tuple[Quote, ...] = ()
-    quote_check: QuoteCheck | None = None
-
-    def support_json(self) -> dict[str, Any]:
-        """The checks' fields of ``--json`` and eval records: ``support`` (the score) and
-        ``support_signals``; ``quote_check`` (``unfound`` quotes and the ``problem``, when
-        the quote check ran); ``withheld_answer``. Quotes are cited where the index is
-        known (:func:`lcr.pipeline.answering.answer_evidence`). None when no check ran."""
-        out: dict[str, Any] = {}
-        if self.support is not None:
-            out["support"] = round(self.support, 4)
-        if self.signals is not None:
-            out["support_signals"] = self.signals.to_json()
-        if self.quote_check is not None:
-            out["quote_check"] = {
-                "holds": self.quote_check.holds,
-                "problem": self.quote_check.problem,
-                "unfound": list(self.quote_check.unfound),
-                "reply": self.quote_check.reply,
-            }
-        if self.withheld is not None:
-            out["withheld_answer"] = self.withheld
-        return out
 
 
 def answer(

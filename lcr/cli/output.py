@@ -415,7 +415,11 @@ def quote_lines(result: Result) -> list[str]:
 def _located_line(info: dict[str, Any], quoted: bool) -> str:
     """For a long answer lcr grounded by several quotes (``info.located_words``), how much
     of it they hold, when not all; or, when they hold too little to ground it, that it
-    has no quote, and why. Empty for any other answer."""
+    has no quote, and why; or that the passage of its one quote is about something else.
+    Empty for any other answer."""
+    held, _, asked = str(info.get("unrelated", "")).partition("/")
+    if held.isdigit() and asked.isdigit():
+        return f"(no quote: its passage has only {held} of the question's {asked} words)"
     words = str(info.get("located_words", ""))
     found, _, total = words.partition("/")
     if not (found.isdigit() and total.isdigit()) or (found == total and quoted):
