@@ -26,12 +26,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from bench_quote_grid import evidence_items
 
+from lcr.answer.covering import RELATED_FLOOR
 from lcr.answer.grounding import ground
 from lcr.answer.quotes import answer_quote
 from lcr.answer.replies import NOT_FOUND, says_not_found
@@ -90,14 +92,15 @@ def located(r: Record) -> str:
     return r.given if answer_quote(r.given, r.question, r.items, r.source) else NOT_FOUND
 
 
-def never_read(r: Record) -> str:
+def never_read(r: Record, related_floor: float = 0.0) -> str:
     """The answer the default step gives once ``answer.located_floor`` withholds words
     never read (a long answer its quotes barely hold, a restated question), by the step's
-    own :func:`lcr.answer.grounding.ground`."""
+    own :func:`lcr.answer.grounding.ground`; with ``related_floor``, also an answer whose
+    one quote comes from a passage with less than that share of the question's words."""
     if r.given == NOT_FOUND or says_not_found(r.given):
         return NOT_FOUND
     out = AnswerResult(r.given, list(r.items), 0)
-    return ground(r.question, out, AnswerSettings(), r.source).text
+    return ground(r.question, out, AnswerSettings(related_floor=related_floor), r.source).text
 
 
 def f1(answer: str, gold: Sequence[str]) -> float:
@@ -121,12 +124,18 @@ def _share(k: int, n: int) -> str:
     return f"{k}/{n} ({k / max(n, 1):.2f} [{low:.2f}, {high:.2f}])"
 
 
-def report(answerable: list[Record], unanswerable: list[Record]) -> None:
-    rows = {
+def report(
+    answerable: list[Record], unanswerable: list[Record], related: Sequence[float] = ()
+) -> None:
+    rows: dict[str, Callable[[Record], str]] = {
         "the records' check": lambda r: NOT_FOUND if says_not_found(r.given) else r.given,
         "+ located required": located,
         "+ words never read withheld": never_read,
     }
+    for floor in related:  # answer.related_floor on top of the words never read
+        rows[f"+ quote's passage below {floor:g} of the question withheld"] = partial(
+            never_read, related_floor=floor
+        )
     f1s: dict[str, list[float]] = {}
     print("| check | F1 [95%] | not found, answerable | not found, unanswerable | located |")
     print("|---|---:|---:|---:|---:|")
@@ -145,7 +154,7 @@ def report(answerable: list[Record], unanswerable: list[Record]) -> None:
             f"{_share(nfa, len(got))} | {_share(nfu, len(unanswerable))} | "
             f"{quoted}/{len(given)} |"
         )
-    for name in ("+ located required", "+ words never read withheld"):
+    for name in list(rows)[1:]:
         test = paired_bootstrap(f1s[name], f1s["the records' check"])
         print(
             f"\nF1, {name[2:]} minus the records' check: {test.diff:+.3f} [{test.low:+.3f}, "
@@ -165,11 +174,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="records made with answer.support=0: decide each by today's support check",
     )
     parser.add_argument("--unanswerable-index-dir", type=Path, help="default: --index-dir")
+    parser.add_argument(
+        "--related-floor",
+        type=float,
+        action="append",
+        help="answer.related_floor values to add a row for (default: lcr's)",
+    )
     args = parser.parse_args(argv)
     report(
         load(args.answerable, args.index_dir, args.kind, args.recheck),
         load(args.unanswerable, args.unanswerable_index_dir or args.index_dir, args.kind,
              args.recheck),
+        args.related_floor or [RELATED_FLOOR],
     )  # fmt: skip
 
 
