@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Literal
 
 from bench_quote_grid import evidence_items
 
@@ -92,15 +93,24 @@ def located(r: Record) -> str:
     return r.given if answer_quote(r.given, r.question, r.items, r.source) else NOT_FOUND
 
 
-def never_read(r: Record, related_floor: float = 0.0) -> str:
-    """The answer the default step gives once ``answer.located_floor`` withholds words
-    never read (a long answer its quotes barely hold, a restated question), by the step's
-    own :func:`lcr.answer.grounding.ground`; with ``related_floor``, also an answer whose
-    one quote comes from a passage with less than that share of the question's words."""
+def never_read(
+    r: Record, related_floor: float = 0.0, unquoted: Literal["withhold", "show"] = "show"
+) -> str:
+    """The answer the step gives once ``answer.located_floor`` withholds words never read
+    (a long answer its quotes barely hold, a restated question), by the step's own
+    :func:`lcr.answer.grounding.ground`; with ``related_floor``, also an answer whose one
+    quote comes from a passage with less than that share of the question's words; with
+    ``unquoted="withhold"``, also an answer lcr finds no quote for."""
     if r.given == NOT_FOUND or says_not_found(r.given):
         return NOT_FOUND
     out = AnswerResult(r.given, list(r.items), 0)
-    return ground(r.question, out, AnswerSettings(related_floor=related_floor), r.source).text
+    settings = AnswerSettings(related_floor=related_floor, unquoted=unquoted)
+    return ground(r.question, out, settings, r.source).text
+
+
+def defaults(r: Record) -> str:
+    """The answer today's default step gives (every rule of the grounding)."""
+    return never_read(r, AnswerSettings().related_floor, AnswerSettings().unquoted)
 
 
 def f1(answer: str, gold: Sequence[str]) -> float:
@@ -136,6 +146,7 @@ def report(
         rows[f"+ quote's passage below {floor:g} of the question withheld"] = partial(
             never_read, related_floor=floor
         )
+    rows["+ no answer without a quote (lcr's defaults)"] = defaults
     f1s: dict[str, list[float]] = {}
     print("| check | F1 [95%] | not found, answerable | not found, unanswerable | located |")
     print("|---|---:|---:|---:|---:|")

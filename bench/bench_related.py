@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,24 @@ def corpus_index(work: Path, doc: dict[str, Any], models: Models) -> Path:
     return out
 
 
-def shares(data: Path, work: Path, limit: int) -> list[tuple[float, str, str]]:
+def why_withheld(info: dict[str, Any]) -> str:
+    """The rule of :func:`~lcr.answer.grounding.ground` that withheld an answer."""
+    for key, rule in (
+        ("restates", "restates the question"),
+        ("unrelated", "quote about something else (related_floor)"),
+        ("unquoted", "no quote (unquoted)"),
+    ):
+        if key in info:
+            return rule
+    return "words never read (located_floor)"
+
+
+def shares(
+    data: Path, work: Path, limit: int, reasons: Counter[str]
+) -> list[tuple[float, str, str]]:
     """For each question whose gold answer lcr locates in what the step read: the share
-    of the question's words in the quote's passage, the answer and the question."""
+    of the question's words in the quote's passage, the answer and the question. Counts
+    in ``reasons`` why the default grounding withholds gold answers, and how many it gives."""
     models = Models.with_objects(llm=ScriptedLLM(words=3))
     open_fully = AnswerSettings(related_floor=0.0)  # measure every share, withhold none
     out: list[tuple[float, str, str]] = []
@@ -62,6 +78,9 @@ def shares(data: Path, work: Path, limit: int) -> list[tuple[float, str, str]]:
         grounded = ground(rec["question"], step, open_fully, source)
         if grounded.text != NOT_FOUND and "related" in grounded.info:
             out.append((float(grounded.info["related"]), gold, rec["question"]))
+        default = ground(rec["question"], step, AnswerSettings(), source)
+        withheld = default.text == NOT_FOUND
+        reasons[why_withheld(default.info) if withheld else "given, with a quote"] += 1
     return out
 
 
@@ -73,13 +92,17 @@ def main() -> None:
     ap.add_argument("--floors", default="0.1,0.15,0.2,0.25,0.3")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    found = shares(args.data, args.work, args.limit)
+    reasons: Counter[str] = Counter()
+    found = shares(args.data, args.work, args.limit, reasons)
     print(f"{len(found)} gold answers located in the evidence read\n")
     print("| `answer.related_floor` | located right answers withheld |")
     print("|---:|---:|")
     for floor in (float(f) for f in args.floors.split(",")):
         held = sum(share < floor for share, _, _ in found)
         print(f"| {floor:g} | {held}/{len(found)} ({held / max(1, len(found)):.3f}) |")
+    print("\nthe default grounding, every gold answer:")
+    for reason, count in reasons.most_common():
+        print(f"  {count:4d}  {reason}")
     print(f"\nwithheld at the default {RELATED_FLOOR:g}:")
     for share, gold, question in sorted(found):
         if share < RELATED_FLOOR:

@@ -85,10 +85,12 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
         "names_floor": 0.5,
         "located_floor": 0.25,
         "related_floor": 0.2,
+        "unquoted": "withhold",
     }
     assert resolve_answer_settings([]) == AnswerSettings(**{**ORIGINAL.to_json(), **default})
     back = ["answer.not_found=guess", "answer.keep_first=false", "answer.quote_answer_in=quote"]
     back += ["answer.names_floor=0", "answer.located_floor=0", "answer.related_floor=0"]
+    back += ["answer.unquoted=show"]
     assert resolve_answer_settings(back) == ORIGINAL
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
     assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
@@ -335,6 +337,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "names_floor",
         "located_floor",
         "related_floor",
+        "unquoted",
         "p_yes",
         "check",
         *QUOTE_DEFAULTS,
@@ -372,6 +375,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.names_floor",
         "answer.located_floor",
         "answer.related_floor",
+        "answer.unquoted",
         "answer.p_yes",
         "answer.check",
         *(f"answer.{name}" for name in QUOTE_DEFAULTS),
@@ -415,6 +419,7 @@ def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> Non
     # the step as it was (bm25 now selects sentences by default): its old results count
     original = ["answer.not_found=guess", "answer.select=off", "answer.check=support"]
     original += ["answer.names_floor=0", "answer.located_floor=0", "answer.related_floor=0"]
+    original += ["answer.unquoted=show"]
     assert key(original) == runner._digest(before) == key([*original, "answer.order=document"])
     variants = {key(sets) for sets in (["answer.order=rank"], ["answer.passages=merged"], [])}
     assert len(variants) == 3 and key(original) not in variants  # []: lcr's default abstains
@@ -448,6 +453,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "names_floor": 0.5,
         "located_floor": 0.25,
         "related_floor": 0.2,
+        "unquoted": "withhold",
         "p_yes": False,
         "check": "support",
         **QUOTE_DEFAULTS,
@@ -489,8 +495,8 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     # asking the LLM by default (answer.p_yes=false: one call, not two), then bm25 read
     # its measured selection of sentences by default, then selection kept the rank-1
     # item's sentences (issue 53), then the names floor withheld more (issue 53), then the
-    # floor on words never read, then the quote about another subject (issue 53): new runs
-    # each time
-    assert ask.key == "0aa52fb806569a17"
+    # floor on words never read, then the quote about another subject, then no answer
+    # without a quote (issue 53): new runs each time
+    assert ask.key == "b34ef8383b648eb1"
     # tfidf's chunks follow paragraphs by default (issue 53): its build settings, so its key
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "8665493ee01d74e0"

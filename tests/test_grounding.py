@@ -101,10 +101,13 @@ def test_ground_quotes_every_given_answer_and_located_withholds_the_rest() -> No
     assert given.text == "The Patience" and [q.text for q in given.quotes] == [BOAT]
     assert given.info["located"] == 1
     # an answer whose own words were read nowhere is withheld by default (the floor on
-    # words never read); without the floor the default check gives it, with no quote
+    # words never read); without the floor it is still withheld, having no quote, and
+    # only answer.unquoted=show gives it, with no quote
     assert ground(Q, _answered("The Endeavour"), default, SOURCE).text == NOT_FOUND
     lifted = _settings("answer.located_floor=0")
-    unlocated = ground(Q, _answered("The Endeavour"), lifted, SOURCE)
+    assert ground(Q, _answered("The Endeavour"), lifted, SOURCE).text == NOT_FOUND
+    shown = _settings("answer.located_floor=0", "answer.unquoted=show")
+    unlocated = ground(Q, _answered("The Endeavour"), shown, SOURCE)
     assert unlocated.text == "The Endeavour" and unlocated.quotes == ()
     located = _settings("answer.check=located")
     held = ground(Q, _answered("The Endeavour"), located, SOURCE)

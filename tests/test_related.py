@@ -113,3 +113,5 @@ def test_the_floor_is_a_setting_that_refuses_bad_values_and_says_why_on_a_termin
             parse_sets([bad])
     line = _located_line({"located": 1, "related": 0.1, "unrelated": "1/10"}, False)
     assert line == "(no quote: its passage has only 1 of the question's 10 words)"
+    unquoted = _located_line({"located": 0, "unquoted": 1}, False)
+    assert unquoted == "(no quote: no run of sentences read holds the answer's words)"

@@ -13,7 +13,9 @@ whatever the check, two answers are withheld for words never read
 words, and an answer that only restates the question (:func:`restates_question`), whose
 located "quote" would show the question's words, not an answer. A third is withheld for a
 quote about something else (``answer.related_floor``): the passage its one quote comes from
-holds too few of the question's words (:func:`passage_share`).
+holds too few of the question's words (:func:`passage_share`). And with
+``answer.unquoted=withhold`` (the default) no answer is shown without a quote: one whose
+words were read, but in no run of sentences lcr can show, is withheld too.
 
 It reads only the reply, the question and the evidence, so it costs no tokens.
 """
@@ -51,8 +53,10 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
     words read (``info.located_words``), or when it only restates the question
     (``info.restates``), or when the passage of its one quote holds less than
     ``answer.related_floor`` of the question's words (``info.related``, and
-    ``info.unrelated`` when withheld). An answer that already has the model's verified
-    quotes, or none to give, is left as it is."""
+    ``info.unrelated`` when withheld). A long answer its quotes hold in part, past the
+    floor, is given with them; any other answer without a quote is withheld under
+    ``answer.unquoted=withhold`` (``info.unquoted``). An answer that already has the
+    model's verified quotes, or none to give, is left as it is."""
     if out.text == NOT_FOUND or out.quotes or not out.used:
         return out
     floor = settings.located_floor if settings.not_found == "abstain" else 0.0
@@ -86,7 +90,13 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
         if cover.grounded:
             return dataclasses.replace(out, quotes=cover.quotes, info=info)
         unread = cover.share < floor
-    if unread or (settings.check == "located" and settings.not_found != "guess"):
+    located = settings.check == "located" and settings.not_found != "guess"
+    if unread or located:
+        return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
+    if cover is not None and cover.quotes and cover.on_question:
+        return dataclasses.replace(out, quotes=cover.quotes, info=info)  # the part they hold
+    if settings.unquoted == "withhold" and settings.not_found == "abstain":
+        info["unquoted"] = 1  # read, but in no run of sentences lcr could show
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
     return dataclasses.replace(out, info=info)
 
@@ -110,8 +120,10 @@ def restates_question(answer: str, question: str) -> bool:
     """Whether ``answer`` says nothing the question did not: every content word of it is
     the question's ("What genre is the novel from which the fast-food restaurant ... derives
     its name?" "Fast-food"), and it is not a yes or no, the pick of a question offering a
-    choice ("X or Y?"), or made of names the question gives (a single named as its album
-    is, "Love Drunk")."""
+    choice ("X or Y?"), or one of two names the question compares ("Between Greyia and
+    Calibanus, which genus contains more species?" "Greyia"). A name the question gives
+    for another reason is a restatement: "Foo::Bar" to "What should the Debian package of
+    the Perl module Foo::Bar be named?"."""
     forms = word_forms(answer)
     if not forms or (forms[0] in YES_NO and len(content_words(answer)) <= 1):
         return False
@@ -119,7 +131,18 @@ def restates_question(answer: str, question: str) -> bool:
     if not keys or not from_question or _CHOICE.search(question):
         return False
     names = question_names(question)
-    return not all(root(word) in names for word in content_words(answer))
+    named = all(root(word) in names for word in content_words(answer))
+    return not (named and compared(answer, question))
+
+
+def compared(name: str, question: str) -> bool:
+    """Whether the question sets ``name`` beside another as one of two to choose from:
+    "between NAME", "NAME and ...", "... and NAME", "than NAME" (its case aside)."""
+    text = re.escape(name.strip(" .,;:!?\"'"))
+    if not text:
+        return False
+    pattern = rf"\b(?:and|or|between|than|versus|vs\.?)\s+{text}\b|\b{text}\s*,?\s+(?:and|or)\b"
+    return re.search(pattern, question, re.IGNORECASE) is not None
 
 
 PASSAGE_REACH = 1500

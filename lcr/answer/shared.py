@@ -168,6 +168,13 @@ class AnswerSettings(Settings):
         legacy=0.0,
         measured="docs/answer-step.md#a-quote-about-the-question-issue-53",
     )
+    unquoted: Literal["withhold", "show"] = setting(
+        "withhold",
+        "answer.not_found=abstain: an answer lcr finds no quote for in what was read (its "
+        "words read, but in no one run of sentences): withheld as not found, or shown with why",
+        legacy="show",
+        measured="docs/answer-step.md#no-answer-without-a-quote-issue-53",
+    )
     p_yes: bool = setting(
         ASK_P_YES,
         "answer.not_found=abstain: also ask the LLM whether the excerpts state its answer "
@@ -296,6 +303,7 @@ ORIGINAL = AnswerSettings(
     0.0,
     0.0,
     0.0,
+    "show",
     False,
     "support",
     MAX_PIECES,

@@ -422,6 +422,8 @@ def _located_line(info: dict[str, Any], quoted: bool) -> str:
         return f"(no quote: its passage has only {held} of the question's {asked} words)"
     words = str(info.get("located_words", ""))
     found, _, total = words.partition("/")
+    if info.get("unquoted") and not (found.isdigit() and total.isdigit() and found != total):
+        return "(no quote: no run of sentences read holds the answer's words)"
     if not (found.isdigit() and total.isdigit()) or (found == total and quoted):
         return ""
     held = f"{found} of the answer's {total} words"
