@@ -422,7 +422,8 @@ def _located_line(info: dict[str, Any], quoted: bool) -> str:
         return f"(no quote: its passage has only {held} of the question's {asked} words)"
     words = str(info.get("located_words", ""))
     found, _, total = words.partition("/")
-    if info.get("unquoted") and not (found.isdigit() and total.isdigit() and found != total):
+    partial = found.isdigit() and total.isdigit() and found != total
+    if info.get("unquoted") and not info.get("off_question") and not partial:
         return "(no quote: no run of sentences read holds the answer's words)"
     if not (found.isdigit() and total.isdigit()) or (found == total and quoted):
         return ""
