@@ -183,7 +183,7 @@ def test_a_models_listing_of_the_wrong_shape_falls_back_to_the_default_window(
     assert result.exit_code == 0, result.stderr
     args = ["ask", str(doc.with_suffix(".idx")), "Who?", "-m", "bm25", "--base-url", url]
     # the server's scripted "Gull Rock." is no word of Cinderella: not withheld as never read
-    args += ["--set", "answer.located_floor=0"]
+    args += ["--set", "answer.located_floor=0", "--set", "answer.unquoted=show"]
     result = runner.invoke(cli, [*args, "--llm", "m", "--call-timeout", "5"])
     assert result.exit_code == 0, result.stderr
     assert "Gull Rock." in result.stdout

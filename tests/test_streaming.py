@@ -182,7 +182,7 @@ def run(args: list[str], stdin: str | None = None) -> tuple[int, str, str]:
     if args[0] == "ask" and "answer.check" not in " ".join(args):
         args = [*args, "--set", "answer.check=support"]
     if args[0] == "ask" and "answer.located_floor" not in " ".join(args):
-        args = [*args, "--set", "answer.located_floor=0"]
+        args = [*args, "--set", "answer.located_floor=0", "--set", "answer.unquoted=show"]
     return run_cli(args, stdin=stdin, models=_MODELS)
 
 
