@@ -276,11 +276,12 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
                     measured[f"{row['name']}.{key}"] = s["measured_in"]
     assert plain == {
         "raptor.global_neighbors_cap",
-        "raptor.embed_long",
         "pecan.points_max_new_tokens",
-        "pecan.embed_long",
         "pecan.fixed_nodes",
     }
+    # measured, and no measurement favours pooled: the pages say so where these point
+    assert measured["pecan.embed_long"] == "docs/methods/pecan.md#embed_long-on-pecans-chunks"
+    assert measured["raptor.embed_long"] == "docs/methods/raptor.md#embed_long-on-raptors-nodes"
     page = "docs/methods/graphreader.md#"
     assert measured["graphreader.merge_threshold"] == page + "merge_threshold-on-a-graphs-key-forms"
     for key in ("fallback", "candidates", "max_neighbors", "agent_max_new_tokens"):

@@ -55,9 +55,11 @@ class PecanBuild(Settings):
         low=1,
         high=1000,
     )
+    # held out, pooled and truncated recall within chance; pooled keeps a chunk's tail
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
+        measured="docs/methods/pecan.md#embed_long-on-pecans-chunks",
         legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
     )
 

@@ -105,9 +105,11 @@ class RaptorBuild(Settings):
     seed: int = setting(
         224, "seed of UMAP and the mixtures", reference_code=True, low=0, high=2**32 - 1
     )
+    # binds on no measured leaf or summary; where it binds (PECAN) recall within chance
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
+        measured="docs/methods/raptor.md#embed_long-on-raptors-nodes",
         legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
     )
 
