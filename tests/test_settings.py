@@ -275,13 +275,15 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
                 elif s["origin"] == "lcr, measured":
                     measured[f"{row['name']}.{key}"] = s["measured_in"]
     assert plain == {
-        "raptor.global_neighbors_cap",
         "pecan.points_max_new_tokens",
         "pecan.fixed_nodes",
     }
+    raptor = "docs/methods/raptor.md#"
+    large = "global_neighbors_cap-on-a-large-layer"
+    assert measured["raptor.global_neighbors_cap"] == raptor + large
     # measured, and no measurement favours pooled: the pages say so where these point
     assert measured["pecan.embed_long"] == "docs/methods/pecan.md#embed_long-on-pecans-chunks"
-    assert measured["raptor.embed_long"] == "docs/methods/raptor.md#embed_long-on-raptors-nodes"
+    assert measured["raptor.embed_long"] == raptor + "embed_long-on-raptors-nodes"
     page = "docs/methods/graphreader.md#"
     assert measured["graphreader.merge_threshold"] == page + "merge_threshold-on-a-graphs-key-forms"
     for key in ("fallback", "candidates", "max_neighbors", "agent_max_new_tokens"):

@@ -86,7 +86,10 @@ class RaptorBuild(Settings):
         10, "UMAP n_neighbors inside a global cluster", reference_code=True, low=2
     )
     global_neighbors_cap: int = setting(
-        50, "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory", low=2
+        50,
+        "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory",
+        measured="docs/methods/raptor.md#global_neighbors_cap-on-a-large-layer",
+        low=2,
     )
     summary_max_new_tokens: int = setting(
         150,
