@@ -32,6 +32,7 @@ class PecanBuild(Settings):
     points_max_new_tokens: int = setting(
         512,
         "most tokens of one batch's bullet-point reply (the paper gives no limit)",
+        measured="docs/methods/pecan.md#information-points-replies-against-the-cap",
         low=8,
         high=MOST_NEW_TOKENS,
         renamed_from=("max_new_tokens",),
