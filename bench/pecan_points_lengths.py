@@ -50,6 +50,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=DATA, help="the shared data folder")
     ap.add_argument("--stories", type=int, default=4)
     ap.add_argument("--cap", type=int, default=1024)
+    ap.add_argument("--skip", type=int, default=0, help="the first stories not run (done)")
     ap.add_argument("--dry", action="store_true", help="count the batches only")
     args = ap.parse_args()
     params = PecanBuild()
@@ -59,6 +60,8 @@ def main() -> None:
     lengths: list[int] = []
     started = time.perf_counter()
     for n, story in enumerate(stories(args.data, args.stories)):
+        if n < args.skip:
+            continue
         nodes = leaf_nodes([(0, 0, story)], llm.count_tokens, params.chunk_tokens)
         tokens = [int(node.meta["tokens"]) for node in nodes]
         batches = batch_nodes(tokens, s)

@@ -274,13 +274,16 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
                     plain.add(f"{row['name']}.{key}")
                 elif s["origin"] == "lcr, measured":
                     measured[f"{row['name']}.{key}"] = s["measured_in"]
-    assert plain == {
-        "raptor.global_neighbors_cap",
-        "raptor.embed_long",
-        "pecan.points_max_new_tokens",
-        "pecan.embed_long",
-        "pecan.fixed_nodes",
-    }
+    assert plain == {"pecan.fixed_nodes"}
+    pecan = "docs/methods/pecan.md#"
+    points = "information-points-replies-against-the-cap"
+    assert measured["pecan.points_max_new_tokens"] == pecan + points
+    raptor = "docs/methods/raptor.md#"
+    large = "global_neighbors_cap-on-a-large-layer"
+    assert measured["raptor.global_neighbors_cap"] == raptor + large
+    # measured, and no measurement favours pooled: the pages say so where these point
+    assert measured["pecan.embed_long"] == pecan + "embed_long-on-pecans-chunks"
+    assert measured["raptor.embed_long"] == raptor + "embed_long-on-raptors-nodes"
     page = "docs/methods/graphreader.md#"
     assert measured["graphreader.merge_threshold"] == page + "merge_threshold-on-a-graphs-key-forms"
     for key in ("fallback", "candidates", "max_neighbors", "agent_max_new_tokens"):

@@ -32,6 +32,7 @@ class PecanBuild(Settings):
     points_max_new_tokens: int = setting(
         512,
         "most tokens of one batch's bullet-point reply (the paper gives no limit)",
+        measured="docs/methods/pecan.md#information-points-replies-against-the-cap",
         low=8,
         high=MOST_NEW_TOKENS,
         renamed_from=("max_new_tokens",),
@@ -55,9 +56,11 @@ class PecanBuild(Settings):
         low=1,
         high=1000,
     )
+    # held out, pooled and truncated recall within chance; pooled keeps a chunk's tail
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
+        measured="docs/methods/pecan.md#embed_long-on-pecans-chunks",
         legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
     )
 

@@ -4,7 +4,7 @@ Pure functions over arrays (no I/O, no models), following section 3 of the paper
 its text gives none of the numbers below, which are the reference code's:
 
 - embeddings are reduced with UMAP (cosine) to ``reduction_dim`` dimensions, first globally
-  with ``n_neighbors = sqrt(n - 1)`` (lcr caps it at 50, unmeasured), then
+  with ``n_neighbors = sqrt(n - 1)`` (lcr caps it at 50: docs/methods/raptor.md), then
   locally within each global cluster with ``n_neighbors = 10``;
 - the number of mixture components is chosen by BIC among 1..50;
 - membership is soft: a node joins every cluster whose posterior exceeds the

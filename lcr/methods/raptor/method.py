@@ -86,7 +86,10 @@ class RaptorBuild(Settings):
         10, "UMAP n_neighbors inside a global cluster", reference_code=True, low=2
     )
     global_neighbors_cap: int = setting(
-        50, "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory", low=2
+        50,
+        "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory",
+        measured="docs/methods/raptor.md#global_neighbors_cap-on-a-large-layer",
+        low=2,
     )
     summary_max_new_tokens: int = setting(
         150,
@@ -105,9 +108,11 @@ class RaptorBuild(Settings):
     seed: int = setting(
         224, "seed of UMAP and the mixtures", reference_code=True, low=0, high=2**32 - 1
     )
+    # binds on no measured leaf or summary; where it binds (PECAN) recall within chance
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
+        measured="docs/methods/raptor.md#embed_long-on-raptors-nodes",
         legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
     )
 
