@@ -608,7 +608,11 @@ def test_answers_use_the_papers_prompt(tmp_path: Path, embedder: Any) -> None:
         line[len("# STORY: ") :] for line in prompt.splitlines() if line.startswith("# STORY:")
     } == stories
     assert result.answer_settings is not None and result.answer_settings["step"] == "lightpal"
-    short = api.plan_and_ask(index, "lightpal", "What happens?", models, k=4, max_new_tokens=3)
+    # the counting LLM's three words are in no run of the stories: shown unquoted
+    shown = ["answer.unquoted=show"]
+    short = api.plan_and_ask(
+        index, "lightpal", "What happens?", models, shown, k=4, max_new_tokens=3
+    )
     assert short.answer is not None and len(short.answer.split()) == 3  # --max-new-tokens
     shared = api.plan_and_ask(index, "lightpal", "Q?", models, ["lightpal.prompt=shared"], k=4)
     # the shared step's prompt, last: its support check reads words and asks nothing
