@@ -10,7 +10,7 @@ import pytest
 
 from lcr.answer.covering import RELATED_FLOOR
 from lcr.answer.grounding import PASSAGE_REACH, ground, passage_around, passage_share
-from lcr.answer.quotes import Quote
+from lcr.answer.quotes import Quote, quotable
 from lcr.answer.shared import NOT_FOUND, AnswerResult, AnswerSettings
 from lcr.cli.output import _located_line
 from lcr.errors import SettingError
@@ -115,3 +115,19 @@ def test_the_floor_is_a_setting_that_refuses_bad_values_and_says_why_on_a_termin
     assert line == "(no quote: its passage has only 1 of the question's 10 words)"
     unquoted = _located_line({"located": 0, "unquoted": 1}, False)
     assert unquoted == "(no quote: no run of sentences read holds the answer's words)"
+
+
+def test_an_answer_read_from_a_summary_is_quoted_from_the_text_under_it() -> None:
+    """A method's own text (a RAPTOR summary, a GraphReader atomic fact) is never quoted:
+    lcr looks for the answer's sentence in the document text the summary was made from."""
+    lusk = _paragraph(STORY, "named Peter Lusk, and when he stepped")
+    start, end = lusk.spans[0]
+    summary = EvidenceItem(
+        "s1", 0, 1, 1.0, "An engineer who was once saved comes back.", [(start, end)]
+    )
+    (under,) = quotable([summary], STORY)
+    assert under.text == STORY[start:end] and under.id == "s1"
+    assert quotable([lusk], STORY) == [lusk]  # the document's own text stays as it is
+    given = ground(ENGINEER, AnswerResult("Peter Lusk", [summary], 0), _settings(), STORY)
+    assert given.text == "Peter Lusk" and "Peter Lusk" in given.quotes[0].text
+    assert STORY[given.quotes[0].spans[0][0] : given.quotes[0].spans[0][1]] == given.quotes[0].text

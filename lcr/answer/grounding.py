@@ -33,6 +33,7 @@ from lcr.answer.quotes import (
     answer_keys,
     answer_quote,
     content_words,
+    quotable,
     stem,
     word_forms,
 )
@@ -63,7 +64,8 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
     if floor > 0 and restates_question(out.text, question):
         info = {**out.info, "located": 0, "restates": 1}
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
-    quote = answer_quote(out.text, question, out.used, source)
+    readable = quotable(out.used, source)  # a summary read: the text it was made from
+    quote = answer_quote(out.text, question, readable, source)
     if quote is not None:
         info = {**out.info, "located": 1}
         held, asked = (0, 0) if _yes_or_no(out.text) else passage_share(question, quote, source)
@@ -75,7 +77,7 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
             return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
         return dataclasses.replace(out, quotes=(quote,), info=info)
     info = {**out.info, "located": 0}
-    cover = cover_quotes(out.text, question, out.used, source)
+    cover = cover_quotes(out.text, question, readable, source)
     if cover is None:  # a short answer no run holds: are its own words read at all?
         found, keys = words_read(out.text, question, out.used)
         if keys and found < keys:

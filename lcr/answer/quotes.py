@@ -30,6 +30,7 @@ its paper's prompt) asks the model and cites the spans.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
 from collections.abc import Sequence
@@ -238,6 +239,22 @@ def _segments(item: EvidenceItem, source: str) -> list[tuple[int, int, int]] | N
         segments.append((found, s, e - s))
         at = found + len(piece)
     return segments
+
+
+def quotable(items: Sequence[EvidenceItem], source: str) -> list[EvidenceItem]:
+    """The evidence read, as lcr can quote it: each item whose text is the document's own
+    as it is, and for text a method wrote itself (a summary, an atomic fact) the document's
+    text it was made from (its spans), so that an answer read from a summary is quoted from
+    the sentences under it, never from the summary's words."""
+    out: list[EvidenceItem] = []
+    for item in items:
+        if _segments(item, source) is not None:
+            out.append(item)
+            continue
+        for start, end in item.spans:
+            if 0 <= start < end <= len(source):
+                out.append(dataclasses.replace(item, text=source[start:end], spans=[(start, end)]))
+    return out
 
 
 def run_sentences(text: str, segments: Sequence[tuple[int, int, int]]) -> list[Chunk]:
