@@ -279,8 +279,9 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
         "raptor.embed_long",
         "pecan.points_max_new_tokens",
         "pecan.embed_long",
-        "pecan.fixed_nodes",
     }
+    fixed = "docs/methods/pecan.md#fixed_nodes-against-the-recorded-searches"
+    assert measured["pecan.fixed_nodes"] == fixed  # the held-out searches' nodes_read
     page = "docs/methods/graphreader.md#"
     assert measured["graphreader.merge_threshold"] == page + "merge_threshold-on-a-graphs-key-forms"
     for key in ("fallback", "candidates", "max_neighbors", "agent_max_new_tokens"):
