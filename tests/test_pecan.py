@@ -832,3 +832,30 @@ def test_tree_ablation_gives_each_node_one_parent(monkeypatch: pytest.MonkeyPatc
     assert [w for _, _, w in first] == pytest.approx([0.5, 0.0, 0.0, 0.5])  # the mean
     assert tree.levels[-1] == 1
     assert PecanBuild.from_stored({}).graph == "points"  # older indexes: the IP graph
+
+
+def test_eval_records_keep_the_nodes_each_search_read(
+    built: Index, smollm: Any, embedder: Any
+) -> None:
+    """``fixed_nodes`` stands for the average node count of the progress-controlled
+    search, so each eval record keeps its count (``retrieval.nodes_read``): here the
+    count -k allows, then the fixed ablation's count, and nothing for a method that
+    keeps none."""
+    from lcr.eval import runner
+    from lcr.eval.dataset import Question
+
+    models = Models.with_objects(llm=smollm, embedder=embedder)
+    q = Question("q1", "What did the stepsisters do?", ["went to the ball"], [])
+
+    def record(method: str, sets: list[str], k: int | None = None) -> dict[str, Any]:
+        opts = runner.RunOptions([method], k=k, sets=sets, max_new_tokens=4)
+        (plan,) = runner.plan_methods([method], models, opts)
+        return runner.run_one(q, plan, built, models, opts, [], [])
+
+    capped = record("pecan", [*BUILD_SETS, "pecan.yes_threshold=1"], k=2)
+    assert capped["retrieval"] == {"nodes_read": 2, "stop": "2 nodes visited"}
+    fixed = record("pecan", [*BUILD_SETS, "pecan.progress_control=false", "pecan.fixed_nodes=3"])
+    assert fixed["retrieval"]["nodes_read"] == 3 == len(fixed["evidence"])
+    info = {"visited": 3}
+    assert get_method("bm25").record_fields(info) == {}
+    assert get_method("pecan").record_fields(info) == {"nodes_read": 3, "stop": None}

@@ -274,7 +274,7 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
                     plain.add(f"{row['name']}.{key}")
                 elif s["origin"] == "lcr, measured":
                     measured[f"{row['name']}.{key}"] = s["measured_in"]
-    assert plain == {"pecan.fixed_nodes"}
+    assert plain == set()
     pecan = "docs/methods/pecan.md#"
     points = "information-points-replies-against-the-cap"
     assert measured["pecan.points_max_new_tokens"] == pecan + points
@@ -284,6 +284,8 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
     # measured, and no measurement favours pooled: the pages say so where these point
     assert measured["pecan.embed_long"] == pecan + "embed_long-on-pecans-chunks"
     assert measured["raptor.embed_long"] == raptor + "embed_long-on-raptors-nodes"
+    fixed = "docs/methods/pecan.md#fixed_nodes-against-the-recorded-searches"
+    assert measured["pecan.fixed_nodes"] == fixed  # the held-out searches' nodes_read
     page = "docs/methods/graphreader.md#"
     assert measured["graphreader.merge_threshold"] == page + "merge_threshold-on-a-graphs-key-forms"
     for key in ("fallback", "candidates", "max_neighbors", "agent_max_new_tokens"):

@@ -401,9 +401,15 @@ def _record(
         "retrieval_only": opts.retrieval_only,
         "settings": {"build": plan.build.to_json(), "query": plan.query.to_json()},
         "answer_settings": result.answer_settings,
+        **({"retrieval": kept} if (kept := _kept_info(plan, result)) else {}),
         **result.support,
         "made_by": made_by(opts.command),
     }
+
+
+def _kept_info(plan: MethodPlan, result: Result) -> dict[str, Any]:
+    """The counts the method keeps from its retrieval's ``info`` (PECAN: nodes read)."""
+    return plan.method.record_fields(result.evidence.info) if plan.method is not None else {}
 
 
 def made_by(command: str | None) -> dict[str, str | None]:

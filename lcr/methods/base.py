@@ -302,6 +302,12 @@ class Method(ABC, Generic[B, Q]):
         decides are exact. The default: no LLM call, nothing else estimated."""
         return BuildEstimate(basis={"llm": "no LLM call"}, setup_cpu_s=self.setup_cpu_s)
 
+    def record_fields(self, info: dict[str, Any]) -> dict[str, Any]:
+        """What ``lcr eval``'s records keep from a retrieval's ``info`` (its ``retrieval``
+        field): a few counts a method's page reports per question, not the whole
+        ``info`` (traces can be long). The default: nothing."""
+        return {}
+
     def answer_step(self, settings: Q) -> AnswerStep[Any, Any]:
         """How this method's evidence is answered with these settings: the shared step
         unless its paper has its own (:mod:`lcr.answer.step`)."""

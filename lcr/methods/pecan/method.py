@@ -167,6 +167,13 @@ class Pecan(Method[PecanBuild, PecanQuery]):
         }
         return Evidence(method=self.name, items=items, info=info, state=result.state)
 
+    def record_fields(self, info: dict[str, Any]) -> dict[str, Any]:
+        """The nodes the search read and why it stopped: Table 2's fixed-node ablation
+        uses the average of the first (docs/methods/pecan.md, ``fixed_nodes``)."""
+        if "visited" not in info:
+            return {}
+        return {"nodes_read": int(info["visited"]), "stop": info.get("stop")}
+
     def check_stored(self, stored: MethodReader, built: PecanBuild) -> None:
         _stored_graph(stored)
 
