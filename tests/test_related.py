@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from lcr.answer.covering import RELATED_FLOOR
-from lcr.answer.grounding import PASSAGE_REACH, ground, passage_around, passage_share
+from lcr.answer.grounding import (
+    PASSAGE_FLOOR,
+    PASSAGE_REACH,
+    ground,
+    passage_around,
+    passage_share,
+)
 from lcr.answer.quotes import Quote, quotable
 from lcr.answer.shared import NOT_FOUND, AnswerResult, AnswerSettings
 from lcr.cli.output import _located_line
@@ -75,7 +81,7 @@ ARTICLES = (
     "Halden Motors KX-4.\n\nThe Halden Motors KX-4 is an open racing car built in 1991 "
     "for the endurance series and driven at three circuits.\n\n"
     "Mira Solano.\n\nMira Solano is a Mexican actress and singer who played the lead in the "
-    'telenovela "La casa del faro" and recorded two albums.'
+    'telenovela "La casa del faro" and recorded three albums.'
 )
 
 
@@ -94,15 +100,33 @@ def test_a_title_alone_is_not_a_relation_but_its_paragraph_can_be() -> None:
 
 
 def test_the_passage_stops_at_blank_lines_and_at_its_reach() -> None:
-    text = "Before.\n\nThe one paragraph holds the quote here.\n\nAfter."
-    at = text.index("quote")
-    assert passage_around(text, at, at + 5) == "The one paragraph holds the quote here."
+    long = "A paragraph of its own, long enough to stand alone as the passage of a quote. " * 3
+    text = f"Before.\n\n{long}The one paragraph holds the quote here.\n\nAfter."
+    at = text.index("quote here")
+    assert passage_around(text, at, at + 5) == f"{long}The one paragraph holds the quote here."
     book = "word " * 2000  # a text with no blank lines is cut at the reach
     middle = passage_around(book, 5000, 5004)
     assert len(middle) == 2 * PASSAGE_REACH + 4
     quote = Quote("quote", "c0", ((at, at + 5),), "lcr")
     assert passage_share("Where is the quote paragraph?", quote, text) == (2, 2)
     assert passage_share("What is it?", quote, text) == (0, 0)  # no content words asked
+
+
+def test_a_heading_or_a_lists_term_takes_in_the_lines_under_it() -> None:
+    """An HTML page's text puts a blank line after every line: the term "Games/Puzzles"
+    is its own paragraph, explained by the next (Debian's menu policy, issue 53's loop)."""
+    menu = (
+        "Games/Toys\n\nThings that are amusing.\n\nGames/Puzzles\n\nTests of ingenuity "
+        "and logic.\n\nExamples: xmpuzzles, sgt-puzzles, enigma\n\nGames/Simulation\n\n"
+        "Simulation of the real world in all its detail and complexity.\n\nEnd."
+    )
+    at = menu.index("Games/Puzzles")
+    passage = passage_around(menu, at, at + len("Games/Puzzles"))
+    assert "Games/Puzzles\n\nTests of ingenuity" in passage and len(passage) >= PASSAGE_FLOOR
+    asked = "In the Debian menu structure, which section is for tests of ingenuity and logic?"
+    term = _paragraph(menu, "Games/Puzzles")
+    given = ground(asked, AnswerResult("Games/Puzzles", [term], 0), _settings(), menu)
+    assert given.text == "Games/Puzzles" and given.info["related"] >= RELATED_FLOOR
 
 
 def test_the_floor_is_a_setting_that_refuses_bad_values_and_says_why_on_a_terminal() -> None:

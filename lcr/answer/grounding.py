@@ -150,6 +150,8 @@ def compared(name: str, question: str) -> bool:
 PASSAGE_REACH = 1500
 """The most characters either side of a quote that its passage reaches, within its
 paragraph: a text with no blank lines (a book as one paragraph) still has a passage."""
+PASSAGE_FLOOR = 200
+"""The fewest characters of a passage: shorter paragraphs take in their neighbours."""
 
 
 def _yes_or_no(answer: str) -> bool:
@@ -159,12 +161,21 @@ def _yes_or_no(answer: str) -> bool:
 
 def passage_around(source: str, start: int, end: int, reach: int = PASSAGE_REACH) -> str:
     """The paragraph of ``source`` (between blank lines) that holds ``source[start:end]``,
-    cut at ``reach`` characters either side of it."""
-    low = max(0, start - reach)
+    cut at ``reach`` characters either side of it. A paragraph shorter than
+    :data:`PASSAGE_FLOOR` (a heading, a list's term, a line of an HTML page) takes in the
+    paragraphs after it, then before it, until it is that long: "6.3. Upstream-Contact"
+    is explained by the lines under it."""
+    low, high = max(0, start - reach), min(len(source), end + reach)
     left = source.rfind("\n\n", low, start)
-    right = source.find("\n\n", end, end + reach)
+    right = source.find("\n\n", end, high)
     first = low if left < 0 else left + 2
-    last = min(len(source), end + reach) if right < 0 else right
+    last = high if right < 0 else right
+    while last - first < PASSAGE_FLOOR and last < high:
+        after = source.find("\n\n", last + 2, high)
+        last = high if after < 0 else after
+    while last - first < PASSAGE_FLOOR and first > low:
+        before = source.rfind("\n\n", low, max(low, first - 2))
+        first = low if before < 0 else before + 2
     return source[first:last]
 
 
