@@ -151,7 +151,7 @@ PASSAGE_REACH = 1500
 """The most characters either side of a quote that its passage reaches, within its
 paragraph: a text with no blank lines (a book as one paragraph) still has a passage."""
 PASSAGE_FLOOR = 200
-"""The fewest characters of a passage: shorter paragraphs take in their neighbours."""
+"""A paragraph shorter than this is a term or a heading: its passage takes in the next."""
 
 
 def _yes_or_no(answer: str) -> bool:
@@ -163,19 +163,16 @@ def passage_around(source: str, start: int, end: int, reach: int = PASSAGE_REACH
     """The paragraph of ``source`` (between blank lines) that holds ``source[start:end]``,
     cut at ``reach`` characters either side of it. A paragraph shorter than
     :data:`PASSAGE_FLOOR` (a heading, a list's term, a line of an HTML page) takes in the
-    paragraphs after it, then before it, until it is that long: "6.3. Upstream-Contact"
-    is explained by the lines under it."""
+    one paragraph after it, which explains it: "6.3. Upstream-Contact" by "Line-based
+    list: the preferred address(es) to reach the upstream project"."""
     low, high = max(0, start - reach), min(len(source), end + reach)
     left = source.rfind("\n\n", low, start)
     right = source.find("\n\n", end, high)
     first = low if left < 0 else left + 2
     last = high if right < 0 else right
-    while last - first < PASSAGE_FLOOR and last < high:
+    if last - first < PASSAGE_FLOOR and last < high:  # a term: the paragraph that explains it
         after = source.find("\n\n", last + 2, high)
         last = high if after < 0 else after
-    while last - first < PASSAGE_FLOOR and first > low:
-        before = source.rfind("\n\n", low, max(low, first - 2))
-        first = low if before < 0 else before + 2
     return source[first:last]
 
 
