@@ -28,11 +28,11 @@ from collections.abc import Sequence
 
 from lcr.answer.covering import cover_quotes, question_names, root
 from lcr.answer.quotes import (
-    YES_NO,
     Quote,
     answer_keys,
     answer_quote,
     content_words,
+    is_yes_or_no,
     quotable,
     stem,
     word_forms,
@@ -68,7 +68,7 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
     quote = answer_quote(out.text, question, readable, source)
     if quote is not None:
         info = {**out.info, "located": 1}
-        held, asked = (0, 0) if _yes_or_no(out.text) else passage_share(question, quote, source)
+        held, asked = (0, 0) if is_yes_or_no(out.text) else passage_share(question, quote, source)
         if asked:
             info["related"] = round(held / asked, 2)
         related = settings.related_floor if settings.not_found == "abstain" else 0.0
@@ -126,8 +126,7 @@ def restates_question(answer: str, question: str) -> bool:
     Calibanus, which genus contains more species?" "Greyia"). A name the question gives
     for another reason is a restatement: "Foo::Bar" to "What should the Debian package of
     the Perl module Foo::Bar be named?"."""
-    forms = word_forms(answer)
-    if not forms or (forms[0] in YES_NO and len(content_words(answer)) <= 1):
+    if not word_forms(answer) or is_yes_or_no(answer):
         return False
     keys, from_question = answer_keys(answer, question)
     if not keys or not from_question or _CHOICE.search(question):
@@ -152,11 +151,6 @@ PASSAGE_REACH = 1500
 paragraph: a text with no blank lines (a book as one paragraph) still has a passage."""
 PASSAGE_FLOOR = 200
 """A paragraph shorter than this is a term or a heading: its passage takes in the next."""
-
-
-def _yes_or_no(answer: str) -> bool:
-    forms = word_forms(answer)
-    return bool(forms) and forms[0] in YES_NO and len(content_words(answer)) <= 1
 
 
 def passage_around(source: str, start: int, end: int, reach: int = PASSAGE_REACH) -> str:

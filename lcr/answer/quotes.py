@@ -503,6 +503,15 @@ def check_quotes(
 
 
 YES_NO = frozenset({"yes", "no"})
+
+
+def is_yes_or_no(answer: str) -> bool:
+    """Whether ``answer`` is a yes or a no ("Yes.", "No, they are not"), not an answer
+    that happens to start with the word."""
+    forms = word_forms(answer)
+    return bool(forms) and forms[0] in YES_NO and len(content_words(answer)) <= 1
+
+
 LOCATE_SENTENCES = 2
 """The most consecutive sentences of one evidence item a located quote spans: a fact and
 the sentence that names what it is about (HotpotQA's supporting facts are one or two)."""
@@ -512,8 +521,7 @@ def answer_keys(answer: str, question: str) -> tuple[list[str], bool]:
     """The stems a located quote looks for, and whether the question gave them all: the
     answer's content words the question does not give; when it gives every one ("Paris or
     London?" "Paris") those words, and for yes or no the question's content words."""
-    forms = word_forms(answer)
-    if forms and forms[0] in YES_NO and len(content_words(answer)) <= 1:
+    if is_yes_or_no(answer):
         return list(dict.fromkeys(stem(w) for w in content_words(question))), True
     given = {stem(w) for w in content_words(question)}
     keys = [stem(w) for w in content_words(answer)]
