@@ -40,6 +40,7 @@ from lcr.answer.quotes import answer_quote
 from lcr.answer.replies import NOT_FOUND, says_not_found
 from lcr.answer.shared import AnswerResult, AnswerSettings
 from lcr.answer.support import DEFAULT_THRESHOLD, record_signals, support_score
+from lcr.answer.terms import unwritten_terms
 from lcr.eval import metrics
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.evidence import EvidenceItem
@@ -109,7 +110,10 @@ def never_read(
 
 
 def defaults(r: Record) -> str:
-    """The answer today's default step gives (every rule of the grounding)."""
+    """The answer today's default step gives: "not found" unasked for a term of the
+    question the document never writes, then every rule of the grounding."""
+    if unwritten_terms(r.question, AnswerSettings(), r.source):
+        return NOT_FOUND
     return never_read(r, AnswerSettings().related_floor, AnswerSettings().unquoted)
 
 

@@ -108,7 +108,10 @@ def verdict(record: dict[str, Any], question: Question) -> str:
 
 def why_not_found(record: dict[str, Any]) -> str:
     """How a "not found" came: no evidence to read (no LLM call), the model's own reply,
-    or a reply withheld by the quote check, the names floor or the support score."""
+    or a reply withheld by the quote check, the names floor or the support score; or no
+    call at all, for a term of the question the document never writes."""
+    if (record.get("info") or {}).get("absent"):
+        return "a term never written"
     if record["usage"].get("calls", 0) == 0:
         return "no evidence"
     if "withheld_answer" not in record:
@@ -126,6 +129,7 @@ def why_not_found(record: dict[str, Any]) -> str:
 
 
 REASONS = (
+    "a term never written",
     "no evidence",
     "the model's reply",
     "withheld: names floor",
@@ -136,8 +140,9 @@ REASONS = (
 
 
 def decide_again(record: dict[str, Any]) -> dict[str, Any]:
-    """An ``--each`` record as today's defaults decide its reply, with no LLM call: the
-    support check (its names floor included) scored again from the record's text, then
+    """An ``--each`` record as today's defaults decide its reply, with no LLM call: a
+    question whose term the document never writes is "not found" unasked
+    (``answer.term_zipf``); otherwise the support check (its names floor included) scored again from the record's text, then
     the step's grounding (``answer.located_floor``). A reply the model itself gave as
     "not found", or no evidence, stays as it is."""
     from bench_quote_grid import evidence_items
@@ -146,10 +151,16 @@ def decide_again(record: dict[str, Any]) -> dict[str, Any]:
     from lcr.answer.shared import AnswerResult, AnswerSettings
     from lcr.answer.support import DEFAULT_THRESHOLD, record_signals, support_score
 
+    from lcr.answer.terms import unwritten_terms
+
+    source = (Path(record["index"]) / "source.txt").read_text(encoding="utf-8")
+    absent = unwritten_terms(str(record["question"]), AnswerSettings(), source)
+    if absent:  # asked today, the model would not be: a term the document never writes
+        info = {**(record.get("info") or {}), "absent": ", ".join(absent)}
+        return dict(record, answer=NOT_FOUND, info=info, usage={"calls": 0})
     reply = str(record.get("withheld_answer") or record["answer"])
     if reply == NOT_FOUND:
         return record
-    source = (Path(record["index"]) / "source.txt").read_text(encoding="utf-8")
     again = {k: v for k, v in record.items() if k != "withheld_answer"}
     again["answer"] = reply
     signals = record_signals(

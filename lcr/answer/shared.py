@@ -54,6 +54,7 @@ from lcr.answer.support import (
     check_support,
     support_score,
 )
+from lcr.answer.terms import TERM_ZIPF
 from lcr.config import Setting, Settings, setting
 from lcr.evidence import EvidenceItem, Usage
 from lcr.models.base import LLM, Message
@@ -167,6 +168,16 @@ class AnswerSettings(Settings):
         high=1.0,
         legacy=0.0,
         measured="docs/answer-step.md#a-quote-about-the-question-issue-53",
+    )
+    term_zipf: float = setting(
+        TERM_ZIPF,
+        "answer.not_found=abstain: a word of the question rarer in English than this (Zipf "
+        "scale: 3 is once in a million words) that the document never writes means not "
+        "found, with no LLM call; 0 turns it off",
+        low=0.0,
+        high=8.0,
+        legacy=0.0,
+        measured="docs/answer-step.md#a-term-the-document-never-uses-issue-53",
     )
     unquoted: Literal["withhold", "show"] = setting(
         "withhold",
@@ -300,6 +311,7 @@ ORIGINAL = AnswerSettings(
     False,
     False,
     0.5,
+    0.0,
     0.0,
     0.0,
     0.0,

@@ -413,10 +413,17 @@ def quote_lines(result: Result) -> list[str]:
 
 
 def _located_line(info: dict[str, Any], quoted: bool) -> str:
-    """For a long answer lcr grounded by several quotes (``info.located_words``), how much
+    """Why the model was not asked: a term of the question the document never writes.
+    For a long answer lcr grounded by several quotes (``info.located_words``), how much
     of it they hold, when not all; or, when they hold too little to ground it, that it
     has no quote, and why; or that the passage of its one quote is about something else.
     Empty for any other answer."""
+    absent = [w for w in str(info.get("absent", "")).split(", ") if w]
+    if absent:
+        terms = ", ".join(f"\u201c{printable(w)}\u201d" for w in absent)
+        plural = "s" if len(absent) > 1 else ""
+        never = f"the document never writes the question's word{plural}"
+        return f"(the model was not asked: {never} {terms})"
     held, _, asked = str(info.get("unrelated", "")).partition("/")
     if held.isdigit() and asked.isdigit():
         return f"(no quote: its passage has only {held} of the question's {asked} words)"

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from lcr.answer.grounding import ground
 from lcr.answer.needs import require_answer
+from lcr.answer.replies import NOT_FOUND
 from lcr.answer.selection import sentence_scorer
 from lcr.answer.shared import AnswerResult, AnswerSettings, AnswerStream
 from lcr.answer.step import AnswerContext, AnswerStep
+from lcr.answer.terms import unwritten_terms
 from lcr.config import Settings
 from lcr.evidence import EvidenceItem, rank_order
 from lcr.models.backends import describe_configuration, llm_configuration
@@ -98,8 +100,12 @@ def answer_evidence(
     )
     evidence = retrieved.evidence
     with spending(models) as answering:
-        out = step.answer(ctx, retrieved.question, evidence, step.state_of(evidence))
-        out = ground(retrieved.question, out, answer, index.source)
+        absent = unwritten_terms(retrieved.question, answer, index.source)
+        if absent:  # the document never writes a term of the question: no call
+            out = AnswerResult(NOT_FOUND, [], 0, info={"absent": ", ".join(absent)})
+        else:
+            out = step.answer(ctx, retrieved.question, evidence, step.state_of(evidence))
+            out = ground(retrieved.question, out, answer, index.source)
         if out.dropped and note is not None:
             note(dropped_warning(len(evidence.items), out, llm.context_window))
         # read as set, shown by rank; the answer step made new items (passages, cuts)
