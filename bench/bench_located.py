@@ -35,12 +35,11 @@ from typing import Literal
 from bench_quote_grid import evidence_items
 
 from lcr.answer.covering import RELATED_FLOOR
-from lcr.answer.grounding import ground
+from lcr.answer.grounding import ground, unwritten_terms
 from lcr.answer.quotes import answer_quote
 from lcr.answer.replies import NOT_FOUND, says_not_found
 from lcr.answer.shared import AnswerResult, AnswerSettings
 from lcr.answer.support import DEFAULT_THRESHOLD, record_signals, support_score
-from lcr.answer.terms import unwritten_terms
 from lcr.eval import metrics
 from lcr.eval.stats import bootstrap_mean, paired_bootstrap
 from lcr.evidence import EvidenceItem

@@ -142,16 +142,15 @@ REASONS = (
 def decide_again(record: dict[str, Any]) -> dict[str, Any]:
     """An ``--each`` record as today's defaults decide its reply, with no LLM call: a
     question whose term the document never writes is "not found" unasked
-    (``answer.term_zipf``); otherwise the support check (its names floor included) scored again from the record's text, then
-    the step's grounding (``answer.located_floor``). A reply the model itself gave as
+    (``answer.term_zipf``); otherwise the support check (its names floor included)
+    scored again from the record's text, then the step's grounding
+    (``answer.located_floor``). A reply the model itself gave as
     "not found", or no evidence, stays as it is."""
     from bench_quote_grid import evidence_items
 
-    from lcr.answer.grounding import ground
+    from lcr.answer.grounding import ground, unwritten_terms
     from lcr.answer.shared import AnswerResult, AnswerSettings
     from lcr.answer.support import DEFAULT_THRESHOLD, record_signals, support_score
-
-    from lcr.answer.terms import unwritten_terms
 
     source = (Path(record["index"]) / "source.txt").read_text(encoding="utf-8")
     absent = unwritten_terms(str(record["question"]), AnswerSettings(), source)

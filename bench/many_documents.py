@@ -293,12 +293,13 @@ def summary(args: argparse.Namespace, stories: list[dict[str, Any]]) -> None:
 
 
 def regrade(work: Path, check: str) -> int:
-    """Append to ``records.jsonl`` each ``check`` record decided again by the step's own
-    grounding with today's defaults (``answer.located_floor``), no LLM call: the same
-    replies, check ``CHECK+floor``. Returns how many it wrote."""
+    """Append to ``records.jsonl`` each ``check`` record decided again by today's defaults,
+    no LLM call: "not found" unasked for a term the story never writes
+    (``answer.term_zipf``), else the step's own grounding (``answer.located_floor`` and
+    after) on the same reply; check ``CHECK+floor``. Returns how many it wrote."""
     from bench_quote_grid import evidence_items
 
-    from lcr.answer.grounding import ground
+    from lcr.answer.grounding import ground, unwritten_terms
     from lcr.answer.shared import AnswerResult, AnswerSettings
 
     path = work / "records.jsonl"
@@ -307,8 +308,11 @@ def regrade(work: Path, check: str) -> int:
     lines = []
     for r in records:
         out = dict(r, check=f"{check}+floor")
-        if r["answer"] != NOT_FOUND:
-            src = sources.setdefault(r["index"], (Path(r["index"]) / "source.txt").read_text())
+        src = sources.setdefault(r["index"], (Path(r["index"]) / "source.txt").read_text())
+        absent = unwritten_terms(r["question"], AnswerSettings(), src)
+        if absent:  # today's step would not ask: a term the story never writes
+            out.update(answer=NOT_FOUND, info={"absent": ", ".join(absent)})
+        elif r["answer"] != NOT_FOUND:
             step = AnswerResult(r["answer"], list(evidence_items(r)), 0)
             got = ground(r["question"], step, AnswerSettings(), src)
             if got.text == NOT_FOUND:

@@ -77,7 +77,8 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     # be in the evidence read (quote_answer_in, chosen on dev replies); abstaining also
     # withholds an answer whose question's names were mostly not read (names_floor, #53)
     # and one whose own words were barely in what was read (located_floor, #53), and one
-    # whose quote's passage is about something else (related_floor, #53)
+    # whose quote's passage is about something else (related_floor, #53); a term the
+    # document never writes is "not found" without a call (term_zipf, #53)
     default = {
         "not_found": "abstain",
         "keep_first": True,
@@ -85,11 +86,13 @@ def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
         "names_floor": 0.5,
         "located_floor": 0.25,
         "related_floor": 0.2,
+        "term_zipf": 3.0,
         "unquoted": "withhold",
     }
     assert resolve_answer_settings([]) == AnswerSettings(**{**ORIGINAL.to_json(), **default})
     back = ["answer.not_found=guess", "answer.keep_first=false", "answer.quote_answer_in=quote"]
     back += ["answer.names_floor=0", "answer.located_floor=0", "answer.related_floor=0"]
+    back += ["answer.term_zipf=0"]
     back += ["answer.unquoted=show"]
     assert resolve_answer_settings(back) == ORIGINAL
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
@@ -337,6 +340,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "names_floor",
         "located_floor",
         "related_floor",
+        "term_zipf",
         "unquoted",
         "p_yes",
         "check",
@@ -375,6 +379,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         "answer.names_floor",
         "answer.located_floor",
         "answer.related_floor",
+        "answer.term_zipf",
         "answer.unquoted",
         "answer.p_yes",
         "answer.check",
@@ -419,6 +424,7 @@ def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> Non
     # the step as it was (bm25 now selects sentences by default): its old results count
     original = ["answer.not_found=guess", "answer.select=off", "answer.check=support"]
     original += ["answer.names_floor=0", "answer.located_floor=0", "answer.related_floor=0"]
+    original += ["answer.term_zipf=0"]
     original += ["answer.unquoted=show"]
     assert key(original) == runner._digest(before) == key([*original, "answer.order=document"])
     variants = {key(sets) for sets in (["answer.order=rank"], ["answer.passages=merged"], [])}
@@ -453,6 +459,7 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "names_floor": 0.5,
         "located_floor": 0.25,
         "related_floor": 0.2,
+        "term_zipf": 3.0,
         "unquoted": "withhold",
         "p_yes": False,
         "check": "support",
@@ -496,7 +503,7 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     # its measured selection of sentences by default, then selection kept the rank-1
     # item's sentences (issue 53), then the names floor withheld more (issue 53), then the
     # floor on words never read, then the quote about another subject, then no answer
-    # without a quote (issue 53): new runs each time
-    assert ask.key == "b34ef8383b648eb1"
+    # without a quote, then a term the document never writes (issue 53): new runs each time
+    assert ask.key == "d2ad44cc7e1d24cd"
     # tfidf's chunks follow paragraphs by default (issue 53): its build settings, so its key
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "8665493ee01d74e0"

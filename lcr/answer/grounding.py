@@ -17,7 +17,9 @@ holds too few of the question's words (:func:`passage_share`). And with
 ``answer.unquoted=withhold`` (the default) no answer is shown without a quote: one whose
 words were read, but in no run of sentences lcr can show, is withheld too.
 
-It reads only the reply, the question and the evidence, so it costs no tokens.
+It reads only the reply, the question and the evidence, so it costs no tokens. One
+rule comes before the step instead (:func:`unwritten_terms`): a question whose rare word
+the document never writes is "not found" without asking any model.
 """
 
 from __future__ import annotations
@@ -40,7 +42,17 @@ from lcr.answer.quotes import (
 from lcr.answer.replies import NOT_FOUND
 from lcr.answer.result import AnswerResult
 from lcr.answer.shared import AnswerSettings
+from lcr.answer.terms import absent_terms, question_terms
 from lcr.evidence import EvidenceItem
+
+
+def unwritten_terms(question: str, settings: AnswerSettings, source: str) -> list[str]:
+    """Before any answer step: the question's terms (:mod:`lcr.answer.terms`) that
+    ``source`` never writes, under ``answer.not_found=abstain`` (none otherwise, or with
+    ``answer.term_zipf`` 0). Any one means "not found", and no model is asked."""
+    if settings.not_found != "abstain":
+        return []
+    return absent_terms(question_terms(question, settings.term_zipf), source)
 
 
 def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: str) -> AnswerResult:

@@ -6,20 +6,21 @@ both answer here."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lcr.answer.grounding import ground
+from lcr.answer.grounding import ground, unwritten_terms
 from lcr.answer.needs import require_answer
 from lcr.answer.replies import NOT_FOUND
 from lcr.answer.selection import sentence_scorer
 from lcr.answer.shared import AnswerResult, AnswerSettings, AnswerStream
 from lcr.answer.step import AnswerContext, AnswerStep
-from lcr.answer.terms import unwritten_terms
 from lcr.config import Settings
 from lcr.evidence import EvidenceItem, rank_order
 from lcr.models.backends import describe_configuration, llm_configuration
+from lcr.models.base import Role
 from lcr.pipeline.accounting import spending
 from lcr.pipeline.plans import QueryPlan, require
 from lcr.result import Citable, Result, cite, cite_quotes
@@ -90,6 +91,11 @@ def answer_evidence(
     ``unselected`` gives ``answer.reread`` the method's own evidence when the evidence
     is a deeper pool; ``stream`` watches the reply; ``note`` hears of evidence that did
     not fit the window. The evidence's kept state is let go once answered."""
+    started = time.perf_counter()
+    absent = unwritten_terms(retrieved.question, answer, index.source)
+    if absent:  # the document never writes a term of the question: no model, no call
+        unasked = AnswerResult(NOT_FOUND, [], 0, info={"absent": ", ".join(absent)})
+        return _unasked(retrieved, unasked, step, answer, models, time.perf_counter() - started)
     with spending(models) as loading:
         llm = models.llm
     scorer = None
@@ -100,12 +106,8 @@ def answer_evidence(
     )
     evidence = retrieved.evidence
     with spending(models) as answering:
-        absent = unwritten_terms(retrieved.question, answer, index.source)
-        if absent:  # the document never writes a term of the question: no call
-            out = AnswerResult(NOT_FOUND, [], 0, info={"absent": ", ".join(absent)})
-        else:
-            out = step.answer(ctx, retrieved.question, evidence, step.state_of(evidence))
-            out = ground(retrieved.question, out, answer, index.source)
+        out = step.answer(ctx, retrieved.question, evidence, step.state_of(evidence))
+        out = ground(retrieved.question, out, answer, index.source)
         if out.dropped and note is not None:
             note(dropped_warning(len(evidence.items), out, llm.context_window))
         # read as set, shown by rank; the answer step made new items (passages, cuts)
@@ -128,6 +130,36 @@ def answer_evidence(
             "llm": llm.model_id,
             "backend": str(llm.backend),
             "llm_run": describe_configuration(llm_configuration(llm)),
+        },
+    )
+
+
+def _unasked(
+    retrieved: Result,
+    out: AnswerResult,
+    step: AnswerStep[Any, Any],
+    answer: AnswerSettings,
+    models: Models,
+    seconds: float,
+) -> Result:
+    """``retrieved`` answered "not found" before any model was loaded or asked: nothing
+    read, nothing spent; the record names the LLM that would have answered."""
+    planned = models.configuration(Role.LLM)
+    backend = models.backend_of(Role.LLM)
+    return dataclasses.replace(
+        retrieved,
+        evidence=retrieved.evidence.finished(retrieved.evidence.items, retrieved.evidence.usage),
+        answer=out.text,
+        read=[],
+        answer_info=dict(out.info),
+        support=out.support_json(),
+        answer_settings={**answer.to_json(), "step": step.name},
+        timings={**retrieved.timings, "answer_s": round(seconds, 4)},
+        models={
+            **retrieved.models,
+            "llm": models.llm_id(),
+            **({"backend": backend} if backend is not None else {}),
+            **({"llm_run": describe_configuration(planned)} if planned is not None else {}),
         },
     )
 
