@@ -6,7 +6,8 @@ question against the text it is answered from, and against every other text of i
     python bench/bench_terms.py ../shared/data/squality/dev.jsonl --floor 3
 
 HotpotQA files (``documents``: each question names its corpus; the corpus text is given
-once) and SQuALITY files (one story and its questions a line) are both read. For each
+once), SQuALITY files (one story and its questions a line) and QMSum files (one meeting's
+transcript and its queries a line) are read. For each
 floor it prints: questions whose own text lacks one of their terms (the answers the rule
 would withhold), the (question, other text) pairs it would answer "not found" without a
 call, and, with ``--list``, the own-text misses. Reporting only: a floor is chosen on dev
@@ -36,6 +37,11 @@ def load(path: Path) -> tuple[dict[str, str], list[tuple[str, str]]]:
                 if "text" in doc:
                     texts.setdefault(doc["id"], doc["text"])
             asked.append((row["question"], row["documents"][0]["id"]))
+        elif "meeting_transcripts" in row:  # QMSum: a meeting and its queries
+            turns = row["meeting_transcripts"]
+            texts[f"meeting{n}"] = "\n".join(f"{t['speaker']}: {t['content']}" for t in turns)
+            queries = row["general_query_list"] + row["specific_query_list"]
+            asked += [(q["query"], f"meeting{n}") for q in queries]
         else:  # SQuALITY: a story and its questions
             texts[f"story{n}"] = row["document"]
             asked += [(q["question_text"], f"story{n}") for q in row["questions"]]

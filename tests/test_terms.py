@@ -32,6 +32,8 @@ def test_a_term_is_a_word_rare_in_english_and_frame_words_are_not() -> None:
         "debconf",
         "frontend",
     ]
+    # nor are words about the text, or asking for something done to it, rare as they are
+    assert question_terms("Summarise, chronologically, what the narrator says of Kell") == ["kell"]
     # numbers, words under three letters and repeats are never terms; 0 turns it off
     assert question_terms("Is R 4.2.2 or 3x faster than qq qq?") == []
     assert question_terms(asked, 0.0) == []

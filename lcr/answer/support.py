@@ -51,7 +51,7 @@ when where why how not no yes do does did has have had i you we"""
 _STOPWORDS = frozenset(_FUNCTION_WORDS.split())
 _ABOUT_THE_TEXT_WORDS = """story stories plot setting settings describe significance throughout
 happen happens happened relationship narrator text document excerpt excerpts passage chapter"""
-_ABOUT_THE_TEXT = frozenset(_ABOUT_THE_TEXT_WORDS.split())
+ABOUT_THE_TEXT = frozenset(_ABOUT_THE_TEXT_WORDS.split())
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def question_coverage(question: str, evidence: str) -> float:
     words that ask for an account of the text itself ("the plot of the story", "describe
     the setting"): no text says "plot", so they would withhold answers to questions about
     a whole story (SQuALITY's). 1.0 for a question without any other words."""
-    return _share_in([w for w in content_words(question) if w not in _ABOUT_THE_TEXT], evidence)
+    return _share_in([w for w in content_words(question) if w not in ABOUT_THE_TEXT], evidence)
 
 
 def _share_in(words: Sequence[str], evidence: str) -> float:

@@ -26,7 +26,7 @@ import functools
 import re
 from collections.abc import Iterable, Sequence
 
-from lcr.answer.support import content_words
+from lcr.answer.support import ABOUT_THE_TEXT, content_words
 
 TERM_ZIPF = 3.0
 """``answer.term_zipf``'s default: a question word rarer than once in a million English
@@ -35,6 +35,22 @@ answerable question has such a word missing from its corpus; 148 of 300 question
 another corpus do) and SQuALITY dev (none of 125 questions of their own story):
 docs/answer-step.md#a-term-the-document-never-uses-issue-53."""
 
+# words that ask for something done to the text, not a thing in it: rare in English, yet
+# no text need write them ("Summarise the whole story", "List them chronologically")
+_ASKING = (
+    "summar",
+    "enumerat",
+    "itemi",
+    "paraphras",
+    "recap",
+    "chronolog",
+    "characteri",
+    "analys",
+    "analyz",
+    "elaborat",
+    "explain",
+    "tldr",
+)
 _SHORTEST_TERM = 3
 _SHORTEST_TYPO = 5  # a term this long or longer is written when a word is one edit away
 _WORD = re.compile(r"[^\W_]+")
@@ -65,13 +81,17 @@ def zipf(word: str) -> float:
 
 def question_terms(question: str, floor: float = TERM_ZIPF) -> list[str]:
     """The question's words rarer in English than ``floor`` (Zipf), in order, lower case:
-    function words, numbers and words under three letters left out."""
+    function words, numbers, words under three letters, words about the text itself
+    ("story", "narrator") and words asking for something done to it ("summarise",
+    "chronologically") left out."""
     if floor <= 0:
         return []
     words = (w for chunk in content_words(question) for w in _WORD.findall(chunk))
     terms: list[str] = []
     for word in words:
         if len(word) < _SHORTEST_TERM or any(c.isdigit() for c in word) or word in terms:
+            continue
+        if word in ABOUT_THE_TEXT or word.startswith(_ASKING):
             continue
         if zipf(word) < floor:
             terms.append(word)
