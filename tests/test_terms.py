@@ -37,6 +37,9 @@ def test_a_term_is_a_word_rare_in_english_and_frame_words_are_not() -> None:
     # numbers, words under three letters and repeats are never terms; 0 turns it off
     assert question_terms("Is R 4.2.2 or 3x faster than qq qq?") == []
     assert question_terms(asked, 0.0) == []
+    # the list is English's: a question in another language has no terms
+    assert question_terms("Quelle est la nationalité de Marie Curie ?") == []
+    assert question_terms("Wer hat den Schlüssel im Leuchtturm versteckt?") == []
     # a higher floor takes in commoner words
     assert "restriction" in question_terms(asked, 4.0)
 

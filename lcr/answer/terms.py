@@ -15,7 +15,8 @@ word that begins with it or with its Snowball stem ("codenames" for "codename",
 question's typo ("approcimately") is a term no text writes, and the text's spelling then
 stands for it.
 Numbers and words under three letters are never terms: numbers are written in too many
-ways, and two letters are too short to tell a typo from a word.
+ways, and two letters are too short to tell a typo from a word. The list is English's, so
+a question in another language has no terms.
 
 Pure: text in, words out; the frequency list and the stemmer load once.
 """
@@ -23,6 +24,7 @@ Pure: text in, words out; the frequency list and the stemmer load once.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Iterable, Sequence
 
@@ -51,6 +53,11 @@ _ASKING = (
     "explain",
     "tldr",
 )
+# the frequency list is English's: a question with none of these words is in another
+# language, where every word would look rare, and it has no terms
+_ENGLISH_WORDS = """what who whom whose which when where why how the is are was were do does
+did of and that this with"""
+_ENGLISH = frozenset(_ENGLISH_WORDS.split())
 _SHORTEST_TERM = 3
 _SHORTEST_TYPO = 5  # a term this long or longer is written when a word is one edit away
 _WORD = re.compile(r"[^\W_]+")
@@ -73,8 +80,6 @@ def _stemmer() -> object:
 def zipf(word: str) -> float:
     """How common ``word`` (lower case) is in English, on the Zipf scale: log10 of its
     uses per billion words; 0 for a word the list does not have."""
-    import math
-
     share = _frequencies().get(word, 0.0)
     return math.log10(share) + 9.0 if share > 0 else 0.0
 
@@ -83,8 +88,9 @@ def question_terms(question: str, floor: float = TERM_ZIPF) -> list[str]:
     """The question's words rarer in English than ``floor`` (Zipf), in order, lower case:
     function words, numbers, words under three letters, words about the text itself
     ("story", "narrator") and words asking for something done to it ("summarise",
-    "chronologically") left out."""
-    if floor <= 0:
+    "chronologically") left out. A question with no English question or function word
+    ("Quelle est la nationalité de Marie Curie ?") has none: the list is English."""
+    if floor <= 0 or not _ENGLISH.intersection(re.findall(r"\w+", question.lower())):
         return []
     words = (w for chunk in content_words(question) for w in _WORD.findall(chunk))
     terms: list[str] = []
