@@ -79,6 +79,22 @@ def test_only_an_abstaining_step_reads_terms() -> None:
         assert unwritten_terms(asked, off, story) == []
 
 
+def test_the_terminal_says_why_the_model_was_not_asked(tmp_path: Path) -> None:
+    story = tmp_path / "lighthouse.txt"
+    shutil.copy(STORY, story)
+    assert run(["index", str(story), "-q"])[0] == 0
+    asked = "Which autopkgtest restriction did the keeper break?"
+    code, out, err = run(["ask", str(story.with_suffix(".idx")), asked, "--llm", "no-such"])
+    assert code == 0 and err == "", err  # no model is loaded: an unknown one never fails
+    assert out.splitlines()[1:5] == [
+        "A: not found in the document",
+        "   (the model was not asked: the document never writes the question's word",
+        "    \u201cautopkgtest\u201d)",
+        "",
+    ]
+    assert "Evidence (bm25): none read" in out and "info: absent=autopkgtest" in out
+
+
 def test_the_setting_refuses_bad_values_and_the_terminal_says_why() -> None:
     assert AnswerSettings().term_zipf == TERM_ZIPF
     assert parse_sets(["answer.term_zipf=0"]).answer_values() == {"term_zipf": 0.0}

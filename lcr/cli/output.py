@@ -341,7 +341,10 @@ def print_result(
         say()
     items = result.basis()  # what the answer read; retrieval alone: what was retrieved
     shown = items if most is None else items[:most]
-    say(f"Evidence ({result.method}, {len(items)} node{'' if len(items) == 1 else 's'}):")
+    if answer and not items:  # "not found" with nothing read: no list to head
+        say(f"Evidence ({result.method}): none read")
+    else:
+        say(f"Evidence ({result.method}, {len(items)} node{'' if len(items) == 1 else 's'}):")
     # numbered by position, best first as in --json: the sentences selected from one
     # chunk share its rank, which numbered them 1, 2, 3, 4, 4 (#54)
     for position, it in enumerate(shown, 1):
