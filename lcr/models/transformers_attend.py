@@ -217,7 +217,6 @@ def generate_attended(
     prefill_s = time.perf_counter() - started
     every = llm.end_check_steps if every_steps is None else every_steps
     host, rows = _decode(llm, out.logits[:, -1], out.cache, feed, budgets, every)
-    stacked = torch.stack(rows) if rows else None  # (steps fed, batch, width)
     results = []
     for row, p in enumerate(ids):
         reply = [step[row] for step in host[: budgets[row]]]
@@ -226,8 +225,8 @@ def generate_attended(
         completion = len(reply) if end is None else end + 1
         span_list = span_lists[row]
         width = len(span_list) if span_list is not None else len(p)
-        if tokens and stacked is not None:
-            own = stacked[: len(tokens), row, feed.width - len(p) :].cpu()
+        if tokens:  # this row's own columns only, one row at a time (no copy of all rows)
+            own = torch.stack([r[row, feed.width - len(p) :] for r in rows[: len(tokens)]]).cpu()
             attention = own @ span_mean_matrix(span_list, len(p)) if span_list is not None else own
         else:
             attention = torch.zeros((0, width))
