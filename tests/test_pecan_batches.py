@@ -214,3 +214,29 @@ def test_a_bad_llm_batch_is_one_line_and_exit_2(
     assert ex.value.code == 2
     lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(lines) == 1 and "llm_batch" in lines[0]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_batch_equals_one_call_per_prompt() -> None:
+    """The same on CUDA, the model cast to fp32 (in bf16 a batch rounds differently and
+    greedy replies may part): tokens and counts equal, attention within 1e-4 (CUDA's
+    kernels for a padded batch are not the one-prompt call's)."""
+    from lcr.models.loading import load_llm
+    from lcr.models.spec import ModelSpec
+    from lcr.progress import NULL_PROGRESS
+
+    gpu = load_llm(
+        ModelSpec(llm="smollm2-135m", device="cuda", backend="transformers"), NULL_PROGRESS
+    )
+    gpu.model.float()
+    prompts, spans = _prompts(gpu)
+    singles = [
+        gpu.generate_with_attention(p, spans=s, max_new_tokens=24)
+        for p, s in zip(prompts, spans, strict=True)
+    ]
+    batch = gpu.generate_with_attention_batch(prompts, spans=spans, max_new_tokens=24)
+    for one, many in zip(singles, batch, strict=True):
+        assert many.tokens == one.tokens and many.completion_tokens == one.completion_tokens
+        assert np.allclose(many.attention.numpy(), one.attention.numpy(), rtol=0, atol=1e-4)
+    assert gpu.attention_batch_rows([len(p) for p in prompts], 24) == 3  # free memory: all
