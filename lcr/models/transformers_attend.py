@@ -9,10 +9,11 @@ ends at the same column, the attention mask hides the padding and each row's
 position ids count its own tokens from 0, so a row's keys, queries and logits are
 its one-prompt call's (to float rounding). Each generated token's attention row is
 read over its own prompt's columns only (the padding's weights are 0 under the
-mask and are dropped). A row whose reply has ended, or whose budget is spent, is
-still carried through the batch's steps (the batch keeps its shape) but nothing it
-computes after that is kept: its tokens, attention rows and counts stop where the
-one-prompt call stops. The loop ends when every row has ended or spent its budget.
+mask and are dropped). A row whose reply has ended, or whose budget is spent,
+leaves the batch at the next read-back of the tokens (every step on a CPU, every
+few on a GPU): its KV cache, mask and positions are dropped, so it costs no more
+steps, and its tokens, attention rows and counts stop where the one-prompt call
+stops. The loop ends when every row has ended or spent its budget.
 """
 
 from __future__ import annotations
@@ -93,6 +94,11 @@ class _Feed:
         positions = (self.mask.cumsum(dim=-1) - 1).clamp(min=0)
         return {"attention_mask": self.mask, "position_ids": positions}
 
+    def select(self, index: torch.Tensor) -> None:
+        """Keep only these rows of the batch (the others have finished)."""
+        self.mask = self.mask[index]
+        self.next = self.next[index]
+
     def step(self) -> dict[str, Any]:
         """The next decoding step's mask and positions (each row one token further)."""
         import torch
@@ -123,19 +129,46 @@ def _check_prompts(
     return rows, every
 
 
-def _read_back(picked: list[torch.Tensor], host: list[list[int]]) -> None:
-    """Read the steps not read yet back to the host, in one read."""
-    import torch
+class _Replies:
+    """Each row's tokens read back and attention rows kept, while rows leave the batch.
 
-    host.extend([int(t) for t in step] for step in torch.stack(picked[len(host) :]).tolist())
+    ``active`` holds the original rows still decoded, in the batch's order; tokens are
+    read back only at a check, and rows leave the batch only right after one, so every
+    step not read yet was decoded by the rows active now.
+    """
 
+    def __init__(self, budgets: list[int], ends: set[int]) -> None:
+        self.budgets = budgets
+        self.ends = ends
+        self.active = list(range(len(budgets)))
+        self.tokens: list[list[int]] = [[] for _ in budgets]
+        self.rows: list[list[torch.Tensor]] = [[] for _ in budgets]  # on the device
+        self.ended = [False] * len(budgets)
+        self.picked: list[torch.Tensor] = []  # steps not read back yet, on the device
 
-def _row_ended(host: list[list[int]], row: int, budget: int, ends: set[int]) -> int | None:
-    """The step whose token ended ``row``'s reply, within its budget; None if none yet."""
-    for step in range(min(len(host), budget)):
-        if host[step][row] in ends:
-            return step
-    return None
+    def read_back(self) -> None:
+        """The steps not read yet, in one read; a row has ended at an end token within
+        its budget."""
+        import torch
+
+        for step in torch.stack(self.picked).tolist():
+            for row, tok in zip(self.active, step, strict=True):
+                if len(self.tokens[row]) < self.budgets[row] and not self.ended[row]:
+                    self.ended[row] = int(tok) in self.ends
+                self.tokens[row].append(int(tok))
+        self.picked.clear()
+
+    def finished(self, step: int) -> list[int]:
+        """Positions in the batch of the rows that need no more steps after ``step``: their
+        reply ended, or their last token was fed at an earlier step."""
+        return [
+            i for i, row in enumerate(self.active) if self.ended[row] or step >= self.budgets[row]
+        ]
+
+    def keep(self, attention: torch.Tensor) -> None:
+        """One fed step's attention rows ``(active, width)``, each to its own row."""
+        for i, row in enumerate(self.active):
+            self.rows[row].append(attention[i])
 
 
 def _decode(
@@ -143,21 +176,16 @@ def _decode(
     logits: torch.Tensor,
     cache: Any,
     feed: _Feed,
-    budgets: list[int],
+    replies: _Replies,
     every: int,
-) -> tuple[list[list[int]], list[torch.Tensor]]:
-    """The greedy steps: every step's tokens ``[step][row]`` read back, and every fed
-    token's attention row ``(rows, width)`` (mean over layers and heads), on the device."""
+) -> None:
+    """The greedy steps: tokens read back every ``every`` steps; after each read, the rows
+    that need no more steps leave the batch (its cache, mask and positions with them)."""
     import torch
 
     heads = int(getattr(llm.model.config, "num_attention_heads", 1))
     layers = len(llm.attention_modules())
-    ends = llm.end_ids
-    steps = max(budgets)
-    picked: list[torch.Tensor] = []  # each step's tokens, left on the device
-    host: list[list[int]] = []
-    rows: list[torch.Tensor] = []
-    ended: list[bool] = [False] * len(budgets)
+    steps = max(replies.budgets)
     with (
         torch.no_grad(),
         llm.weights_attention(),
@@ -165,13 +193,19 @@ def _decode(
     ):
         for step in range(steps):
             tok = torch.argmax(logits, dim=-1)
-            picked.append(tok)
+            replies.picked.append(tok)
             if (step + 1) % every == 0 or step + 1 == steps:
-                _read_back(picked, host)
-                for row, budget in enumerate(budgets):
-                    ended[row] = ended[row] or _row_ended(host, row, budget, ends) is not None
-                if all(e or step >= b for e, b in zip(ended, budgets, strict=True)):
+                replies.read_back()
+                done = replies.finished(step)
+                if len(done) == len(replies.active):
                     break
+                if done:
+                    stay = [i for i in range(len(replies.active)) if i not in done]
+                    index = torch.tensor(stay, device=tok.device)
+                    cache.batch_select_indices(index)
+                    feed.select(index)
+                    tok = tok[index]
+                    replies.active = [replies.active[i] for i in stay]
             total.clear()
             out = llm.model(
                 input_ids=tok.view(-1, 1),
@@ -182,8 +216,7 @@ def _decode(
             )
             cache = out.cache
             logits = out.logits[:, -1]
-            rows.append(total[0] / (layers * heads))
-    return host, rows
+            replies.keep(total[0] / (layers * heads))
 
 
 def generate_attended(
@@ -216,17 +249,19 @@ def generate_attended(
         torch.cuda.synchronize()  # the pass is queued on the device until then
     prefill_s = time.perf_counter() - started
     every = llm.end_check_steps if every_steps is None else every_steps
-    host, rows = _decode(llm, out.logits[:, -1], out.cache, feed, budgets, every)
+    replies = _Replies(budgets, llm.end_ids)
+    _decode(llm, out.logits[:, -1], out.cache, feed, replies, every)
     results = []
     for row, p in enumerate(ids):
-        reply = [step[row] for step in host[: budgets[row]]]
-        end = _row_ended(host, row, budgets[row], llm.end_ids)
+        reply = replies.tokens[row][: budgets[row]]
+        end = next((i for i, t in enumerate(reply) if t in llm.end_ids), None)
         tokens = reply if end is None else reply[:end]
         completion = len(reply) if end is None else end + 1
         span_list = span_lists[row]
         width = len(span_list) if span_list is not None else len(p)
-        if tokens:  # this row's own columns only, one row at a time (no copy of all rows)
-            own = torch.stack([r[row, feed.width - len(p) :] for r in rows[: len(tokens)]]).cpu()
+        if tokens:  # this row's own columns only
+            kept = replies.rows[row][: len(tokens)]
+            own = torch.stack([r[feed.width - len(p) :] for r in kept]).cpu()
             attention = own @ span_mean_matrix(span_list, len(p)) if span_list is not None else own
         else:
             attention = torch.zeros((0, width))
