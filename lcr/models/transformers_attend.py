@@ -21,17 +21,42 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lcr.errors import ModelError
 from lcr.models.base import AttendedGeneration
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     import torch
 
-    from lcr.models.transformers_llm import TransformersLLM
+    from lcr.evidence import Usage
 
 Spans = Sequence[tuple[int, int]]
+
+
+class TransformersLLM(Protocol):
+    """What this module reads of :class:`lcr.models.transformers_llm.TransformersLLM`
+    (named here, not imported: that module imports this one)."""
+
+    model: Any
+    model_id: str
+    tokenizer: Any
+    usage: Usage
+    device: str
+    end_ids: set[int]
+    _pad_id: int
+
+    @property
+    def context_window(self) -> int: ...
+
+    @property
+    def end_check_steps(self) -> int: ...
+
+    def attention_modules(self) -> list[Any]: ...
+
+    def weights_attention(self) -> AbstractContextManager[None]: ...
 
 
 def span_mean_matrix(spans: Spans, length: int) -> torch.Tensor:
