@@ -249,3 +249,22 @@ def test_cuda_batch_equals_one_call_per_prompt() -> None:
         assert many.tokens == one.tokens and many.completion_tokens == one.completion_tokens
         assert np.allclose(many.attention.numpy(), one.attention.numpy(), rtol=0, atol=1e-4)
     assert gpu.attention_batch_rows([len(p) for p in prompts], 24) == 3  # free memory: all
+
+
+def test_a_repeated_batch_is_paid_for_once(smollm: Any) -> None:
+    """Two batches of the same nodes (a text given twice) are one call, as when each
+    batch was looked up in the cache just before it was generated."""
+    from lcr.methods.pecan.build import Graph, _level_points
+    from lcr.methods.pecan.settings import PecanBuild
+    from lcr.methods.toolkit import LLMCalls
+    from lcr.progress import NULL_PROGRESS
+    from lcr.store import MemoryCache
+
+    one = ["Cinderella lost a glass slipper.", "The prince searched the kingdom."]
+    two = ["The stepsisters tried the slipper.", "It fitted Cinderella alone."]
+    calls, graph = LLMCalls(MemoryCache()), Graph()
+    params = PecanBuild(points_max_new_tokens=12, llm_batch=3)
+    task = NULL_PROGRESS.task("level", total=3)
+    replies = _level_points(smollm, [one, two, one], params, calls, graph, task)
+    assert calls.calls == 2 and calls.cached == 1 and graph.llm_batch == 2
+    assert replies[0] == replies[2] and replies[0][0]

@@ -135,7 +135,11 @@ def _level_points(
     keys = [calls.key(PROMPT_VERSION, llm, p.ids, new) for p in prompts]
     got: list[Any] = [calls.lookup(key, _cached_points) for key in keys]
     task.advance(sum(hit is not None for hit in got))
-    pending = [i for i, hit in enumerate(got) if hit is None]
+    twins: dict[str, list[int]] = {}  # the batches not in the cache, by key
+    for i, hit in enumerate(got):
+        if hit is None:
+            twins.setdefault(keys[i], []).append(i)
+    pending = [same[0] for same in twins.values()]  # a repeated batch is paid for once
     size = params.llm_batch or attention_batch_rows(
         llm, [len(prompts[i].ids) for i in pending], new
     )
@@ -152,8 +156,10 @@ def _level_points(
         for i, value in zip(group, values, strict=True):
             calls.store(keys[i], value)
             got[i] = value
+            for twin in twins[keys[i]][1:]:  # then read from the cache, as before batching
+                got[twin] = calls.lookup(keys[i], _cached_points)
+            task.advance(len(twins[keys[i]]))
         graph.llm_batch = max(graph.llm_batch, len(group))
-        task.advance(len(group))
     return [
         ([str(p) for p in hit["points"]], [[float(x) for x in w] for w in hit["weights"]])
         for hit in got
