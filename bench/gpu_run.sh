@@ -36,4 +36,7 @@ step ask_off 40 env LCR_STATIC_CACHE=off "${ASK[@]}"
 step ask_auto 60 env LCR_STATIC_CACHE=auto "${ASK[@]}"
 step speed 150 python3 bench/gpu_speed.py --llm "$M" --budget-s 145 --steps stream,batched --static on --rounds 5 --new 128 --batch 32 --json "$OUT/speed.json"
 step pecan 90 bash -c "python3 -m lcr index examples/lighthouse.txt -o '$P' -m pecan --llm '$M' --embedder hashing-384 --device cuda --backend transformers --quiet && python3 -m lcr info '$P' --json > '$OUT/pecan_info.json'; grep -o '\"llm_[a-z_]*\": [0-9.]*' '$OUT/pecan_info.json'"
-step tests 90 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_transformers_decode.py
+# PECAN's first level, 4 batches of up to 7.5k tokens, llm_batch=1 against auto (0: as many
+# as free memory holds), alternated (bench/pecan_llm_batch.py; docs/speed.md, PECAN's batches)
+step pecan_batch 100 python3 bench/pecan_llm_batch.py --llm "$M" --device cuda --s 7500 --batches 4 --new 64 --values 1,0 --rounds 3 --budget-s 60 --json "$OUT/pecan_batch.json"
+step tests 90 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_transformers_decode.py tests/test_pecan_batches.py::test_cuda_batch_equals_one_call_per_prompt

@@ -771,7 +771,9 @@ def _levels(monkeypatch: pytest.MonkeyPatch, leaves: list[str], reply: Any, **kw
         ],
     )
     monkeypatch.setattr(
-        pecan_build, "_batch_points", lambda ctx, llm, texts, p, c, level: reply(texts)
+        pecan_build,
+        "_level_points",
+        lambda llm, batches, p, c, graph, task: [reply(texts) for texts in batches],
     )
     ctx = SimpleNamespace(
         settings=params,

@@ -335,6 +335,38 @@ class AttentionLLM(LLM, Protocol):
         """A :class:`NodeCache` over ``prefix``; ``question`` is its question's token span."""
         ...
 
+    # Several prompts at once: :func:`generate_with_attention_batch` below calls a backend's
+    # own ``generate_with_attention_batch`` where it has one, else this call once per prompt.
+
+
+def generate_with_attention_batch(
+    llm: AttentionLLM,
+    prompts: Sequence[Sequence[int]],
+    *,
+    spans: Sequence[Sequence[tuple[int, int]] | None] | None = None,
+    max_new_tokens: int = 256,
+) -> list[AttendedGeneration]:
+    """:meth:`AttentionLLM.generate_with_attention` of every prompt, in order: decoded
+    together where the backend has its own ``generate_with_attention_batch`` (transformers),
+    else one call after another (the default any backend with the one-prompt call meets)."""
+    span_lists = list(spans) if spans is not None else [None] * len(prompts)
+    if len(span_lists) != len(prompts):
+        raise ModelError(f"{len(span_lists)} span lists were given for {len(prompts)} prompts")
+    batched = getattr(llm, "generate_with_attention_batch", None)
+    if batched is not None:
+        return list(batched(prompts, spans=span_lists, max_new_tokens=max_new_tokens))
+    return [
+        llm.generate_with_attention(p, spans=s, max_new_tokens=max_new_tokens)
+        for p, s in zip(prompts, span_lists, strict=True)
+    ]
+
+
+def attention_batch_rows(llm: AttentionLLM, prompts: Sequence[int], max_new_tokens: int) -> int:
+    """How many prompts of these lengths the backend decodes together with attention when
+    left to choose (its ``attention_batch_rows``: free memory on a GPU); 1 without one."""
+    rows = getattr(llm, "attention_batch_rows", None)
+    return max(1, int(rows(prompts, max_new_tokens))) if rows is not None else 1
+
 
 def require_attention(llm: LLM, purpose: str) -> AttentionLLM:
     """``llm`` as an :class:`AttentionLLM`, or a one-line error naming what needed it."""

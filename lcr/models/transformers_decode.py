@@ -24,7 +24,8 @@ is not compiled again for every prompt length.
 
 A GPU batch holds as many conversations as free GPU memory allows
 (:func:`gpu_batch_rows`, from ``torch.cuda.mem_get_info``), at most
-:data:`GPU_BATCH_MAX`.
+:data:`GPU_BATCH_MAX`; an attention-capturing batch (PECAN's build) as many prompts as
+hold their captured rows too (:func:`attention_batch_rows`).
 """
 
 from __future__ import annotations
@@ -178,6 +179,25 @@ def row_bytes(model: Any, kv_bytes_per_token: int, prompt: int, new: int) -> int
     vocab = int(getattr(cfg, "vocab_size", 0) or 0)
     itemsize = int(getattr(getattr(model, "dtype", None), "itemsize", 4) or 4)
     return kv_bytes_per_token * (prompt + new) + 3 * prompt * width * itemsize + 4 * vocab
+
+
+def attention_row_bytes(model: Any, kv_bytes_per_token: int, prompt: int, new: int) -> int:
+    """What one prompt of an attention-capturing batch needs on the GPU: :func:`row_bytes`,
+    plus the float32 attention row kept on the device for each generated token (``new`` x
+    ``prompt``) and one layer's float32 weights of a decoding step, with their scores and
+    softmax beside them (3 x heads x (prompt + new))."""
+    heads = int(getattr(model.config, "num_attention_heads", 1) or 1)
+    capture = 4 * new * prompt + 3 * 4 * heads * (prompt + new)
+    return row_bytes(model, kv_bytes_per_token, prompt, new) + capture
+
+
+def attention_batch_rows(free_bytes: int | None, row_bytes: int, wanted: int) -> int:
+    """Prompts one attention-capturing GPU batch takes (PECAN's ``llm_batch=0``): as
+    :func:`gpu_batch_rows` decides from free memory, but 1 where free memory is unknown
+    (a PECAN prompt is thousands of tokens: a guess could run out of memory)."""
+    if free_bytes is None:
+        return 1
+    return gpu_batch_rows(free_bytes, row_bytes, wanted)
 
 
 @functools.lru_cache(maxsize=32)

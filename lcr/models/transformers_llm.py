@@ -20,31 +20,28 @@ implements :class:`lcr.models.base.AttentionLLM`, which is what PECAN uses:
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lcr.errors import ModelError
+from lcr.models import transformers_decode as decoding
 from lcr.models.base import ALL_CAPABILITIES, AttendedGeneration, Capability
+from lcr.models.transformers_attend import (
+    accumulate_attention,
+    generate_attended,
+    span_mean_matrix,
+)
 from lcr.models.transformers_core import TransformersCore
 
 if TYPE_CHECKING:
     import torch
 
 
+# accumulate_attention and span_mean_matrix live in transformers_attend; kept importable here
+__all__ = ["NodeKVCache", "TransformersLLM", "accumulate_attention", "span_mean_matrix"]
+
 GPU_END_CHECK_STEPS = 8
-
-
-def _first_end(picked: Sequence[torch.Tensor], start: int, ends: set[int]) -> int | None:
-    """The first step from ``start`` on whose token is an end token (one read back)."""
-    import torch
-
-    start = max(0, start)
-    for i, tok in enumerate(torch.stack(list(picked[start:])).tolist()):
-        if int(tok) in ends:
-            return start + i
-    return None
 
 
 class AttentionPass(NamedTuple):
@@ -209,63 +206,36 @@ class TransformersLLM(TransformersCore):
         back every ``every_steps`` steps (:attr:`end_check_steps`: every step on a CPU,
         where reading back costs nothing, every 8 on a GPU, where each read waits for
         the device). Steps run past the end are dropped, so the result is the same.
+        The batch of one of :meth:`generate_with_attention_batch`.
         """
-        import torch
+        span_lists = [spans] if spans is not None else None
+        return generate_attended(self, [prompt], span_lists, max_new_tokens, every_steps)[0]
 
-        ids = [int(i) for i in prompt]
-        if not ids:
-            raise ModelError("generation needs a non-empty prompt")
-        if len(ids) + 1 > self.context_window:
-            raise ModelError(
-                f"a prompt of {len(ids)} tokens does not fit the context window of "
-                f"{self.model_id} ({self.context_window} tokens)"
-            )
-        budget = max(1, min(max_new_tokens, self.context_window - len(ids) - 1))
-        reduce = span_mean_matrix(spans, len(ids)) if spans is not None else None
-        heads = int(getattr(self.model.config, "num_attention_heads", 1))
-        layers = len(self.attention_modules())
-        ends = self.end_ids
-        started = time.perf_counter()
-        with torch.no_grad():
-            out = self.model(input_ids=self.as_batch(ids), use_cache=True, logits_to_keep=1)
-        cache = out.cache
-        logits = out.logits[0, -1]
-        if self.device.startswith("cuda"):
-            torch.cuda.synchronize()  # the pass is queued on the device until then
-        prefill_s = time.perf_counter() - started
-        picked: list[torch.Tensor] = []  # each step's token, left on the device
-        rows: list[torch.Tensor] = []
-        every = self.end_check_steps if every_steps is None else every_steps
-        ended: int | None = None  # the step whose token ended the reply
-        with (
-            torch.no_grad(),
-            self.weights_attention(),
-            accumulate_attention(self, len(ids)) as total,
-        ):
-            for step in range(budget):
-                tok = torch.argmax(logits)
-                picked.append(tok)
-                if (step + 1) % every == 0 or step + 1 == budget:
-                    ended = _first_end(picked, step + 1 - every, ends)
-                    if ended is not None:
-                        break
-                total.clear()
-                step_out = self.model(
-                    input_ids=tok.view(1, 1), cache=cache, use_cache=True, logits_to_keep=1
-                )
-                cache = step_out.cache
-                logits = step_out.logits[0, -1]
-                rows.append(total[0] / (layers * heads))
-        tokens = [int(t) for t in torch.stack(picked).tolist()] if picked else []
-        completion = len(tokens) if ended is None else ended + 1
-        tokens = tokens[: completion if ended is None else ended]
-        host = list(torch.stack(rows[: len(tokens)]).cpu()) if tokens else []
-        kept = [row @ reduce if reduce is not None else row for row in host]
-        width = reduce.shape[1] if reduce is not None else len(ids)
-        attention = torch.stack(kept) if kept else torch.zeros((0, width))
-        self.usage.add(len(ids), completion)  # as the backend's generate counts it
-        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        return AttendedGeneration(tokens, attention, text, len(ids), completion, prefill_s)
+    def generate_with_attention_batch(
+        self,
+        prompts: Sequence[Sequence[int]],
+        *,
+        spans: Sequence[Sequence[tuple[int, int]] | None] | None = None,
+        max_new_tokens: int = 256,
+        every_steps: int | None = None,
+    ) -> list[AttendedGeneration]:
+        """:meth:`generate_with_attention` of every prompt, decoded together in one
+        left-padded batch (:mod:`lcr.models.transformers_attend`): the same tokens, counts
+        and, to float rounding, attention as one call per prompt. ``spans[i]`` are
+        ``prompts[i]``'s. The caller sizes the batch (:meth:`attention_batch_rows`)."""
+        return generate_attended(self, prompts, spans, max_new_tokens, every_steps)
+
+    def attention_batch_rows(self, prompts: Sequence[int], max_new_tokens: int) -> int:
+        """How many of these prompts (their lengths) one attention-capturing batch takes:
+        1 on a CPU, where prefill is compute bound and batching gains nothing; on CUDA
+        what free memory holds for the longest (:func:`decoding.attention_batch_rows`)."""
+        if not self.device.startswith("cuda") or not prompts:
+            return 1
+        longest = max(prompts)
+        new = max(1, min(max_new_tokens, self.context_window - longest - 1))
+        need = decoding.attention_row_bytes(self.model, self.kv_bytes_per_token(), longest, new)
+        free = decoding.free_gpu_bytes(self.device)
+        return decoding.attention_batch_rows(free, need, len(prompts))
 
     def token_char_ends(self, tokens: Sequence[int]) -> list[int]:
         """Character offset in the decoded text where each token's text ends."""
@@ -287,43 +257,6 @@ def yes_probability(logits: torch.Tensor, yes_ids: frozenset[int], no_ids: froze
     lse_yes = torch.logsumexp(row[sorted(yes_ids)], dim=0)
     lse_no = torch.logsumexp(row[sorted(no_ids)], dim=0)
     return float(torch.sigmoid(lse_yes - lse_no))
-
-
-@contextmanager
-def accumulate_attention(llm: TransformersLLM, keep: int) -> Iterator[list[torch.Tensor]]:
-    """Hooks that sum, over layers and heads, the last query row's weights to the first
-    ``keep`` key positions; the running sum is ``total[0]`` after each forward pass."""
-    modules = llm.attention_modules()
-    total: list[torch.Tensor] = []
-
-    def hook(_module: Any, _args: Any, output: Any) -> None:
-        weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
-        if weights is None:
-            raise ModelError(f"{llm.model_id}: attention weights are not available")
-        row = weights[0, :, -1, :keep].float().sum(dim=0)
-        if total:
-            total[0] += row
-        else:
-            total.append(row)
-
-    handles = [m.register_forward_hook(hook) for m in modules]
-    try:
-        yield total
-    finally:
-        for h in handles:
-            h.remove()
-
-
-def span_mean_matrix(spans: Sequence[tuple[int, int]], length: int) -> torch.Tensor:
-    """``(length, spans)`` matrix whose product with a token row averages each span."""
-    import torch
-
-    m = torch.zeros((length, len(spans)), dtype=torch.float32)
-    for j, (a, b) in enumerate(spans):
-        if not 0 <= a < b <= length:
-            raise ModelError(f"span {a}:{b} lies outside a prompt of {length} tokens")
-        m[a:b, j] = 1.0 / (b - a)
-    return m
 
 
 def _roll_back(cache: Any, length: int) -> None:

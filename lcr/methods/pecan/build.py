@@ -16,8 +16,11 @@ not state: a small model restating its input would otherwise add levels that
 summarise nothing). ``graph="tree"`` is Table 2's "w/o IP-based Graph" ablation:
 each batch becomes one summary node (:func:`tree_node`).
 
-Each batch's points and weights go to the index's LLM cache the moment they
-exist, so a killed build resumes without generating any finished batch again.
+A level's batches not yet in the index's LLM cache are sent ``llm_batch`` at a time
+(decoded together where the backend can: :func:`_level_points`); each group's points
+and weights go to the cache the moment the group is done, so a killed build resumes
+without generating any finished batch again. The replies, and so the graph, do not
+depend on ``llm_batch`` (to float rounding in the attention weights).
 """
 
 from __future__ import annotations
@@ -46,10 +49,12 @@ from lcr.methods.pecan.prompts import (
 )
 from lcr.methods.pecan.settings import PecanBuild
 from lcr.methods.toolkit import LLMCalls, chunk_nodes
+from lcr.models.base import attention_batch_rows, generate_with_attention_batch
 from lcr.store import Node
 
 if TYPE_CHECKING:
-    from lcr.models.base import AttentionLLM
+    from lcr.models.base import AttendedGeneration, AttentionLLM
+    from lcr.progress import Task
 
 
 @dataclass
@@ -61,6 +66,8 @@ class Graph:
     levels: list[int] = field(default_factory=list)  # nodes per level, bottom first
     stop: str = ""
     empty_batches: int = 0  # batches whose reply held no information point
+    level: int = 0  # the level being built above (0: the chunks' batches)
+    llm_batch: int = 0  # the most batches the LLM decoded together (0: none paid for)
 
 
 def effective_s(llm: WindowedTokens, params: PecanBuild) -> int:
@@ -89,43 +96,74 @@ def leaf_nodes(
     )
 
 
-def _batch_points(
-    ctx: BuildContext[PecanBuild],
+def _points_of(llm: AttentionLLM, gen: AttendedGeneration) -> dict[str, Any]:
+    """One batch's reply as the cache keeps it: its points, each point's weights over the
+    batch's nodes (the mean attention of its tokens), and what the call cost."""
+    attention = gen.attention.numpy()
+    ends = llm.token_char_ends(gen.tokens)
+    points = information_points(gen.text)
+    weights = [
+        [float(x) for x in point_weights(attention, tokens_in(ends, p.start, p.end))]
+        for p in points
+    ]
+    return {
+        "points": [p.text for p in points],
+        "weights": weights,
+        "prompt_tokens": gen.prompt_tokens,
+        "completion_tokens": gen.completion_tokens,
+    }
+
+
+def _cached_points(hit: Any) -> bool:
+    return isinstance(hit, dict) and isinstance(hit.get("points"), list)
+
+
+def _level_points(
     llm: AttentionLLM,
-    texts: list[str],
+    batches: list[list[str]],
     params: PecanBuild,
     calls: LLMCalls,
-    level: int,
-) -> tuple[list[str], list[list[float]]]:
-    """One batch's points and their weights over the batch's nodes, through the cache."""
-    prompt = build_prompt(llm, texts)
-    key = calls.key(PROMPT_VERSION, llm, prompt.ids, params.points_max_new_tokens)
-
-    def generate() -> dict[str, Any]:
-        gen = llm.generate_with_attention(
-            prompt.ids, spans=prompt.spans, max_new_tokens=params.points_max_new_tokens
-        )
-        attention = gen.attention.numpy()
-        ends = llm.token_char_ends(gen.tokens)
-        points = information_points(gen.text)
-        weights = [
-            [float(x) for x in point_weights(attention, tokens_in(ends, p.start, p.end))]
-            for p in points
-        ]
-        return {
-            "points": [p.text for p in points],
-            "weights": weights,
-            "prompt_tokens": gen.prompt_tokens,
-            "completion_tokens": gen.completion_tokens,
-        }
-
-    got = calls.once(
-        key,
-        generate,
-        what=f"writing PECAN level {level + 1}",
-        valid=lambda hit: isinstance(hit, dict) and isinstance(hit.get("points"), list),
+    graph: Graph,
+    task: Task,
+) -> list[tuple[list[str], list[list[float]]]]:
+    """Each batch's points and weights over its nodes, through the cache: the batches not
+    in it are sent ``pecan.llm_batch`` at a time (0: as many as the backend takes), and
+    each group's replies are stored the moment the group is done, so a killed build
+    resumes without paying for any finished batch again."""
+    new = params.points_max_new_tokens
+    prompts = [build_prompt(llm, texts) for texts in batches]
+    keys = [calls.key(PROMPT_VERSION, llm, p.ids, new) for p in prompts]
+    got: list[Any] = [calls.lookup(key, _cached_points) for key in keys]
+    task.advance(sum(hit is not None for hit in got))
+    twins: dict[str, list[int]] = {}  # the batches not in the cache, by key
+    for i, hit in enumerate(got):
+        if hit is None:
+            twins.setdefault(keys[i], []).append(i)
+    pending = [same[0] for same in twins.values()]  # a repeated batch is paid for once
+    size = params.llm_batch or attention_batch_rows(
+        llm, [len(prompts[i].ids) for i in pending], new
     )
-    return [str(p) for p in got["points"]], [[float(x) for x in w] for w in got["weights"]]
+    for start in range(0, len(pending), size):
+        group = pending[start : start + size]
+        with calls.paying(f"writing PECAN level {graph.level + 1}"):
+            gens = generate_with_attention_batch(
+                llm,
+                [prompts[i].ids for i in group],
+                spans=[prompts[i].spans for i in group],
+                max_new_tokens=new,
+            )
+            values = [_points_of(llm, gen) for gen in gens]
+        for i, value in zip(group, values, strict=True):
+            calls.store(keys[i], value)
+            got[i] = value
+            for twin in twins[keys[i]][1:]:  # then read from the cache, as before batching
+                got[twin] = calls.lookup(keys[i], _cached_points)
+            task.advance(len(twins[keys[i]]))
+        graph.llm_batch = max(graph.llm_batch, len(group))
+    return [
+        ([str(p) for p in hit["points"]], [[float(x) for x in w] for w in hit["weights"]])
+        for hit in got
+    ]
 
 
 def tree_node(points: list[str], weights: list[list[float]]) -> tuple[list[str], list[list[float]]]:
@@ -158,11 +196,11 @@ def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, calls: LLMCall
             f"pecan: level {level + 1}: {len(batches)} batches", total=len(batches)
         )
         new: list[int] = []
-        for batch in batches:
+        graph.level = level
+        texts = [[graph.nodes[current[j]].text for j in batch] for batch in batches]
+        replies = _level_points(llm, texts, params, calls, graph, task)
+        for batch, (points, weights) in zip(batches, replies, strict=True):
             members = [current[j] for j in batch]
-            points, weights = _batch_points(
-                ctx, llm, [graph.nodes[m].text for m in members], params, calls, level
-            )
             if not points:
                 graph.empty_batches += 1
             elif params.graph == "tree":
@@ -183,7 +221,6 @@ def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, calls: LLMCall
                 )
                 graph.edges.extend((idx, m, wt) for m, wt in zip(members, w, strict=True))
                 new.append(idx)
-            task.advance()
         level += 1
         graph.levels.append(len(new))
         if not new:
@@ -214,6 +251,7 @@ def stats_of(graph: Graph, calls: LLMCalls) -> dict[str, Any]:
         "stop": graph.stop,
         "edges": len(graph.edges),
         "llm_batches": calls.calls,
+        "llm_batch_size": graph.llm_batch,
         "llm_cached": calls.cached,
         "llm_empty_batches": graph.empty_batches,
         "llm_prompt_tokens": calls.prompt_tokens,

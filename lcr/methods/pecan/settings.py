@@ -56,6 +56,14 @@ class PecanBuild(Settings):
         low=1,
         high=1000,
     )
+    # execution only: the same replies whatever the value (cached by prompt, not by batch)
+    llm_batch: int = setting(
+        0,
+        "batches of a level the LLM decodes together; 0 = auto: 1 on a CPU, by free memory on CUDA",
+        measured="docs/speed.md#pecans-batches-decoded-together-issue-55",
+        low=0,
+        high=64,
+    )
     # held out, pooled and truncated recall within chance; pooled keeps a chunk's tail
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",
