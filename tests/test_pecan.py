@@ -718,7 +718,9 @@ def test_the_answer_turn_follows_the_models_own_check(
     not put a "Yes" in the model's mouth: the check runs once and its word is used."""
     models = Models.with_objects(llm=smollm, embedder=embedder)
     q = "What did the stepsisters do?"
-    sets = ["pecan.progress_control=false", "pecan.fixed_nodes=2"]
+    # the excerpt never writes "stepsisters" (only "sisters"): the term check would answer
+    # "not found" before PECAN's turn, which is what this test reads
+    sets = ["pecan.progress_control=false", "pecan.fixed_nodes=2", "answer.term_zipf=0"]
     for threshold, word in (("0", "Yes"), ("1", "No")):
         r = api.plan_and_ask(
             built,
@@ -734,7 +736,7 @@ def test_the_answer_turn_follows_the_models_own_check(
         assert first["reply"] == word and first["checked_before_answer"]
     # with progress control the last check's word is used and no extra check runs
     r = api.plan_and_ask(
-        built, "pecan", q, models, ["pecan.yes_threshold=1"], k=2, max_new_tokens=4
+        built, "pecan", q, models, ["pecan.yes_threshold=1", sets[-1]], k=2, max_new_tokens=4
     )
     first = r.evidence.info["first_turn"]
     assert "final_check" not in r.evidence.info["encoded_tokens"]
@@ -854,9 +856,12 @@ def test_eval_records_keep_the_nodes_each_search_read(
         (plan,) = runner.plan_methods([method], models, opts)
         return runner.run_one(q, plan, built, models, opts, [], [])
 
-    capped = record("pecan", [*BUILD_SETS, "pecan.yes_threshold=1"], k=2)
+    unchecked = "answer.term_zipf=0"  # "stepsisters" is not in the excerpt (see above)
+    capped = record("pecan", [*BUILD_SETS, "pecan.yes_threshold=1", unchecked], k=2)
     assert capped["retrieval"] == {"nodes_read": 2, "stop": "2 nodes visited"}
-    fixed = record("pecan", [*BUILD_SETS, "pecan.progress_control=false", "pecan.fixed_nodes=3"])
+    fixed = record(
+        "pecan", [*BUILD_SETS, "pecan.progress_control=false", "pecan.fixed_nodes=3", unchecked]
+    )
     assert fixed["retrieval"]["nodes_read"] == 3 == len(fixed["evidence"])
     info = {"visited": 3}
     assert get_method("bm25").record_fields(info) == {}
