@@ -71,6 +71,15 @@ def span_mean_matrix(spans: Spans, length: int) -> torch.Tensor:
     return m
 
 
+def attention_weights(output: Any, model_id: str) -> torch.Tensor:
+    """The ``(batch, heads, queries, keys)`` weights an attention module returned (it
+    returns them only when run eagerly with weights asked for)."""
+    weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+    if weights is None:
+        raise ModelError(f"{model_id}: attention weights are not available")
+    return weights
+
+
 @contextmanager
 def accumulate_attention(llm: TransformersLLM, keep: int) -> Iterator[list[torch.Tensor]]:
     """Hooks that sum, over layers and heads, each row's last query's weights to the first
@@ -80,10 +89,7 @@ def accumulate_attention(llm: TransformersLLM, keep: int) -> Iterator[list[torch
     total: list[torch.Tensor] = []
 
     def hook(_module: Any, _args: Any, output: Any) -> None:
-        weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
-        if weights is None:
-            raise ModelError(f"{llm.model_id}: attention weights are not available")
-        row = weights[:, :, -1, :keep].float().sum(dim=1)
+        row = attention_weights(output, llm.model_id)[:, :, -1, :keep].float().sum(dim=1)
         if total:
             total[0] += row
         else:

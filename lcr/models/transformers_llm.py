@@ -29,6 +29,7 @@ from lcr.models import transformers_decode as decoding
 from lcr.models.base import ALL_CAPABILITIES, AttendedGeneration, Capability
 from lcr.models.transformers_attend import (
     accumulate_attention,
+    attention_weights,
     generate_attended,
     span_mean_matrix,
 )
@@ -152,10 +153,7 @@ class TransformersLLM(TransformersCore):
         total: list[torch.Tensor] = []
 
         def hook(_module: Any, _args: Any, output: Any) -> None:
-            weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
-            if weights is None:
-                raise ModelError(f"{self.model_id}: attention weights are not available")
-            summed = weights[0].float().sum(dim=0)
+            summed = attention_weights(output, self.model_id)[0].float().sum(dim=0)
             if total:
                 total[0] += summed
             else:
