@@ -95,6 +95,24 @@ def test_the_terminal_says_why_the_model_was_not_asked(tmp_path: Path) -> None:
     assert "Evidence (bm25): none read" in out and "info: absent=autopkgtest" in out
 
 
+def test_on_a_terminal_too_nothing_read_is_said_plainly(tmp_path: Path) -> None:
+    """On a terminal the answer line is written as it streams, apart from the evidence:
+    the evidence still says none was read (80 columns, the screen as a person sees it)."""
+    from tests.terminal import run_in_terminal
+
+    story = tmp_path / "lighthouse.txt"
+    shutil.copy(STORY, story)
+    assert run(["index", str(story), "-m", "bm25", "-q"])[0] == 0
+    asked = "Which debconf command did the keeper send to the frontend?"
+    screen = run_in_terminal(
+        ["ask", str(story.with_suffix(".idx")), asked, "--llm", "no-such"], columns=80
+    )
+    shown = [line.rstrip() for line in screen.final if line.strip()]
+    assert screen.code == 0 and shown[1] == "A: not found in the document", shown
+    assert "    \u201cdebconf\u201d, \u201cfrontend\u201d)" in shown
+    assert "Evidence (bm25): none read" in shown and max(map(len, shown)) <= 80
+
+
 def test_the_setting_refuses_bad_values_and_the_terminal_says_why() -> None:
     assert AnswerSettings().term_zipf == TERM_ZIPF
     assert parse_sets(["answer.term_zipf=0"]).answer_values() == {"term_zipf": 0.0}

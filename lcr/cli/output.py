@@ -341,7 +341,7 @@ def print_result(
         say()
     items = result.basis()  # what the answer read; retrieval alone: what was retrieved
     shown = items if most is None else items[:most]
-    if answer and not items:  # "not found" with nothing read: no list to head
+    if result.answer is not None and not items:  # answered, nothing read: no list to head
         say(f"Evidence ({result.method}): none read")
     else:
         say(f"Evidence ({result.method}, {len(items)} node{'' if len(items) == 1 else 's'}):")
