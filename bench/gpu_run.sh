@@ -34,7 +34,7 @@ step index 30 python3 -m lcr index examples/lighthouse.txt -o "$I" -m bm25 --qui
 step load 120 env LCR_STATIC_CACHE=off "${ASK[@]}"
 step ask_off 40 env LCR_STATIC_CACHE=off "${ASK[@]}"
 step ask_auto 60 env LCR_STATIC_CACHE=auto "${ASK[@]}"
-step speed 120 python3 bench/gpu_speed.py --llm "$M" --budget-s 115 --steps stream,batched --static on --rounds 3 --new 128 --batch 32 --json "$OUT/speed.json"
+step speed 140 python3 bench/gpu_speed.py --llm "$M" --budget-s 135 --steps stream,profile,batched --static on --rounds 3 --new 128 --batch 32 --json "$OUT/speed.json"
 step pecan 90 bash -c "python3 -m lcr index examples/lighthouse.txt -o '$P' -m pecan --llm '$M' --embedder hashing-384 --device cuda --backend transformers --quiet && python3 -m lcr info '$P' --json > '$OUT/pecan_info.json'; grep -o '\"llm_[a-z_]*\": [0-9.]*' '$OUT/pecan_info.json'"
 # PECAN's first level, 4 batches of up to 7.5k tokens, llm_batch=1 against auto (0: as many
 # as free memory holds), alternated (bench/pecan_llm_batch.py; docs/speed.md, PECAN's batches).

@@ -16,6 +16,8 @@ Steps, each skipped once ``--budget-s`` is spent (the order is the order of valu
    cache, compiled steps on a GPU from the first call; ``none`` leaves it out).
    Alternated, ``--rounds`` times, after one warm-up call each (the compile happens
    there); median tokens/s.
+1b. **profile**: lcr's one stream (static cache off) and the bare call once each under
+   cProfile; the functions whose own time lcr spends beyond the bare call's, most first.
 2. **batched**: ``generate_batch`` of ``--batch`` conversations, static cache off
    and ``--static``, tokens/s over the whole batch (on a CPU with ``batch_on_cpu``).
 3. **builds**: ``lcr index examples/lighthouse.txt`` with ``--methods`` (PECAN, RAPTOR;
@@ -223,6 +225,60 @@ def hook_overhead(llm: Any, steps: int = 1000, rounds: int = 3) -> list[dict]:
     ]
 
 
+def profile(llm: Any, new: int, top: int = 15) -> list[dict]:
+    """Where lcr's one stream spends host time the bare call does not (issue #55's 0.85x
+    on the H200): one call of each under cProfile after a warm-up, static cache off, and
+    the functions whose own time differs most. On a GPU a step's kernels take
+    microseconds, so the host's work between them, and any wait for the device (a read
+    back, ``.item()``, ``.tolist()``), is what separates the two here."""
+    import cProfile
+    import pstats
+
+    prompt = llm.render(messages(PROMPT))
+
+    def lcr_call() -> int:
+        llm.static_cache = "off"
+        gen = llm.generate(messages(PROMPT), max_new_tokens=new, on_text=lambda _t: None)
+        return int(gen.completion_tokens)
+
+    calls = {"bare": lambda: bare_generate(llm, prompt, new), "lcr": lcr_call}
+    own: dict[str, dict[str, float]] = {}
+    rows: list[dict] = []
+    for name, call in calls.items():
+        call()  # warm-up
+        prof = cProfile.Profile()
+        sync(llm)
+        start = time.perf_counter()
+        prof.enable()
+        tokens = call()
+        sync(llm)
+        prof.disable()
+        seconds = time.perf_counter() - start
+        table = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+        own[name] = {
+            f"{Path(where).name}:{line}({func})": row[2]
+            for (where, line, func), row in table.items()
+        }
+        rows.append(
+            {"step": "profile", "what": name, "tokens": tokens, "seconds": round(seconds, 3)}
+        )
+    names = set(own["bare"]) | set(own["lcr"])
+    gaps = sorted(
+        ((own["lcr"].get(k, 0.0) - own["bare"].get(k, 0.0), k) for k in names), reverse=True
+    )
+    for gap, key in gaps[:top]:
+        rows.append(
+            {
+                "step": "profile",
+                "function": key,
+                "lcr_minus_bare_s": round(gap, 4),
+                "lcr_s": round(own["lcr"].get(key, 0.0), 4),
+                "bare_s": round(own["bare"].get(key, 0.0), 4),
+            }
+        )
+    return rows
+
+
 def sync(llm: Any) -> None:
     if llm.device.startswith("cuda"):
         import torch
@@ -358,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, part in (
         ("hook", lambda: hook_overhead(llm)),
         ("stream", lambda: one_stream(llm, new, args.rounds, static, budget)),
+        ("profile", lambda: profile(llm, new)),
         ("batched", lambda: batched(llm, new, size, static, budget)),
         (
             "builds",
