@@ -16,10 +16,10 @@ Steps, each skipped once ``--budget-s`` is spent (the order is the order of valu
    cache, compiled steps on a GPU from the first call; ``none`` leaves it out).
    Alternated, ``--rounds`` times, after one warm-up call each (the compile happens
    there); median tokens/s.
-1b. **profile**: lcr's one stream (static cache off) and the bare call once each under
-   cProfile; the functions whose own time lcr spends beyond the bare call's, most first.
 2. **batched**: ``generate_batch`` of ``--batch`` conversations, static cache off
    and ``--static``, tokens/s over the whole batch (on a CPU with ``batch_on_cpu``).
+2b. **profile**: lcr's one stream (static cache off) and the bare call once each under
+   cProfile; the functions whose own time lcr spends beyond the bare call's, most first.
 3. **builds**: ``lcr index examples/lighthouse.txt`` with ``--methods`` (PECAN, RAPTOR;
    ``--embedder hashing-384``), ``LCR_STATIC_CACHE`` off and auto, wall seconds
    (with ``--cpu`` off only: the dry run checks that they run).
@@ -414,8 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, part in (
         ("hook", lambda: hook_overhead(llm)),
         ("stream", lambda: one_stream(llm, new, args.rounds, static, budget)),
-        ("profile", lambda: profile(llm, new)),
         ("batched", lambda: batched(llm, new, size, static, budget)),
+        ("profile", lambda: profile(llm, new)),
         (
             "builds",
             lambda: builds(args.llm, device, modes, budget, limit, tuple(args.methods.split(","))),
