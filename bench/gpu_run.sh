@@ -37,10 +37,13 @@ step ask_auto 60 env LCR_STATIC_CACHE=auto "${ASK[@]}"
 # The compiled one stream (383 tokens/s) was measured in session 61; --static none skips its
 # 42 s compile so that the batched rows (never reached yet) and the profile fit.
 step speed 140 python3 bench/gpu_speed.py --llm "$M" --budget-s 135 --steps stream,batched,profile --static none --rounds 2 --new 128 --batch 32 --json "$OUT/speed.json"
-step pecan 90 bash -c "python3 -m lcr index examples/lighthouse.txt -o '$P' -m pecan --llm '$M' --embedder hashing-384 --device cuda --backend transformers --quiet && python3 -m lcr info '$P' --json > '$OUT/pecan_info.json'; grep -o '\"llm_[a-z_]*\": [0-9.]*' '$OUT/pecan_info.json'"
 # PECAN's first level, 4 batches of up to 7.5k tokens, llm_batch=1 against auto (0: as many
 # as free memory holds), alternated (bench/pecan_llm_batch.py; docs/speed.md, PECAN's batches).
 # The speed rows run 2 rounds and this 2 (sessions 65-66), so that at the usual step times
-# (the load about 45 s, each ask about 20 s) the tests still fit the 420 s budget.
+# (the load about 45 s, each ask about 20 s) the tests still fit a 420 s budget
+# (GPU_BUDGET_S=540 reaches the builds).
 step pecan_batch 80 python3 bench/pecan_llm_batch.py --llm "$M" --device cuda --s 7500 --batches 4 --new 64 --values 1,0 --rounds 2 --budget-s 50 --json "$OUT/pecan_batch.json"
 step tests 90 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_transformers_decode.py tests/test_pecan_batches.py::test_cuda_batch_equals_one_call_per_prompt
+# The builds last: PECAN's with its llm_* stats, RAPTOR's summaries batched per layer.
+step pecan 90 bash -c "python3 -m lcr index examples/lighthouse.txt -o '$P' -m pecan --llm '$M' --embedder hashing-384 --device cuda --backend transformers --quiet && python3 -m lcr info '$P' --json > '$OUT/pecan_info.json'; grep -o '\"llm_[a-z_]*\": [0-9.]*' '$OUT/pecan_info.json'"
+step raptor 70 python3 -m lcr index examples/lighthouse.txt -o "$P" -m raptor --llm "$M" --embedder hashing-384 --device cuda --backend transformers --quiet

@@ -243,6 +243,7 @@ def profile(llm: Any, new: int, top: int = 15) -> list[dict]:
 
     calls = {"bare": lambda: bare_generate(llm, prompt, new), "lcr": lcr_call}
     own: dict[str, dict[str, float]] = {}
+    calls_made: dict[str, dict[str, int]] = {}
     rows: list[dict] = []
     for name, call in calls.items():
         call()  # warm-up
@@ -257,6 +258,10 @@ def profile(llm: Any, new: int, top: int = 15) -> list[dict]:
         table = pstats.Stats(prof).stats  # type: ignore[attr-defined]
         own[name] = {
             f"{Path(where).name}:{line}({func})": row[2]
+            for (where, line, func), row in table.items()
+        }
+        calls_made[name] = {
+            f"{Path(where).name}:{line}({func})": row[1]
             for (where, line, func), row in table.items()
         }
         rows.append(
@@ -274,6 +279,8 @@ def profile(llm: Any, new: int, top: int = 15) -> list[dict]:
                 "lcr_minus_bare_s": round(gap, 4),
                 "lcr_s": round(own["lcr"].get(key, 0.0), 4),
                 "bare_s": round(own["bare"].get(key, 0.0), 4),
+                "lcr_calls": calls_made["lcr"].get(key, 0),
+                "bare_calls": calls_made["bare"].get(key, 0),
             }
         )
     return rows
