@@ -4,6 +4,8 @@
 # the last part beside this script's copy), from the checkout:
 #   GPU_BUDGET_S=420 bash bench/gpu_run.sh .gpu/p3        # logs and JSON under $OUT
 #   ONLY="index load ask_off tests" GPU_BUDGET_S=300 bash bench/gpu_run.sh .gpu/p2   # some steps
+# Stage with `bash ../shared/gpu/stage.sh 62` (two parts) and then `bash bench/gpu_extra.sh
+# .gpu/p2` (wordfreq, which every ask imports and the staging's wheels lack).
 # The first load of the GGUF into an empty model cache takes over 40 s there: it runs
 # first, untimed, so the timed asks after it measure the ask alone.
 set -u

@@ -112,10 +112,21 @@ def test_resolve_device_uses_the_same_check(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_hidden_gpu_and_wsl2_are_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """CUDA_VISIBLE_DEVICES="" hides the GPU from llama.cpp too; WSL2's /dev/dxg counts."""
+    probes: list[bool] = []
+    torch_facts = machine._torch_facts
+
+    def recorded(*, probe_gpu: bool) -> dict[str, object]:
+        probes.append(probe_gpu)
+        return torch_facts(probe_gpu=probe_gpu)
+
+    monkeypatch.setattr(machine, "_torch_facts", recorded)
     monkeypatch.setattr(machine, "nvidia_driver_present", lambda: True)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     facts = machine.current.__wrapped__()  # type: ignore[attr-defined]
     assert facts.gpu_hidden and not facts.gpu_present and not facts.llamacpp_gpu
+    # torch is not asked: CUDA would read the empty list once and hide a real GPU from
+    # every later test in this process (seen on an H200)
+    assert probes == [False] and not facts.cuda_usable
     monkeypatch.undo()
     monkeypatch.setattr(Path, "exists", lambda self: str(self) == "/dev/dxg")
     assert machine.nvidia_driver_present()  # WSL2 has no /proc/driver/nvidia

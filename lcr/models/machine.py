@@ -113,7 +113,9 @@ def current() -> Machine:
         os.environ.get("CUDA_VISIBLE_DEVICES") is not None
         and not os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
     )
-    torch_facts = _torch_facts(probe_gpu=driver)
+    # a hidden GPU is not asked about: CUDA reads CUDA_VISIBLE_DEVICES once per process, so
+    # asking with it empty would hide the GPU from everything after in this process too
+    torch_facts = _torch_facts(probe_gpu=driver and not hidden)
     llama = _llamacpp_facts()
     return Machine(
         **torch_facts,
