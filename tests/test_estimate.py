@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -240,6 +241,76 @@ def test_pecan_prices_its_batches_at_their_length(cinderella: Path, tmp_path: Pa
     assert calls >= 2 and work.calls.is_exact
     assert prompt / calls < work.probe_length <= 1024 + 200
     assert prompt**2 / calls <= work.prompt_square.expected <= prompt * work.probe_length
+
+
+def test_batches_decoded_together_on_a_gpu_pay_their_steps_once() -> None:
+    """On CUDA a call's decoding is priced at ``decode_share_on_gpu`` of its steps (four
+    batches in one group: a quarter; measured on an H200, a group of four took 0.97x one
+    batch's time); its prompts are still all read, and a CPU prices every step."""
+    from dataclasses import replace
+
+    from lcr.estimate.figures import Range
+    from lcr.estimate.throughput import Rates
+    from lcr.pipeline.estimate import llm_seconds
+
+    rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
+    one = _batch(400, 0)
+    four = replace(_batch(400, 100), decode_share_on_gpu=Range(0.25, 1.0))
+    prompt = llm_seconds(one, rates, on_gpu=True).expected
+    serial = llm_seconds(four, rates)
+    grouped = llm_seconds(four, rates, on_gpu=True)
+    assert serial.expected == pytest.approx(prompt + 100 / 10)
+    assert grouped.expected == pytest.approx(prompt + 100 / 10 / 4)
+    assert grouped.high == pytest.approx(serial.high)  # at most one at a time
+    assert llm_seconds(replace(four, decode_share_on_gpu=None), rates, on_gpu=True) == serial
+
+
+@pytest.mark.slow
+def test_pecan_groups_a_levels_batches_and_a_gpu_estimate_prices_them(
+    cinderella: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pecan.llm_batch's groups in the estimate (auto: a level's batches together; 2:
+    pairs), and ``lcr index --estimate`` on CUDA takes them into its time and says so,
+    where a CPU pays every step (rates faked: no model is measured)."""
+    from dataclasses import replace
+
+    from lcr.estimate.throughput import Rates
+    from lcr.models.container import Models, Role
+    from lcr.models.spec import ModelSpec
+    from lcr.pipeline.estimate import Estimator, _time, estimate_index
+    from lcr.pipeline.plans import parse_sets
+    from lcr.text.inputs import expand_inputs
+
+    text = tmp_path / "c.txt"
+    text.write_text(cinderella.read_text(encoding="utf-8"), encoding="utf-8")
+    models = Models(spec=ModelSpec(llm="smollm2-135m"))
+    bills = {}
+    for value in (0, 2):
+        sets = parse_sets(["pecan.s=512", "pecan.max_levels=1", f"pecan.llm_batch={value}"])
+        files = expand_inputs([text])
+        _, (bills[value],) = estimate_index(
+            files, tmp_path / "e.idx", ["pecan"], models, sets, timed=False
+        )
+    calls = bills[0].work.llm.calls.expected
+    auto, pairs = (bills[v].work.llm.decode_share_on_gpu for v in (0, 2))
+    assert calls >= 3 and bills[0].work.llm.calls.is_exact
+    assert auto.expected == pytest.approx(1 / calls) and auto.high == 1
+    assert pairs.expected == pytest.approx(math.ceil(calls / 2) / calls) and pairs.high == 1
+
+    rates = Rates(**_ATTENTION_RATES)  # type: ignore[arg-type]
+    monkeypatch.setattr(Estimator, "llm_rates", lambda self, role, backend: rates)
+    monkeypatch.setattr(Estimator, "long_attention", lambda self, role, backend, n: None)
+    monkeypatch.setattr(Estimator, "embed_rate", lambda self: (1e6, 0.0, "faked"))
+    timed = {}
+    for device in ("cpu", "cuda"):
+        monkeypatch.setattr(Estimator, "device", lambda self, role, d=device: d)
+        bill = replace(bills[0], sources={})
+        _time(Estimator(models), bill, Role.LLM, "transformers", 7000)
+        timed[device] = bill
+    cpu, gpu = timed["cpu"], timed["cuda"]
+    assert gpu.seconds.expected < cpu.seconds.expected
+    assert gpu.seconds.high == pytest.approx(cpu.seconds.high)
+    assert "share them" in gpu.sources["time"] and "share them" not in cpu.sources["time"]
 
 
 class _ClockedLLM:

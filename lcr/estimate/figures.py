@@ -81,6 +81,10 @@ class LLMWork:
     prompt_square: Range = Range(0, 0)
     # the prompt length the calls run at, where a probe there is wanted (0: none)
     probe_length: int = 0
+    # decoding passes per call where calls go to the GPU together and share their steps
+    # (PECAN's batches on CUDA: a group of four decoded in one batch's time on an H200);
+    # None: one pass a call. Applied on CUDA only: on a CPU a step of g rows costs g
+    decode_share_on_gpu: Range | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,6 +96,9 @@ class LLMWork:
             "encoded_tokens": self.encoded_tokens.to_json(),
             "decode_context": self.decode_context.to_json(),
             "kind": self.kind,
+            "decode_share_on_gpu": (
+                self.decode_share_on_gpu.to_json() if self.decode_share_on_gpu else None
+            ),
         }
 
 

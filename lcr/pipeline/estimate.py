@@ -127,7 +127,11 @@ def per_token_line(
 
 
 def llm_seconds(
-    work: LLMWork, rates: throughput.Rates, long: throughput.LongAttention | None = None
+    work: LLMWork,
+    rates: throughput.Rates,
+    long: throughput.LongAttention | None = None,
+    *,
+    on_gpu: bool = False,
 ) -> Range:
     """The LLM's share of a build's time at these rates (pure).
 
@@ -137,7 +141,8 @@ def llm_seconds(
     prompt of ``n`` tokens costs ``base * n + slope * n^2`` (``work.prompt_square``):
     with ``long``, the probe at the calls' own length and a quarter of it (PECAN's
     batches), both lines run through its two calls; without it the prefill's slope is
-    0, as before.
+    0, as before. ``on_gpu``: calls that decode together share their steps
+    (``work.decode_share_on_gpu``); their prompts are still read one by one.
     """
     attention = work.kind == "attention" and rates.attention_decode > 0
     prefill = rates.attention_prefill if attention else rates.prefill
@@ -157,11 +162,14 @@ def llm_seconds(
     if work.batched and not attention:
         base = max(1 / max(rates.batch_decode, 1e-9) - slope * rates.short_context, 0.0)
     prefill_base, prefill_slope = per_token_line(prefill, prefill_at, prefill_long, prefill_long_at)
+    decoding = work.completion_tokens.scaled(base) + work.decode_context.scaled(slope)
+    share = work.decode_share_on_gpu
+    if on_gpu and share is not None:
+        decoding = Range(decoding.expected * share.expected, decoding.high * share.high)
     return (
         work.encoded_tokens.scaled(prefill_base)
         + work.prompt_square.scaled(prefill_slope)
-        + work.completion_tokens.scaled(base)
-        + work.decode_context.scaled(slope)
+        + decoding
     )
 
 
@@ -209,13 +217,17 @@ class Estimator:
             self.tokenizers[key] = load_tokenizer(name, backend, self.models.spec)
         return self.tokenizers[key]
 
+    def device(self, role: Role) -> str:
+        """Where the role's model runs, as its configuration records it."""
+        conf = self.models.configuration(role) or {}
+        return str(conf.get("device") or self.models.spec.device)
+
     def llm_rates(self, role: Role, backend: str) -> throughput.Rates | None:
         spec = self.models.spec
         name = self.models.model_id(role)
         if backend == "openai":
             return throughput.server_rates(name, str(spec.base_url))
-        conf = self.models.configuration(role) or {}
-        key = throughput.rates_key(name, backend, str(conf.get("device") or spec.device))
+        key = throughput.rates_key(name, backend, self.device(role))
         if key in self.rates:
             return self.rates[key]
         found = throughput.cached_rates(key)
@@ -503,8 +515,17 @@ def _time(
         if work.llm.kind == "attention" and work.llm.probe_length > 0:
             long = est.long_attention(role, backend, work.llm.probe_length)
         bill.long_attention = long
-        seconds = seconds + llm_seconds(work.llm, rates, long) + Range.exact(rates.load_s)
+        on_gpu = est.device(role).startswith("cuda")
+        seconds = seconds + llm_seconds(work.llm, rates, long, on_gpu=on_gpu)
+        seconds = seconds + Range.exact(rates.load_s)
         bill.sources["time"] = f"LLM rates {rates.source}"
+        share = work.llm.decode_share_on_gpu
+        if on_gpu and share is not None and share.expected < 1:
+            bill.sources["time"] += (
+                f"; decoding {share.expected:.2g} of the calls' steps: batches sent together "
+                "share them (a group of four in one batch's time on an H200), at most "
+                "one at a time"
+            )
         if long is not None:
             bill.sources["time"] += (
                 f"; with attention weights at {long.length} prompt tokens (the batches' "

@@ -29,13 +29,23 @@ REPLY_SHARE = 0.9  # of points_max_new_tokens: smollm2's replies ran to it (benc
 CHARS_PER_TOKEN = 4.0
 
 
+def passes(batches: int, llm_batch: int) -> int:
+    """Decoding passes for one level's ``batches`` sent ``llm_batch`` at a time (0, auto:
+    the whole level, the GPU's free memory allowing)."""
+    if batches <= 0:
+        return 0
+    return math.ceil(batches / llm_batch) if llm_batch > 0 else 1
+
+
 def _upper_levels(
     level_tokens: float, calls_below: int, s: int, p: PecanBuild, reply: float, factor: int
-) -> tuple[int, float, float]:
-    """Calls, prompt tokens and reply tokens of the levels above the first."""
+) -> tuple[int, float, float, int]:
+    """Calls, prompt tokens, reply tokens and decoding passes (:func:`passes`) of the
+    levels above the first."""
     calls = 0
     prompt = 0.0
     completion = 0.0
+    together = 0
     batches = calls_below
     below = level_tokens
     text = calls_below * reply  # the first level's points
@@ -48,10 +58,11 @@ def _upper_levels(
             break
         batches = max(1, min(factor * math.ceil(text / s), math.ceil(text)))
         calls += batches
+        together += passes(batches, p.llm_batch)
         prompt += text
         completion += batches * reply
         below, text = text, batches * reply
-    return calls, prompt, completion
+    return calls, prompt, completion, together
 
 
 def _square(calls: int, prompt: float) -> float:
@@ -76,9 +87,13 @@ def estimate_graph(
     if (p.top == "fit" and sum(leaf_tokens) <= s) or p.max_levels < 1:
         first, first_prompts = 0, []
     level_tokens = float(sum(leaf_tokens))
-    up_e = _upper_levels(level_tokens, first, s, p, reply, 1) if first else (0, 0.0, 0.0)
-    up_h = _upper_levels(level_tokens, first, s, p, budget, 2) if first else (0, 0.0, 0.0)
+    up_e = _upper_levels(level_tokens, first, s, p, reply, 1) if first else (0, 0.0, 0.0, 0)
+    up_h = _upper_levels(level_tokens, first, s, p, budget, 2) if first else (0, 0.0, 0.0, 0)
     calls = Range(first + up_e[0], first + up_h[0])
+    # on a GPU a level's batches decode together: expected as pecan.llm_batch groups
+    # them, at most one at a time (free memory may take fewer than auto hopes)
+    grouped = passes(first, p.llm_batch) + up_e[3]
+    share = Range(grouped / calls.expected if calls.expected else 1.0, 1.0)
     prompt_first = float(sum(first_prompts))
     prompt = Range(
         prompt_first + up_e[1] + up_e[0] * overhead, prompt_first + up_h[1] + up_h[0] * overhead
@@ -113,6 +128,7 @@ def estimate_graph(
             # the probe at the batches' length: the longest first-level batch (most are
             # within a chunk of s), else a full batch of s
             probe_length=max(first_prompts, default=overhead + s if up_e[0] else 0),
+            decode_share_on_gpu=share,
         ),
         embedder_texts=Range(n, n) + points,
         nodes=Range(n, n) + points,
