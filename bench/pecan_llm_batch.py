@@ -6,7 +6,8 @@ The level is built by the build's own code (``_level_points`` of
 weights read from each reply), over a text cut into the build's 300-token chunks and
 batched up to ``--s`` tokens, the first ``--batches`` batches. Each round builds the
 level once per value, a fresh cache each time (nothing is served from a cache), the
-order reversed every other round; one short untimed call warms the device first.
+order reversed every other round; one untimed call of the first batch's prompt (4 new
+tokens) warms the device first.
 It prints each value's median seconds, the ratio against the first value, the group
 size the build used (``llm_batch=0`` is auto: 1 on a CPU, by free memory on CUDA),
 whether both values wrote the same points, and the machine's load.
@@ -99,7 +100,11 @@ def main() -> None:
     tokens = [int(n.meta["tokens"]) for n in leaves]
     picked = batch_nodes(tokens, args.s)[: args.batches]
     batches = [[leaves[j].text for j in batch] for batch in picked]
-    llm.generate_with_attention(llm.encode("Warm up."), max_new_tokens=4)  # untimed
+    # untimed: one batch's own prompt, so that kernels and memory for that length are
+    # ready before the first round (on the H200 a short warm-up left round 1 1.8x slower)
+    from lcr.methods.pecan.prompts import build_prompt
+
+    llm.generate_with_attention(build_prompt(llm, batches[0]).ids, max_new_tokens=4)
     seconds: dict[int, list[float]] = {v: [] for v in values}
     seen: dict[int, dict[str, Any]] = {}
     same = True
