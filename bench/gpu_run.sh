@@ -4,7 +4,8 @@
 # the last part beside this script's copy), from the checkout:
 #   GPU_BUDGET_S=420 bash bench/gpu_run.sh .gpu/p3        # logs and JSON under $OUT
 #   ONLY="index load ask_off tests" GPU_BUDGET_S=300 bash bench/gpu_run.sh .gpu/p2   # some steps
-# What session 67 left for the next GPU: ONLY="index load ask_off tests pecan_512"
+# What session 68 left for the next GPU (GPU_BUDGET_S=540):
+#   ONLY="index load tests pecan_512 pecan_after"
 # Stage with `bash ../shared/gpu/stage.sh 62` (two parts) and then `bash bench/gpu_extra.sh
 # .gpu/p2` (wordfreq, which every ask imports and the staging's wheels lack).
 # The first load of the GGUF into an empty model cache takes over 40 s there: it runs
@@ -50,10 +51,14 @@ step speed 140 python3 bench/gpu_speed.py --llm "$M" --budget-s 135 --steps stre
 # (the load about 45 s, each ask about 20 s) the tests still fit a 420 s budget
 # (GPU_BUDGET_S=540 reaches the builds).
 step pecan_batch 80 python3 bench/pecan_llm_batch.py --llm "$M" --device cuda --s 7500 --batches 4 --new 64 --values 1,0 --rounds 2 --budget-s 50 --json "$OUT/pecan_batch.json"
-step tests 200 python3 -m pytest -q -rs --durations 8 --timeout 90 -p no:cacheprovider tests/test_gpu.py tests/test_transformers_decode.py tests/test_pecan_batches.py::test_cuda_batch_equals_one_call_per_prompt
+step tests 200 python3 -m pytest -q -rs --durations 8 --timeout 90 -p no:cacheprovider tests/test_gpu.py tests/test_transformers_decode.py tests/test_pecan_batches.py::test_cuda_batch_equals_one_call_per_prompt tests/test_attention_after.py::test_cuda_rows_read_after_equal_the_captured
 # PECAN's default reply length (512 new tokens), the 7.5k-token batches alone and as one
 # group: session 67 measured 64 (2.85 s a batch alone); the target is under 5 s a batch.
 step pecan_512 150 python3 bench/pecan_llm_batch.py --llm "$M" --device cuda --s 7500 --batches 4 --new 512 --values 0,1 --rounds 1 --json "$OUT/pecan_512.json"
+# The same batches' points written by generate (a static cache, compiled steps: LCR_STATIC_CACHE=on)
+# and their attention read after (LCR_ATTENTION_CAPTURE=after), against the capture loop; round 1
+# of `after` pays the compile (about 42 s in session 61), round 2 is the warm figure.
+step pecan_after 200 env LCR_STATIC_CACHE=on python3 bench/pecan_llm_batch.py --llm "$M" --device cuda --s 7500 --batches 2 --new 512 --values 1:during,1:after --rounds 2 --budget-s 150 --json "$OUT/pecan_after.json"
 # The builds last: PECAN's with its llm_* stats, RAPTOR's summaries batched per layer.
 step pecan 90 bash -c "python3 -m lcr index examples/lighthouse.txt -o '$P' -m pecan --llm '$M' --embedder hashing-384 --device cuda --backend transformers --quiet && python3 -m lcr info '$P' --json > '$OUT/pecan_info.json'; grep -o '\"llm_[a-z_]*\": [0-9.]*' '$OUT/pecan_info.json'"
 step raptor 70 python3 -m lcr index examples/lighthouse.txt -o "$P" -m raptor --llm "$M" --embedder hashing-384 --device cuda --backend transformers --quiet

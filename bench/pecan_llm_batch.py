@@ -1,4 +1,6 @@
-"""PECAN's first build level with ``pecan.llm_batch`` at two values, alternated (issue 55).
+"""PECAN's first build level with ``pecan.llm_batch`` at two values, alternated (issue 55);
+or with the attention read at two times (``--values 1:during,1:after``: a value's
+``:during`` or ``:after`` sets ``LCR_ATTENTION_CAPTURE`` for its builds).
 
 The level is built by the build's own code (``_level_points`` of
 ``lcr/methods/pecan/build.py``: the Table A1 prompt of each batch, the batches sent
@@ -15,6 +17,8 @@ whether both values wrote the same points, and the machine's load.
     PYTHONPATH=. nice python bench/pecan_llm_batch.py --s 2000 --batches 2 --new 128
     PYTHONPATH=. python bench/pecan_llm_batch.py --device cuda --llm smol.gguf --s 7500 \\
         --batches 4 --new 64 --values 1,0 --budget-s 100      # the GPU step of gpu_run.sh
+    PYTHONPATH=. python bench/pecan_llm_batch.py --s 7500 --batches 1 --new 64 \\
+        --values 1:during,1:after
 """
 
 from __future__ import annotations
@@ -76,7 +80,12 @@ def main() -> None:
     ap.add_argument("--s", type=int, default=2000, help="batch size in tokens (pecan.s)")
     ap.add_argument("--batches", type=int, default=2, help="batches of the level timed")
     ap.add_argument("--new", type=int, default=128, help="pecan.points_max_new_tokens")
-    ap.add_argument("--values", default="1,2", help="two pecan.llm_batch values (0: auto)")
+    ap.add_argument(
+        "--values",
+        default="1,2",
+        help="two pecan.llm_batch values (0: auto), each with an "
+        "optional :during or :after (LCR_ATTENTION_CAPTURE)",
+    )
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--budget-s", type=float, default=0, help="start no round past this (0: none)")
     ap.add_argument("--json", default=None, help="write the result here too")
@@ -90,7 +99,8 @@ def main() -> None:
     from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS
 
-    values = [int(v) for v in args.values.split(",")]
+    values = [v.strip() for v in args.values.split(",")]
+    modes = {v: v.partition(":")[2] or os.environ.get("LCR_ATTENTION_CAPTURE", "") for v in values}
     load = [round(x, 2) for x in os.getloadavg()]
     llm = load_llm(
         ModelSpec(llm=args.llm, device=args.device, backend="transformers"), NULL_PROGRESS
@@ -105,14 +115,16 @@ def main() -> None:
     from lcr.methods.pecan.prompts import build_prompt
 
     llm.generate_with_attention(build_prompt(llm, batches[0]).ids, max_new_tokens=4)
-    seconds: dict[int, list[float]] = {v: [] for v in values}
-    seen: dict[int, dict[str, Any]] = {}
+    seconds: dict[str, list[float]] = {v: [] for v in values}
+    seen: dict[str, dict[str, Any]] = {}
     same = True
     for r in range(args.rounds):
         if r and args.budget_s and time.monotonic() - started > args.budget_s:
             break
         for v in values if r % 2 == 0 else values[::-1]:
-            params = PecanBuild(s=args.s, points_max_new_tokens=args.new, llm_batch=v)
+            os.environ["LCR_ATTENTION_CAPTURE"] = modes[v]
+            group = int(v.partition(":")[0])
+            params = PecanBuild(s=args.s, points_max_new_tokens=args.new, llm_batch=group)
             spent, info = _level(llm, batches, params)
             seconds[v].append(round(spent, 2))
             if v in seen:

@@ -50,6 +50,10 @@ from its paper, measured results) is the docs/ folder of the source repository."
 OTHER_ENV: dict[str, str] = {
     "LCR_API_KEY": "The key sent as a bearer token to the server of --base-url, if it "
     "needs one (never taken on the command line, so it stays out of shell history).",
+    "LCR_ATTENTION_CAPTURE": "When PECAN's build reads attention on the transformers "
+    "backend: during (default; each point token's row as the token is decoded) or after "
+    "(generate writes the reply, with LCR_STATIC_CACHE's plan, then one pass reads the "
+    "rows; the same index, a different cost).",
     "LCR_CACHE_DIR": "The model cache (default ~/.cache/lcr): joined GGUF files and "
     "dequantised copies of the presets.",
     "LCR_DEBUG": "When 1, like --debug: show tracebacks for errors.",

@@ -14,16 +14,26 @@ leaves the batch at the next read-back of the tokens (every step on a CPU, every
 few on a GPU): its KV cache, mask and positions are dropped, so it costs no more
 steps, and its tokens, attention rows and counts stop where the one-prompt call
 stops. The loop ends when every row has ended or spent its budget.
+
+``LCR_ATTENTION_CAPTURE`` (:func:`capture_setting`) chooses when the rows are read:
+``during`` (the default) captures each row as its token is fed back in the decode loop
+above; ``after`` lets the backend's own decoding write the replies (``generate``'s plan:
+on CUDA a static cache and compiled steps where they apply, which the capture loop
+cannot use) and then reads every reply's rows in one pass over its prompt's cache
+(:func:`write_then_read`). Causal attention gives each reply position the same row
+either way (measured: 2.6e-10 apart in fp32), so ``after`` changes the cost, not the
+result, wherever the two decodings pick the same tokens (always in fp32 on a CPU).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lcr.errors import ModelError
+from lcr.errors import ModelError, UsageError
 from lcr.models.base import AttendedGeneration
 
 if TYPE_CHECKING:
@@ -34,6 +44,19 @@ if TYPE_CHECKING:
     from lcr.evidence import Usage
 
 Spans = Sequence[tuple[int, int]]
+CAPTURE_CHOICES = ("during", "after")
+READ_CHUNK_TOKENS = 256  # reply tokens read back per pass (bounds one layer's weights)
+
+
+def capture_setting() -> str:
+    """``LCR_ATTENTION_CAPTURE`` (``during`` or ``after``; default ``during``); a bad
+    value is a usage error."""
+    raw = os.environ.get("LCR_ATTENTION_CAPTURE", "").strip().lower() or "during"
+    if raw not in CAPTURE_CHOICES:
+        raise UsageError(
+            f"LCR_ATTENTION_CAPTURE must be one of {', '.join(CAPTURE_CHOICES)}, got {raw!r}"
+        )
+    return raw
 
 
 class TransformersLLM(Protocol):
@@ -58,6 +81,10 @@ class TransformersLLM(Protocol):
 
     def weights_attention(self) -> AbstractContextManager[None]: ...
 
+    def greedy_token_replies(
+        self, prompts: list[list[int]], max_new_tokens: int
+    ) -> list[list[int]]: ...
+
 
 def span_mean_matrix(spans: Spans, length: int) -> torch.Tensor:
     """``(length, spans)`` matrix whose product with a token row averages each span."""
@@ -81,15 +108,19 @@ def attention_weights(output: Any, model_id: str) -> torch.Tensor:
 
 
 @contextmanager
-def accumulate_attention(llm: TransformersLLM, keep: int) -> Iterator[list[torch.Tensor]]:
-    """Hooks that sum, over layers and heads, each row's last query's weights to the first
-    ``keep`` key positions; the running ``(batch, keep)`` sum is ``total[0]`` after each
-    forward pass."""
+def accumulate_attention(
+    llm: TransformersLLM, keep: int, every_query: bool = False
+) -> Iterator[list[torch.Tensor]]:
+    """Hooks that sum, over layers and heads, each row's last query's weights (or every
+    query's: ``(batch, queries, keep)``) to the first ``keep`` key positions; the running
+    ``(batch, keep)`` sum is ``total[0]`` after each forward pass."""
     modules = llm.attention_modules()
     total: list[torch.Tensor] = []
+    queries = slice(None) if every_query else -1
 
     def hook(_module: Any, _args: Any, output: Any) -> None:
-        row = attention_weights(output, llm.model_id)[:, :, -1, :keep].float().sum(dim=1)
+        weights = attention_weights(output, llm.model_id)
+        row = weights[:, :, queries, :keep].float().sum(dim=1)
         if total:
             total[0] += row
         else:
@@ -250,6 +281,29 @@ def _decode(
             replies.keep(total[0] / (layers * heads))
 
 
+def _budgets(llm: TransformersLLM, ids: list[list[int]], max_new_tokens: int) -> list[int]:
+    """Each prompt's new tokens: ``max_new_tokens``, or what its context window leaves."""
+    return [max(1, min(max_new_tokens, llm.context_window - len(p) - 1)) for p in ids]
+
+
+def _prefill(llm: TransformersLLM, ids: list[list[int]], feed: _Feed) -> tuple[Any, float]:
+    """The left-padded batch's one prompt pass (the fast kernel, no weights) and its
+    seconds."""
+    import torch
+
+    batch = torch.full((len(ids), feed.width), llm._pad_id, dtype=torch.long)
+    for row, p in enumerate(ids):
+        batch[row, feed.width - len(p) :] = torch.tensor(p)
+    started = time.perf_counter()
+    with torch.no_grad():
+        out = llm.model(
+            input_ids=batch.to(llm.model.device), use_cache=True, logits_to_keep=1, **feed.prefill()
+        )
+    if llm.device.startswith("cuda"):
+        torch.cuda.synchronize()  # the pass is queued on the device until then
+    return out, time.perf_counter() - started
+
+
 def generate_attended(
     llm: TransformersLLM,
     prompts: Sequence[Sequence[int]],
@@ -265,38 +319,125 @@ def generate_attended(
     ids, span_lists = _check_prompts(llm, prompts, spans)
     if not ids:
         return []
-    lengths = [len(p) for p in ids]
-    budgets = [max(1, min(max_new_tokens, llm.context_window - n - 1)) for n in lengths]
-    feed = _Feed(lengths, llm.model.device)
-    batch = torch.full((len(ids), feed.width), llm._pad_id, dtype=torch.long)
-    for row, p in enumerate(ids):
-        batch[row, feed.width - len(p) :] = torch.tensor(p)
-    started = time.perf_counter()
-    with torch.no_grad():
-        out = llm.model(
-            input_ids=batch.to(llm.model.device), use_cache=True, logits_to_keep=1, **feed.prefill()
-        )
-    if llm.device.startswith("cuda"):
-        torch.cuda.synchronize()  # the pass is queued on the device until then
-    prefill_s = time.perf_counter() - started
+    budgets = _budgets(llm, ids, max_new_tokens)
+    feed = _Feed([len(p) for p in ids], llm.model.device)
+    out, prefill_s = _prefill(llm, ids, feed)
     every = llm.end_check_steps if every_steps is None else every_steps
     replies = _Replies(budgets, llm.end_ids)
     _decode(llm, out.logits[:, -1], out.cache, feed, replies, every)
+    rows = [torch.stack(r) if r else None for r in replies.rows]
+    return _results(llm, ids, span_lists, replies.tokens, budgets, rows, feed.width, prefill_s)
+
+
+def _results(
+    llm: TransformersLLM,
+    ids: list[list[int]],
+    span_lists: list[Spans | None],
+    tokens: list[list[int]],
+    budgets: list[int],
+    rows: list[torch.Tensor | None],
+    width: int,
+    prefill_s: float,
+) -> list[AttendedGeneration]:
+    """Each prompt's generation: its reply cut at its budget and first end token, and the
+    attention rows of the tokens kept (``rows[i]``: ``(fed tokens, width)`` over the
+    left-padded batch's columns), read over its own columns (or its spans)."""
+    import torch
+
     results = []
     for row, p in enumerate(ids):
-        reply = replies.tokens[row][: budgets[row]]
+        reply = tokens[row][: budgets[row]]
         end = next((i for i, t in enumerate(reply) if t in llm.end_ids), None)
-        tokens = reply if end is None else reply[:end]
+        kept_tokens = reply if end is None else reply[:end]
         completion = len(reply) if end is None else end + 1
         span_list = span_lists[row]
-        width = len(span_list) if span_list is not None else len(p)
-        if tokens:  # this row's own columns only
-            kept = replies.rows[row][: len(tokens)]
-            own = torch.stack([r[feed.width - len(p) :] for r in kept]).cpu()
+        captured = rows[row]
+        if kept_tokens and captured is not None:  # this row's own columns only
+            own = captured[: len(kept_tokens), width - len(p) :].cpu()
             attention = own @ span_mean_matrix(span_list, len(p)) if span_list is not None else own
         else:
-            attention = torch.zeros((0, width))
+            attention = torch.zeros((0, len(span_list) if span_list is not None else len(p)))
         llm.usage.add(len(p), completion)  # as the backend's generate counts it
-        text = llm.tokenizer.decode(tokens, skip_special_tokens=True)
-        results.append(AttendedGeneration(tokens, attention, text, len(p), completion, prefill_s))
+        text = llm.tokenizer.decode(kept_tokens, skip_special_tokens=True)
+        results.append(
+            AttendedGeneration(kept_tokens, attention, text, len(p), completion, prefill_s)
+        )
     return results
+
+
+def write_then_read(
+    llm: TransformersLLM,
+    prompts: Sequence[Sequence[int]],
+    spans: Sequence[Spans | None] | None,
+    max_new_tokens: int,
+) -> list[AttendedGeneration]:
+    """:func:`generate_attended`'s result, the replies written by the backend's own
+    decoding and their rows read afterwards (``LCR_ATTENTION_CAPTURE=after``; see the
+    module). A batch in which a prompt leaves less than ``max_new_tokens`` of the
+    context window is decoded by :func:`generate_attended` instead, whose per-row budgets
+    ``generate`` has no way to give."""
+
+    ids, span_lists = _check_prompts(llm, prompts, spans)
+    if not ids:
+        return []
+    budgets = _budgets(llm, ids, max_new_tokens)
+    if any(b != max_new_tokens for b in budgets):
+        return generate_attended(llm, prompts, spans, max_new_tokens, None)
+    written = llm.greedy_token_replies(ids, max_new_tokens)
+    fed = [_before_end(reply, llm.end_ids) for reply in written]
+    feed = _Feed([len(p) for p in ids], llm.model.device)
+    out, prefill_s = _prefill(llm, ids, feed)
+    rows = _read_rows(llm, out.cache, feed, fed)
+    return _results(llm, ids, span_lists, written, budgets, rows, feed.width, prefill_s)
+
+
+def _before_end(reply: list[int], ends: set[int]) -> list[int]:
+    end = next((i for i, t in enumerate(reply) if t in ends), None)
+    return reply if end is None else reply[:end]
+
+
+def _read_rows(
+    llm: TransformersLLM, cache: Any, feed: _Feed, fed: list[list[int]]
+) -> list[torch.Tensor | None]:
+    """Each reply's tokens fed on its prompt's cache, :data:`READ_CHUNK_TOKENS` at a time:
+    every fed token's attention row ``(len(fed[i]), feed.width)``, mean over layers and
+    heads. Shorter replies are padded at their end, which no earlier token attends to."""
+    import torch
+
+    longest = max((len(r) for r in fed), default=0)
+    if longest == 0:
+        return [None] * len(fed)
+    tokens = torch.full((len(fed), longest), llm._pad_id, dtype=torch.long)
+    for row, reply in enumerate(fed):
+        tokens[row, : len(reply)] = torch.tensor(reply, dtype=torch.long)
+    tokens = tokens.to(llm.model.device)
+    heads = int(getattr(llm.model.config, "num_attention_heads", 1))
+    layers = len(llm.attention_modules())
+    pieces: list[torch.Tensor] = []
+    with (
+        torch.no_grad(),
+        llm.weights_attention(),
+        accumulate_attention(llm, feed.width, every_query=True) as total,
+    ):
+        for start in range(0, longest, READ_CHUNK_TOKENS):
+            stop = min(longest, start + READ_CHUNK_TOKENS)
+            extra: dict[str, Any] = {}
+            if feed.padded:
+                ones = torch.ones((len(fed), stop), dtype=feed.mask.dtype, device=tokens.device)
+                positions = feed.next + torch.arange(start, stop, device=tokens.device)
+                extra = {
+                    "attention_mask": torch.cat([feed.mask, ones], 1),
+                    "position_ids": positions,
+                }
+            total.clear()
+            out = llm.model(
+                input_ids=tokens[:, start:stop],
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=1,
+                **extra,
+            )
+            cache = out.cache
+            pieces.append(total[0] / (layers * heads))
+    every = torch.cat(pieces, dim=1)
+    return [every[row, : len(reply)] if reply else None for row, reply in enumerate(fed)]

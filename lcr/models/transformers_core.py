@@ -588,6 +588,29 @@ class TransformersCore:
     ) -> list[Generation]:
         """Greedy (or sampled) replies to left-padded ``prompts``; ``pieces`` hears the
         one prompt's text as it is decoded."""
+        replies = self._decode_batch(prompts, max_new_tokens, stop, temperature, pieces, seed)
+        results: list[Generation] = []
+        ends = self.end_ids | {self._pad_id}
+        for p, new in zip(prompts, replies, strict=True):
+            end = next((i for i, tok in enumerate(new) if tok in ends), None)
+            count = len(new) if end is None else end + 1  # an end token was paid for too
+            text = cut_at_stop(self.tokenizer.decode(new[:end], skip_special_tokens=True), stop)
+            self.usage.add(len(p), count)
+            if len(prompts) == 1:
+                self.generated_one_stream += count
+            results.append(Generation(text=text, prompt_tokens=len(p), completion_tokens=count))
+        return results
+
+    def _decode_batch(
+        self,
+        prompts: list[list[int]],
+        max_new_tokens: int,
+        stop: Sequence[str],
+        temperature: float,
+        pieces: TextPieces | None = None,
+        seed: int | None = None,
+    ) -> list[list[int]]:
+        """``model.generate`` over left-padded ``prompts``: each row's new ids, padding left in."""
         import torch
         from transformers import GenerationConfig, StoppingCriteriaList
 
@@ -644,39 +667,20 @@ class TransformersCore:
                 watch.flush()
             finally:
                 meter.finish()
-        results: list[Generation] = []
-        ends = self.end_ids | {self._pad_id}
-        for row, p in enumerate(prompts):
-            new = [int(t) for t in out[row, longest:].tolist()]
-            count = len(new)
-            for i, tok in enumerate(new):
-                if tok in ends:
-                    count = i + 1  # the end token itself was generated (and paid for)
-                    new = new[:i]
-                    break
-            text = self.tokenizer.decode(new, skip_special_tokens=True)
-            text = cut_at_stop(text, stop)
-            self.usage.add(len(p), count)
-            if len(prompts) == 1:
-                self.generated_one_stream += count
-            results.append(Generation(text=text, prompt_tokens=len(p), completion_tokens=count))
-        return results
+        return [[int(t) for t in row] for row in out[:, longest:].tolist()]
 
 
 @contextmanager
 def _silent_gguf_progress(active: bool) -> Iterator[None]:
     """Hide transformers' GGUF dequantization bar (a raw tqdm its logging switch misses)."""
-    if not active:
-        yield
-        return
     import functools
 
     try:
         from transformers import modeling_gguf_pytorch_utils as gguf_utils
+
+        original = getattr(gguf_utils, "tqdm", None) if active else None
     except ImportError:
-        yield
-        return
-    original = getattr(gguf_utils, "tqdm", None)
+        original = None
     if original is None:
         yield
         return

@@ -22,7 +22,8 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NamedTuple
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 from lcr.errors import ModelError
 from lcr.models import transformers_decode as decoding
@@ -30,8 +31,10 @@ from lcr.models.base import ALL_CAPABILITIES, AttendedGeneration, Capability
 from lcr.models.transformers_attend import (
     accumulate_attention,
     attention_weights,
+    capture_setting,
     generate_attended,
     span_mean_matrix,
+    write_then_read,
 )
 from lcr.models.transformers_core import TransformersCore
 
@@ -65,6 +68,13 @@ class TransformersLLM(TransformersCore):
     """:class:`TransformersCore` with attention capture; see the module docstring."""
 
     capabilities: frozenset[Capability] = ALL_CAPABILITIES
+
+    @classmethod
+    def load(cls, source: str | Path, **kwargs: Any) -> Self:
+        """:meth:`TransformersCore.load`, with a bad ``LCR_ATTENTION_CAPTURE`` refused
+        before anything loads."""
+        capture_setting()
+        return super().load(source, **kwargs)
 
     @property
     def end_check_steps(self) -> int:
@@ -207,7 +217,9 @@ class TransformersLLM(TransformersCore):
         The batch of one of :meth:`generate_with_attention_batch`.
         """
         span_lists = [spans] if spans is not None else None
-        return generate_attended(self, [prompt], span_lists, max_new_tokens, every_steps)[0]
+        return self.generate_with_attention_batch(
+            [prompt], spans=span_lists, max_new_tokens=max_new_tokens, every_steps=every_steps
+        )[0]
 
     def generate_with_attention_batch(
         self,
@@ -220,8 +232,27 @@ class TransformersLLM(TransformersCore):
         """:meth:`generate_with_attention` of every prompt, decoded together in one
         left-padded batch (:mod:`lcr.models.transformers_attend`): the same tokens, counts
         and, to float rounding, attention as one call per prompt. ``spans[i]`` are
-        ``prompts[i]``'s. The caller sizes the batch (:meth:`attention_batch_rows`)."""
+        ``prompts[i]``'s. The caller sizes the batch (:meth:`attention_batch_rows`).
+        ``LCR_ATTENTION_CAPTURE=after``: the replies written by :meth:`generate`'s own
+        decoding, their rows read afterwards (:func:`transformers_attend.write_then_read`)."""
+        if capture_setting() == "after":
+            return write_then_read(self, prompts, spans, max_new_tokens)
         return generate_attended(self, prompts, spans, max_new_tokens, every_steps)
+
+    def greedy_token_replies(
+        self, prompts: list[list[int]], max_new_tokens: int
+    ) -> list[list[int]]:
+        """Each prompt's greedy reply as token ids, decoded as :meth:`generate_batch`
+        decodes (the same plan: a static cache and compiled steps where it applies), cut
+        after its first end token; counted in no usage (the caller counts what it pays)."""
+        replies = self._decode_batch(prompts, max_new_tokens, (), 0.0)
+        cut = []
+        for new in replies:
+            end = next((i for i, t in enumerate(new) if t in self.end_ids), None)
+            cut.append(new if end is None else new[: end + 1])
+        if len(prompts) == 1:
+            self.generated_one_stream += len(cut[0])
+        return cut
 
     def attention_batch_rows(self, prompts: Sequence[int], max_new_tokens: int) -> int:
         """How many of these prompts (their lengths) one attention-capturing batch takes:
