@@ -166,3 +166,27 @@ def test_cuda_rows_read_after_equal_the_captured(monkeypatch: pytest.MonkeyPatch
     for want, got in zip(during_one + during_batch, after_one + after_batch, strict=True):
         assert got.tokens == want.tokens and got.completion_tokens == want.completion_tokens
         assert np.allclose(got.attention.numpy(), want.attention.numpy(), rtol=0, atol=1e-4)
+
+
+def test_the_estimate_probes_rows_read_after_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Read after, a batch costs another prompt pass: the probe measured the other way is
+    not reused (a probe is keyed by model, backend, device, machine, length and now this)."""
+    from lcr.estimate import throughput
+    from lcr.models.base import Role
+    from lcr.models.spec import ModelSpec
+    from lcr.pipeline.estimate import Estimator
+
+    keys: list[str] = []
+
+    def cached(key: str) -> throughput.LongAttention:
+        keys.append(key)
+        return throughput.LongAttention(length=7168, prefill=50.0, decode=2.0, context=7200.0)
+
+    monkeypatch.setattr(throughput, "cached_long_attention", cached)
+    estimator = Estimator(Models(spec=ModelSpec(llm="smollm2-135m")))
+    for mode, backend in [("during", "transformers"), ("after", "transformers"), ("after", "x")]:
+        monkeypatch.setenv("LCR_ATTENTION_CAPTURE", mode)
+        assert estimator.long_attention(Role.LLM, backend, 7000) is not None
+    during, after, other = keys
+    assert after == during + "|read after" and during.endswith("|attention@7168")
+    assert other.endswith("|attention@7168")  # a backend without the setting: unchanged

@@ -353,8 +353,10 @@ def measure_attention_cost(llm: Any, length: int) -> LongAttention:
     )
 
 
-def long_attention_key(key: str, length: int) -> str:
-    return f"{key}|attention@{length}"
+def long_attention_key(key: str, length: int, read_after: bool = False) -> str:
+    """The probe's cache key; rows read after the reply (``LCR_ATTENTION_CAPTURE=after``)
+    cost another prompt pass, so they are probed apart."""
+    return f"{key}|attention@{length}" + ("|read after" if read_after else "")
 
 
 def cached_long_attention(key: str) -> LongAttention | None:

@@ -375,7 +375,9 @@ def write_then_read(
     decoding and their rows read afterwards (``LCR_ATTENTION_CAPTURE=after``; see the
     module). A batch in which a prompt leaves less than ``max_new_tokens`` of the
     context window is decoded by :func:`generate_attended` instead, whose per-row budgets
-    ``generate`` has no way to give."""
+    ``generate`` has no way to give. ``prefill_seconds`` counts the read's prompt pass
+    twice, once for ``generate``'s own (the same work, not timed apart), so a caller that
+    takes the rest as decoding (the estimate's probe) prices both passes."""
 
     ids, span_lists = _check_prompts(llm, prompts, spans)
     if not ids:
@@ -388,7 +390,7 @@ def write_then_read(
     feed = _Feed([len(p) for p in ids], llm.model.device)
     out, prefill_s = _prefill(llm, ids, feed)
     rows = _read_rows(llm, out.cache, feed, fed)
-    return _results(llm, ids, span_lists, written, budgets, rows, feed.width, prefill_s)
+    return _results(llm, ids, span_lists, written, budgets, rows, feed.width, 2 * prefill_s)
 
 
 def _before_end(reply: list[int], ends: set[int]) -> list[int]:

@@ -23,6 +23,7 @@ from lcr.estimate import throughput
 from lcr.estimate.figures import ZERO, BuildEstimate, LLMWork, Range
 from lcr.models.base import Role, Tokenizer
 from lcr.models.container import Models
+from lcr.models.transformers_attend import capture_setting
 from lcr.pipeline.plans import NO_SETS, ParsedSets
 
 if TYPE_CHECKING:
@@ -261,8 +262,11 @@ class Estimator:
         name = self.models.model_id(role)
         conf = self.models.configuration(role) or {}
         rounded = throughput.probe_length(length, 1 << 30)
+        read_after = backend == "transformers" and capture_setting() == "after"
         key = throughput.long_attention_key(
-            throughput.rates_key(name, backend, str(conf.get("device") or spec.device)), rounded
+            throughput.rates_key(name, backend, str(conf.get("device") or spec.device)),
+            rounded,
+            read_after,
         )
         found = throughput.cached_long_attention(key)
         if found is not None:
