@@ -378,7 +378,6 @@ def write_then_read(
     ``generate`` has no way to give. ``prefill_seconds`` counts the read's prompt pass
     twice, once for ``generate``'s own (the same work, not timed apart), so a caller that
     takes the rest as decoding (the estimate's probe) prices both passes."""
-
     ids, span_lists = _check_prompts(llm, prompts, spans)
     if not ids:
         return []

@@ -596,8 +596,7 @@ class TransformersCore:
             count = len(new) if end is None else end + 1  # an end token was paid for too
             text = cut_at_stop(self.tokenizer.decode(new[:end], skip_special_tokens=True), stop)
             self.usage.add(len(p), count)
-            if len(prompts) == 1:
-                self.generated_one_stream += count
+            self.generated_one_stream += count if len(prompts) == 1 else 0  # when auto compiles
             results.append(Generation(text=text, prompt_tokens=len(p), completion_tokens=count))
         return results
 
@@ -675,12 +674,12 @@ def _silent_gguf_progress(active: bool) -> Iterator[None]:
     """Hide transformers' GGUF dequantization bar (a raw tqdm its logging switch misses)."""
     import functools
 
-    try:
-        from transformers import modeling_gguf_pytorch_utils as gguf_utils
-
-        original = getattr(gguf_utils, "tqdm", None) if active else None
+    try:  # an inactive bar imports nothing
+        if active:
+            from transformers import modeling_gguf_pytorch_utils as gguf_utils
     except ImportError:
-        original = None
+        active = False
+    original = getattr(gguf_utils, "tqdm", None) if active else None
     if original is None:
         yield
         return
