@@ -118,7 +118,8 @@ def bench_one_generation(name: str, variant: str, s: int, new: int) -> dict[str,
         text, count = gen.text, gen.completion_tokens
     else:
         # the backend's own generation on the very same token ids
-        plain = llm._generate([prompt.ids], new, (), 0.0)[0]
+        ids = [list(prompt.ids)]
+        plain = llm._generations(ids, llm._decode_batch(ids, new, (), 0.0), ())[0]
         text, count = plain.text, plain.completion_tokens
     seconds = time.perf_counter() - started
     return {

@@ -20,7 +20,7 @@ from lcr.errors import UsageError
 from lcr.models import transformers_attend as attend
 from lcr.models import transformers_decode as decoding
 from lcr.models.container import Models
-from tests.test_pecan_batches import ATOL, BUILD_SETS, _index, _prompts
+from tests.test_pecan_batches import ATOL, BUILD_SETS, _index, _prompts, _same
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -33,14 +33,6 @@ def _captured(llm: Any, monkeypatch: pytest.MonkeyPatch, mode: str, **kw: Any) -
     ]
     batch = llm.generate_with_attention_batch(prompts, spans=spans, **kw)
     return singles, batch
-
-
-def _same(want: Any, got: Any) -> None:
-    assert got.tokens == want.tokens and got.text == want.text
-    assert got.prompt_tokens == want.prompt_tokens
-    assert got.completion_tokens == want.completion_tokens
-    assert got.attention.shape == want.attention.shape
-    assert np.allclose(got.attention.numpy(), want.attention.numpy(), rtol=0, atol=ATOL)
 
 
 @pytest.mark.parametrize("static_cache", ["off", "on"])

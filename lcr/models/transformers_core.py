@@ -332,7 +332,8 @@ class TransformersCore:
     ) -> Generation:
         prompt = self.render(messages)
         pieces = TextPieces(on_text, stop) if on_text is not None else None
-        gen = self._generate([prompt], max_new_tokens, stop, temperature, pieces, seed)[0]
+        new = self._decode_batch([prompt], max_new_tokens, stop, temperature, pieces, seed)
+        gen = self._generations([prompt], new, stop)[0]
         if pieces is not None:
             pieces.finish(gen.text)
         return gen
@@ -356,7 +357,9 @@ class TransformersCore:
         size = self.batch_rows(prompts, max_new_tokens)
         out: list[Generation] = []
         for start in range(0, len(prompts), size):
-            gens = self._generate(prompts[start : start + size], max_new_tokens, stop, temperature)
+            part = prompts[start : start + size]
+            new = self._decode_batch(part, max_new_tokens, stop, temperature)
+            gens = self._generations(part, new, stop)
             for offset, gen in enumerate(gens):
                 out.append(gen)
                 if on_result is not None:
@@ -577,18 +580,11 @@ class TransformersCore:
         logits: torch.Tensor = out.logits
         return logits
 
-    def _generate(
-        self,
-        prompts: list[list[int]],
-        max_new_tokens: int,
-        stop: Sequence[str],
-        temperature: float,
-        pieces: TextPieces | None = None,
-        seed: int | None = None,
+    def _generations(
+        self, prompts: list[list[int]], replies: list[list[int]], stop: Sequence[str]
     ) -> list[Generation]:
-        """Greedy (or sampled) replies to left-padded ``prompts``; ``pieces`` hears the
-        one prompt's text as it is decoded."""
-        replies = self._decode_batch(prompts, max_new_tokens, stop, temperature, pieces, seed)
+        """:meth:`_decode_batch`'s replies as texts cut at an end token or a stop string,
+        counted in the usage."""
         results: list[Generation] = []
         ends = self.end_ids | {self._pad_id}
         for p, new in zip(prompts, replies, strict=True):
@@ -609,7 +605,9 @@ class TransformersCore:
         pieces: TextPieces | None = None,
         seed: int | None = None,
     ) -> list[list[int]]:
-        """``model.generate`` over left-padded ``prompts``: each row's new ids, padding left in."""
+        """Greedy (or sampled) replies to left-padded ``prompts`` by ``model.generate``: each
+        row's new ids, padding left in; ``pieces`` hears the one prompt's text as it is
+        decoded."""
         import torch
         from transformers import GenerationConfig, StoppingCriteriaList
 
