@@ -59,6 +59,7 @@ def _vm_peak_kb() -> int:
     raise AssertionError("no VmPeak in /proc/self/status")
 
 
+@pytest.mark.slow  # 14.5 s of CPU alone on an AVX2 EPYC, 24 s beside CI's other worker
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs Linux's /proc")
 def test_mixpr_guard_bounds_memory_on_low_vocabulary_text(tmp_path: Path) -> None:
     """About 6.3k chunks that are all alike hold ~39M graph entries (over 1.5 GB to

@@ -694,7 +694,10 @@ def test_r_z_and_cosine_choose_each_node_of_a_real_search(
             total = z + cos
             total[sorted(visited)] = -np.inf
             assert i == int(np.argmax(total))
-            assert item.extra["z"] == pytest.approx(z[i], abs=1e-9)
+            # r is float32 attention, here from eager weights and there from SDPA with
+            # weights on a KV cache: 9e-7 apart (relative) on an AVX2 CPU (session 68), under
+            # 1e-9 (absolute) on the machines before it
+            assert item.extra["z"] == pytest.approx(z[i], rel=1e-5, abs=1e-9)
             assert item.score == pytest.approx(z[i] + cos[i], abs=1e-5)
             chosen_by_score += 1
         node = smollm.encode(line(nodes[i].text))
