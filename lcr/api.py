@@ -244,13 +244,14 @@ def ask(
         loaded = _models(models)
         results = [pipeline.ask_query(idx, plan, q, loaded) for q in asked]
         return results[0] if isinstance(question, str) else results
+    from lcr.pipeline.many import ask_pooled, check_poolable
+
     indexes = _many(index)
+    if not each:  # before any model loads
+        check_poolable(plan, "pass each=True to answer from each index")
     loaded = _models(models)
     if each:
         return [pipeline.ask_query(i, plan, q, loaded) for q in asked for i in indexes]
-    from lcr.pipeline.many import ask_pooled, check_poolable
-
-    check_poolable(plan)
     results = [ask_pooled(indexes, plan, q, loaded) for q in asked]
     return results[0] if isinstance(question, str) else results
 

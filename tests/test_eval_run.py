@@ -288,6 +288,7 @@ def test_gold_reads_only_the_gold_evidence(niah_set: Path, tmp_path: Path) -> No
     """``-m gold``: the answer step reads each question's gold evidence and nothing else,
     beside a retriever in the same run; a rerun finds it done."""
     llm = ScriptedLLM(words=400)  # echoes the prompt: what the answer step read
+    llm.num_parameters = 135_000_000  # type: ignore[attr-defined]  # what FLOPs count by
     opts = runner.RunOptions(methods=["gold", "bm25"], limit=2, out=tmp_path / "g.jsonl")
     outcome = runner.run(niah_set, Models.with_objects(llm=llm), opts)
     assert outcome.new == 4
@@ -299,6 +300,12 @@ def test_gold_reads_only_the_gold_evidence(niah_set: Path, tmp_path: Path) -> No
         assert g["metrics"]["evidence_tokens"] < b["metrics"]["evidence_tokens"]
         assert all(ev["id"].startswith("gold") for ev in g["evidence"])
         assert g["answer"] and g["usage"]["calls"] == 1  # the answer (its check asks nothing)
+        per_token = b["metrics"]["flops"] / (
+            b["usage"]["prompt_tokens"] + b["usage"]["completion_tokens"]
+        )
+        assert per_token == 2 * 135_000_000  # the same model: gold's calls cost alike
+        used = g["usage"]["prompt_tokens"] + g["usage"]["completion_tokens"]
+        assert g["metrics"]["flops"] == pytest.approx(per_token * used)
     again = runner.run(niah_set, Models.with_objects(llm=ForbiddenLLM()), opts)
     assert again.new == 0
     only = runner.RunOptions(methods=["gold"], retrieval_only=True, out=tmp_path / "r.jsonl")

@@ -112,6 +112,13 @@ def test_many_indexes_refuse_what_cannot_be_pooled(library: Path, tmp_path: Path
     assert code == 2 and "cannot be pooled across indexes: add --each" in err
 
 
+def test_api_refuses_what_cannot_be_pooled_in_its_own_terms(library: Path) -> None:
+    """The API names its own argument, not the CLI's flag, with the CLI's exit code."""
+    with pytest.raises(lcr.LcrError, match=r"pooled across indexes: pass each=True") as caught:
+        lcr.ask(library, QUESTION, method="pecan")
+    assert "--each" not in str(caught.value) and caught.value.exit_code == 2
+
+
 @pytest.mark.slow
 def test_api_asks_a_list_of_indexes_with_a_real_model(library: Path, smollm: Any) -> None:
     """The same route with SmolLM2-135M: one pooled answer, its evidence from the index

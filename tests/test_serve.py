@@ -211,7 +211,12 @@ async def errors_checked(client: Client, served: Path) -> None:
     assert "index" in no_tool.error.message
     empty = await error_of(client, "ask", {"index": [], "question": QUESTION})
     assert empty.error.code == -32602 and "index" in empty.error.message
-    for error in (both, unbuilt, bad_setting, huge, no_tool, empty):
+    pooled = await error_of(
+        client, "ask", {"index": ["tale.idx", "mill.idx"], "question": QUESTION, "method": "pecan"}
+    )
+    assert pooled.error.code == -32602 and pooled.error.data == {"exit_code": 2}
+    assert pooled.error.message.endswith("ask each index in its own call")  # no CLI flag
+    for error in (both, unbuilt, bad_setting, huge, no_tool, empty, pooled):
         assert "\n" not in error.error.message
     # and the server still answers
     again = await call(client, "retrieve", {"index": "tale.idx", "question": QUESTION})

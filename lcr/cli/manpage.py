@@ -65,8 +65,9 @@ OTHER_ENV: dict[str, str] = {
     "one-stream tokens, since the compile costs about 42 s; batches and a CPU keep the "
     "dynamic cache), on (the static cache from the first call, on any device), off "
     "(neither).",
-    "LCR_THREADS": "CPU threads of the llama.cpp backend, fixed (default: the cores other "
-    "processes leave idle, measured when the model loads and about once a second after).",
+    "LCR_THREADS": "CPU threads of the llama.cpp and transformers backends, fixed "
+    "(default: the cores other processes leave idle, measured when the model loads and "
+    "about once a second after).",
 }
 
 FILES: list[tuple[str, str]] = [

@@ -34,7 +34,7 @@ def ask_many(
     from lcr.store import Index
 
     if not each:
-        check_poolable(plan)
+        check_poolable(plan, "add --each to answer from each index")
     indexes = [Index.open(p) for p in paths]
     for index in indexes:
         index.reader(plan.method.name)  # a missing method fails before any model loads

@@ -596,7 +596,8 @@ def run_one(
 ) -> dict[str, Any]:
     if plan.method is None or plan.plan is None:
         result, wall = gold_result(q, plan, index, models, gold, gold_docs)
-        return _record(q, plan, opts, result, score(q, result, gold, gold_docs, None, wall))
+        scores = score(q, result, gold, gold_docs, _llm_params(result, models), wall)
+        return _record(q, plan, opts, result, scores)
     _warm(plan, plan.plan, models, opts)
     started = time.perf_counter()
     question = pipeline.checked_question(q.question)
@@ -605,9 +606,14 @@ def run_one(
     else:
         result = pipeline.ask_query(index, plan.plan, question, models)
     wall = time.perf_counter() - started - result.timings.get("llm_load_s", 0.0)
-    params = None
-    if result.usage.calls:
-        llm = models.llm if models.llm_loaded else None
-        params = metrics.llm_parameters(models.llm_id(), llm)
-    scores = score(q, result, gold, gold_docs, params, wall)
+    scores = score(q, result, gold, gold_docs, _llm_params(result, models), wall)
     return _record(q, plan, opts, result, scores)
+
+
+def _llm_params(result: Result, models: Models) -> float | None:
+    """The LLM's parameter count for the FLOPs estimate, when ``result`` called it (the
+    gold passages' answer too: it is the same model on the same prompt)."""
+    if not result.usage.calls:
+        return None
+    llm = models.llm if models.llm_loaded else None
+    return metrics.llm_parameters(models.llm_id(), llm)

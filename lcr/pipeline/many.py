@@ -64,14 +64,15 @@ def index_paths(paths: Sequence[str | Path]) -> list[Path]:
     return unique
 
 
-def check_poolable(plan: QueryPlan) -> None:
+def check_poolable(plan: QueryPlan, remedy: str = "ask each index on its own") -> None:
     """A method whose own answer step reads its search's state (PECAN's KV cache,
-    GraphReader's notebooks) cannot answer once from several indexes."""
+    GraphReader's notebooks) cannot answer once from several indexes; ``remedy`` is
+    the way out in the caller's own terms (a CLI flag, an API argument)."""
     step = plan.method.answer_step(plan.settings)
     if not step.shared_settings:
         raise UsageError(
             f"{plan.method.name} answers from its own search of one index, which cannot "
-            "be pooled across indexes: add --each to answer from each index"
+            f"be pooled across indexes: {remedy}"
         )
 
 

@@ -245,7 +245,7 @@ class Tools:
             lambda: pipeline.plan_query(method, _sets(settings), k=k, max_new_tokens=max_new_tokens)
         )
         if len(paths) > 1:
-            _guarded(lambda: check_poolable(plan))
+            _guarded(lambda: check_poolable(plan, "ask each index in its own call"))
         asked = _guarded(lambda: pipeline.checked_question(question))
         models = self.config.models
         needs = plan.needs | plan.method.answer_needs(plan.settings)
