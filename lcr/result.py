@@ -90,8 +90,9 @@ class Result:
             out["index"] = self.index
         if self.indexes is not None:
             out["indexes"] = self.indexes
-        if self.answer_settings is not None:
+        if self.answer_settings is not None:  # answered: quotes always listed, [] for none
             out["answer_settings"] = self.answer_settings
+            out.setdefault("quotes", [])
         return out
 
 

@@ -70,6 +70,7 @@ def test_ask_keeps_what_was_retrieved_and_what_was_read_apart(story: Index) -> N
     shown = asked.to_json()
     assert shown["evidence"] == [it.to_json() for it in asked.read]
     assert shown["info"] == {**asked.evidence.info, **asked.answer_info}
+    assert isinstance(shown["quotes"], list) and "quotes" not in found.to_json()  # asked only
     assert found.read is None and found.to_json()["evidence"] == [
         it.to_json() for it in found.evidence.items
     ]

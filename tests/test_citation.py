@@ -278,3 +278,11 @@ def test_the_evidence_heading_fits_eighty_columns() -> None:
     assert lines[0].startswith("[10] score 3.25") and all(x.startswith("    ") for x in lines[1:])
     words = f"[10] score 3.25 {long_name} pp. 41-42, {'A long section title ' * 3} level 1"
     assert " ".join(lines).split() == words.split()  # wrapped, nothing lost
+
+
+def test_a_control_character_in_a_name_stays_on_the_heading_line() -> None:
+    """A document named with a newline (legal on Linux) would split "one line per piece
+    of evidence" in two: the heading shows it escaped, as file names are elsewhere."""
+    cited = [_c(0, "nl\nname.txt", 0, 18)]
+    item = EvidenceItem("c0", 0, 0, 0.1151, "t", [(0, 18)], citations=cited)
+    assert evidence_heading(1, item) == ["[1] score 0.1151  nl\\nname.txt chars 0-18"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -456,7 +457,12 @@ def test_graphreader_build_line_and_info_give_one_node_count(
     counts = dict(reversed(part.split(" ")) for part in built.group(1).split(", "))
     code, info, err = run(["info", str(doc.with_suffix(".idx"))])
     assert code == 0, err
-    method_line = next(line for line in info.splitlines() if "graphreader:" in line)
+    lines = info.splitlines()
+    at = next(i for i, line in enumerate(lines) if "graphreader:" in line)
+    method_line = " ".join(  # wrapped to 80 columns, continued indented 12
+        [lines[at], *itertools.takewhile(lambda ln: ln.startswith(" " * 12), lines[at + 1 :])]
+    )
+    method_line = " ".join(method_line.split())
     # the stats field and its continuation lines (indented 12: wrapped to 80 columns)
     field = info.split("  stats     ", 1)[1].split("\n")
     stats_line = " ".join(
@@ -464,11 +470,12 @@ def test_graphreader_build_line_and_info_give_one_node_count(
     )
     stats_line = " ".join(stats_line.split())
     nodes = counts["nodes"]
-    assert int(nodes) > 1 and int(counts["chunks"]) == 1
+    assert int(nodes) > 1 and counts["chunk"] == "1"  # one chunk, so named in the singular
     listed = re.search(r"graphreader: (.*?);", method_line)
     assert listed is not None
     assert dict(reversed(part.split(" ")) for part in listed.group(1).split(", ")) == counts
-    assert f" nodes={nodes}," in stats_line and f"chunks={counts['chunks']}," in stats_line
+    assert f" nodes={nodes}," in stats_line and "chunks=1," in stats_line
+    assert all(len(line) <= 80 for line in lines if not line.startswith("index ")), info
 
 
 @pytest.mark.slow  # loads smollm2 on transformers: not the quick tier
@@ -618,3 +625,46 @@ def test_plain_retrieve_of_every_cheap_method_fits_80_columns(story: Path) -> No
         assert code == 0, err
         assert method == "bm25" or "info: " in out
         assert max(len(line) for line in out.splitlines()) <= 80, out
+
+
+def test_info_of_a_method_whose_entry_is_broken_stays_in_80_columns(
+    story: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A method entry the manifest cannot describe: its damage is a wrapped field like a
+    checksum's, and the error after it one line."""
+    monkeypatch.chdir(story.parent)  # short paths: only lcr's own layout is measured
+    code, _, err = run(["index", story.name, "-m", "bm25", "-q"])
+    assert code == 0, err
+    index = Path(story.with_suffix(".idx").name)
+    manifest = index / "manifest.json"
+    raw = json.loads(manifest.read_text())
+    raw["methods"]["bm25"]["files"] = None
+    manifest.write_text(json.dumps(raw))
+    code, out, err = run(["info", str(index)])
+    assert code != 0 and len(err.strip().splitlines()) == 1
+    lines = out.splitlines()
+    at = lines.index("method  bm25: DAMAGED")
+    assert lines[at + 1].startswith("  damage    ") and "methods.bm25.files" in out
+    assert all(len(line) <= 80 for line in lines), out
+
+
+def test_a_path_that_is_not_utf8_is_refused_or_skipped_in_one_line(tmp_path: Path) -> None:
+    """The index records names and paths in JSON: a file named in bytes that are not
+    UTF-8 is refused when given (nothing written beside it), skipped with a warning when
+    a folder walk finds it, and such an -o is a bad argument."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.txt").write_text("The keeper found the key under the stair.\n")
+    bad = folder / os.fsdecode(b"bad\xffname.txt")
+    bad.write_text("The lamp burned all night.\n")
+    code, _, err = run(["index", str(bad), "-q"])
+    assert code == 1 and err.count("\n") == 1, err
+    assert "bad\\xffname.txt: the path is not UTF-8 text" in err
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["good.txt", bad.name])
+    code, _, err = run(["index", str(folder), "-o", str(tmp_path / "all.idx"), "-q"])
+    assert code == 0 and "warning: skipped" in err and "bad\\xffname.txt" in err, err
+    code, out, _ = run(["info", str(tmp_path / "all.idx"), "--json"])
+    assert [d["name"] for d in json.loads(out)["sources"]] == ["good.txt"]
+    target = tmp_path / os.fsdecode(b"out\xff.idx")
+    code, _, err = run(["index", str(folder / "good.txt"), "-o", str(target), "-q"])
+    assert code == 2 and "choose another" in err and not target.exists()

@@ -200,6 +200,8 @@ def test_click_usage_errors_are_one_line_with_the_help_hint(args: list[str], sto
         (["index", ""], 2, "empty path"),
         (["index", "story.txt", "-o", ""], 2, "'--output': an empty path"),
         (["retrieve", "", "q"], 2, "empty path"),
+        (["ask", "x.idx", "q", "--llm", ""], 2, "'--llm': an empty model name"),
+        (["retrieve", "x.idx", "q", "--embedder", " "], 2, "'--embedder': an empty model name"),
         (["eval", "generate", "vt", "--length", "4k", "-o", ""], 2, "empty path"),
         (["eval", "x.jsonl", "-m", "bm25", "--index-dir", ""], 2, "empty path"),
         (
@@ -238,6 +240,7 @@ def test_click_usage_errors_are_one_line_with_the_help_hint(args: list[str], sto
             2,
             "between 1 and 20",
         ),
+        (["eval", "generate", "hashhop", "--length", "1k", "-o", "."], 2, ". is a folder"),
         (
             [
                 "eval",

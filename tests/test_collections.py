@@ -283,6 +283,9 @@ def test_bad_changes_are_one_line_errors_with_exit_2(
     assert "no document" in err
     code, _, err = run(["remove", str(thesis), "a.txt"], capsys)
     one_line_usage_error(code, err)
+    code, _, err = run(["remove", str(a), "a.txt"], capsys)  # the document, not its index
+    one_line_usage_error(code, err)
+    assert "is a file, not an lcr index" in err and "make one" not in err  # none can go there
     other = a.parent / "other" / "a.txt"
     other.parent.mkdir()
     other.write_text("another text under the same name")

@@ -137,6 +137,9 @@ def test_a_pdf_is_known_by_content_not_name(tmp_path: Path) -> None:
     fake = tmp_path / "fake.pdf"
     fake.write_text("just some text\n")
     assert "is not a PDF" in _refusal(fake)
+    fake_book = tmp_path / "fake.epub"
+    fake_book.write_text("just some text\n")
+    assert "fake.epub is not an EPUB" in _refusal(fake_book)
     assert _load(fake, format="text")[0].text == "just some text\n"
 
 

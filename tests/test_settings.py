@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -109,6 +111,22 @@ def test_empty_question_is_a_usage_error(
 ) -> None:
     code, out, err = run(["retrieve", str(index), question], capsys)
     assert (code, out, err) == (2, "", "lcr: the question is empty\n")
+
+
+def test_a_question_that_is_not_utf8_is_a_usage_error(index: Path) -> None:
+    """Bytes that are not UTF-8, in the arguments or on stdin, exit 2 in one line: no
+    JSON line carries them (it would not be UTF-8) and no model is handed them."""
+    lcr = [sys.executable, "-m", "lcr", "retrieve", str(index)]
+    given = subprocess.run([*lcr, b"caf\xe9 key", "--json"], capture_output=True, timeout=120)
+    assert (given.returncode, given.stdout) == (2, b"")
+    want = b"lcr: the question is not UTF-8 text (an undecodable byte at character 4)\n"
+    assert given.stderr == want
+    piped = subprocess.run(
+        [*lcr, "-", "--json"], input=b"who?\ncaf\xe9 key\n", capture_output=True, timeout=120
+    )
+    assert piped.returncode == 2 and piped.stderr == want, piped.stderr
+    lines = piped.stdout.decode("utf-8").splitlines()  # the line before it, whole
+    assert [json.loads(line)["question"] for line in lines] == ["who?"]
 
 
 def test_library_refuses_bad_k_and_empty_question_as_usage_errors(index: Path) -> None:

@@ -151,6 +151,7 @@ def test_an_ask_of_a_story_without_the_term_never_asks_the_model(tmp_path: Path)
     assert absent["usage"]["calls"] == 0  # type: ignore[index]
     assert absent["info"]["absent"] == "autopkgtest"  # type: ignore[index]
     assert absent["evidence"] == []  # nothing read; no model loaded
+    assert absent["quotes"] == []  # the key is there for scripts, empty
     assert absent["models"]["llm"] == "smollm2-135m"  # type: ignore[index]
     asked = ask("Which autopkgtest restriction did the keeper break?", "answer.term_zipf=0")
     assert asked["usage"]["calls"] == 1  # type: ignore[index]

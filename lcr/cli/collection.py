@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from lcr.cli.models import command_models, model_options, pop_model_spec
-from lcr.cli.output import WIDTH, NonEmptyPath, UnprintedReports, visible
+from lcr.cli.output import WIDTH, NonEmptyPath, UnprintedReports, counted, visible
 from lcr.cli.output import err as _err
 from lcr.cli.output import human as _human
 from lcr.cli.output import say as _say
@@ -56,7 +56,7 @@ def report_build(unprinted: UnprintedReports, target: str, r: BuildReport) -> No
     what = f"built in {r.seconds:.1f}s" if r.built else "up to date"
     if r.note:
         what += f" ({r.note})"
-    counts = ", ".join(f"{v} {k}" for k, v in r.counts.items())
+    counts = ", ".join(counted(v, k) for k, v in r.counts.items())
     name = visible(str(target))
     unprinted.echo(f"{name}: {r.method} {what} ({counts})", name, r.method)
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
-from lcr.cli.output import WIDTH, human, say
+from lcr.cli.output import WIDTH, counted, human, say
 
 if TYPE_CHECKING:
     from lcr.store import Index
@@ -29,20 +30,19 @@ def print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) 
     if not methods and not m.broken:
         say(f"methods none built (build the default ones with: {index.index_command([])})")
     for name in m.broken:
-        say(f"method  {name}: DAMAGED\n  damage    {problems[name][0]}")
+        say(f"method  {name}: DAMAGED")
+        field("damage", problems[name][0])
     source_bytes = max(sum(d.size for d in index.documents), 1)
     for name, e in methods.items():
-        counts = ", ".join(f"{v} {k}" for k, v in e.counts.items())
+        counts = ", ".join(counted(v, k) for k, v in e.counts.items())
         state = ""
         if name in problems:
             state = "  DAMAGED"
         elif verified:
             state = "  verified" if e.sha256 else "  sizes ok (built without checksums)"
         size = index.size_bytes(name)
-        say(
-            f"method  {name}: {counts}; {human(size)} ({size / source_bytes:.1f}x the "
-            f"source){state}"
-        )
+        header = f"method  {name}: {counts}; {human(size)} ({size / source_bytes:.1f}x the source)"
+        say(textwrap.fill(header + state, WIDTH, subsequent_indent=" " * 12))
         say(f"  built     {e.built_at} in {e.build_seconds:.1f}s")
         if name in problems:
             field("damage", problems[name][0])
@@ -60,6 +60,4 @@ def print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) 
 
 def field(label: str, text: str) -> None:
     """``  label     text``, wrapped to :data:`WIDTH` under its text."""
-    import textwrap
-
     say(textwrap.fill(text, WIDTH, initial_indent=f"  {label:9} ", subsequent_indent=" " * 12))

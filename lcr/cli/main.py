@@ -270,8 +270,10 @@ def index_cmd(
     from lcr.pipeline.plans import expand_methods, parse_sets, plan_builds
     from lcr.progress import progress_for, progress_mode
     from lcr.text.formats import ExtractOptions
-    from lcr.text.inputs import alone, expand_inputs
+    from lcr.text.inputs import alone, expand_inputs, path_not_text
 
+    if out is not None and (why := path_not_text(out)) is not None:
+        raise UsageError(f"-o {why}; choose another")
     if files.count("-") > 1:
         raise UsageError("stdin ('-') can be given only once")
     if (globs or excludes) and not any(Path(f).is_dir() for f in files if f != "-"):

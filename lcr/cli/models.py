@@ -132,6 +132,7 @@ def model_options(f: Any) -> Any:
     )(f)
     f = click.option(
         "--embedder",
+        type=MODEL_NAME,
         default=DEFAULT_EMBEDDER,
         show_default=True,
         envvar="LCR_EMBEDDER",
@@ -139,6 +140,7 @@ def model_options(f: Any) -> Any:
     )(f)
     f = click.option(
         "--llm",
+        type=MODEL_NAME,
         default=DEFAULT_LLM,
         show_default=True,
         envvar="LCR_LLM",
@@ -146,6 +148,23 @@ def model_options(f: Any) -> Any:
         "name a server serves. [env: LCR_LLM]",
     )(f)
     return f
+
+
+class _ModelName(click.ParamType):
+    """A model's name, never blank: ``--llm "$UNSET"`` is a bad argument (exit 2), not a
+    model lcr fails to find."""
+
+    name = "name"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail(
+                "an empty model name; give a preset (lcr models), a path or an id", param, ctx
+            )
+        return value
+
+
+MODEL_NAME = _ModelName()
 
 
 def pop_model_spec(options: dict[str, Any]) -> ModelSpec:

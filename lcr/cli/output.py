@@ -55,6 +55,11 @@ def visible(text: str) -> str:
     return _CONTROL_CHAR.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
 
 
+def counted(n: int, plural: str) -> str:
+    """``1 node``, ``2 nodes``: an index's counts are named by their plural."""
+    return f"{n} {plural[:-1] if n == 1 and plural.endswith('s') else plural}"
+
+
 def say(text: str = "") -> None:
     """One line of plain output, cleaned and flushed at once (click.echo flushes)."""
     echo(printable(text))
@@ -174,6 +179,7 @@ def evidence_heading(rank: int, item: EvidenceItem, width: int = WIDTH) -> list[
     level = f"  level {item.level}" if item.level else ""
     by = f" ({item.extra['ranked_by']})" if "ranked_by" in item.extra else ""
     line = f"[{rank}] score {item.score:.4g}{by}  {where}{level}"
+    line = visible(printable(line))  # a name's escape sequences gone, its newline shown
     if len(line) <= width:
         return [line]
     return textwrap.wrap(line, width=width, subsequent_indent="    ", break_on_hyphens=False)

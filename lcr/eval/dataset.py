@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from lcr.errors import InputError
+from lcr.errors import InputError, UsageError
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,8 @@ def save(questions: Iterable[Question], path: str | Path) -> int:
     p = Path(path)
     if p.parent and not p.parent.exists():
         raise InputError(f"folder {p.parent} does not exist")
+    if p.is_dir():
+        raise UsageError(f"{p} is a folder: name the file to write the questions to")
     tmp = p.with_name(p.name + ".tmp")
     try:
         with tmp.open("w", encoding="utf-8", newline="\n") as fh:

@@ -91,6 +91,8 @@ def _open_for_change(out: str | Path) -> Index:
     it is undone first; anything but an lcr index is refused in one line (exit 2)."""
     p = index_home(Path(out))  # a symlinked index: its folder changes, the link stays
     recover_swap(p)
+    if p.exists() and not p.is_dir():  # a document, say: no index can be made there
+        raise UsageError(f"{p} is a file, not an lcr index; name the index (the .idx folder)")
     if not p.is_dir() or not (p / "manifest.json").exists():
         raise UsageError(f"{p} is not an lcr index; make one first with: lcr index FILE... -o {p}")
     return Index.open(p)

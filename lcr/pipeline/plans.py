@@ -363,8 +363,15 @@ def fixed_query(
 
 
 def checked_question(question: str) -> str:
-    """The question as the methods read it: stripped, never empty."""
+    """The question as the methods read it: stripped, never empty, and text (bytes
+    that were not UTF-8 reach Python as lone surrogates, which no model or JSON takes)."""
     q = question.strip()
     if not q:
         raise UsageError("the question is empty")
+    try:
+        q.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UsageError(
+            f"the question is not UTF-8 text (an undecodable byte at character {err.start + 1})"
+        ) from None
     return q

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lcr.errors import InputError, UsageError
 
-__all__ = ["InputFile", "document_names", "expand_inputs"]
+__all__ = ["InputFile", "document_names", "expand_inputs", "path_not_text"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ def expand_inputs(
         p = str(given)
         if p == "-":
             out.append(InputFile("-", ""))
+        elif (why := path_not_text(p)) is not None:
+            raise InputError(f"{why}; rename it to index it")
         elif os.path.isdir(p):
             if _is_lcr_index(p):
                 raise UsageError(
@@ -61,6 +63,18 @@ def expand_inputs(
         else:
             out.append(InputFile(p, os.path.dirname(os.path.abspath(p))))
     return _unique(out, warn)
+
+
+def path_not_text(path: str | Path) -> str | None:
+    """Why ``path`` cannot name a source or an index, or None: its bytes are not UTF-8
+    (Python holds them as lone surrogates), and the index records names and paths in
+    JSON, which cannot hold them."""
+    try:
+        os.path.abspath(path).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(path).decode("utf-8", "backslashreplace")
+        return f"{shown}: the path is not UTF-8 text, which an index cannot record"
+    return None
 
 
 def alone(f: InputFile) -> InputFile:
@@ -171,6 +185,10 @@ def _walk(
             if globs and not _matches(rel, globs):
                 continue
             path = os.path.join(here, f)
+            named = path_not_text(path)
+            if named is not None:
+                say(f"skipped {named}; rename it to index it")
+                continue
             problem = _not_plain(path, inside)
             if problem is not None:
                 say(f"skipped {path}: {problem}")

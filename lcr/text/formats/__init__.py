@@ -72,7 +72,9 @@ def detect_format(head: bytes, name: str, source: Path | bytes) -> str:
         return _zip_kind(source, name)
     by_name = _EXTENSIONS.get(Path(name).suffix.lower())
     if by_name in _BINARY_FORMATS:
-        raise InputError(f"{name} is not a {by_name.upper()} (its content is not; damaged?)")
+        kind = by_name.upper()
+        article = "an" if kind[0] in "AEIOU" else "a"
+        raise InputError(f"{name} is not {article} {kind} (its content is not; damaged?)")
     if by_name is not None:
         return by_name
     start = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
