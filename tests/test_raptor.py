@@ -276,6 +276,19 @@ def test_soft_membership_joins_two_clusters() -> None:
     assert all(len(members[i]) == 1 for i in range(len(pts)) if abs(pts[i, 0] - 2) > 2)
 
 
+def test_bic_tries_fewer_components_than_the_bound_and_the_nodes() -> None:
+    """The reference code's ``arange(1, min(max_clusters, n))``: never one cluster per
+    node (the layer could not shrink; BIC chose it for 11 points in 2 dimensions), and
+    ``max_clusters`` itself is never tried."""
+    for seed in range(6):
+        pts = np.random.default_rng(seed).normal(size=(11, 2))
+        assert soft_memberships(pts, RaptorBuild())[1] < 11, seed
+    blobs = np.vstack([np.random.default_rng(2).normal((8 * x, 0), 0.3, (30, 2)) for x in range(5)])
+    assert soft_memberships(blobs, RaptorBuild())[1] == 5  # five blobs, five components
+    assert soft_memberships(blobs, RaptorBuild(max_clusters=6))[1] == 5
+    assert soft_memberships(blobs, RaptorBuild(max_clusters=5))[1] == 4  # 5 is not tried
+
+
 def test_tiny_and_degenerate_clusters_do_not_crash() -> None:
     same = np.ones((5, 3))  # collapsed samples: only regularisation saves the fit
     members, k = soft_memberships(same, RaptorBuild())

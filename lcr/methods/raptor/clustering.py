@@ -6,7 +6,8 @@ its text gives none of the numbers below, which are the reference code's:
 - embeddings are reduced with UMAP (cosine) to ``reduction_dim`` dimensions, first globally
   with ``n_neighbors = sqrt(n - 1)`` (lcr caps it at 50: docs/methods/raptor.md), then
   locally within each global cluster with ``n_neighbors = 10``;
-- the number of mixture components is chosen by BIC among 1..50;
+- the number of mixture components is chosen by BIC among 1..49, and fewer than the
+  layer's nodes (the reference code's ``arange(1, min(50, n))``: never one per node);
 - membership is soft: a node joins every cluster whose posterior exceeds the
   threshold (0.1), and at least its most probable one (lcr's: the reference code
   drops such an orphan), so no text falls out of the upper layers;
@@ -130,7 +131,8 @@ def soft_memberships(
 ) -> tuple[list[list[int]], int]:
     """Per point, the clusters it joins; and the number of clusters BIC chose.
 
-    Every k in 1..min(max_clusters, n) is fitted and the lowest BIC wins (ties go
+    Every k in 1..min(max_clusters, n) - 1 is fitted (the reference code's bound: a
+    layer is never split into one cluster per node) and the lowest BIC wins (ties go
     to the smaller k). A point whose posteriors all stay under the threshold joins
     its most probable cluster.
     """
@@ -144,7 +146,7 @@ def soft_memberships(
     # The fits do many tiny (dim x dim) solves: BLAS threads only add overhead
     # there (docs/speed.md, "Threads").
     with threadpool_limits(limits=1):
-        for k in range(1, min(settings.max_clusters, n) + 1):
+        for k in range(1, min(settings.max_clusters, n)):
             gm = _fit_mixture(points, k, settings.seed, reg_covar, report)
             if gm is None:
                 continue

@@ -73,7 +73,10 @@ class RaptorBuild(Settings):
         0.1, "soft membership: join every cluster above it", reference_code=True, low=0, high=1
     )
     max_clusters: int = setting(
-        50, "largest number of mixture components tried (BIC)", reference_code=True, low=1
+        50,
+        "mixture components tried by BIC: fewer than this and than the layer's nodes",
+        reference_code=True,
+        low=2,
     )
     cluster_max_tokens: int = setting(
         3500,
