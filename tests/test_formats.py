@@ -130,6 +130,32 @@ def test_truncated_pdf_is_read_or_refused_in_one_line(tmp_path: Path) -> None:
         assert not (tmp_path / "cut.idx").exists()
 
 
+def test_a_pdf_heading_starts_its_line_and_a_line_end_hyphen_is_printed(
+    tmp_path: Path,
+) -> None:
+    """The bookmark's title is found where it leads a line, not inside a running header
+    that mentions it first; PDFium's U+FFFE for a hyphen at a line's end becomes the
+    hyphen and the break the page shows."""
+    from reportlab.pdfgen import canvas
+
+    path = tmp_path / "report.pdf"
+    c = canvas.Canvas(str(path), invariant=1)
+    c.drawString(72, 760, "Annual Report - Results")
+    c.drawString(72, 700, "This paragraph says the Results are discussed later on.")
+    c.drawString(72, 600, "Results")
+    c.bookmarkHorizontal("r", 0, 614)
+    c.addOutlineEntry("Results", "r", level=0)
+    c.drawString(72, 580, "The real results section, a hyphen-")
+    c.drawString(72, 564, "ated word.")
+    c.showPage()
+    c.save()
+    doc, _ = _load(path)
+    (results,) = doc.layout.headings
+    assert doc.text[results.start :].startswith("Results\nThe real results")
+    _check_headings(doc)
+    assert "\ufffe" not in doc.text and "a hyphen-\nated word." in doc.text
+
+
 def test_a_pdf_is_known_by_content_not_name(tmp_path: Path) -> None:
     named_txt = tmp_path / "paper.txt"
     named_txt.write_bytes(write_pdf(tmp_path / "x.pdf").read_bytes())
@@ -156,6 +182,27 @@ def test_docx_paragraphs_table_and_heading_styles(tmp_path: Path) -> None:
     assert "Species\tCount\nPuffin\t12\nGannet\t40" in doc.text
     birds, weather = doc.layout.headings[1].start, doc.layout.headings[2].start
     assert "Puffin" in doc.text[birds:weather] and "Fog" in doc.text[weather:]
+
+
+def test_docx_merged_and_nested_cells_are_written_once(tmp_path: Path) -> None:
+    """A cell merged down is written on its first row only, as one merged across is;
+    a table inside a cell is kept (``cell.text`` leaves it out)."""
+    import docx
+
+    d = docx.Document()
+    tall = d.add_table(rows=2, cols=2)
+    tall.cell(0, 0).merge(tall.cell(1, 0)).text = "Tall cell"
+    tall.cell(0, 1).text, tall.cell(1, 1).text = "r0", "r1"
+    d.add_paragraph("between")
+    outer = d.add_table(rows=1, cols=2)
+    outer.cell(0, 0).text = "outer"
+    inner = outer.cell(0, 0).add_table(rows=1, cols=2)
+    inner.cell(0, 0).text, inner.cell(0, 1).text = "in1", "in2"
+    outer.cell(0, 1).text = "outer2"
+    d.save(str(tmp_path / "cells.docx"))
+    doc, _ = _load(tmp_path / "cells.docx")
+    assert doc.text.count("Tall cell") == 1 and "Tall cell\tr0\nr1" in doc.text
+    assert "outer in1 in2\touter2" in doc.text
 
 
 @pytest.mark.parametrize("toc", ["nav", "ncx", ""])
@@ -260,6 +307,24 @@ def test_markdown_text_kept_and_headings(tmp_path: Path) -> None:
         (2, "Results"),
     ]
     assert doc.text[doc.layout.headings[2].start :].startswith("Results\n---")
+
+
+def test_markdown_fences_lists_and_long_titles_read_as_commonmark(tmp_path: Path) -> None:
+    """A fence closes only on as long a run of its own character with nothing after it;
+    "---" under a list item is a rule; an underlined paragraph of two lines is one
+    title, from its first line."""
+    text = (
+        "````\n```\n# inside a four-backtick fence\n```\n````\n\n"
+        "~~~\n```\n# inside tildes\n~~~~\n\n"
+        "- list item\n---\n\n"
+        "- item\nlazy line\n---\n\n"
+        "para line one\npara line two\n---\n\nbody\n"
+    )
+    md = tmp_path / "fences.md"
+    md.write_text(text)
+    doc, _ = _load(md)
+    assert [(h.level, h.title) for h in doc.layout.headings] == [(2, "para line one para line two")]
+    assert doc.layout.headings[0].start == text.index("para line one")
 
 
 # -------------------------------------------------------- stdin, FIFOs (#37/10)

@@ -64,13 +64,25 @@ def _heading_level(paragraph: Any) -> int | None:
 
 def _table_text(table: Any) -> str:
     rows: list[str] = []
+    # the whole table's cells, held (so no element's id is reused): a cell merged across
+    # repeats along its row, one merged down on each row it spans
+    seen: set[Any] = set()
     for row in table.rows:
         cells: list[str] = []
-        seen: set[int] = set()
         for cell in row.cells:
-            if id(cell._tc) in seen:  # a merged cell repeats across its span
+            if cell._tc in seen:
                 continue
-            seen.add(id(cell._tc))
-            cells.append(" ".join(tidy_block(cell.text).split()))
+            seen.add(cell._tc)
+            cells.append(" ".join(tidy_block(_cell_text(cell)).split()))
         rows.append("\t".join(cells))
     return tidy_block("\n".join(rows))
+
+
+def _cell_text(cell: Any) -> str:
+    """A cell's paragraphs and the tables nested in it, in order (``cell.text`` has
+    only the paragraphs)."""
+    parts = [
+        _table_text(block) if hasattr(block, "rows") else block.text
+        for block in cell.iter_inner_content()
+    ]
+    return "\n".join(parts)

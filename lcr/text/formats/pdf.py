@@ -95,7 +95,7 @@ def _read_pages(
         try:
             page = pdf[i]
             textpage = page.get_textpage()
-            text = tidy_block(textpage.get_text_range())
+            text = tidy_block(_hyphens_shown(textpage.get_text_range()))
             textpage.close()
             page.close()
         except pdfium.PdfiumError as exc:
@@ -163,13 +163,24 @@ def _outline(
         out.heading(bm.level + 1, printed, page_start + at)
 
 
+def _hyphens_shown(text: str) -> str:
+    """PDFium marks a hyphen at a line's end with U+FFFE and drops the line break
+    ("hyphen\ufffeated"): the page prints a hyphen there and breaks the line, so the
+    text says so too, and no noncharacter reaches the index."""
+    return text.replace("\ufffe", "-\n")
+
+
 def _find_title(page_text: str, title: str, after: int) -> tuple[int, str]:
     """Where ``title`` is printed on the page (whitespace-insensitively), from ``after``,
     and the title as printed: a section number before it on its line ("3.2 " where the
-    outline says only "Shell Commands") belongs to the heading, as a reader cites it."""
+    outline says only "Shell Commands") belongs to the heading, as a reader cites it.
+    A line the title begins (after such a number) wins over a first mention inside a
+    running header or a sentence ("Annual Report - Results")."""
     if not title:
         return after, title
-    found = page_text.find(title, after)
+    found = _line_led_by(page_text, title, after)
+    if found < 0:
+        found = page_text.find(title, after)
     if found < 0:
         words = title.split()
         found = page_text.find(words[0], after) if words else -1
@@ -182,3 +193,15 @@ def _find_title(page_text: str, title: str, after: int) -> tuple[int, str]:
     if line_start >= after and _SECTION_NUMBER.fullmatch(number):
         return line_start, f"{number.strip()} {title}"
     return found, title
+
+
+def _line_led_by(page_text: str, title: str, after: int) -> int:
+    """The first place from ``after`` where ``title`` begins its line (perhaps after a
+    section number), or -1."""
+    found = page_text.find(title, after)
+    while found >= 0:
+        line_start = page_text.rfind("\n", 0, found) + 1
+        if _SECTION_NUMBER.fullmatch(page_text[line_start:found]) or line_start == found:
+            return found
+        found = page_text.find(title, found + 1)
+    return -1
