@@ -21,7 +21,8 @@ from lcr.text.layout import DocumentLayout
 
 FORMATS = ("text", "markdown", "html", "pdf", "epub", "docx")
 # lcr's own extraction rules, per format: raised when a change would give other text
-RULES_VERSION = {"text": 1, "markdown": 1, "html": 1, "pdf": 1, "epub": 1, "docx": 1}
+# (pdf 2, docx 2: line-end hyphens, merged and nested cells; session 69)
+RULES_VERSION = {"text": 1, "markdown": 1, "html": 1, "pdf": 2, "epub": 1, "docx": 2}
 
 _EXTENSIONS = {
     ".md": "markdown",
