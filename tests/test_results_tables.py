@@ -47,7 +47,8 @@ PAGES = sorted(
         *(ROOT / "docs").glob("*.md"),
         *(ROOT / "docs" / "methods").glob("*.md"),
         ROOT / "bench" / "README.md",
-        ROOT / "bench" / "eval_results.md",
+        *(ROOT / "bench" / "results").glob("*.md"),
+        ROOT / "bench" / "archive" / "README.md",
     ]
 )
 SEPARATOR_ROW = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$")
@@ -239,9 +240,9 @@ def test_the_checker_finds_tables_stamps_and_commands() -> None:
         "lcr eval a.jsonl -m bm25 --set bm25.no_such=1",  # no such setting
         "lcr evaluate a.jsonl",  # no such command
         "bench/eval_results/gone.sh /tmp/x",  # no such script
-        "python bench/bench_raptor.py --no-such-option 3",  # not an option of its parser
+        "python bench/archive/bench_raptor.py --no-such-option 3",  # not an option of its parser
         "make results",  # not a command of the project
-        "flock /tmp/x.lock env A=1 python bench/bench_raptor.py --bogus",  # behind wrappers
+        "flock /tmp/x.lock env A=1 python bench/archive/bench_raptor.py --bogus",  # behind wrappers
     ],
 )
 def test_a_stale_command_is_caught(command: str) -> None:
@@ -252,7 +253,8 @@ def test_a_stale_command_is_caught(command: str) -> None:
 # ------------------------------------------------------------------ the docs
 def test_tables_are_found() -> None:
     pages = {t.page for t in TABLES if is_results(t)}
-    assert {"docs/evaluation.md", "bench/README.md", "bench/eval_results.md"} <= pages
+    logs = {"bench/results/bench-log.md", "bench/results/eval_results.md"}
+    assert {"docs/evaluation.md", *logs} <= pages
     assert sum(is_results(t) for t in TABLES) > 40
 
 

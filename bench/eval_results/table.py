@@ -1,6 +1,6 @@
 """Markdown tables from the ``--json`` summaries that run.sh writes (one per task).
 
-    table.py WORKDIR TAG [WORKDIR TAG ...]            # bench/eval_results.md's tables
+    table.py WORKDIR TAG [WORKDIR TAG ...]            # bench/results/eval_results.md's tables
     table.py --compact WORKDIR TAG [WORKDIR TAG ...]  # docs/evaluation.md's two tables
 
 Several WORKDIR TAG pairs (runs of different methods, e.g. a smaller ``LIMIT`` for

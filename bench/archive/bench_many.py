@@ -1,6 +1,6 @@
 """How to rank evidence pooled from several indexes (issue 53, item 3), without an LLM.
 
-    .venv/bin/python bench/bench_many.py ../shared/data/hotpotqa/dev.jsonl --work /tmp/many
+    .venv/bin/python bench/archive/bench_many.py ../shared/data/hotpotqa/dev.jsonl --work /tmp/many
 
 Each HotpotQA corpus becomes a bm25 index (one document each); every question is
 asked of all of them, its own corpus holding the answer and the others not. Each

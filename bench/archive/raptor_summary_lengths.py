@@ -2,7 +2,7 @@
 end at ``summary_max_new_tokens``? Also ``batch_size``: a batch against one call at a
 time, same prompts, alternated.
 
-    nice .venv/bin/python bench/raptor_summary_lengths.py --stories 2 --clusters 18
+    nice .venv/bin/python bench/archive/raptor_summary_lengths.py --stories 2 --clusters 18
 
 The first ``--stories`` SQuALITY dev stories are cut into RAPTOR's leaves (100 tokens),
 embedded and clustered as a build's first layer is (``cluster_layer`` with the default
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
 
 from dev_texts import squality_stories
 
@@ -37,7 +37,7 @@ from lcr.models.spec import ModelSpec
 from lcr.text.chunking import token_windows
 from lcr.text.tokens import count_tokens
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"  # ../shared/data
 
 
 def clusters_of(data: Path, stories: int, embedder: object) -> list[list[str]]:

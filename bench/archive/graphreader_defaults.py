@@ -1,9 +1,9 @@
 """GraphReader's unmeasured defaults (issue 56): how often each cap binds, and what the
 merge threshold merges, from a real graph built by the default LLM.
 
-    nice .venv/bin/python bench/graphreader_defaults.py record --questions 6 --asks 2 \
+    nice .venv/bin/python bench/archive/graphreader_defaults.py record --questions 6 --asks 2 \
         --out /tmp/gr56
-    .venv/bin/python bench/graphreader_defaults.py graph /tmp/gr56 [--also OTHER.idx]
+    .venv/bin/python bench/archive/graphreader_defaults.py graph /tmp/gr56 [--also OTHER.idx]
 
 ``record`` (the LLM, minutes): the supporting paragraphs of the first ``--questions``
 HotpotQA dev questions, each followed by the paragraph after it in the corpus (a
@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
 
 import lcr
 from lcr.methods.graphreader.extraction import sentence_facts
@@ -58,7 +58,7 @@ from lcr.methods.graphreader.method import (
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"  # ../shared/data
 THRESHOLDS = (0.85, 0.9, 0.95)
 
 

@@ -1,6 +1,6 @@
 """Chunker speed on real text repeated to a size (run by hand; no asserts on time).
 
-.venv/bin/python bench/bench_chunkers.py --mb 4
+.venv/bin/python bench/archive/bench_chunkers.py --mb 4
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from lcr.text import sentence_word_chunks, split_sentences, token_windows
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def corpus(megabytes: float) -> str:

@@ -1,7 +1,7 @@
 """A default against its neighbours (issue 56): gold recall at equal word budgets
 for a small grid of one setting's values, retrieval only, no LLM.
 
-    nice .venv/bin/python bench/bench_defaults.py ../shared/data/hotpotqa/dev.jsonl \\
+    nice .venv/bin/python bench/archive/bench_defaults.py ../shared/data/hotpotqa/dev.jsonl \\
         --work /tmp/defaults --method bm25 --setting stemmer --values english,none,porter
 
 The first value is the default the others are compared with. Each corpus is indexed
@@ -24,7 +24,8 @@ import numpy as np
 import lcr
 from lcr.eval.stats import bootstrap_mean
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: dev_texts
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/archive/: bench_chunking
 from bench_chunking import recall
 from dev_texts import gold_questions, taken
 

@@ -1,7 +1,7 @@
 """How long ODSum Story's reference summaries are (issue 56: LightPAL's
 ``answer_words`` default), in words, over the queries of the dev stories.
 
-    .venv/bin/python bench/odsum_lengths.py ../shared/data/odsum
+    .venv/bin/python bench/archive/odsum_lengths.py ../shared/data/odsum
 
 Queries are matched to ``story_docs_dev.jsonl`` by title, as ``lcr eval prepare
 odsum`` matches them; every worker's response counts once.

@@ -12,8 +12,8 @@
    capture, and SDPA with weights with capture (what the build uses), in
    interleaved rounds in one process.
 
-    PYTHONPATH=. python bench/bench_pecan.py [--llm smollm2-135m] [--s 1024] [--steps 12]
-    PYTHONPATH=. python bench/bench_pecan.py --only decode --llm qwen2.5-coder-1.5b
+    PYTHONPATH=. python bench/archive/bench_pecan.py [--llm smollm2-135m] [--s 1024] [--steps 12]
+    PYTHONPATH=. python bench/archive/bench_pecan.py --only decode --llm qwen2.5-coder-1.5b
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 SHARED = Path(
-    os.environ.get("LCR_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    os.environ.get("LCR_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")
 )
 
 

@@ -8,7 +8,7 @@ LLM's own tokenizer (the default LLM's GGUF vocabulary, read as ``lcr index
 JSON line per story taken (its id, title and the running token count), then a
 summary line. The file is for measuring: keep it out of git.
 
-    .venv/bin/python bench/make_book.py --out /tmp/book61/book.txt
+    .venv/bin/python bench/archive/make_book.py --out /tmp/book61/book.txt
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
 
 from lcr.estimate.tokenizers import load_tokenizer
 from lcr.models.spec import ModelSpec
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squality" / "dev.jsonl"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "squality" / "dev.jsonl"
 SKIP = ("produced by", "distributed proofreading", "***", "[transcriber")
 
 

@@ -9,7 +9,7 @@ then the question; ``router_chunks=2``) and with the question alone
 is the LLM's prefill.
 
     flock /tmp/lcr-bigmodel.lock env PYTHONPATH=$PWD .venv/bin/python \\
-        bench/bench_router.py --general 30 --specific 30 --generated 20 --out /tmp/router
+        bench/archive/bench_router.py --general 30 --specific 30 --generated 20 --out /tmp/router
 
 Raw rows go to OUT/rows.jsonl (a rerun skips rows already there; ``--max-minutes``
 stops a run early so the big-model lock is not held too long); the table is
@@ -33,7 +33,7 @@ from lcr.eval.runner import open_index
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 
-DATA = Path(os.environ.get("LCR_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared/data"))
+DATA = Path(os.environ.get("LCR_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared/data"))
 GENERATED = (("niah-single", 1), ("niah-multikey", 2), ("vt", 3), ("hashhop", 4))
 VARIANTS = {"paper (first/last 2 chunks + question)": 2, "question only": 0}
 

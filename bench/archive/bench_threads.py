@@ -1,6 +1,6 @@
 """torch threads of the transformers backend beside a busy core, measured like llama.cpp's.
 
-    .venv/bin/python bench/bench_threads.py --llm smollm2-135m --tokens 48
+    .venv/bin/python bench/archive/bench_threads.py --llm smollm2-135m --tokens 48
 
 For each mode, in a fresh process: load the model on the transformers backend (CPU),
 start a busy-loop process (one core taken *after* the load chose its threads, as when
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODES = {"follow": None, "fixed2": "2", "fixed1": "1"}
 
 

@@ -1,7 +1,7 @@
 """PECAN's Information Points replies with the default LLM (issue 56): how long are they,
 and how many would ``points_max_new_tokens`` (512) cut?
 
-    nice .venv/bin/python bench/pecan_points_lengths.py --stories 4 --cap 1024
+    nice .venv/bin/python bench/archive/pecan_points_lengths.py --stories 4 --cap 1024
 
 The first ``--stories`` SQuALITY dev stories (the 4 of docs/methods/pecan.md's SQuALITY
 table) are cut into the build's level-1 nodes (``leaf_nodes``, 300 tokens of the
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
 
 from dev_texts import squality_stories
 
@@ -38,7 +38,7 @@ from lcr.methods.pecan.settings import PecanBuild
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"  # ../shared/data
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"  # ../shared/data
 
 
 def stories(data: Path, n: int) -> list[str]:

@@ -18,8 +18,8 @@ Two modes:
 ``--batch 1,8`` (with --full, on a GPU) builds once per batch size from an empty
 cache and reports the summarisation speed-up from batching.
 
-    .venv/bin/python bench/bench_raptor.py --llm qwen2.5-coder-0.5b --sample 4
-    .venv/bin/python bench/bench_raptor.py --full --device cuda --batch 1,8
+    .venv/bin/python bench/archive/bench_raptor.py --llm qwen2.5-coder-0.5b --sample 4
+    .venv/bin/python bench/archive/bench_raptor.py --full --device cuda --batch 1,8
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: lcr and tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: lcr and tests
 
 from lcr import api
 from lcr.methods.raptor.method import USER_PROMPT
@@ -44,7 +44,7 @@ from lcr.store import DocumentInput, Index
 from lcr.text.tokens import count_tokens
 from tests.fakes import ScriptedLLM
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squality" / "dev.jsonl"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "squality" / "dev.jsonl"
 
 
 def squality_text(target_tokens: int) -> list[DocumentInput]:

@@ -16,9 +16,9 @@ over the text's first ``--s`` tokens of 300-token chunks):
 and checks that the read-back rows equal the captured ones for the same tokens
 (``--check``: the captured reply read back, the largest difference printed).
 
-    PYTHONPATH=. nice python bench/pecan_read_after.py --llm qwen2.5-coder-1.5b \\
+    PYTHONPATH=. nice python bench/archive/pecan_read_after.py --llm qwen2.5-coder-1.5b \\
         --text book.txt --s 8192 --new 512
-    PYTHONPATH=. python bench/pecan_read_after.py --llm smollm2-135m --s 7500 --new 128 --check
+    PYTHONPATH=. python bench/archive/pecan_read_after.py --llm smollm2-135m --s 7500 --new 128 --check
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 

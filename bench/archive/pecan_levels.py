@@ -1,6 +1,6 @@
 """Where PECAN's ``max_levels`` binds (issue 56), from the build's own rule; no model.
 
-    python bench/pecan_levels.py
+    python bench/archive/pecan_levels.py
 
 A level above the chunks holds at most one reply of ``points_max_new_tokens`` per
 batch of the level below; a batch packs consecutive nodes up to ``s`` tokens, so it
@@ -18,7 +18,7 @@ import math
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
 
 from lcr.methods.pecan.settings import PecanBuild
 

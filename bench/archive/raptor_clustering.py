@@ -9,7 +9,7 @@ components given up, the clusters made, and how many stories got other clusters
 than the first value gave. It also reports the global UMAP's ``n_neighbors``
 (``sqrt(n - 1)``), to show where ``raptor.global_neighbors_cap`` (50) would bind.
 
-    .venv/bin/python bench/raptor_clustering.py --stories 8 --reg-covar 1e-6,1e-5
+    .venv/bin/python bench/archive/raptor_clustering.py --stories 8 --reg-covar 1e-6,1e-5
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
 
 from dev_texts import squality_stories
 
@@ -33,7 +33,7 @@ from lcr.models.spec import ModelSpec
 from lcr.text.chunking import token_windows
 from lcr.text.tokens import count_tokens
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "squality" / "dev.jsonl"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "squality" / "dev.jsonl"
 
 
 def stories(limit: int) -> list[str]:

@@ -7,7 +7,7 @@ the index rebuilt with ``--force``; then ``--force`` again with the same text. E
 step's LLM calls paid and served from the index's cache are read from the manifest
 (``lcr info --json``: ``stats.llm_calls`` and ``stats.llm_cached``).
 
-    .venv/bin/python bench/bench_force_cache.py --llm smollm2-135m
+    .venv/bin/python bench/archive/bench_force_cache.py --llm smollm2-135m
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("LCR_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 

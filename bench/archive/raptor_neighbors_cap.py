@@ -2,7 +2,7 @@
 ``n_neighbors = sqrt(n - 1)`` at 50 costs and saves on a layer of more than 2,501
 leaves. No LLM: the leaves are real development text, embedded by the real embedder.
 
-    nice .venv/bin/python bench/raptor_neighbors_cap.py --work /tmp/cap --rounds 2
+    nice .venv/bin/python bench/archive/raptor_neighbors_cap.py --work /tmp/cap --rounds 2
 
 The leaves (100-token windows, RAPTOR's default) are the 25 SQuALITY dev stories, the
 three HotpotQA dev corpora and QMSum validation meetings 1-8, one layer together, as a
@@ -16,7 +16,7 @@ clusters it joins, soft membership as the build has it).
 
 A layer of tens of thousands of leaves, where the cap is meant to matter:
 
-    nice .venv/bin/python bench/raptor_neighbors_cap.py --work /tmp/cap50 \\
+    nice .venv/bin/python bench/archive/raptor_neighbors_cap.py --work /tmp/cap50 \\
         --meetings 35 --leaf-tokens 50 --umap-only --rounds 2
 
 (all 35 QMSum validation meetings, 50-token windows: 24,007 leaves, sqrt(n - 1) =
@@ -42,11 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
 
 from dev_texts import squality_stories
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 # --runs: the row's name, the cap and the seed (uncapped is the reference every row is
 # compared with, so it is always among them)
 RUNS = {

@@ -2,7 +2,7 @@
 embedded as the mean of pieces that fit (``pooled``) or as its start alone
 (``truncated``, the embedder cuts it). Dense retrieval only, no LLM.
 
-    nice .venv/bin/python bench/bench_embed_long.py ../shared/data/hotpotqa/dev.jsonl \\
+    nice .venv/bin/python bench/archive/bench_embed_long.py ../shared/data/hotpotqa/dev.jsonl \\
         --chunk-tokens 300 --ks 5,10
 
 Each corpus is cut as PECAN cuts its first level (``--chunk-tokens`` windows of the
@@ -35,7 +35,8 @@ from lcr.models.spec import ModelSpec
 from lcr.text.chunking import Chunk, token_windows
 from lcr.text.tokens import count_tokens
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: dev_texts
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/archive/: bench_chunking
 from bench_chunking import recall
 
 

@@ -1,7 +1,7 @@
 """lcr's ``generate`` against the bare library call it wraps: same model, prompt, device.
 
-    .venv/bin/python bench/bench_generate_overhead.py                    # smollm2-135m, CPU
-    .venv/bin/python bench/bench_generate_overhead.py --device cuda --runs 5 --batch 8
+    .venv/bin/python bench/archive/bench_generate_overhead.py                    # smollm2-135m, CPU
+    .venv/bin/python bench/archive/bench_generate_overhead.py --device cuda --runs 5 --batch 8
 
 Self-contained (the prompt is cut from ``examples/lighthouse.txt``; no shared data).
 Each backend's model is loaded once through lcr (``lcr.models.loading.load_llm``):
@@ -44,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[2]
 QUESTIONS = [
     "Tell the whole story of this text in detail, in order, with every name.",
     "Describe every person in this text and what each of them does.",

@@ -1,7 +1,7 @@
 """The baselines' ``top_k`` (issue 56): gold recall and evidence tokens at a few k,
 retrieval only, no LLM.
 
-    nice .venv/bin/python bench/bench_top_k.py ../shared/data/hotpotqa/dev.jsonl \\
+    nice .venv/bin/python bench/archive/bench_top_k.py ../shared/data/hotpotqa/dev.jsonl \\
         --work /tmp/top-k --methods bm25,tfidf,dense,hybrid --ks 5,10,20
 
 Each corpus is indexed once by lcr itself with every method's defaults, each question
@@ -25,7 +25,8 @@ from lcr.eval import dataset
 from lcr.eval.stats import bootstrap_mean
 from lcr.text.tokens import count_tokens
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: dev_texts
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/archive/: bench_chunking
 from bench_chunking import recall
 from dev_texts import gold_questions
 

@@ -1,7 +1,7 @@
 """The load ``lcr serve`` saves: a later question's time to first token through the
 server against a fresh ``lcr ask`` process, same question, index and model (issue #57).
 
-    python bench/serve_latency.py INDEX "question" ... [--llm MODEL] [-m METHOD] [-k K]
+    python bench/archive/serve_latency.py INDEX "question" ... [--llm MODEL] [-m METHOD] [-k K]
 
 For each question, in this order:
 
@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: ask_latency
 from ask_latency import timed_run
 
 

@@ -1,7 +1,7 @@
 """lcr's bm25 build and query against bm25s's own index over the same chunk texts.
 
-    .venv/bin/python bench/bench_bm25_build.py                      # SQuALITY, ~40k words
-    .venv/bin/python bench/bench_bm25_build.py --corpus hotpotqa --runs 7
+    .venv/bin/python bench/archive/bench_bm25_build.py                      # SQuALITY, ~40k words
+    .venv/bin/python bench/archive/bench_bm25_build.py --corpus hotpotqa --runs 7
 
 The corpus: ``squality`` joins the first SQuALITY dev stories (``../shared/data``,
 ``$LCR_SHARED_DATA``) until ``--words`` words are reached; ``hotpotqa`` takes the
@@ -42,7 +42,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("LCR_SHARED_DATA", HERE.parent / "shared" / "data"))
 
 QUESTIONS = [

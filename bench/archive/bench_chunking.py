@@ -2,7 +2,7 @@
 equal evidence budgets, cut into 128-token windows across paragraphs (``windows``,
 before) or one chunk per paragraph (``paragraphs``, after). Retrieval only: no LLM.
 
-    .venv/bin/python bench/bench_chunking.py ../shared/data/hotpotqa/dev.jsonl \\
+    .venv/bin/python bench/archive/bench_chunking.py ../shared/data/hotpotqa/dev.jsonl \\
         --work /tmp/chunking --methods bm25,tfidf
 
 Each corpus is indexed by lcr itself (``lcr.index`` with ``--set METHOD.chunking=``),

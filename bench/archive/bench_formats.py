@@ -2,9 +2,9 @@
 format, and the two PDF readers compared (run by hand; no asserts on time).
 
     apt-get install bash-doc debmake-doc live-manual-epub      # the manuals (Debian)
-    .venv/bin/python bench/bench_formats.py index              # lcr index -m bm25 per file
-    .venv/bin/python bench/bench_formats.py pdf                # pypdfium2 against pypdf
-    .venv/bin/python bench/bench_formats.py big --pages 5000   # a PDF of thousands of pages
+    .venv/bin/python bench/archive/bench_formats.py index              # lcr index -m bm25 per file
+    .venv/bin/python bench/archive/bench_formats.py pdf                # pypdfium2 against pypdf
+    .venv/bin/python bench/archive/bench_formats.py big --pages 5000   # a PDF of thousands of pages
 
 ``pdf`` scores text quality and reading order against another edition of the same
 manual made from the same source (bashref.html for bashref.pdf, Texinfo; the .txt.gz for
@@ -38,7 +38,7 @@ DOCS = {
         "/usr/share/doc/live-manual/epub/live-manual.en.epub",
     ],
 }
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _WORD = re.compile(r"\w+")
 
 

@@ -17,9 +17,9 @@ From the measured rates: the scoring time of a full build of the corpus at
 k' = 100 and at the faster setting. ``--walk`` times the context-passage step
 (personalised PageRank + fill) on a random 5-out-edge graph of 10k passages.
 
-    .venv/bin/python bench/bench_lightpal.py --scorer smollm2-135m
-    .venv/bin/python bench/bench_lightpal.py --scorer qwen2.5-coder-0.5b --prefixes 2
-    .venv/bin/python bench/bench_lightpal.py --walk-only
+    .venv/bin/python bench/archive/bench_lightpal.py --scorer smollm2-135m
+    .venv/bin/python bench/archive/bench_lightpal.py --scorer qwen2.5-coder-0.5b --prefixes 2
+    .venv/bin/python bench/archive/bench_lightpal.py --walk-only
 
 ``--odsum INDEX`` indexes the 25 ODSum Story dev stories (one corpus, sections
 as passages), builds lightpal with ``--set`` settings, then for ``--limit``
@@ -30,7 +30,7 @@ sets (``lightpal.restart=d_init`` and ``ranking``, same graph), with 95% normal
 intervals over queries and paired bootstrap tests (each LightPAL run against
 its initial retriever, and the two restart sets against each other):
 
-    .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum.idx --limit 125 \
+    .venv/bin/python bench/archive/bench_lightpal.py --odsum /tmp/odsum.idx --limit 125 \
         --set lightpal.scorer=smollm2-135m --set lightpal.candidates=10 \
         --set lightpal.continuation_tokens=32 --set lightpal.max_tokens=256
 
@@ -41,8 +41,8 @@ its initial retriever, and the two restart sets against each other):
 graph's, e.g. k' = 10 against k' = 100) adds paired tests of each LightPAL row
 against the same row on that graph:
 
-    .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum10f.idx ... --per-query k10.json
-    .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum100f.idx ... --against k10.json
+    .venv/bin/python bench/archive/bench_lightpal.py --odsum /tmp/odsum10f.idx ... --per-query k10.json
+    .venv/bin/python bench/archive/bench_lightpal.py --odsum /tmp/odsum100f.idx ... --against k10.json
 
 ``--unscored`` (with ``--odsum``) builds with k' = k (``lightpal.candidates`` =
 ``lightpal.edges``): every candidate becomes an edge whatever its score, and the
@@ -51,7 +51,7 @@ that of a build scored by any LLM; the scorer is skipped (edge scores stored as
 0, ``pairs_scored`` 0). For measuring the query-time walk (the restart sets) on a
 CPU that cannot afford the scoring:
 
-    .venv/bin/python bench/bench_lightpal.py --odsum /tmp/odsum-k5.idx --unscored \
+    .venv/bin/python bench/archive/bench_lightpal.py --odsum /tmp/odsum-k5.idx --unscored \
         --set lightpal.candidates=5 --set lightpal.edges=5
 """
 
@@ -73,7 +73,7 @@ from lcr.models.spec import ModelSpec
 from lcr.progress import NULL_PROGRESS
 
 SHARED = Path(
-    os.environ.get("LCR_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+    os.environ.get("LCR_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")
 )
 DATA = SHARED / "odsum" / "story_docs_dev.jsonl"
 
