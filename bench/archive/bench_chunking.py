@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from dev_texts import gold_questions, taken
 
 import lcr
 from lcr.eval import dataset
 from lcr.eval.stats import bootstrap_mean
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: dev_texts
+from dev_texts import gold_questions, taken
 
 CHUNKINGS = ("windows", "paragraphs")
 

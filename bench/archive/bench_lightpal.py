@@ -41,8 +41,8 @@ its initial retriever, and the two restart sets against each other):
 graph's, e.g. k' = 10 against k' = 100) adds paired tests of each LightPAL row
 against the same row on that graph:
 
-    .venv/bin/python bench/archive/bench_lightpal.py --odsum /tmp/odsum10f.idx ... --per-query k10.json
-    .venv/bin/python bench/archive/bench_lightpal.py --odsum /tmp/odsum100f.idx ... --against k10.json
+    python bench/archive/bench_lightpal.py --odsum /tmp/odsum10f.idx ... --per-query k10.json
+    python bench/archive/bench_lightpal.py --odsum /tmp/odsum100f.idx ... --against k10.json
 
 ``--unscored`` (with ``--odsum``) builds with k' = k (``lightpal.candidates`` =
 ``lightpal.edges``): every candidate becomes an edge whatever its score, and the

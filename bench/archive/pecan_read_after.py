@@ -18,7 +18,8 @@ and checks that the read-back rows equal the captured ones for the same tokens
 
     PYTHONPATH=. nice python bench/archive/pecan_read_after.py --llm qwen2.5-coder-1.5b \\
         --text book.txt --s 8192 --new 512
-    PYTHONPATH=. python bench/archive/pecan_read_after.py --llm smollm2-135m --s 7500 --new 128 --check
+    PYTHONPATH=. python bench/archive/pecan_read_after.py --llm smollm2-135m --s 7500 \\
+        --new 128 --check
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: dev_texts
 
 from dev_texts import squality_stories
 
