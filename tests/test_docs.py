@@ -26,6 +26,9 @@ from lcr.cli.main import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+# bench/'s pages (its index, the archive's, the measurement logs): links only, as their
+# commands are the stamps' (tests/test_results_tables.py checks those)
+BENCH_PAGES = sorted((ROOT / "bench").rglob("*.md"))
 FENCE = re.compile(r"^(```+|~~~+)(.*)$")
 SHELL_BLOCKS = {"", "sh", "bash", "shell", "console"}  # "": prompts only
 SEPARATORS = {"|", "||", "&&", ";", "&", "(", ")"}
@@ -97,7 +100,7 @@ def test_slugs_follow_github() -> None:
     assert _slug("Backends in brief") == "backends-in-brief"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=_rel)
+@pytest.mark.parametrize("page", PAGES + BENCH_PAGES, ids=_rel)
 def test_relative_links_and_anchors_resolve(page: Path) -> None:
     broken = []
     for target in _links(page):
