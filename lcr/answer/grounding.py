@@ -79,9 +79,11 @@ def ground(
     ``info.unrelated`` when withheld). A long answer its quotes hold in part, past the
     floor, is given with them; any other answer without a quote is withheld under
     ``answer.unquoted=withhold`` (``info.unquoted``). Unless ``answer.not_found=guess``,
-    an answer of one sentence is shown only when its quotes hold every one of its own
-    words (``info.unlocated`` names the others, and it is withheld): "... and its
-    chemical symbol is Fe" is not shown under a quote about the bell's bracket. A quote
+    an answer of one sentence is shown with quotes only when they hold every one of its
+    own words (``info.unlocated`` names the others; it is then an answer without a
+    quote, withheld under ``answer.unquoted=withhold``): "... and its chemical symbol is
+    Fe" is not shown under a quote about the bell's bracket. The part they hold is
+    shown only for an answer of several sentences (a summary). A quote
     never takes in a heading's line (``headings``: spans of source.txt). An answer that
     already has the model's verified quotes, or none to give, is left as it is."""
     if out.text == NOT_FOUND or out.quotes or not out.used:
@@ -93,11 +95,11 @@ def ground(
     readable = quotable(out.used, source)  # a summary read: the text it was made from
     strict = settings.not_found != "guess" and len(split_sentences(out.text)) <= 1
     quote = answer_quote(out.text, question, readable, source, headings=headings)
+    unlocated: list[str] = []
     if quote is not None and strict:
-        missing = missing_words(out.text, question, [quote.text])
-        if missing:  # the rule's tolerance (a state, a middle name) is not a quote's
-            info = {**out.info, "located": 0, "unlocated": ", ".join(missing)}
-            return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
+        unlocated = missing_words(out.text, question, [quote.text])
+        if unlocated:  # the rule's tolerance (a state, a middle name) is not a quote's
+            quote = None
     if quote is not None:
         info = {**out.info, "located": 1}
         held, asked = (0, 0) if is_yes_or_no(out.text) else passage_share(question, quote, source)
@@ -109,6 +111,8 @@ def ground(
             return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
         return dataclasses.replace(out, quotes=(quote,), info=info)
     info = {**out.info, "located": 0}
+    if unlocated:
+        info["unlocated"] = ", ".join(unlocated)
     cover = cover_quotes(out.text, question, readable, source, headings=headings)
     if cover is None:  # a short answer no run holds: are its own words read at all?
         found, keys = words_read(out.text, question, out.used)
@@ -121,14 +125,13 @@ def ground(
             info["unlocated"] = ", ".join(cover.missing)
         if not cover.on_question:
             info["off_question"] = 1  # no quote holds a word of the question
-        whole = not strict or not cover.missing
-        if cover.grounded and whole:
+        if cover.grounded and (not strict or not cover.missing):
             return dataclasses.replace(out, quotes=cover.quotes, info=info)
-        unread = cover.share < floor or not whole
+        unread = cover.share < floor
     located = settings.check == "located" and settings.not_found != "guess"
     if unread or located:
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
-    if cover is not None and cover.quotes and cover.on_question:
+    if cover is not None and cover.quotes and cover.on_question and not strict:
         return dataclasses.replace(out, quotes=cover.quotes, info=info)  # the part they hold
     if settings.unquoted == "withhold" and settings.not_found == "abstain":
         info["unquoted"] = 1  # read, but in no run of sentences lcr could show
