@@ -170,7 +170,9 @@ def test_an_elision_that_drops_a_negation_is_refused() -> None:
     assert not checked.holds and checked.unfound
     for dropped in ("not", "no longer", "hardly", "unless asked,", "without", "wasn't"):
         text = f"The keeper said the lamp was {dropped} lit at dusk by the boy."
-        elided = locate("The keeper said the lamp was \u2026 lit at dusk by the boy", [whole(text)], text)
+        elided = locate(
+            "The keeper said the lamp was \u2026 lit at dusk by the boy", [whole(text)], text
+        )
         assert elided is None, dropped
 
 
@@ -216,7 +218,9 @@ def test_a_word_under_a_negation_is_not_held() -> None:
     checked = check_quotes(reply, q, [whole(BOATS)], BOATS)
     assert not checked.holds and "bluebell" in checked.problem
     # a question that asks of a negation gets its answer from the negation
-    asked = check_quotes(reply, "What must nobody reply when asked its name?", [whole(BOATS)], BOATS)
+    asked = check_quotes(
+        reply, "What must nobody reply when asked its name?", [whole(BOATS)], BOATS
+    )
     assert asked.holds
 
 
@@ -233,7 +237,9 @@ def test_an_answer_with_words_no_quote_holds_is_withheld() -> None:
     shown = ground(q, out, AnswerSettings(), BELL)
     assert shown.text == NOT_FOUND and shown.withheld == wrong and not shown.quotes
     assert "fe" in shown.info["unlocated"]
-    right = ground(q, AnswerResult("It was cast in bronze.", [whole(BELL)], 0), AnswerSettings(), BELL)
+    right = ground(
+        q, AnswerResult("It was cast in bronze.", [whole(BELL)], 0), AnswerSettings(), BELL
+    )
     assert right.text == "It was cast in bronze." and right.quotes
     # guessing shows what it has
     guessed = ground(q, out, AnswerSettings(not_found="guess"), BELL)

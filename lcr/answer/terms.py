@@ -159,17 +159,25 @@ def question_terms(question: str, floor: float = TERM_ZIPF) -> list[str]:
         if _unsure(token):
             continue
         lowered = token[:1].islower()
-        parts = _CAMEL.sub(" ", token).replace("_", " ")
-        for word in (w for chunk in content_words(parts) for w in _WORD.findall(chunk)):
-            if len(word) < _SHORTEST_TERM or any(c.isdigit() for c in word) or word in terms:
-                continue
-            if word in ABOUT_THE_TEXT or word.startswith(_ASKING):
-                continue
-            common = zipf(word)
-            if common >= floor or (lowered and common >= SYNONYM_ZIPF):
-                continue
-            terms.append(word)
+        for word in content_words(_CAMEL.sub("_", token)):  # "getUserName": "get_user_name"
+            parts = [p for p in word.split("_") if p]
+            rare = [p for p in parts if _rare(p, floor, lowered)]
+            # an identifier is one term, its parts joined, when any part of it is rare: a
+            # text may write it with any separators or none ("get_user_name", "getUserName")
+            term = "".join(parts) if len(parts) > 1 and rare else (rare[0] if rare else "")
+            if term and term not in terms:
+                terms.append(term)
     return terms
+
+
+def _rare(word: str, floor: float, lowered: bool) -> bool:
+    """Whether one word of a question is a term (:func:`question_terms`' rules)."""
+    if len(word) < _SHORTEST_TERM or any(c.isdigit() for c in word):
+        return False
+    if word in ABOUT_THE_TEXT or word.startswith(_ASKING):
+        return False
+    common = zipf(word)
+    return not (common >= floor or (lowered and common >= SYNONYM_ZIPF))
 
 
 def absent_terms(terms: Sequence[str], text: str) -> list[str]:
