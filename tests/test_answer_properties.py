@@ -241,7 +241,7 @@ def test_an_elided_quote_keeps_the_words_that_change_its_sense(
     if found is None:
         return
     assert holds_its_text(source, found.spans, found.text)
-    for (_, end), (start, _) in zip(found.spans, found.spans[1:]):
+    for (_, end), (start, _) in zip(found.spans, found.spans[1:], strict=False):
         assert not changes_sense(source[end:start])  # nothing elided changes the sense
     if any(w in SENSE or w.endswith("n't") for w in middle):
         assert len(found.spans) == 1  # kept whole, or not at all

@@ -31,10 +31,10 @@ from collections.abc import Sequence
 from lcr.answer.covering import cover_quotes, question_names, root
 from lcr.answer.quotes import (
     Quote,
+    Span,
     answer_keys,
     answer_quote,
     content_words,
-    Span,
     is_yes_or_no,
     missing_words,
     quotable,

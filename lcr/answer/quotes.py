@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -356,13 +357,12 @@ def locate(
     return None
 
 
-SENSE_WORDS = frozenset(
-    """not no never none nor neither nobody nothing nowhere without except excepting
-    unless hardly barely scarcely seldom rarely cannot instead rather lest if whether
-    might perhaps maybe possibly allegedly supposedly reportedly falsely wrongly only
-    almost nearly false untrue fake denied deny denies refused failed fails fail lacks
-    lacked formerly until""".split()
-)
+_SENSE_WORD_LIST = """not no never none nor neither nobody nothing nowhere without except
+excepting unless hardly barely scarcely seldom rarely cannot instead rather lest if whether might
+perhaps maybe possibly allegedly supposedly reportedly falsely wrongly only almost
+nearly false untrue fake denied deny denies refused failed fails fail lacks lacked
+formerly until"""
+SENSE_WORDS = frozenset(_SENSE_WORD_LIST.split())
 """Words an elision must never drop: left out from between a quote's pieces, each turns
 what the pieces say into something else ("The treasure was never hidden in the cellar"
 is not "The treasure was … hidden in the cellar"): negations, exceptions, conditions,
@@ -386,7 +386,7 @@ def _locate_in(
     if spans[runs[-1][1] - 1][1] - spans[runs[0][0]][0] > tol.spread:
         return None  # measured in what the model read, where the selection's gaps are short
     read = [(spans[s][0], spans[e - 1][1]) for s, e in runs]
-    if any(changes_sense(item.text[a[1] : b[0]]) for a, b in zip(read, read[1:])):
+    if any(changes_sense(item.text[a[1] : b[0]]) for a, b in itertools.pairwise(read)):
         return None  # the elision drops a word that changes what the pieces say
     found = _place(item, source, _at_gaps(item, source, read), join)
     if found is None:
@@ -397,7 +397,7 @@ def _locate_in(
             merged[-1] = (merged[-1][0], e)
         else:
             merged.append((s, e))
-    for (_, end), (start, _) in zip(merged, merged[1:]):
+    for (_, end), (start, _) in itertools.pairwise(merged):
         if 0 <= start - end <= tol.spread and changes_sense(source[end:start]):
             return None  # the document's own words between the pieces change their sense
     last_start, last_end = merged[-1]
@@ -484,11 +484,11 @@ def content_words(text: str) -> list[str]:
     return [w for w in word_forms(text) if w not in _FUNCTION_WORDS]
 
 
-NEGATIONS = frozenset(
-    "not no never nor neither none nobody nothing nowhere without cannot instead".split()
-)
+_NEGATION_LIST = """not no never nor neither none nobody nothing nowhere without cannot instead"""
+NEGATIONS = frozenset(_NEGATION_LIST.split())
 """Words that deny what follows them in their clause ("Seagull, not Bluebell")."""
-_NOT_DENYING = frozenset("only until just least later less sooner more merely".split())
+_NOT_DENYING_LIST = "only until just least later less sooner more merely"
+_NOT_DENYING = frozenset(_NOT_DENYING_LIST.split())
 NEGATION_REACH = 8
 """The most words after a negation, in its clause, that it denies."""
 _CLAUSE = re.compile(r"\d[\d,]*(?:\.\d+)?|[^\W\d_]+(?:'[^\W\d_]+)?|[,;:.!?()\u2026]| -+ ")
@@ -556,10 +556,9 @@ def missing_words(answer: str, question: str, quoted: Sequence[str]) -> list[str
     return missing
 
 
-_MONTHS = frozenset(
-    """january february march april may june july august september october november
-    december jan feb mar apr jun jul aug sep sept oct nov dec""".split()
-)
+_MONTH_LIST = """january february march april may june july august september october november
+december jan feb mar apr jun jul aug sep sept oct nov dec"""
+_MONTHS = frozenset(_MONTH_LIST.split())
 RELATED_SHARE = 0.5
 """The share of the question's content words a quote must hold for an answer of numbers
 alone (a count, a status, a year, a date): a number stands in too many places (a table of
@@ -688,7 +687,7 @@ def denies(text: str, answer: str, question: str) -> bool:
     if negates(answer) or negates(question):
         return False
     given = {stem(w) for w in content_words(question)}
-    said, denied = stated(text)
+    _said, denied = stated(text)
     return any(stem(w) in denied and stem(w) not in given for w in content_words(answer))
 
 

@@ -137,9 +137,7 @@ class PooledText:
         out: list[Span] = []
         index = -1
         for s, e in spans:
-            reg = next(
-                (g for g in self.regions if g.at <= s and e <= g.at + g.end - g.start), None
-            )
+            reg = next((g for g in self.regions if g.at <= s and e <= g.at + g.end - g.start), None)
             if reg is None or index not in (-1, reg.index):
                 raise ValueError(f"span {s}-{e} is not within one index's region")
             index = reg.index
