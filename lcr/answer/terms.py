@@ -8,15 +8,27 @@ frames its ask with ("role", "nationality", "significance", "specifies") are not
 
 A document that never writes a term of the question cannot hold its answer in the
 question's terms, so under ``answer.not_found=abstain`` lcr replies "not found" without
-asking the model (:func:`absent_terms`). A term counts as written when the text has a
-word that begins with it or with its Snowball stem ("codenames" for "codename",
-"ontologies" for "ontology"), or the term split by a space, hyphen or underscore
-("code name"), or, for a term of five letters or more, a word one edit away from it: a
-question's typo ("approcimately") is a term no text writes, and the text's spelling then
-stands for it.
-Numbers and words under three letters are never terms: numbers are written in too many
-ways, and two letters are too short to tell a typo from a word. The list is English's, so
-a question in another language has no terms.
+asking the model (:func:`absent_terms`). Text and question are compared after
+:func:`comparable`: NFKC (ligatures, fullwidth letters), accents folded, invisible
+characters (zero-width space and joiners, the soft hyphen, the byte-order mark) dropped,
+a word split by a line-end or page-end hyphen joined, identifiers split into their parts
+("getUserName", "get_user_name" and "GetUserName" are "get user name"; an identifier
+with a rare part is one term, written with any separators or none). A term counts as
+written when the text has a word that begins with it, with its Snowball stem
+("codenames" for "codename", "ontologies" for "ontology") or with its root less a Latin or
+Greek plural's ending ("cactus" for "cacti"), or the term split by spaces, hyphens or
+underscores ("code name"), or, for a term of five letters or more, a word one edit away
+from it: a question's typo ("approcimately") is a term no text writes, and the text's
+spelling then stands for it.
+
+Where the rule cannot be sure, the model is asked instead: numbers and words under three
+letters are never terms (numbers are written in too many ways, and two letters are too
+short to tell a typo from a word), nor are acronyms ("WPA", which a text may spell out),
+Roman numerals, words of another script ("Пушкин", which a text may write "Pushkin"), or
+lower-case words of the language a text may say otherwise ("skiff" for "boat":
+:data:`SYNONYM_ZIPF`); a text with words of another script has no absent terms. The list
+is English's, so a question in another language has no terms (:func:`is_english`
+decides by more than one word).
 
 Pure: text in, words out; the frequency list and the stemmer load once.
 """
@@ -77,7 +89,7 @@ _WORD = re.compile(r"[^\W_]+")
 _OTHER_SCRIPT = re.compile(r"[^\W\d_\x00-\u024f\u1e00-\u1eff]")
 """A letter of another script than Latin (after :func:`~lcr.text.folding.fold`)."""
 _OTHER_SCRIPT_WORD = re.compile(r"[^\W\d_\x00-\u024f\u1e00-\u1eff]{2,}")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_CAMEL = re.compile(r"([a-z0-9])(?=[A-Z])|([A-Z])(?=[A-Z][a-z])")
 _ROMAN = re.compile(r"m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})", re.I)
 # the endings of Latin and Greek plurals English keeps ("cacti", "hippopotami", "larvae",
 # "bacteria", "indices", "analyses", "phenomena"): a term without one is written when a
@@ -118,7 +130,13 @@ def comparable(text: str) -> str:
     identifiers split into their parts ("getUserName" and "get_user_name" as "get user
     name"), lower case."""
     text = join_line_breaks(fold(text))
-    return _CAMEL.sub(" ", text).replace("_", " ").lower()
+    return _split_identifiers(text, " ").lower()
+
+
+def _split_identifiers(text: str, mark: str) -> str:
+    """``text`` with ``mark`` between an identifier's parts ("getUserName", "HTTPServer")
+    and for its underscores."""
+    return _CAMEL.sub(lambda m: (m.group(1) or m.group(2)) + mark, text).replace("_", mark)
 
 
 def is_english(question: str) -> bool:
@@ -159,7 +177,7 @@ def question_terms(question: str, floor: float = TERM_ZIPF) -> list[str]:
         if _unsure(token):
             continue
         lowered = token[:1].islower()
-        for word in content_words(_CAMEL.sub("_", token)):  # "getUserName": "get_user_name"
+        for word in content_words(_split_identifiers(token, "_")):  # "get_user_name"
             parts = [p for p in word.split("_") if p]
             rare = [p for p in parts if _rare(p, floor, lowered)]
             # an identifier is one term, its parts joined, when any part of it is rare: a
@@ -187,7 +205,7 @@ def absent_terms(terms: Sequence[str], text: str) -> list[str]:
         return []
     lower = _comparable_text(text)
     unseen = [t for t in terms if not _written(t, lower)]
-    if not unseen or _OTHER_SCRIPT_WORD.search(lower):
+    if not unseen or (not lower.isascii() and _OTHER_SCRIPT_WORD.search(lower)):
         return []
     vocabulary = {w for w in _WORD.findall(lower) if len(w) >= _SHORTEST_TYPO - 1}
     return [t for t in unseen if not _typo_of_any(t, vocabulary)]

@@ -70,15 +70,36 @@ def fold_char(ch: str) -> str:
     return fold(ch)
 
 
-_LINE_BREAK_HYPHEN = re.compile(r"(?<=[^\W\d_])-[ \t]*\n[ \t\n\f]*(?=[^\W\d_])")
+_BREAK = re.compile(r"-[ \t]*\n[ \t\n\f]*")
+
+
+def line_break_hyphens(text: str) -> list[tuple[int, int]]:
+    """The spans of the hyphens that end a line or page inside a word, each with the
+    line break after it: a letter before the hyphen and a letter after the break."""
+    out: list[tuple[int, int]] = []
+    if "-\n" not in text and "- " not in text and "-\t" not in text:
+        return out
+    for m in _BREAK.finditer(text):
+        start, end = m.span()
+        if start > 0 and end < len(text) and _letter(text[start - 1]) and _letter(text[end]):
+            out.append((start, end))
+    return out
+
+
+def _letter(ch: str) -> bool:
+    return ch.isalpha()
 
 
 def join_line_breaks(text: str) -> str:
     """``text`` with every word a line or page end split by a hyphen joined
     ("drift-\\nwood" and "drift-\\n\\nwood" read "driftwood")."""
-    return _LINE_BREAK_HYPHEN.sub("", text) if "-" in text else text
-
-
-def line_break_hyphens(text: str) -> list[tuple[int, int]]:
-    """The spans of :func:`join_line_breaks`'s hyphens and the line breaks after them."""
-    return [m.span() for m in _LINE_BREAK_HYPHEN.finditer(text)]
+    spans = line_break_hyphens(text)
+    if not spans:
+        return text
+    parts: list[str] = []
+    at = 0
+    for start, end in spans:
+        parts.append(text[at:start])
+        at = end
+    parts.append(text[at:])
+    return "".join(parts)
