@@ -328,6 +328,21 @@ def test_a_located_quote_leaves_the_heading_line_out() -> None:
     assert quote is not None and quote.text == "The keeper's log names the boat the Patience."
 
 
+def test_a_model_s_quote_leaves_the_heading_line_out() -> None:
+    from lcr.answer.quotes import Quote
+
+    source = "Chapter One\nThe keeper's log names the boat the Patience.\n"
+    headings = [(0, len("Chapter One"))]
+    whole_line = Quote(source.rstrip("\n"), "c0", ((0, len(source) - 1),))
+    out = AnswerResult("the Patience", [whole(source)], 0, quotes=(whole_line,))
+    shown = ground(
+        "What does the log name the boat?", out, AnswerSettings(), source, headings=headings
+    )
+    (quote,) = shown.quotes
+    assert quote.text == "The keeper's log names the boat the Patience."
+    assert source[quote.spans[0][0] : quote.spans[0][1]] == quote.text
+
+
 def test_a_pdf_quote_is_body_text(tmp_path: Path) -> None:
     from tests.docfiles import write_pdf
 
@@ -423,3 +438,13 @@ def test_a_real_model_s_quotes_hold_what_they_are_shown_for(tmp_path: Path, smol
                 assert result.quotes, result.answer
                 held = [q["text"] for q in result.quotes]
                 assert missing_words(result.answer, result.question, held) == [], result.answer
+
+
+def test_english_questions_with_words_other_languages_share_stay_english() -> None:
+    for question in (
+        "Which war ended the Zorblax dynasty?",
+        "Whose son founded Zorblax?",
+        "Why did the Zorblax die out?",
+    ):
+        assert terms.is_english(question), question
+        assert question_terms(question) == ["zorblax"]

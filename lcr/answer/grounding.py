@@ -34,6 +34,7 @@ from lcr.answer.quotes import (
     Span,
     answer_keys,
     answer_quote,
+    body_of,
     content_words,
     is_yes_or_no,
     missing_words,
@@ -85,7 +86,12 @@ def ground(
     Fe" is not shown under a quote about the bell's bracket. The part they hold is
     shown only for an answer of several sentences (a summary). A quote
     never takes in a heading's line (``headings``: spans of source.txt). An answer that
-    already has the model's verified quotes, or none to give, is left as it is."""
+    already has the model's verified quotes keeps them (less any heading line they took
+    in), and one with none to give is left as it is."""
+    if out.quotes and headings:
+        out = dataclasses.replace(
+            out, quotes=tuple(body_quote(q, headings, source) for q in out.quotes)
+        )
     if out.text == NOT_FOUND or out.quotes or not out.used:
         return out
     floor = settings.located_floor if settings.not_found == "abstain" else 0.0
@@ -137,6 +143,16 @@ def ground(
         info["unquoted"] = 1  # read, but in no run of sentences lcr could show
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
     return dataclasses.replace(out, info=info)
+
+
+def body_quote(quote: Quote, headings: Sequence[Span], source: str) -> Quote:
+    """``quote`` without the heading lines at the start or end of its pieces (a piece that
+    is all heading, or has one inside, is kept as it is)."""
+    spans = [body_of(span, headings, source) or span for span in quote.spans]
+    if spans == list(quote.spans):
+        return quote
+    text = " \u2026 ".join(source[s:e] for s, e in spans)
+    return dataclasses.replace(quote, text=text, spans=tuple(spans))
 
 
 def words_read(answer: str, question: str, items: Sequence[EvidenceItem]) -> tuple[int, int]:

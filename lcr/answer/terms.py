@@ -74,15 +74,17 @@ _ENGLISH_WORDS = """what who whom whose which when where why how the is are was 
 did of and that this with an to for from by it its has have had be been can could would
 there their they he she his her in on at any many much"""
 _ENGLISH = frozenset(_ENGLISH_WORDS.split())
-_OTHER_WORDS = """der die das des dem den ein eine einer eines einem einen ist sind war waren
-wer wie wo wann warum welche welcher welches und oder nicht mit von zu im auf hat haben
-het een wat waar wanneer hoe welke waarom niet naar zijn heeft hebben ook
-le les une est sont qui quoi quel quelle quels quelles pourquoi comment avec pour dans du
-el los las una unos es son quien quién cual cuál donde dónde cuando cuándo por para del
-o os um uma uns umas foi eram quem qual quais onde quando porque como com em na no nas nos
-da do das dos que se lo gli il della delle dei che chi dove perché sono è
-och att och är var vem hvad hvem hvor og er ikke"""
+_OTHER_WORDS = """der das des dem ein eine einer eines einem einen ist sind waren wer wie wo wann warum
+welche welcher welches und oder nicht mit von zu auf haben het een wat waar wanneer
+hoe welke waarom niet naar zijn heeft hebben ook le les une est sont qui quoi quel
+quelle quels quelles pourquoi avec pour dans du el los las una unos es quien quién
+cual cuál donde dónde cuando cuándo por para del o os uma uns umas foi eram quem qual
+quais onde quando porque como com em na nas nos da dos que se lo gli il della delle
+dei che chi perché sono è och att är var vem hvad hvem hvor og ikke"""
 _OTHER = frozenset(_OTHER_WORDS.split())
+"""The commonest words of German, Dutch, French, Spanish, Portuguese, Italian and the
+Scandinavian languages that English does not use as words of its own ("die", "war",
+"son", "do" and "no" left out)."""
 _SHORTEST_TERM = 3
 _SHORTEST_TYPO = 5  # a term this long or longer is written when a word is one edit away
 _WORD = re.compile(r"[^\W_]+")
