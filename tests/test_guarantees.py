@@ -111,6 +111,10 @@ def test_terms_the_rule_cannot_be_sure_of_are_left_to_the_model() -> None:
     assert question_terms("What did \u041f\u0443\u0448\u043a\u0438\u043d write?") == []
     pushkin = "\u041f\u0443\u0448\u043a\u0438\u043d wrote Eugene Onegin."
     assert absent_terms(question_terms("What did Pushkin write?"), pushkin) == []
+    # a text in a script lcr does not transliterate: a term may stand in it
+    tokyo = "\u6771\u4eac\u306e\u753a \u5927\u962a\u306e\u753a and the port."
+    assert absent_terms(["zorblax"], tokyo) == []
+    assert absent_terms(["zorblax"], "Pushkin wrote Eugene Onegin.") == ["zorblax"]
     # names, programs and words no dictionary has stay terms
     assert question_terms("Which autopkgtest restriction needs root?") == ["autopkgtest"]
     assert question_terms("What is the significance of the role Kell plays?") == ["kell"]

@@ -74,8 +74,8 @@ _ENGLISH_WORDS = """what who whom whose which when where why how the is are was 
 did of and that this with an to for from by it its has have had be been can could would
 there their they he she his her in on at any many much"""
 _ENGLISH = frozenset(_ENGLISH_WORDS.split())
-_OTHER_WORDS = """der das des dem ein eine einer eines einem einen ist sind waren wer wie wo wann warum
-welche welcher welches und oder nicht mit von zu auf haben het een wat waar wanneer
+_OTHER_WORDS = """der das des dem ein eine einer eines einem einen ist sind waren wer wie wo wann
+warum welche welcher welches und oder nicht mit von zu auf haben het een wat waar wanneer
 hoe welke waarom niet naar zijn heeft hebben ook le les une est sont qui quoi quel
 quelle quels quelles pourquoi avec pour dans du el los las una unos es quien quién
 cual cuál donde dónde cuando cuándo por para del o os uma uns umas foi eram quem qual
@@ -132,7 +132,25 @@ def comparable(text: str) -> str:
     identifiers split into their parts ("getUserName" and "get_user_name" as "get user
     name"), lower case."""
     text = join_line_breaks(fold(text))
-    return _split_identifiers(text, " ").lower()
+    return transliterate(_split_identifiers(text, " ").lower())
+
+
+_CYRILLIC_LATIN = """a b v g d e e zh z i i k l m n o p r s t u f kh ts ch sh shch - y - e yu ya
+i i e g u"""
+_CYRILLIC = dict(
+    zip("абвгдеёжзийклмнопрстуфхцчшщъыьэюяіїєґў", _CYRILLIC_LATIN.split(), strict=True)
+)
+_GREEK_LATIN = "a b g d e z e th i k l m n x o p r s s t y ph ch ps o"
+_GREEK = dict(zip("αβγδεζηθικλμνξοπρσςτυφχψω", _GREEK_LATIN.split(), strict=True))
+_LATIN_LETTERS = str.maketrans(
+    {k: ("" if v == "-" else v) for k, v in {**_CYRILLIC, **_GREEK}.items()}
+)
+
+
+def transliterate(lower: str) -> str:
+    """Lower-case Cyrillic and Greek letters in Latin ones ("пушкин" is "pushkin"), so a
+    term written in Latin letters is found where a text writes it in those scripts."""
+    return lower if lower.isascii() else lower.translate(_LATIN_LETTERS)
 
 
 def _split_identifiers(text: str, mark: str) -> str:
@@ -202,15 +220,30 @@ def _rare(word: str, floor: float, lowered: bool) -> bool:
 
 def absent_terms(terms: Sequence[str], text: str) -> list[str]:
     """The ``terms`` that ``text`` never writes (the module's rules), in order: none when
-    the text has words of another script, where a term may stand transliterated."""
+    at least :data:`OTHER_SCRIPT_SHARE` of its words are of a script :func:`comparable`
+    does not transliterate, where a term may stand in that script."""
     if not terms:
         return []
     lower = _comparable_text(text)
     unseen = [t for t in terms if not _written(t, lower)]
-    if not unseen or (not lower.isascii() and _OTHER_SCRIPT_WORD.search(lower)):
+    if not unseen or _other_script_share(lower) >= OTHER_SCRIPT_SHARE:
         return []
     vocabulary = {w for w in _WORD.findall(lower) if len(w) >= _SHORTEST_TYPO - 1}
     return [t for t in unseen if not _typo_of_any(t, vocabulary)]
+
+
+OTHER_SCRIPT_SHARE = 0.01
+"""The share of a text's words in a script other than Latin, Cyrillic or Greek (Han, Arabic,
+Hebrew, ...) from which a term it never writes in Latin letters may stand in that script:
+a passage in that script, not a name quoted once in it."""
+
+
+@functools.lru_cache(maxsize=4)
+def _other_script_share(lower: str) -> float:
+    if lower.isascii():
+        return 0.0
+    other = len(_OTHER_SCRIPT_WORD.findall(lower))
+    return other / max(1, len(_WORD.findall(lower))) if other else 0.0
 
 
 @functools.lru_cache(maxsize=4)
