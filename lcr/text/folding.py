@@ -57,6 +57,15 @@ def fold(text: str) -> str:
     character may fold to none or to several)."""
     if text.isascii():
         return text
+    return _NOT_ASCII.sub(lambda run: _fold_run(run.group()), text)
+
+
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]+")
+
+
+def _fold_run(text: str) -> str:
+    """A run of characters outside ASCII folded (ASCII letters fold to themselves, and
+    a combining mark after one is dropped alone just as after its composed form)."""
     text = unicodedata.normalize("NFKC", text.translate(_TABLE)).translate(_TABLE)
     return _COMBINING.sub("", unicodedata.normalize("NFD", text))
 
