@@ -91,7 +91,8 @@ _WORD = re.compile(r"[^\W_]+")
 _OTHER_SCRIPT = re.compile(r"[^\W\d_\x00-\u024f\u1e00-\u1eff]")
 """A letter of another script than Latin (after :func:`~lcr.text.folding.fold`)."""
 _OTHER_SCRIPT_WORD = re.compile(r"[^\W\d_\x00-\u024f\u1e00-\u1eff]{2,}")
-_CAMEL = re.compile(r"([a-z0-9])(?=[A-Z])|([A-Z])(?=[A-Z][a-z])")
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")  # "getUser"
+_CAPITALS = re.compile(r"([A-Z])([A-Z][a-z])")  # "HTTPServer"
 _ROMAN = re.compile(r"m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})", re.I)
 # the endings of Latin and Greek plurals English keeps ("cacti", "hippopotami", "larvae",
 # "bacteria", "indices", "analyses", "phenomena"): a term without one is written when a
@@ -150,13 +151,21 @@ _LATIN_LETTERS = str.maketrans(
 def transliterate(lower: str) -> str:
     """Lower-case Cyrillic and Greek letters in Latin ones ("пушкин" is "pushkin"), so a
     term written in Latin letters is found where a text writes it in those scripts."""
-    return lower if lower.isascii() else lower.translate(_LATIN_LETTERS)
+    if lower.isascii():
+        return lower
+    return _CYRILLIC_OR_GREEK.sub(lambda run: run.group().translate(_LATIN_LETTERS), lower)
+
+
+_CYRILLIC_OR_GREEK = re.compile(r"[\u0370-\u03ff\u0400-\u04ff]+")
 
 
 def _split_identifiers(text: str, mark: str) -> str:
     """``text`` with ``mark`` between an identifier's parts ("getUserName", "HTTPServer")
     and for its underscores."""
-    return _CAMEL.sub(lambda m: (m.group(1) or m.group(2)) + mark, text).replace("_", mark)
+    if mark != "_":
+        text = text.replace("_", mark)
+    between = rf"\1{mark}\2"
+    return _CAPITALS.sub(between, _CAMEL.sub(between, text))
 
 
 def is_english(question: str) -> bool:
@@ -243,7 +252,7 @@ def _other_script_share(lower: str) -> float:
     if lower.isascii():
         return 0.0
     other = len(_OTHER_SCRIPT_WORD.findall(lower))
-    return other / max(1, len(_WORD.findall(lower))) if other else 0.0
+    return other / max(1, len(lower.split())) if other else 0.0
 
 
 @functools.lru_cache(maxsize=4)
