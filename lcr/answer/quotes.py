@@ -16,12 +16,21 @@ is given only when
    gap mark is not a word, and a run the model copied across that gap counts as the
    two pieces it joins) and add up to :data:`MAX_ADDED_WORDS` words of its own (a name for "he").
    Its own words are never taken for the document's: the quote shown and checked is
-   the document's text under the runs found;
+   the document's text under the runs found. An elision never leaves out a word that
+   changes what the pieces say (:data:`SENSE_WORDS`: "The treasure was … hidden in the
+   cellar" is refused where the document says "never hidden"), and a word a line or
+   page end split by a hyphen matches its joined form ("drift-/wood", "driftwood");
 3. every content word of the answer that the question does not already give is in
    its quotes (:func:`missing_words`): equal, or the same number (``4`` and
-   ``four``), or the same word with a plural or possessive ending. So "use the cron
-   command" from a document that never says "cron" is withheld, whatever words it
-   shares with the evidence.
+   ``four``), or the same word with a plural or possessive ending, and stated, not
+   denied (:func:`stated`: "reply Seagull, not Bluebell" does not hold "Bluebell"). So
+   "use the cron command" from a document that never says "cron" is withheld, whatever
+   words it shares with the evidence;
+4. the quotes support the answer in the sense the question asks (:func:`unsupported`):
+   no quote is a line of a list or a table of contents, and an answer of numbers alone
+   ("0", "30", "November 14, 1893") has quotes holding at least
+   :data:`RELATED_SHARE` of the question's content words ("An exit status of zero
+   indicates success" does not answer what status a file that cannot be opened gives).
 
 Pure: text in, spans and verdicts out; the step (:mod:`lcr.answer.shared`, or a
 method's own answer step with :func:`ask_for_quote` and :func:`reply_form` added to
