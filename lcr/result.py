@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lcr.evidence import Evidence, EvidenceItem, Usage
-from lcr.text.citation import Citer
+from lcr.text.citation import Citer, PageRange
 
 if TYPE_CHECKING:
     from lcr.answer.quotes import Quote
@@ -131,9 +131,18 @@ def cite_quotes(index: Citable, quotes: Sequence[Quote]) -> list[dict[str, Any]]
         if len(quote.spans) > 1:
             record["spans"] = [[s, e] for s, e in quote.spans]
         first = citations[0] if citations else None
+        # every piece of an elided quote: its pages run from the first's to the last's
+        # (in the first's document: a quote is read in one evidence item)
+        last = next((c for c in reversed(citations) if first and c.doc == first.doc), first)
+        pages = None
+        if first and last and first.pages and last.pages:
+            p, q = first.pages, last.pages
+            pages = PageRange(p.first, q.last, p.first_label, q.last_label).text()
         record["document"] = first.document if first else None
-        record["pages"] = first.pages.text() if first and first.pages else None
+        record["pages"] = pages
         record["section"] = list(first.section) if first else []
+        if first and last:
+            record["start"], record["end"] = first.start, last.end
         record["citations"] = [c.to_json() for c in citations]
         out.append(record)
     return out

@@ -326,7 +326,9 @@ def test_where_the_answers_words_must_be() -> None:
     assert not check_quotes(
         four, question, [first, later], SOURCE, Tolerance(answer_in="item")
     ).holds
-    assert check_quotes(
+    # read elsewhere, "four" still needs a quote that holds it and speaks of what was
+    # asked: "has four components" is not when the stores came (issue 73)
+    assert not check_quotes(
         four, question, [first, later], SOURCE, Tolerance(answer_in="evidence")
     ).holds
 

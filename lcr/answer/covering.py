@@ -40,8 +40,11 @@ from lcr.answer.quotes import (
     Span,
     _segments,
     answer_keys,
+    body_of,
     content_words,
+    held_stems,
     in_source,
+    listing,
     run_sentences,
     word_forms,
 )
@@ -145,28 +148,40 @@ class _Run:
 
 
 def _runs(
-    keys: Sequence[str], asked: set[str], items: Sequence[EvidenceItem], source: str
+    keys: Sequence[str],
+    asked: set[str],
+    items: Sequence[EvidenceItem],
+    source: str,
+    answer: str = "",
+    question: str = "",
+    headings: Sequence[Span] = (),
 ) -> list[_Run]:
     """Every run of one to :data:`RUN_SENTENCES` sentences of an item that stands as one
-    span of source.txt and holds at least :data:`MIN_NEW` of the answer's words."""
+    span of source.txt and holds at least :data:`MIN_NEW` of the answer's words (words it
+    states, not those it denies; heading lines and lines of lists left out)."""
     out: list[_Run] = []
     for rank, item in enumerate(items):
         segments = _segments(item, source)
         if segments is None:
             continue  # text of its own (a summary): nothing in source.txt to quote
         sentences = run_sentences(item.text, segments)
-        stems = [{root(w) for w in word_forms(c.text)} for c in sentences]
-        about = any(asked & s for s in stems)  # the item names what the question names
+        named = [{root(w) for w in word_forms(c.text)} for c in sentences]
+        about = any(asked & s for s in named)  # the item names what the question names
         for first in range(len(sentences)):
             for last in range(first, min(first + RUN_SENTENCES, len(sentences))):
-                held = frozenset(
-                    i for i, k in enumerate(keys) if any(k in s for s in stems[first : last + 1])
-                )
-                if len(held) < MIN_NEW:
-                    continue
                 start, end = sentences[first].start, sentences[last].end
                 span = in_source(segments, start, end)
-                if span is not None:  # never across the selection's gap mark
+                if span is None:  # never across the selection's gap mark
+                    continue
+                span = body_of(span, headings, source)
+                if span is None:
+                    continue
+                text = source[span[0] : span[1]]
+                if listing(text):
+                    continue
+                stems = held_stems([text], answer, question, root)
+                held = frozenset(i for i, k in enumerate(keys) if k in stems)
+                if len(held) >= MIN_NEW:
                     out.append(_Run(span, item.id, rank, held, about))
     return out
 
@@ -187,7 +202,12 @@ def _overlaps(span: Span, taken: Sequence[Span]) -> bool:
 
 
 def cover_quotes(
-    answer: str, question: str, items: Sequence[EvidenceItem], source: str
+    answer: str,
+    question: str,
+    items: Sequence[EvidenceItem],
+    source: str,
+    *,
+    headings: Sequence[Span] = (),
 ) -> Cover | None:
     """The quotes that together hold the most of a long answer's words (the module's
     rules), as they stand in source.txt, whether they ground it or not; None for an
@@ -198,7 +218,7 @@ def cover_quotes(
         return None
     keys = long_keys(answer, question)
     asked = question_names(question)
-    runs = _runs(keys, asked, items, source)
+    runs = _runs(keys, asked, items, source, answer, question, headings)
     covered: set[int] = set()
     chosen: list[tuple[_Run, int]] = []  # each run, and the first answer word it added
     while len(chosen) < MAX_QUOTES:

@@ -31,10 +31,13 @@ from collections.abc import Sequence
 from lcr.answer.covering import cover_quotes, question_names, root
 from lcr.answer.quotes import (
     Quote,
+    Span,
     answer_keys,
     answer_quote,
+    body_of,
     content_words,
     is_yes_or_no,
+    missing_words,
     quotable,
     stem,
     word_forms,
@@ -44,6 +47,7 @@ from lcr.answer.result import AnswerResult
 from lcr.answer.shared import AnswerSettings
 from lcr.answer.terms import absent_terms, question_terms
 from lcr.evidence import EvidenceItem
+from lcr.text.chunking import split_sentences
 
 
 def unwritten_terms(question: str, settings: AnswerSettings, source: str) -> list[str]:
@@ -55,7 +59,14 @@ def unwritten_terms(question: str, settings: AnswerSettings, source: str) -> lis
     return absent_terms(question_terms(question, settings.term_zipf), source)
 
 
-def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: str) -> AnswerResult:
+def ground(
+    question: str,
+    out: AnswerResult,
+    settings: AnswerSettings,
+    source: str,
+    *,
+    headings: Sequence[Span] = (),
+) -> AnswerResult:
     """``out`` with the quote lcr located for its answer (``info.located`` 1); for a long
     answer no one quote grounds, the quotes that hold at least the share of its words
     :func:`~lcr.answer.covering.cover_quotes` asks (``info.located`` that share,
@@ -68,8 +79,19 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
     ``answer.related_floor`` of the question's words (``info.related``, and
     ``info.unrelated`` when withheld). A long answer its quotes hold in part, past the
     floor, is given with them; any other answer without a quote is withheld under
-    ``answer.unquoted=withhold`` (``info.unquoted``). An answer that already has the
-    model's verified quotes, or none to give, is left as it is."""
+    ``answer.unquoted=withhold`` (``info.unquoted``). Unless ``answer.not_found=guess``,
+    an answer of one sentence is shown with quotes only when they hold every one of its
+    own words (``info.unlocated`` names the others; it is then an answer without a
+    quote, withheld under ``answer.unquoted=withhold``): "... and its chemical symbol is
+    Fe" is not shown under a quote about the bell's bracket. The part they hold is
+    shown only for an answer of several sentences (a summary). A quote
+    never takes in a heading's line (``headings``: spans of source.txt). An answer that
+    already has the model's verified quotes keeps them (less any heading line they took
+    in), and one with none to give is left as it is."""
+    if out.quotes and headings:
+        out = dataclasses.replace(
+            out, quotes=tuple(body_quote(q, headings, source) for q in out.quotes)
+        )
     if out.text == NOT_FOUND or out.quotes or not out.used:
         return out
     floor = settings.located_floor if settings.not_found == "abstain" else 0.0
@@ -77,7 +99,13 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
         info = {**out.info, "located": 0, "restates": 1}
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
     readable = quotable(out.used, source)  # a summary read: the text it was made from
-    quote = answer_quote(out.text, question, readable, source)
+    strict = settings.not_found != "guess" and len(split_sentences(out.text)) <= 1
+    quote = answer_quote(out.text, question, readable, source, headings=headings)
+    unlocated: list[str] = []
+    if quote is not None and strict:
+        unlocated = missing_words(out.text, question, [quote.text])
+        if unlocated:  # the rule's tolerance (a state, a middle name) is not a quote's
+            quote = None
     if quote is not None:
         info = {**out.info, "located": 1}
         held, asked = (0, 0) if is_yes_or_no(out.text) else passage_share(question, quote, source)
@@ -89,7 +117,9 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
             return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
         return dataclasses.replace(out, quotes=(quote,), info=info)
     info = {**out.info, "located": 0}
-    cover = cover_quotes(out.text, question, readable, source)
+    if unlocated:
+        info["unlocated"] = ", ".join(unlocated)
+    cover = cover_quotes(out.text, question, readable, source, headings=headings)
     if cover is None:  # a short answer no run holds: are its own words read at all?
         found, keys = words_read(out.text, question, out.used)
         if keys and found < keys:
@@ -101,18 +131,28 @@ def ground(question: str, out: AnswerResult, settings: AnswerSettings, source: s
             info["unlocated"] = ", ".join(cover.missing)
         if not cover.on_question:
             info["off_question"] = 1  # no quote holds a word of the question
-        if cover.grounded:
+        if cover.grounded and (not strict or not cover.missing):
             return dataclasses.replace(out, quotes=cover.quotes, info=info)
         unread = cover.share < floor
     located = settings.check == "located" and settings.not_found != "guess"
     if unread or located:
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
-    if cover is not None and cover.quotes and cover.on_question:
+    if cover is not None and cover.quotes and cover.on_question and not strict:
         return dataclasses.replace(out, quotes=cover.quotes, info=info)  # the part they hold
     if settings.unquoted == "withhold" and settings.not_found == "abstain":
         info["unquoted"] = 1  # read, but in no run of sentences lcr could show
         return dataclasses.replace(out, text=NOT_FOUND, withheld=out.text, info=info)
     return dataclasses.replace(out, info=info)
+
+
+def body_quote(quote: Quote, headings: Sequence[Span], source: str) -> Quote:
+    """``quote`` without the heading lines at the start or end of its pieces (a piece that
+    is all heading, or has one inside, is kept as it is)."""
+    spans = [body_of(span, headings, source) or span for span in quote.spans]
+    if spans == list(quote.spans):
+        return quote
+    text = " \u2026 ".join(source[s:e] for s, e in spans)
+    return dataclasses.replace(quote, text=text, spans=tuple(spans))
 
 
 def words_read(answer: str, question: str, items: Sequence[EvidenceItem]) -> tuple[int, int]:

@@ -16,12 +16,21 @@ is given only when
    gap mark is not a word, and a run the model copied across that gap counts as the
    two pieces it joins) and add up to :data:`MAX_ADDED_WORDS` words of its own (a name for "he").
    Its own words are never taken for the document's: the quote shown and checked is
-   the document's text under the runs found;
+   the document's text under the runs found. An elision never leaves out a word that
+   changes what the pieces say (:data:`SENSE_WORDS`: "The treasure was … hidden in the
+   cellar" is refused where the document says "never hidden"), and a word a line or
+   page end split by a hyphen matches its joined form ("drift-/wood", "driftwood");
 3. every content word of the answer that the question does not already give is in
    its quotes (:func:`missing_words`): equal, or the same number (``4`` and
-   ``four``), or the same word with a plural or possessive ending. So "use the cron
-   command" from a document that never says "cron" is withheld, whatever words it
-   shares with the evidence.
+   ``four``), or the same word with a plural or possessive ending, and stated, not
+   denied (:func:`stated`: "reply Seagull, not Bluebell" does not hold "Bluebell"). So
+   "use the cron command" from a document that never says "cron" is withheld, whatever
+   words it shares with the evidence;
+4. the quotes support the answer in the sense the question asks (:func:`unsupported`):
+   no quote is a line of a list or a table of contents, and an answer of numbers alone
+   ("0", "30", "November 14, 1893") has quotes holding at least
+   :data:`RELATED_SHARE` of the question's content words ("An exit status of zero
+   indicates success" does not answer what status a file that cannot be opened gives).
 
 Pure: text in, spans and verdicts out; the step (:mod:`lcr.answer.shared`, or a
 method's own answer step with :func:`ask_for_quote` and :func:`reply_form` added to
@@ -32,13 +41,15 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from lcr.evidence import EvidenceItem
 from lcr.text.chunking import Chunk, split_sentences
+from lcr.text.folding import fold_char, line_break_hyphens
 
 Span = tuple[int, int]
 
@@ -103,14 +114,26 @@ _ALIKE = str.maketrans(
 _EDGE = "\"' .,;:!?-()[]"
 
 
-def normalise(text: str) -> tuple[str, list[int]]:
-    """``text`` made comparable (lower case, one space for any run of blanks, quote marks,
-    dashes and the ellipsis in one form each), and for each character of the result the
-    offset in ``text`` it came from (an ellipsis becomes ``...``, three from one)."""
+def normalise(text: str, join: bool = True) -> tuple[str, list[int]]:
+    """``text`` made comparable (lower case, folded as :func:`lcr.text.folding.fold`
+    folds, one space for any run of blanks, quote marks, dashes and the ellipsis in one
+    form each, and, with ``join``, a word a line or page end split by a hyphen joined:
+    "drift-\\nwood" is "driftwood"), and for each character of the result the offset in
+    ``text`` it came from (an ellipsis becomes ``...``, three from one)."""
     out: list[str] = []
     where: list[int] = []
     blank = False
+    skip: set[int] = set()
+    if join:
+        for s, e in line_break_hyphens(text):
+            skip.update(range(s, e))
     for i, ch in enumerate(text):
+        if i in skip:
+            continue
+        if not ch.isascii():
+            ch = fold_char(ch)
+            if not ch:
+                continue
         if ch.isspace():
             blank = bool(out)
             continue
@@ -208,9 +231,9 @@ _WORD = re.compile(r"\w+")
 _SENTENCE_END = ".!?\"'\u201d\u2019)"
 
 
-def _words(text: str) -> tuple[list[str], list[Span]]:
+def _words(text: str, join: bool = True) -> tuple[list[str], list[Span]]:
     """The words of :func:`normalise`'s ``text``, and each one's span in ``text``."""
-    normal, where = normalise(text)
+    normal, where = normalise(text, join)
     words: list[str] = []
     spans: list[Span] = []
     for m in _WORD.finditer(normal):
@@ -327,36 +350,71 @@ def locate(
     text that item rests on: its words (compared after :func:`normalise`, punctuation
     aside) covered in order by at most :data:`MAX_PIECES` runs of the item's words
     within :data:`MAX_SPREAD` characters of the item's text, with at most
-    :data:`MAX_ADDED_WORDS` words of the model's own. None when no item holds it or
-    the runs found are shorter than :data:`MIN_QUOTE_WORDS` words. The quote's text is
-    the document's: the runs, apart ones joined by `` … ``."""
+    :data:`MAX_ADDED_WORDS` words of the model's own. None when no item holds it, the
+    runs found are shorter than :data:`MIN_QUOTE_WORDS` words, or an elision leaves out a
+    word that changes what the pieces say (:func:`changes_sense`). A word a line or page
+    end split by a hyphen matches its joined form. The quote's text is the document's:
+    the runs, apart ones joined by `` … ``."""
     wanted, _ = _words(quote)
     if len(wanted) < tol.min_words:
         return None
     for item in items:
-        words, spans = _words(item.text)
-        runs = _cover(wanted, words, tol)
-        if runs is None or sum(e - s for s, e in runs) < tol.min_words:
-            continue
-        if spans[runs[-1][1] - 1][1] - spans[runs[0][0]][0] > tol.spread:
-            continue  # measured in what the model read, where the selection's gaps are short
-        read = [(spans[s][0], spans[e - 1][1]) for s, e in runs]
-        found = _place(item, source, _at_gaps(item, source, read))
-        if found is None:
-            continue
-        merged: list[Span] = []
-        for s, e in found:  # runs the model split where the document does not
-            if merged and not source[merged[-1][1] : s].strip(" ,;:.-\n\t\"'"):
-                merged[-1] = (merged[-1][0], e)
-            else:
-                merged.append((s, e))
-        last_start, last_end = merged[-1]
-        while last_end < len(source) and source[last_end] in _SENTENCE_END:
-            last_end += 1  # the sentence's own closing stop and quote mark, not a word
-        merged[-1] = (last_start, last_end)
-        text = " \u2026 ".join(source[s:e] for s, e in merged)
-        return Quote(text, item.id, tuple(merged))
+        for join in (True, False):  # "drift-/wood" read as "driftwood", then as written
+            hit = _locate_in(wanted, item, source, tol, join)
+            if hit is not None:
+                return hit
     return None
+
+
+_SENSE_WORD_LIST = """not no never none nor neither nobody nothing nowhere without except
+excepting unless hardly barely scarcely seldom rarely cannot instead rather lest if whether might
+perhaps maybe possibly allegedly supposedly reportedly falsely wrongly only almost
+nearly false untrue fake denied deny denies refused failed fails fail lacks lacked
+formerly until"""
+SENSE_WORDS = frozenset(_SENSE_WORD_LIST.split())
+"""Words an elision must never drop: left out from between a quote's pieces, each turns
+what the pieces say into something else ("The treasure was never hidden in the cellar"
+is not "The treasure was … hidden in the cellar"): negations, exceptions, conditions,
+hedges, and "formerly" or "until", which end a fact."""
+
+
+def changes_sense(text: str) -> bool:
+    """Whether ``text`` (what an elision leaves out) has a word of :data:`SENSE_WORDS`,
+    or a verb with "n't"."""
+    return any(w in SENSE_WORDS or w.endswith("n't") for w in word_forms(text))
+
+
+def _locate_in(
+    wanted: Sequence[str], item: EvidenceItem, source: str, tol: Tolerance, join: bool
+) -> Quote | None:
+    """:func:`locate` in one item, its line-end hyphens joined or not (``join``)."""
+    words, spans = _words(item.text, join)
+    runs = _cover(wanted, words, tol)
+    if runs is None or sum(e - s for s, e in runs) < tol.min_words:
+        return None
+    if spans[runs[-1][1] - 1][1] - spans[runs[0][0]][0] > tol.spread:
+        return None  # measured in what the model read, where the selection's gaps are short
+    read = [(spans[s][0], spans[e - 1][1]) for s, e in runs]
+    if any(changes_sense(item.text[a[1] : b[0]]) for a, b in itertools.pairwise(read)):
+        return None  # the elision drops a word that changes what the pieces say
+    found = _place(item, source, _at_gaps(item, source, read), join)
+    if found is None:
+        return None
+    merged: list[Span] = []
+    for s, e in found:  # runs the model split where the document does not
+        if merged and not source[merged[-1][1] : s].strip(" ,;:.-\n\t\"'"):
+            merged[-1] = (merged[-1][0], e)
+        else:
+            merged.append((s, e))
+    for (_, end), (start, _) in itertools.pairwise(merged):
+        if 0 <= start - end <= tol.spread and changes_sense(source[end:start]):
+            return None  # the document's own words between the pieces change their sense
+    last_start, last_end = merged[-1]
+    while last_end < len(source) and source[last_end] in _SENTENCE_END:
+        last_end += 1  # the sentence's own closing stop and quote mark, not a word
+    merged[-1] = (last_start, last_end)
+    text = " \u2026 ".join(source[s:e] for s, e in merged)
+    return Quote(text, item.id, tuple(merged))
 
 
 def _at_gaps(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span]:
@@ -376,7 +434,9 @@ def _at_gaps(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span
     return out
 
 
-def _place(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span] | None:
+def _place(
+    item: EvidenceItem, source: str, runs: Sequence[Span], join: bool = True
+) -> list[Span] | None:
     """The runs (offsets in the item's text) as spans of source.txt; for an item with
     text of its own, where the document text under its spans holds each run's words."""
     segments = _segments(item, source)
@@ -385,9 +445,9 @@ def _place(item: EvidenceItem, source: str, runs: Sequence[Span]) -> list[Span] 
         return None if any(p is None for p in placed) else [p for p in placed if p]
     out: list[Span] = []
     for s, e in runs:
-        piece, _ = _words(item.text[s:e])
+        piece, _ = _words(item.text[s:e], join)
         for start, end in sorted(item.spans):
-            words, spans = _words(source[start:end])
+            words, spans = _words(source[start:end], join)
             hit = _cover(piece, words)
             if hit is not None and len(hit) == 1 and hit[0][1] - hit[0][0] == len(piece):
                 ws, we = hit[0]
@@ -404,6 +464,9 @@ _NUMBERS = {w: str(n) for n, w in enumerate(_NUMBER_WORDS.split())}
 _NUMBERS.update(
     {"first": "1", "second": "2", "third": "3", "fourth": "4", "fifth": "5", "once": "1"}
 )
+_ORDINALS = """sixth seventh eighth ninth tenth eleventh twelfth thirteenth fourteenth fifteenth
+sixteenth seventeenth eighteenth nineteenth twentieth"""
+_NUMBERS.update({w: str(n) for n, w in enumerate(_ORDINALS.split(), 6)})
 _FUNCTION_WORD_LIST = """a an the of in on at to for by with from and or but is are was were
 be been being it its this that these those he she they his her their them as which who whom
 what when where why how not no yes do does did has have had i you we there than"""
@@ -430,17 +493,125 @@ def content_words(text: str) -> list[str]:
     return [w for w in word_forms(text) if w not in _FUNCTION_WORDS]
 
 
+_NEGATION_LIST = """not no never nor neither none nobody nothing nowhere without cannot instead"""
+NEGATIONS = frozenset(_NEGATION_LIST.split())
+"""Words that deny what follows them in their clause ("Seagull, not Bluebell")."""
+_NOT_DENYING_LIST = "only until just least later less sooner more merely"
+_NOT_DENYING = frozenset(_NOT_DENYING_LIST.split())
+NEGATION_REACH = 8
+"""The most words after a negation, in its clause, that it denies."""
+_CLAUSE = re.compile(r"\d[\d,]*(?:\.\d+)?|[^\W\d_]+(?:'[^\W\d_]+)?|[,;:.!?()\u2026]| -+ ")
+
+
+def _is_negation(word: str) -> bool:
+    return word in NEGATIONS or word.endswith("n't")
+
+
+def negates(text: str) -> bool:
+    """Whether ``text`` has a negation (:data:`NEGATIONS`, or "n't")."""
+    return any(_is_negation(w) for w in word_forms(text))
+
+
+def stated(text: str, key: Callable[[str], str] | None = None) -> tuple[set[str], set[str]]:
+    """The stems of ``text``'s words that it states, and those only a negation before
+    them in their clause denies ("not Bluebell": "bluebell" is denied; "not only" and
+    "not until" deny nothing; a clause ends at punctuation or "but"); ``key`` makes the
+    stem (:func:`stem` by default)."""
+    key = key or stem
+    said: set[str] = set()
+    denied: set[str] = set()
+    since = NEGATION_REACH + 1
+    tokens = [t.group() for t in _CLAUSE.finditer(_normal(text))]
+    for i, token in enumerate(tokens):
+        if not token[0].isalnum() or token == "but":
+            since = NEGATION_REACH + 1
+            continue
+        word = _NUMBERS.get(token, token.replace(",", ""))
+        if _is_negation(word):
+            after = tokens[i + 1] if i + 1 < len(tokens) else ""
+            since = NEGATION_REACH + 1 if after in _NOT_DENYING else 0
+            continue
+        since += 1
+        (denied if since <= NEGATION_REACH else said).add(key(word))
+    return said, denied - said
+
+
+def held_stems(
+    texts: Sequence[str], answer: str, question: str, key: Callable[[str], str] | None = None
+) -> set[str]:
+    """The stems ``texts`` hold for an answer: those they state (:func:`stated`); those
+    they deny too when the answer or the question has a negation of its own ("Who never
+    came back?")."""
+    held: set[str] = set()
+    both = negates(answer) or negates(question)
+    for text in texts:
+        said, denied = stated(text, key)
+        held |= said | (denied if both else set())
+    return held
+
+
 def missing_words(answer: str, question: str, quoted: Sequence[str]) -> list[str]:
     """The answer's content words, other than those the question gives, that no quote
-    holds (compared as :func:`content_words`, plural and possessive endings aside)."""
+    holds (compared as :func:`content_words`, plural and possessive endings aside). A
+    word a quote only denies ("reply Seagull, not Bluebell" for "Bluebell") is not held,
+    unless the answer or question has a negation of its own."""
     given = {stem(w) for w in content_words(question)}
-    held = {stem(w) for q in quoted for w in word_forms(q)}
+    held = held_stems(quoted, answer, question)
     missing: list[str] = []
     for word in content_words(answer):
         base = stem(word)
         if base not in given and base not in held and word not in missing:
             missing.append(word)
     return missing
+
+
+_MONTH_LIST = """january february march april may june july august september october november
+december jan feb mar apr jun jul aug sep sept oct nov dec"""
+_MONTHS = frozenset(_MONTH_LIST.split())
+RELATED_SHARE = 0.5
+"""The share of the question's content words a quote must hold for an answer of numbers
+alone (a count, a status, a year, a date): a number stands in too many places (a table of
+contents, a list, the status of something else) to be support on its own."""
+
+
+def numeric_answer(answer: str, question: str) -> bool:
+    """Whether the answer's own words (those the question does not give) are numbers
+    and month names only ("0", "30", "November 14, 1893")."""
+    keys, from_question = answer_keys(answer, question)
+    return bool(keys) and not from_question and all(k.isdigit() or k in _MONTHS for k in keys)
+
+
+def relates(question: str, texts: Sequence[str]) -> bool:
+    """Whether ``texts`` hold at least :data:`RELATED_SHARE` of the question's content
+    words (plural and possessive endings aside); true for a question with none."""
+    asked = {stem(w) for w in content_words(question) if not w.isdigit()}
+    if not asked:
+        return True
+    held = {stem(w) for t in texts for w in word_forms(t)}
+    return len(asked & held) >= RELATED_SHARE * len(asked)
+
+
+_LEADER = re.compile(r"(?:\.\s*){4,}|(?:_\s*){4,}|\u2026\s*\d")
+
+
+def listing(text: str) -> bool:
+    """Whether ``text`` is a line of a table of contents or a list rather than a
+    statement: dot leaders ("Exit status ........ 30"), or fewer than
+    :data:`MIN_QUOTE_WORDS` words with letters ("30", "iv 12")."""
+    letters = [w for w in word_forms(text) if not w.isdigit()]
+    return len(letters) < MIN_QUOTE_WORDS or _LEADER.search(text) is not None
+
+
+def unsupported(answer: str, question: str, quotes: Sequence[str]) -> str:
+    """Why quotes do not support an answer in the sense the question asks ("" when they
+    do): every quote a listing (:func:`listing`), or, for an answer of numbers
+    (:func:`numeric_answer`), quotes that do not speak of what was asked
+    (:func:`relates`)."""
+    if quotes and all(listing(q) for q in quotes):
+        return "the quote is a line of a list or contents, not a statement"
+    if numeric_answer(answer, question) and not relates(question, quotes):
+        return "the quote does not speak of what was asked"
+    return ""
 
 
 def _answer_place(
@@ -480,7 +651,11 @@ def check_quotes(
 ) -> QuoteCheck:
     """Split ``reply`` (:func:`split_reply`), locate its quotes in ``items`` (what the
     model read) and ``source``, and judge: the answer holds when it has quotes, every
-    one was found, and its words are in them."""
+    one was found, and its words are in them (or where ``tol.answer_in`` says). The
+    quotes kept are those that state the answer's words: one that only denies them is
+    dropped (:func:`denies`), and where those left do not hold every word, the sentence
+    lcr locates for the answer (:func:`answer_quote`) is added, or the answer fails;
+    an answer of numbers needs quotes that speak of what was asked (:func:`unsupported`)."""
     parsed = split_reply(reply)
     found: list[Quote] = []
     unfound: list[str] = []
@@ -491,15 +666,38 @@ def check_quotes(
         elif hit not in found:
             found.append(hit)
     problem = ""
+    answer = parsed.answer
     if not parsed.quotes:
         problem = "no quote"
     elif unfound:
         problem = "quote not in the evidence"
     else:
-        missing = missing_words(parsed.answer, question, _answer_place(found, items, tol))
+        missing = missing_words(answer, question, _answer_place(found, items, tol))
         if missing:
             problem = "answer words not in the quote: " + ", ".join(missing)
-    return QuoteCheck(parsed.answer, tuple(found), tuple(unfound), problem, reply)
+    if not problem:  # the quotes shown must hold the answer's words as they state them
+        found = [q for q in found if not denies(q.text, answer, question)]
+        if missing_words(answer, question, [q.text for q in found]):
+            extra = answer_quote(answer, question, items, source)
+            if extra is not None and extra not in found:
+                found.append(extra)
+        missing = missing_words(answer, question, [q.text for q in found])
+        if missing:
+            problem = "answer words not in the quote: " + ", ".join(missing)
+        else:
+            problem = unsupported(answer, question, [q.text for q in found])
+    return QuoteCheck(answer, tuple(found), tuple(unfound), problem, reply)
+
+
+def denies(text: str, answer: str, question: str) -> bool:
+    """Whether ``text`` only denies a word of the answer's own ("reply Seagull, not
+    Bluebell" under "Bluebell"), where neither the answer nor the question has a negation
+    of its own."""
+    if negates(answer) or negates(question):
+        return False
+    given = {stem(w) for w in content_words(question)}
+    _said, denied = stated(text)
+    return any(stem(w) in denied and stem(w) not in given for w in content_words(answer))
 
 
 YES_NO = frozenset({"yes", "no"})
@@ -543,35 +741,71 @@ def enough(found: int, keys: int, from_question: bool) -> bool:
 
 
 def answer_quote(
-    answer: str, question: str, items: Sequence[EvidenceItem], source: str
+    answer: str,
+    question: str,
+    items: Sequence[EvidenceItem],
+    source: str,
+    *,
+    headings: Sequence[Span] = (),
 ) -> Quote | None:
     """The shortest run of at most :data:`LOCATE_SENTENCES` sentences of one evidence item
     that holds :func:`enough` of the answer's :func:`answer_keys` (the most of them, then
     the fewest characters, then retrieval's order), as it stands in source.txt; None when
-    no item read holds them. lcr finds this quote itself, so it costs no tokens and is the
-    document's text by construction; it grounds the answer's words, not its reasoning."""
+    no item read holds them. A sentence holds a word it states, not one it denies
+    (:func:`stated`); a heading's line (``headings``: spans of source.txt) is no part of
+    a quote; a line of a list or contents is none (:func:`listing`), and an answer of
+    numbers needs a quote that speaks of what was asked (:func:`unsupported`), in the
+    sentence that holds the number. lcr finds
+    this quote itself, so it costs no tokens and is the document's text by construction;
+    it grounds the answer's words, not its reasoning."""
     keys, from_question = answer_keys(answer, question)
     if not keys:
         return None
     best: tuple[tuple[int, int, int], Quote] | None = None
+    reach = 1 if numeric_answer(answer, question) else LOCATE_SENTENCES  # a number: its own
     for rank, item in enumerate(items):
         segments = _segments(item, source)
         if segments is None:
             continue  # text of its own (a summary): nothing in source.txt to quote
         sentences = run_sentences(item.text, segments)
-        stems = [{stem(w) for w in word_forms(c.text)} for c in sentences]
         for first in range(len(sentences)):
-            for last in range(first, min(first + LOCATE_SENTENCES, len(sentences))):
-                held = set().union(*stems[first : last + 1])
-                found = sum(k in held for k in keys)
-                if not enough(found, len(keys), from_question):
-                    continue
+            for last in range(first, min(first + reach, len(sentences))):
                 span = in_source(segments, sentences[first].start, sentences[last].end)
                 if span is None:
                     continue  # across the selection's gap mark: not one run of the document
+                span = body_of(span, headings, source)
+                if span is None:
+                    continue
+                text = source[span[0] : span[1]]
+                held = held_stems([text], answer, question)
+                found = sum(k in held for k in keys)
+                if not enough(found, len(keys), from_question):
+                    continue
+                if not from_question and unsupported(answer, question, [text]):
+                    continue
                 order = (-found, span[1] - span[0], rank)
                 if best is None or order < best[0]:
-                    quote = Quote(source[span[0] : span[1]], item.id, (span,), "lcr")
-                    best = (order, quote)
+                    best = (order, Quote(text, item.id, (span,), "lcr"))
                 break  # a longer run from this sentence holds no fewer keys and is longer
     return None if best is None else best[1]
+
+
+def body_of(span: Span, headings: Sequence[Span], source: str) -> Span | None:
+    """``span`` of source.txt without the heading lines (``headings``) at its start or
+    end ("Chapter One\\nThe keeper's log ..." is "The keeper's log ..."); None when a
+    heading stands inside it (a run across two sections) or nothing else is left."""
+    start, end = span
+    for h_start, h_end in sorted(headings):
+        if h_end <= start or h_start >= end:
+            continue
+        if not source[start:h_start].strip():
+            start = max(start, h_end)
+        elif not source[h_end:end].strip(" \t\n.") or h_end >= end:
+            end = min(end, h_start)
+        else:
+            return None
+    while start < end and source[start].isspace():
+        start += 1
+    while end > start and source[end - 1].isspace():
+        end -= 1
+    return (start, end) if start < end else None

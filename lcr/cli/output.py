@@ -379,7 +379,8 @@ def quote_place(quote: dict[str, Any]) -> str:
     the innermost section, as an evidence item is cited."""
     citations = quote.get("citations") or [{}]
     first = citations[0]
-    where = quote.get("pages") or f"chars {first.get('start', '?')}-{first.get('end', '?')}"
+    start, end = quote.get("start", first.get("start", "?")), quote.get("end", first.get("end"))
+    where = quote.get("pages") or f"chars {start}-{'?' if end is None else end}"
     section = quote.get("section") or []
     text = f"{quote.get('document') or first.get('document', '')} {where}".strip()
     return text + (f", {section[-1]}" if section else "")

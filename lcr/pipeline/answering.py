@@ -24,6 +24,7 @@ from lcr.models.base import Role
 from lcr.pipeline.accounting import spending
 from lcr.pipeline.plans import QueryPlan, require
 from lcr.result import Citable, Result, cite, cite_quotes
+from lcr.text.citation import heading_lines
 
 if TYPE_CHECKING:
     from lcr.models.container import Models
@@ -107,7 +108,8 @@ def answer_evidence(
     evidence = retrieved.evidence
     with spending(models) as answering:
         out = step.answer(ctx, retrieved.question, evidence, step.state_of(evidence))
-        out = ground(retrieved.question, out, answer, index.source)
+        headings = heading_lines(index.documents, index.layouts, index.source)
+        out = ground(retrieved.question, out, answer, index.source, headings=headings)
         if out.dropped and note is not None:
             note(dropped_warning(len(evidence.items), out, llm.context_window))
         # read as set, shown by rank; the answer step made new items (passages, cuts)

@@ -22,7 +22,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from lcr.answer.quotes import Quote
 from lcr.answer.shared import AnswerStream
 from lcr.errors import IndexNotFoundError, UsageError
 from lcr.evidence import Evidence, EvidenceItem, Usage
@@ -30,10 +32,10 @@ from lcr.models.container import Models
 from lcr.pipeline.answering import answer_evidence, plan_answer
 from lcr.pipeline.plans import QueryPlan
 from lcr.progress import NULL_PROGRESS, Progress
-from lcr.result import Result, cite
+from lcr.result import Result, cite, cite_quotes
 from lcr.scoring.bm25 import bm25_scores, bm25_tokenize
 from lcr.store import Index, SourceDoc
-from lcr.text.layout import DocumentLayout
+from lcr.text.layout import DocumentLayout, Heading, Page
 
 Span = tuple[int, int]
 # between two regions of the pooled text: a visible mark, so that no passage of one
@@ -112,7 +114,45 @@ class PooledText:
 
     @property
     def layouts(self) -> tuple[DocumentLayout, ...]:
-        return tuple(DocumentLayout() for _ in self.documents)
+        """Each region's pages and headings from its own document's layout, on the
+        region's offsets: those in force where it starts at 0, those within it shifted."""
+        return tuple(self._layout_of(reg) for reg in self.regions)
+
+    def _layout_of(self, region: _Region) -> DocumentLayout:
+        index = self.indexes[region.index]
+        own = index.layouts[region.doc]
+        low = region.start - index.documents[region.doc].start
+        high = low + region.end - region.start
+        before = [p for p in own.pages if p.start <= low][-1:]
+        pages = [Page(0, p.label) for p in before]
+        pages += [Page(p.start - low, p.label) for p in own.pages if low < p.start < high]
+        headings = [
+            Heading(max(h.start - low, 0), h.level, h.title) for h in own.headings if h.start < high
+        ]
+        return DocumentLayout(tuple(pages), tuple(headings))
+
+    def own_spans(self, spans: Sequence[Span]) -> tuple[int, list[Span]]:
+        """Spans of the pooled text as the index they come from (its position) and their
+        spans in that index's source.txt."""
+        out: list[Span] = []
+        index = -1
+        for s, e in spans:
+            reg = next((g for g in self.regions if g.at <= s and e <= g.at + g.end - g.start), None)
+            if reg is None or index not in (-1, reg.index):
+                raise ValueError(f"span {s}-{e} is not within one index's region")
+            index = reg.index
+            out.append((s - reg.at + reg.start, e - reg.at + reg.start))
+        return index, out
+
+    def cite_quote(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A quote as :func:`~lcr.result.cite_quotes` gave it on the pooled text, cited
+        instead on its own index: the same document, offsets, pages and section as the
+        same quote asked of that index alone, and the index named (``index``)."""
+        pooled = record.get("spans") or [record["span"]]
+        i, spans = self.own_spans([(int(s), int(e)) for s, e in pooled])
+        found = Quote(record["text"], record["evidence"], tuple(spans), record["found_by"])
+        index = self.indexes[i]
+        return {**cite_quotes(index, [found])[0], "index": str(index.path)}
 
     @classmethod
     def of(cls, indexes: list[Index], items: Sequence[EvidenceItem]) -> PooledText:
@@ -266,8 +306,12 @@ def ask_pooled(
             mine = [it for it in back if it.extra["index"] == str(idx.path)]
             cited.update(zip(map(id, mine), cite(idx, mine), strict=True))
         read = [cited[id(it)] for it in back]
+    support = dict(answered.support)
+    if answered.quotes:  # cited on each quote's own index, as a one-index ask cites it
+        support["quotes"] = [text.cite_quote(q) for q in answered.quotes]
     return dataclasses.replace(
         answered,
+        support=support,
         evidence=Evidence(method.name, shown, evidence.info, evidence.usage),
         read=read,
         indexes=[str(idx.path) for idx in indexes],

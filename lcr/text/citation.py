@@ -11,6 +11,7 @@ the number of documents, pages and headings.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any, Protocol
 
 from lcr.text.layout import DocumentLayout, Heading
 
-__all__ = ["Citation", "Citer", "DocumentPlace", "PageRange", "section_paths"]
+__all__ = ["Citation", "Citer", "DocumentPlace", "PageRange", "heading_lines", "section_paths"]
 
 
 class DocumentPlace(Protocol):
@@ -189,3 +190,26 @@ class Citer:
             pages=prepared.pages(local_start, local_end),
             section=prepared.section(local_start),
         )
+
+
+def heading_lines(
+    documents: Sequence[DocumentPlace], layouts: Sequence[DocumentLayout], source: str
+) -> list[tuple[int, int]]:
+    """The spans of source.txt where a heading's title is printed on a line of its own
+    start ("Chapter One" above "The keeper's log ..."): from the heading's start to the
+    end of its title, for each heading whose title is printed there (blanks aside). A
+    quote holds body text, never these."""
+    out: list[tuple[int, int]] = []
+    for doc, layout in zip(documents, layouts, strict=False):
+        for heading in layout.headings:
+            start = doc.start + heading.start
+            if not doc.start <= start < doc.end:
+                continue
+            words = heading.title.split()
+            if not words:
+                continue
+            title = r"\s*" + r"\s+".join(re.escape(w) for w in words)
+            printed = re.compile(title, re.IGNORECASE).match(source, start, doc.end)
+            if printed is not None:
+                out.append((start, printed.end()))
+    return out
