@@ -2,7 +2,8 @@
 
 Parsed with lxml's HTML parser (libxml2), which never fetches anything and
 does not expand DTD entities. Dropped: what is not shown as reading text
-(script, style, templates, embedded objects, elements marked ``hidden``) and
+(script, style, templates, embedded objects, elements marked ``hidden`` or hidden by
+their inline style, headings' permalink marks such as "¶") and
 the page's navigation boilerplate (``nav``, and ``header``/``footer`` outside an
 article or section, where they are the site's banner). Nothing is added but
 whitespace: blocks are separated by blank lines, table cells by tabs, table
@@ -36,6 +37,10 @@ _BLOCKS = frozenset(
     | {"ol", "p", "pre", "section", "summary", "table", "ul", "menu", "listing", "xmp"}
 )
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
+# what a permalink anchor shows beside a heading (Sphinx, MkDocs "¶", rustdoc "§")
+_PERMALINK_MARKS = frozenset({"\u00b6", "\u00a7", "#", "\U0001f517", "\u2693", "\u26d3"})
+_PERMALINK_CLASSES = frozenset({"headerlink", "anchor", "heading-anchor", "anchor-link"})
+_INVISIBLE = {"display": frozenset({"none"}), "visibility": frozenset({"hidden", "collapse"})}
 _SOURCE_SPACE = re.compile(r"[ \t\n\r\f\v]+")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 _DECLARED = (
@@ -106,6 +111,8 @@ class HtmlWalker:
         self.record_headings = headings
         self.anchors: dict[str, int] = {}
         self.first_heading: str | None = None
+        # every h1-h6 as (level, title, start), recorded or not
+        self.headings: list[tuple[int, str, int]] = []
         self._buffer: list[str] = []
         self._pre = 0
         self._table = 0
@@ -120,8 +127,12 @@ class HtmlWalker:
                 self._close(el)
                 self._inline(el.tail)
                 continue
-            if not isinstance(el.tag, str) or self._dropped(el):
-                self._inline(el.tail)  # a comment's or a dropped element's tail is page text
+            if not isinstance(el.tag, str):
+                self._inline(el.tail)  # a comment's tail is page text
+                continue
+            if self._dropped(el):
+                self._anchor(el)  # a link may point at it: the place it would have been
+                self._inline(el.tail)  # a dropped element's tail is page text
                 continue
             self._open(el)
             stack.append((el, end))
@@ -132,6 +143,10 @@ class HtmlWalker:
     def _dropped(self, el: Any) -> bool:
         tag = el.tag.lower()
         if tag in _DROPPED or el.get("hidden") is not None:
+            return True
+        if el.get("style") and hidden_by_style(el.get("style")):
+            return True
+        if tag == "a" and is_permalink(el):
             return True
         if tag in _BANNER:
             return not any(
@@ -145,10 +160,7 @@ class HtmlWalker:
             self._flush()
             if tag in _HEADINGS:
                 self._heading = (_HEADINGS[tag], 0)
-        for key in ("id", "name") if tag == "a" else ("id",):
-            anchor = el.get(key)
-            if anchor and anchor not in self.anchors:
-                self.anchors[anchor] = self._here()
+        self._anchor(el)
         if tag == "br":
             self._buffer.append("\n")
         elif tag in ("td", "th") and self._table:
@@ -158,6 +170,12 @@ class HtmlWalker:
         if tag == "table":
             self._table += 1
         self._inline(el.text)
+
+    def _anchor(self, el: Any) -> None:
+        for key in ("id", "name") if el.tag.lower() == "a" else ("id",):
+            anchor = el.get(key)
+            if anchor and anchor not in self.anchors:
+                self.anchors[anchor] = self._here()
 
     def _close(self, el: Any) -> None:
         tag = el.tag.lower()
@@ -193,8 +211,40 @@ class HtmlWalker:
         if start is not None and heading is not None:
             if self.first_heading is None:
                 self.first_heading = text
+            self.headings.append((heading[0], text, start))
             if self.record_headings:
                 self.out.heading(heading[0], text, start)
+
+
+def hidden_by_style(style: str) -> bool:
+    """Whether an inline ``style`` hides its element: ``display: none`` or
+    ``visibility: hidden``/``collapse``, the last declaration of each winning (as in
+    CSS, ``!important`` aside)."""
+    found: dict[str, str] = {}
+    for declaration in style.split(";"):
+        prop, colon, value = declaration.partition(":")
+        prop = prop.strip().lower()
+        if colon and prop in _INVISIBLE:
+            value = value.strip().lower()
+            important = value.endswith("!important")
+            value = value.removesuffix("!important").strip()
+            if prop in found and found[prop].endswith("!") and not important:
+                continue  # an earlier !important one holds
+            found[prop] = value + ("!" if important else "")
+    return any(found.get(prop, "").rstrip("!") in values for prop, values in _INVISIBLE.items())
+
+
+def is_permalink(el: Any) -> bool:
+    """A heading's permalink anchor: Sphinx's and MkDocs' ``<a class="headerlink">``, or a
+    link within the page whose whole text is a mark such as ``¶``, ``§``, ``#`` or 🔗."""
+    classes = set((el.get("class") or "").lower().split())
+    text = "".join(el.itertext()).strip()
+    if "headerlink" in classes:
+        return True
+    href = el.get("href") or ""
+    if not href.startswith("#"):
+        return False
+    return text in _PERMALINK_MARKS or (not text and bool(classes & _PERMALINK_CLASSES))
 
 
 def _tidy_pre(raw: str) -> str:
