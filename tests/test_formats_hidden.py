@@ -53,6 +53,10 @@ HIDDEN_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
 <p style="visibility:collapse">collapsed row text</p>
 <p style="display:none; display:block">Shown after all: the last rule wins.</p>
 <p style="display:none !important; display:block">Not shown: the important rule holds.</p>
+<p style="opacity:0">transparent words</p><p style="font-size: 0px">tiny words</p>
+<p style="opacity: 0.5; font-size: 10px">Half seen, still seen.</p>
+<ul style="font-size:0">gap<li style="font-size:14px">An item in a zero-size list.</li></ul>
+<div style="visibility:hidden">unseen <b style="visibility:visible">Seen again.</b></div>
 <p aria-hidden="true">Decoration a sighted reader still sees.</p>
 <p hidden>an attribute-hidden note</p>
 <template><p>a template's text</p></template>
@@ -71,6 +75,11 @@ def test_html_text_hidden_by_its_style_is_not_indexed(tmp_path: Path) -> None:
     assert "Visible after the ghost." in doc.text  # the text around a hidden span stays
     assert "Shown after all: the last rule wins." in doc.text
     assert "Decoration a sighted reader still sees." in doc.text  # aria-hidden is seen
+    assert "transparent" not in doc.text and "tiny" not in doc.text
+    assert "Half seen, still seen." in doc.text
+    # a child that sets its own size or visibility is seen; the rest is not
+    assert "An item in a zero-size list." in doc.text and "gap" not in doc.text
+    assert "Seen again." in doc.text and "unseen" not in doc.text
     assert "Boats moor at the east quay." in doc.text and "Fees are paid" in doc.text
     assert doc.options["rules"] == RULES_VERSION["html"] == 2
 

@@ -40,7 +40,9 @@ _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 # what a permalink anchor shows beside a heading (Sphinx, MkDocs "¶", rustdoc "§")
 _PERMALINK_MARKS = frozenset({"\u00b6", "\u00a7", "#", "\U0001f517", "\u2693", "\u26d3"})
 _PERMALINK_CLASSES = frozenset({"headerlink", "anchor", "heading-anchor", "anchor-link"})
-_INVISIBLE = {"display": frozenset({"none"}), "visibility": frozenset({"hidden", "collapse"})}
+_STYLED = frozenset({"display", "visibility", "opacity", "font-size"})
+_ZERO = re.compile(r"[+-]?0*\.?0+%?")  # opacity: 0, 0.0, 0%
+_ZERO_SIZE = re.compile(r"[+-]?0*\.?0+(?:px|pt|pc|em|rem|ex|ch|%|vw|vh|mm|cm|in|q)?")
 _SOURCE_SPACE = re.compile(r"[ \t\n\r\f\v]+")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 _DECLARED = (
@@ -120,23 +122,27 @@ class HtmlWalker:
 
     def walk(self, root: Any) -> None:
         end = object()
-        stack: list[tuple[Any, object | None]] = [(root, None)]
+        # each element with whether the text around it (its parent's) is unseen
+        stack: list[tuple[Any, object | None, bool]] = [(root, None, False)]
         while stack:
-            el, phase = stack.pop()
+            el, phase, around = stack.pop()
             if phase is end:
                 self._close(el)
-                self._inline(el.tail)
+                self._inline(el.tail, around)
                 continue
             if not isinstance(el.tag, str):
-                self._inline(el.tail)  # a comment's tail is page text
+                self._inline(el.tail, around)  # a comment's tail is page text
                 continue
             if self._dropped(el):
                 self._anchor(el)  # a link may point at it: the place it would have been
-                self._inline(el.tail)  # a dropped element's tail is page text
+                self._inline(el.tail, around)  # a dropped element's tail is page text
                 continue
-            self._open(el)
-            stack.append((el, end))
-            stack.extend((child, None) for child in reversed(el))
+            style = el.get("style")
+            said = muted_by_style(style) if style else None
+            inside = around if said is None else said
+            self._open(el, inside)
+            stack.append((el, end, around))
+            stack.extend((child, None, inside) for child in reversed(el))
         self._flush()
 
     # ----------------------------------------------------------------- events
@@ -154,7 +160,7 @@ class HtmlWalker:
             )
         return False
 
-    def _open(self, el: Any) -> None:
+    def _open(self, el: Any, unseen: bool = False) -> None:
         tag = el.tag.lower()
         if tag in _BLOCKS and not self._table:
             self._flush()
@@ -169,7 +175,7 @@ class HtmlWalker:
             self._pre += 1
         if tag == "table":
             self._table += 1
-        self._inline(el.text)
+        self._inline(el.text, unseen)
 
     def _anchor(self, el: Any) -> None:
         for key in ("id", "name") if el.tag.lower() == "a" else ("id",):
@@ -198,8 +204,8 @@ class HtmlWalker:
         gap = 1 if raw[-1:].isspace() and not self._pre else 0  # the space before what follows
         return self.out.offset + len(done) + gap
 
-    def _inline(self, text: str | None) -> None:
-        if text:
+    def _inline(self, text: str | None, unseen: bool = False) -> None:
+        if text and not unseen:
             self._buffer.append(text if self._pre else _SOURCE_SPACE.sub(" ", text))
 
     def _flush(self) -> None:
@@ -216,22 +222,41 @@ class HtmlWalker:
                 self.out.heading(heading[0], text, start)
 
 
-def hidden_by_style(style: str) -> bool:
-    """Whether an inline ``style`` hides its element: ``display: none`` or
-    ``visibility: hidden``/``collapse``, the last declaration of each winning (as in
-    CSS, ``!important`` aside)."""
-    found: dict[str, str] = {}
+def _declarations(style: str) -> dict[str, str]:
+    """The inline style's declarations lcr reads, the last of each winning (as in CSS,
+    unless an earlier one is ``!important``)."""
+    found: dict[str, tuple[str, bool]] = {}
     for declaration in style.split(";"):
         prop, colon, value = declaration.partition(":")
         prop = prop.strip().lower()
-        if colon and prop in _INVISIBLE:
+        if colon and prop in _STYLED:
             value = value.strip().lower()
             important = value.endswith("!important")
             value = value.removesuffix("!important").strip()
-            if prop in found and found[prop].endswith("!") and not important:
+            if prop in found and found[prop][1] and not important:
                 continue  # an earlier !important one holds
-            found[prop] = value + ("!" if important else "")
-    return any(found.get(prop, "").rstrip("!") in values for prop, values in _INVISIBLE.items())
+            found[prop] = (value, important)
+    return {prop: value for prop, (value, _important) in found.items()}
+
+
+def hidden_by_style(style: str) -> bool:
+    """Whether an inline ``style`` hides its element and all it holds: ``display: none``
+    or ``opacity: 0``, which nothing inside can undo."""
+    found = _declarations(style)
+    return found.get("display") == "none" or bool(_ZERO.fullmatch(found.get("opacity", "")))
+
+
+def muted_by_style(style: str) -> bool | None:
+    """Whether an inline ``style`` makes its text unseen in a way its children may undo
+    (``visibility: hidden``/``collapse``, ``font-size: 0``): True; made seen again
+    (``visibility: visible``, a font size above 0): False; neither: None."""
+    found = _declarations(style)
+    visibility, size = found.get("visibility"), found.get("font-size")
+    if visibility in ("hidden", "collapse") or (size and _ZERO_SIZE.fullmatch(size)):
+        return True
+    if visibility == "visible" or (size and size not in ("inherit", "unset")):
+        return False
+    return None
 
 
 def is_permalink(el: Any) -> bool:
