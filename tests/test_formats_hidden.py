@@ -141,12 +141,19 @@ def test_html_headings_drop_their_permalink_marks(tmp_path: Path) -> None:
         '<dl><dt id="f">lcr.f()<a class="headerlink" href="#f">\u00b6</a></dt>'
         "<dd>Does f.</dd></dl>"
         '<h2>Links <a href="#links" aria-hidden="true">\U0001f517</a></h2><p>End.</p>'
+        '<h2 id="d">Docusaurus<a href="#d" class="hash-link">\u200b</a></h2><p>Z.</p>'
         "</div></body></html>",
         encoding="utf-8",
     )
     doc, _ = _load(page)
-    assert _sections(doc) == [(1, "Install"), (2, "fn new()"), (3, "Options"), (2, "Links")]
-    for mark in ("\u00b6", "\u00a7", "#", "\U0001f517"):
+    assert _sections(doc) == [
+        (1, "Install"),
+        (2, "fn new()"),
+        (3, "Options"),
+        (2, "Links"),
+        (2, "Docusaurus"),
+    ]
+    for mark in ("\u00b6", "\u00a7", "#", "\U0001f517", "\u200b"):
         assert mark not in doc.text
     assert "See note1." in doc.text and "lcr.f()\n\nDoes f." in doc.text
 

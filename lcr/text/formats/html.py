@@ -39,7 +39,10 @@ _BLOCKS = frozenset(
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
 # what a permalink anchor shows beside a heading (Sphinx, MkDocs "¶", rustdoc "§")
 _PERMALINK_MARKS = frozenset({"\u00b6", "\u00a7", "#", "\U0001f517", "\u2693", "\u26d3"})
-_PERMALINK_CLASSES = frozenset({"headerlink", "anchor", "heading-anchor", "anchor-link"})
+_PERMALINK_CLASSES = frozenset(
+    {"headerlink", "anchor", "heading-anchor", "anchor-link", "hash-link", "header-anchor"}
+    | {"anchorjs-link", "anchor-heading"}
+)
 _STYLED = frozenset({"display", "visibility", "opacity", "font-size"})
 _ZERO = re.compile(r"[+-]?0*\.?0+%?")  # opacity: 0, 0.0, 0%
 _ZERO_SIZE = re.compile(r"[+-]?0*\.?0+(?:px|pt|pc|em|rem|ex|ch|%|vw|vh|mm|cm|in|q)?")
@@ -263,7 +266,7 @@ def is_permalink(el: Any) -> bool:
     """A heading's permalink anchor: Sphinx's and MkDocs' ``<a class="headerlink">``, or a
     link within the page whose whole text is a mark such as ``¶``, ``§``, ``#`` or 🔗."""
     classes = set((el.get("class") or "").lower().split())
-    text = "".join(el.itertext()).strip()
+    text = "".join(el.itertext()).strip().strip("\u200b\u200c\u200d\u2060\ufeff\ufe0e\ufe0f")
     if "headerlink" in classes:
         return True
     href = el.get("href") or ""
