@@ -124,9 +124,17 @@ NCX = (
 )
 
 
-def write_epub(path: Path, *, toc: str = "nav", extra: dict[str, bytes] | None = None) -> Path:
+def write_epub(
+    path: Path,
+    *,
+    toc: str = "nav",
+    extra: dict[str, bytes] | None = None,
+    nav: str = NAV,
+    chapters: dict[str, str] | None = None,
+) -> Path:
     """An EPUB of two chapters whose table of contents is an EPUB 3 navigation document
-    (``toc="nav"``, not in the spine), an EPUB 2 NCX (``"ncx"``), or missing (``""``)."""
+    (``toc="nav"``, not in the spine; ``nav`` its body), an EPUB 2 NCX (``"ncx"``), or
+    missing (``""``); ``chapters`` replaces the chapters' bodies."""
     nav_item = (
         '<item id="nav" href="text/nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>'
         if toc == "nav"
@@ -156,10 +164,10 @@ def write_epub(path: Path, *, toc: str = "nav", extra: dict[str, bytes] | None =
         zf.writestr("META-INF/container.xml", container)
         zf.writestr("OEBPS/content.opf", opf)
         if toc == "nav":
-            zf.writestr("OEBPS/text/nav.xhtml", _xhtml(NAV))
+            zf.writestr("OEBPS/text/nav.xhtml", _xhtml(nav))
         elif toc == "ncx":
             zf.writestr("OEBPS/toc.ncx", NCX)
-        for name, body in CHAPTERS.items():
+        for name, body in (chapters or CHAPTERS).items():
             zf.writestr(f"OEBPS/{name}", _xhtml(body), compress_type=zipfile.ZIP_DEFLATED)
         for name, data in (extra or {}).items():
             zf.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED)

@@ -86,7 +86,7 @@ def test_pdf_pages_labels_outline_and_columns(tmp_path: Path) -> None:
     background = doc.layout.headings[1]
     assert background.start > doc.layout.pages[3].start  # mid-page, not the page's top
     assert "Tides" not in doc.text[doc.layout.pages[3].start : background.start]
-    assert len(notes) == 1 and "1 of 5 pages have no text layer (p. ii)" in notes[0]
+    assert len(notes) == 1 and "1 of 5 pages are images without a text layer (p. ii)" in notes[0]
     assert "<" not in doc.text and "\r" not in doc.text
 
 

@@ -28,8 +28,8 @@ from lcr.methods.base import (
     item_from_node,
     top_indices,
 )
+from lcr.methods.embedding_cache import encode_kept
 from lcr.methods.toolkit import embedding_pieces
-from lcr.progress import OneTask
 from lcr.scoring.bm25 import BM25Index, bm25_token_ids, bm25_tokenize
 from lcr.store import MethodReader, Node
 
@@ -229,8 +229,8 @@ def _build_tfidf(ctx: BuildContext[Any], nodes: list[Node]) -> None:
 
 def _build_dense(ctx: BuildContext[Any], nodes: list[Node]) -> None:
     pieces, owner = embedding_pieces(ctx.models.embedder, [n.text for n in nodes])
-    task = ctx.progress.task("embedding chunks", total=len(pieces))
-    emb = ctx.models.embedder.encode(pieces, progress=OneTask(task))
+    # each batch kept in the method's cache as it is made: an interrupted build resumes
+    emb = encode_kept(ctx.models.embedder, pieces, ctx.cache, progress=ctx.progress)
     ctx.out.write_array("embeddings", emb.astype(np.float32))
     split = int(np.count_nonzero(np.bincount(owner, minlength=len(nodes)) > 1)) if nodes else 0
     if split:

@@ -29,6 +29,7 @@ _UNICODE_BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
 
+GZIP_MAGIC = b"\x1f\x8b"
 # Well-known binary formats, named so the refusal can say what to do instead.
 _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"%PDF-", "a PDF file (index it without --format text)"),
@@ -37,7 +38,7 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"\xff\xd8\xff", "a JPEG image"),
     (b"GIF8", "a GIF image"),
     (b"\x7fELF", "an executable (ELF)"),
-    (b"\x1f\x8b", "gzip-compressed; decompress it first"),
+    (GZIP_MAGIC, "gzip-compressed inside its compression; decompress it first"),
 )
 
 # Windows-1252 puts printable characters in 0x80-0x9F where latin-1 has C1 controls.
@@ -54,15 +55,15 @@ def normalise_newlines(text: str) -> str:
 def is_plain_text_start(head: bytes) -> bool:
     """Whether a stream that passed :func:`refuse_unreadable_start` is 8-bit text (no
     PDF, zip or UTF-16/32 byte-order mark), in which no NUL byte belongs."""
-    if b"%PDF-" in head[:1024] or head.startswith(b"PK\x03\x04"):
+    if b"%PDF-" in head[:1024] or head.startswith((b"PK\x03\x04", GZIP_MAGIC)):
         return False
     return not any(head.startswith(bom) for bom, _ in _UNICODE_BOMS)
 
 
 def refuse_unreadable_start(head: bytes, name: str) -> None:
     """Refuse a stream whose first bytes are neither a document format lcr reads
-    (PDF, zip) nor text."""
-    if b"%PDF-" in head[:1024] or head.startswith(b"PK\x03\x04"):
+    (PDF, zip, gzip) nor text."""
+    if b"%PDF-" in head[:1024] or head.startswith((b"PK\x03\x04", GZIP_MAGIC)):
         return
     if any(head.startswith(bom) for bom, _ in _UNICODE_BOMS):
         return

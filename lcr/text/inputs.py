@@ -41,7 +41,8 @@ def expand_inputs(
     folders, and lcr's own index folders, skipped; ``globs`` keep only matching
     files, ``excludes`` drop matching files and folders; a pattern matches the path
     relative to the folder given or the file's name). A file given twice is read
-    once, with a warning."""
+    once, with a warning; one a folder walk finds under two names (a link to it), once
+    and quietly."""
     out: list[InputFile] = []
     for given in paths:
         p = str(given)
@@ -86,17 +87,28 @@ def alone(f: InputFile) -> InputFile:
 
 
 def _unique(files: list[InputFile], warn: Callable[[str], None] | None) -> list[InputFile]:
-    seen: set[str] = set()
-    out: list[InputFile] = []
+    """Each file once. A file named twice is said in a warning; one that a folder walk
+    reaches under two names (a link beside its target, as /usr/share/doc holds many)
+    is indexed once, quietly, under the name it is not a link by where there is one."""
+    first: dict[str, int] = {}
+    out: list[InputFile | None] = []
     for f in files:
         key = "-" if f.path == "-" else os.path.realpath(f.path)
-        if key in seen:
+        if key not in first:
+            first[key] = len(out)
+            out.append(f)
+            continue
+        kept = out[first[key]]
+        assert kept is not None
+        if not (f.found and kept.found):
             if warn is not None:
                 warn(f"{f.path} is given more than once; it is indexed once")
             continue
-        seen.add(key)
-        out.append(f)
-    return out
+        if os.path.islink(kept.path) and not os.path.islink(f.path):
+            out[first[key]] = None  # the file itself, not a link to it, names it
+            first[key] = len(out)
+            out.append(f)
+    return [f for f in out if f is not None]
 
 
 def _matches(rel: str, patterns: Sequence[str]) -> bool:
@@ -131,8 +143,9 @@ NOT_DOCUMENTS = frozenset(
     }
 )
 """Extensions of files a folder of documents holds beside them: images, stylesheets,
-scripts, fonts, media, archives, build files. A folder walk skips them with one
-summary line; ``--glob`` names them to index them anyway."""
+scripts, fonts, media, archives, build files (a ``.gz`` is judged by the name inside:
+``changelog.gz`` and ``manual.pdf.gz`` are documents, ``logo.png.gz`` is not). A
+folder walk skips them with one summary line; ``--glob`` names them to index them anyway."""
 
 BUILD_FILES = frozenset({"Makefile", "GNUmakefile", "makefile", "CMakeLists.txt", "configure"})
 
@@ -141,6 +154,9 @@ def _not_a_document(name: str) -> str | None:
     """The kind of non-document ``name`` is (its extension, or "build file"), or None."""
     if name in BUILD_FILES:
         return "build file"
+    if name.lower().endswith(".gz") and len(name) > 3:  # a document compressed, or not one
+        inner = name[:-3]
+        return ".tar.gz" if inner.lower().endswith(".tar") else _not_a_document(inner)
     ext = name.rsplit(".", 1)[-1].lower() if "." in name else ""
     return f".{ext}" if ext in NOT_DOCUMENTS else None
 

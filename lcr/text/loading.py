@@ -5,7 +5,9 @@ Every span an index stores points into the normalised text, so normalisation
 happen exactly once, here. The hash and size are of the raw bytes, so
 ``lcr index`` can tell whether a file changed since it was indexed. A regular
 file is read where it lies (a PDF page by page); stdin and FIFOs are read in
-pieces, the first checked before more is read, up to ``MAX_STREAM_BYTES``.
+pieces, the first checked before more is read, up to ``MAX_STREAM_BYTES``. A
+gzip-compressed document (``changelog.gz``, ``manual.pdf.gz``) is decompressed in
+memory, up to ``MAX_GUNZIP_BYTES``, and read as the document it holds.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from lcr.errors import InputError
 from lcr.text.decoding import (
+    GZIP_MAGIC,
     decode_bytes,
     is_plain_text_start,
     normalise_newlines,
@@ -36,6 +39,8 @@ _SNIFF_BYTES = 8192
 _PIECE_BYTES = 1 << 16
 # stdin and FIFOs have no size to check first: past this, save the stream to a file
 MAX_STREAM_BYTES = 256 << 20
+# a gzip-compressed document, decompressed: past this it is refused (a decompression bomb)
+MAX_GUNZIP_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -88,7 +93,15 @@ def load_document(
         source, digest, size, head = _open_file(p, label)
     if not size:
         raise InputError(f"{label} is empty")
+    compressed = head.startswith(GZIP_MAGIC)
+    if compressed:  # foo.txt.gz, foo.pdf.gz: the document inside, its format by its content
+        source = gunzip(source, label)
+        head = source[:_SNIFF_BYTES]
+        if not source:
+            raise InputError(f"{label} is empty once decompressed")
     got = extract(source, head, label, opts)
+    if compressed:
+        got = dataclasses.replace(got, options={**got.options, "compressed": "gzip"})
     return Document(
         name=label,
         text=got.text,
@@ -101,6 +114,35 @@ def load_document(
         extractor_version=got.extractor_version,
         options=got.options,
     )
+
+
+def gunzip(source: Path | bytes, label: str) -> bytes:
+    """A gzip file's content, read in pieces and refused past ``MAX_GUNZIP_BYTES`` (a
+    decompression bomb: a few KB that grow to gigabytes) or when it holds a tar archive."""
+    import gzip
+    import io
+    import zlib
+
+    pieces: list[bytes] = []
+    total = 0
+    try:
+        with gzip.open(source if isinstance(source, Path) else io.BytesIO(source)) as fh:
+            while piece := fh.read(1 << 20):
+                total += len(piece)
+                if total > MAX_GUNZIP_BYTES:
+                    raise InputError(
+                        f"{label} decompresses to more than {MAX_GUNZIP_BYTES >> 20} MiB "
+                        "(lcr's limit); decompress it yourself and index the result"
+                    )
+                pieces.append(piece)
+    except InputError:
+        raise
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(f"{label} is a damaged gzip file ({exc})") from None
+    data = b"".join(pieces)
+    if data[257:262] == b"ustar":
+        raise InputError(f"{label} is a compressed tar archive; extract its files first")
+    return data
 
 
 def _open_file(p: Path, label: str) -> tuple[Path | bytes, str, int, bytes]:

@@ -21,8 +21,10 @@ from lcr.text.layout import DocumentLayout
 
 FORMATS = ("text", "markdown", "html", "pdf", "epub", "docx")
 # lcr's own extraction rules, per format: raised when a change would give other text
-# (pdf 2, docx 2: line-end hyphens, merged and nested cells; session 69)
-RULES_VERSION = {"text": 1, "markdown": 1, "html": 1, "pdf": 2, "epub": 1, "docx": 2}
+# (pdf 2, docx 2: line-end hyphens, merged and nested cells; session 69. html 2, epub 2:
+# text hidden by an inline style and headings' permalink marks dropped; docx 3: hidden
+# runs dropped; #72, #73)
+RULES_VERSION = {"text": 1, "markdown": 1, "html": 2, "pdf": 2, "epub": 2, "docx": 3}
 
 _EXTENSIONS = {
     ".md": "markdown",
@@ -65,13 +67,14 @@ class ExtractOptions:
 
 def detect_format(head: bytes, name: str, source: Path | bytes) -> str:
     """The format by magic bytes (PDF, and EPUB/DOCX by their zip's entries), then by
-    markup at the start (HTML), then by extension; plain text otherwise. A name that
+    markup at the start (HTML), then by extension (of the name inside a ``.gz``);
+    plain text otherwise. A name that
     promises a binary format its content does not have is refused as damaged."""
     if b"%PDF-" in head[:1024]:
         return "pdf"
     if head.startswith(b"PK\x03\x04"):
         return _zip_kind(source, name)
-    by_name = _EXTENSIONS.get(Path(name).suffix.lower())
+    by_name = _EXTENSIONS.get(Path(inner_name(name)).suffix.lower())
     if by_name in _BINARY_FORMATS:
         kind = by_name.upper()
         article = "an" if kind[0] in "AEIOU" else "a"
@@ -84,6 +87,11 @@ def detect_format(head: bytes, name: str, source: Path | bytes) -> str:
     ):
         return "html"
     return "text"
+
+
+def inner_name(name: str) -> str:
+    """The name of the document a gzip file holds: ``notes.md.gz`` holds ``notes.md``."""
+    return name[:-3] if name.lower().endswith(".gz") and len(name) > 3 else name
 
 
 def _zip_kind(source: Path | bytes, name: str) -> str:

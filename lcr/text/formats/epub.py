@@ -5,12 +5,14 @@ edition's pages where the navigation document has a page list.
 Read with the standard library's zipfile behind zip-bomb limits; the package
 XML (container, OPF, NCX) with an lxml parser that resolves no entities, loads
 no DTD and touches no network; each content document with the HTML walker, so
-the same markup rules hold for a web page and a chapter. Without a table of
-contents the chapters' h1-h6 become the headings.
+the same markup rules hold for a web page and a chapter. The chapters' h1-h6 are
+headings as well as the table of contents' entries (a table often lists only the
+chapters, or only the book): those it lists are not repeated.
 """
 
 from __future__ import annotations
 
+import bisect
 import posixpath
 import zipfile
 from collections.abc import Callable
@@ -58,16 +60,21 @@ def extract_epub(
         page_list = _nav_links(zf, name, nav_path, "page-list") if nav_path else []
         out = TextAssembler()
         anchors: dict[str, int] = {}
+        chapters: list[tuple[int, list[tuple[int, str, int]]]] = []  # each one's h1-h6
         for path in spine:
-            walker = HtmlWalker(out, headings=not toc)
+            walker = HtmlWalker(out, headings=False)
             anchors[path] = out.offset
             data = read_entry(zf, path, name)
             walker.walk(parse_html(decode_markup(data, f"{name}:{path}", warn), f"{name}:{path}"))
             anchors.update({f"{path}#{k}": v for k, v in walker.anchors.items()})
+            chapters.append((anchors[path], walker.headings))
+        listed: list[tuple[int, str, int]] = []
         for level, title, target in toc:
             start = anchors.get(target, anchors.get(urldefrag(target)[0]))
-            if start is not None:
-                out.heading(level, title, start)
+            if start is not None and title.split():
+                listed.append((level, " ".join(title.split()), start))
+        for level, title, start in merge_headings(listed, chapters):
+            out.heading(level, title, start)
         for _level, label, target in page_list:  # the print edition's pages, where given
             start = anchors.get(target)
             if start is not None and label.strip():
@@ -75,6 +82,66 @@ def extract_epub(
         if not out.text().strip():
             raise InputError(f"{name} has no text (an EPUB of images only?)")
         return out
+
+
+def merge_headings(
+    listed: list[tuple[int, str, int]],
+    chapters: list[tuple[int, list[tuple[int, str, int]]]],
+) -> list[tuple[int, str, int]]:
+    """The table of contents' entries (level, title, start) and each chapter's own
+    h1-h6 (``chapters``: the chapter's start and its headings), as one outline.
+
+    A table of contents often lists only the chapters (or only the book), so the
+    sections inside a chapter are named by its headings. A heading the table already
+    lists (the last entry of its chapter before it, with the same title, or at the
+    same place with a title that holds the other) is not repeated. The others are
+    levelled under the table: as the chapter's listed heading says (an h1 listed at
+    level 2 puts the chapter's h2 at level 3), else one level below the last entry
+    before the chapter's headings.
+    Without a table, the headings as they are."""
+    if not listed:
+        return [h for _start, chapter in chapters for h in chapter]
+    entries = sorted(listed, key=lambda e: e[2])
+    starts = [e[2] for e in entries]
+    merged = list(listed)
+    for begins, chapter in chapters:
+        if not chapter:
+            continue
+        found = [_listed_as(entries, starts, begins, title, start) for _l, title, start in chapter]
+        matched = [(h[0], e[0]) for h, e in zip(chapter, found, strict=True) if e is not None]
+        if matched:  # a heading the table lists: the rest are levelled as it is
+            shift = matched[0][1] - matched[0][0]
+        else:  # below the last entry before them (the chapter's, a part's, the book's)
+            before = _last_before(entries, starts, chapter[0][2])
+            top = min(level for level, _title, _start in chapter)
+            shift = before[0] + 1 - top if before is not None else 0
+        for (level, title, start), entry in zip(chapter, found, strict=True):
+            if entry is None:
+                merged.append((max(1, level + shift), title, start))
+    return sorted(merged, key=lambda e: e[2])
+
+
+def _listed_as(
+    entries: list[tuple[int, str, int]], starts: list[int], begins: int, title: str, start: int
+) -> tuple[int, str, int] | None:
+    """The table's entry for a chapter's heading, or None: the last entry at or before
+    it, within its chapter (from ``begins``), with the same title, or at the same place
+    with a title that holds the other ("1. Setup" and "Setup")."""
+    before = _last_before(entries, starts, start)
+    if before is None or before[2] < begins:
+        return None
+    listed, shown = before[1].casefold(), title.casefold()
+    at_it = before[2] == start and (listed in shown or shown in listed)
+    return before if listed == shown or at_it else None
+
+
+def _last_before(
+    entries: list[tuple[int, str, int]], starts: list[int], start: int
+) -> tuple[int, str, int] | None:
+    """The last entry starting at or before ``start`` (``entries`` sorted by start,
+    ``starts`` their starts)."""
+    i = bisect.bisect_right(starts, start)
+    return entries[i - 1] if i else None
 
 
 def _rootfile(zf: zipfile.ZipFile, name: str) -> str:

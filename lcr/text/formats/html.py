@@ -2,7 +2,8 @@
 
 Parsed with lxml's HTML parser (libxml2), which never fetches anything and
 does not expand DTD entities. Dropped: what is not shown as reading text
-(script, style, templates, embedded objects, elements marked ``hidden``) and
+(script, style, templates, embedded objects, elements marked ``hidden`` or hidden by
+their inline style, headings' permalink marks such as "¶") and
 the page's navigation boilerplate (``nav``, and ``header``/``footer`` outside an
 article or section, where they are the site's banner). Nothing is added but
 whitespace: blocks are separated by blank lines, table cells by tabs, table
@@ -36,6 +37,15 @@ _BLOCKS = frozenset(
     | {"ol", "p", "pre", "section", "summary", "table", "ul", "menu", "listing", "xmp"}
 )
 _HEADINGS = {f"h{n}": n for n in range(1, 7)}
+# what a permalink anchor shows beside a heading (Sphinx, MkDocs "¶", rustdoc "§")
+_PERMALINK_MARKS = frozenset({"\u00b6", "\u00a7", "#", "\U0001f517", "\u2693", "\u26d3"})
+_PERMALINK_CLASSES = frozenset(
+    {"headerlink", "anchor", "heading-anchor", "anchor-link", "hash-link", "header-anchor"}
+    | {"anchorjs-link", "anchor-heading"}
+)
+_STYLED = frozenset({"display", "visibility", "opacity", "font-size"})
+_ZERO = re.compile(r"[+-]?0*\.?0+%?")  # opacity: 0, 0.0, 0%
+_ZERO_SIZE = re.compile(r"[+-]?0*\.?0+(?:px|pt|pc|em|rem|ex|ch|%|vw|vh|mm|cm|in|q)?")
 _SOURCE_SPACE = re.compile(r"[ \t\n\r\f\v]+")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 _DECLARED = (
@@ -106,6 +116,8 @@ class HtmlWalker:
         self.record_headings = headings
         self.anchors: dict[str, int] = {}
         self.first_heading: str | None = None
+        # every h1-h6 as (level, title, start), recorded or not
+        self.headings: list[tuple[int, str, int]] = []
         self._buffer: list[str] = []
         self._pre = 0
         self._table = 0
@@ -113,19 +125,27 @@ class HtmlWalker:
 
     def walk(self, root: Any) -> None:
         end = object()
-        stack: list[tuple[Any, object | None]] = [(root, None)]
+        # each element with whether the text around it (its parent's) is unseen
+        stack: list[tuple[Any, object | None, bool]] = [(root, None, False)]
         while stack:
-            el, phase = stack.pop()
+            el, phase, around = stack.pop()
             if phase is end:
                 self._close(el)
-                self._inline(el.tail)
+                self._inline(el.tail, around)
                 continue
-            if not isinstance(el.tag, str) or self._dropped(el):
-                self._inline(el.tail)  # a comment's or a dropped element's tail is page text
+            if not isinstance(el.tag, str):
+                self._inline(el.tail, around)  # a comment's tail is page text
                 continue
-            self._open(el)
-            stack.append((el, end))
-            stack.extend((child, None) for child in reversed(el))
+            if self._dropped(el):
+                self._anchor(el)  # a link may point at it: the place it would have been
+                self._inline(el.tail, around)  # a dropped element's tail is page text
+                continue
+            style = el.get("style")
+            said = muted_by_style(style) if style else None
+            inside = around if said is None else said
+            self._open(el, inside)
+            stack.append((el, end, around))
+            stack.extend((child, None, inside) for child in reversed(el))
         self._flush()
 
     # ----------------------------------------------------------------- events
@@ -133,22 +153,23 @@ class HtmlWalker:
         tag = el.tag.lower()
         if tag in _DROPPED or el.get("hidden") is not None:
             return True
+        if el.get("style") and hidden_by_style(el.get("style")):
+            return True
+        if tag == "a" and is_permalink(el):
+            return True
         if tag in _BANNER:
             return not any(
                 isinstance(a.tag, str) and a.tag.lower() in _SECTIONING for a in el.iterancestors()
             )
         return False
 
-    def _open(self, el: Any) -> None:
+    def _open(self, el: Any, unseen: bool = False) -> None:
         tag = el.tag.lower()
         if tag in _BLOCKS and not self._table:
             self._flush()
             if tag in _HEADINGS:
                 self._heading = (_HEADINGS[tag], 0)
-        for key in ("id", "name") if tag == "a" else ("id",):
-            anchor = el.get(key)
-            if anchor and anchor not in self.anchors:
-                self.anchors[anchor] = self._here()
+        self._anchor(el)
         if tag == "br":
             self._buffer.append("\n")
         elif tag in ("td", "th") and self._table:
@@ -157,7 +178,13 @@ class HtmlWalker:
             self._pre += 1
         if tag == "table":
             self._table += 1
-        self._inline(el.text)
+        self._inline(el.text, unseen)
+
+    def _anchor(self, el: Any) -> None:
+        for key in ("id", "name") if el.tag.lower() == "a" else ("id",):
+            anchor = el.get(key)
+            if anchor and anchor not in self.anchors:
+                self.anchors[anchor] = self._here()
 
     def _close(self, el: Any) -> None:
         tag = el.tag.lower()
@@ -180,8 +207,8 @@ class HtmlWalker:
         gap = 1 if raw[-1:].isspace() and not self._pre else 0  # the space before what follows
         return self.out.offset + len(done) + gap
 
-    def _inline(self, text: str | None) -> None:
-        if text:
+    def _inline(self, text: str | None, unseen: bool = False) -> None:
+        if text and not unseen:
             self._buffer.append(text if self._pre else _SOURCE_SPACE.sub(" ", text))
 
     def _flush(self) -> None:
@@ -193,8 +220,59 @@ class HtmlWalker:
         if start is not None and heading is not None:
             if self.first_heading is None:
                 self.first_heading = text
+            self.headings.append((heading[0], text, start))
             if self.record_headings:
                 self.out.heading(heading[0], text, start)
+
+
+def _declarations(style: str) -> dict[str, str]:
+    """The inline style's declarations lcr reads, the last of each winning (as in CSS,
+    unless an earlier one is ``!important``)."""
+    found: dict[str, tuple[str, bool]] = {}
+    for declaration in style.split(";"):
+        prop, colon, value = declaration.partition(":")
+        prop = prop.strip().lower()
+        if colon and prop in _STYLED:
+            value = value.strip().lower()
+            important = value.endswith("!important")
+            value = value.removesuffix("!important").strip()
+            if prop in found and found[prop][1] and not important:
+                continue  # an earlier !important one holds
+            found[prop] = (value, important)
+    return {prop: value for prop, (value, _important) in found.items()}
+
+
+def hidden_by_style(style: str) -> bool:
+    """Whether an inline ``style`` hides its element and all it holds: ``display: none``
+    or ``opacity: 0``, which nothing inside can undo."""
+    found = _declarations(style)
+    return found.get("display") == "none" or bool(_ZERO.fullmatch(found.get("opacity", "")))
+
+
+def muted_by_style(style: str) -> bool | None:
+    """Whether an inline ``style`` makes its text unseen in a way its children may undo
+    (``visibility: hidden``/``collapse``, ``font-size: 0``): True; made seen again
+    (``visibility: visible``, a font size above 0): False; neither: None."""
+    found = _declarations(style)
+    visibility, size = found.get("visibility"), found.get("font-size")
+    if visibility in ("hidden", "collapse") or (size and _ZERO_SIZE.fullmatch(size)):
+        return True
+    if visibility == "visible" or (size and size not in ("inherit", "unset")):
+        return False
+    return None
+
+
+def is_permalink(el: Any) -> bool:
+    """A heading's permalink anchor: Sphinx's and MkDocs' ``<a class="headerlink">``, or a
+    link within the page whose whole text is a mark such as ``¶``, ``§``, ``#`` or 🔗."""
+    classes = set((el.get("class") or "").lower().split())
+    text = "".join(el.itertext()).strip().strip("\u200b\u200c\u200d\u2060\ufeff\ufe0e\ufe0f")
+    if "headerlink" in classes:
+        return True
+    href = el.get("href") or ""
+    if not href.startswith("#"):
+        return False
+    return text in _PERMALINK_MARKS or (not text and bool(classes & _PERMALINK_CLASSES))
 
 
 def _tidy_pre(raw: str) -> str:

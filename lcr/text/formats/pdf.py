@@ -6,7 +6,8 @@ Chosen over pypdf after measuring both on Debian's bash and debmake manuals
 missing glyph maps. Pages are read and closed one at a time, so memory stays
 bounded by the text, whatever the page count. A PDF without any text layer
 (scanned) is refused with the way out (OCR); one with some image-only pages is
-indexed with a warning naming them.
+indexed with a warning naming them (blank pages, with neither text nor image, are
+not worth one).
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def _read_pages(
     count = len(pdf)
     task = progress.task(f"reading {name}", total=count)
     starts: list[tuple[int, str]] = []
-    empty: list[str] = []
+    pictures: list[str] = []  # pages without text that show an image: scanned?
+    blank = 0
     for i in range(count):
         label = pdf.get_page_label(i) or str(i + 1)
         out.page(label)
@@ -97,21 +99,36 @@ def _read_pages(
             textpage = page.get_textpage()
             text = tidy_block(_hyphens_shown(textpage.get_text_range()))
             textpage.close()
+            if not text:
+                if _shows_an_image(page):
+                    pictures.append(label)
+                else:
+                    blank += 1
             page.close()
         except pdfium.PdfiumError as exc:
             raise InputError(f"{name} is damaged: page {i + 1} cannot be read ({exc})") from None
         start = out.add(text)
         starts.append((out.offset if start is None else start, text))
-        if start is None:
-            empty.append(label)
         task.advance()
-    if empty and len(empty) < count and warn is not None:
-        shown = ", ".join(empty[:10]) + (", ..." if len(empty) > 10 else "")
+    if blank == count:
+        raise InputError(f"{name} is a PDF whose pages are all blank (no text, no images)")
+    if pictures and len(pictures) + blank < count and warn is not None:
+        shown = ", ".join(pictures[:10]) + (", ..." if len(pictures) > 10 else "")
         warn(
-            f"{name}: {len(empty)} of {count} pages have no text layer (p. {shown}); "
-            "OCR them (e.g. ocrmypdf) to index their text"
+            f"{name}: {len(pictures)} of {count} pages are images without a text layer "
+            f"(p. {shown}); OCR them (e.g. ocrmypdf) to index their text"
         )
     return starts
+
+
+def _shows_an_image(page: Any) -> bool:
+    """Whether a page draws an image (a scan), itself or inside a form XObject; a page
+    with neither text nor image is blank (a left-hand page left empty), not scanned."""
+    import pypdfium2.raw as raw
+
+    for _obj in page.get_objects(filter=(raw.FPDF_PAGEOBJ_IMAGE,), max_depth=8):
+        return True
+    return False
 
 
 class _Kept(logging.Handler):
