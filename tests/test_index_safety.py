@@ -117,9 +117,7 @@ def test_many_concurrent_creators_of_one_new_index_all_succeed(tmp_path: Path) -
 
 def test_concurrent_lcr_index_runs_in_real_processes(story: Path) -> None:
     target = story.parent / "shared.idx"
-    procs = [
-        lcr_process("index", str(story), "-o", str(target), "-m", "bm25", "-q") for _ in range(3)
-    ]
+    procs = [lcr_process("index", str(story), "-o", str(target), "-m", "bm25") for _ in range(3)]
     results = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [err for _, err in results]
     outs = [out for out, _ in results]
@@ -426,7 +424,7 @@ def test_a_build_waiting_for_the_lock_says_so_and_does_not_count_the_wait(
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     started = time.monotonic()
-    builder = lcr_process("index", str(story), "-q", "-m", "bm25", "--set", "bm25.k1=1.2")
+    builder = lcr_process("index", str(story), "-m", "bm25", "--set", "bm25.k1=1.2")
     out, err = builder.communicate(timeout=300)
     waited = time.monotonic() - started
     holder.wait(timeout=30)
