@@ -6,6 +6,7 @@ imports happen inside commands so ``lcr --help`` answers at once.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -596,4 +597,25 @@ def main(argv: Sequence[str] | None = None, *, models: ModelsFactory | None = No
     ``models`` makes each command's models from its model options (:class:`Seams`)."""
     with guarded_stdout(), terminations_reported():
         code = cli.main(args=argv, prog_name="lcr", standalone_mode=False, obj=Seams(models))
+    if argv is None and code in _STOPPED:
+        _exit_now(code)
     sys.exit(code)
+
+
+# exit codes of a run stopped by Ctrl-C, SIGTERM or SIGHUP (lcr.cli.errors.report)
+_STOPPED = frozenset({130, 128 + 15, 128 + 1})
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End a stopped process at once (#72 row 13). Everything a stop must keep is kept
+    before this point: a build's temporary folder removed and its lock let go on the
+    way out of the command, each paid LLM reply fsynced into the index's cache as it
+    came, the one line said. What is left is the interpreter's own teardown: collecting
+    a loaded model's objects and joining threads still blocked on a server that does
+    not answer, which took seconds. Only for a real process (``argv`` None); a caller
+    that passes arguments (the tests) gets ``SystemExit`` as before."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()
+    os._exit(code)
