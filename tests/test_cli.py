@@ -374,7 +374,7 @@ def test_a_file_name_with_terminal_escapes_is_printed_as_it_is_on_disk(
 ) -> None:
     evil = tmp_path / "evil\x1b[2Kname.txt"
     shutil.copy(cinderella, evil)
-    code, out, err = run(["index", str(evil), "-q", "-m", "bm25"])
+    code, out, err = run(["index", str(evil), "-m", "bm25"])
     assert code == 0, err
     made = tmp_path / "evil\x1b[2Kname.idx"
     assert made.is_dir()

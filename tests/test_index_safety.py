@@ -180,7 +180,7 @@ def test_one_damaged_method_does_not_take_down_the_others(
 
     # the hint works as written and rebuilds bm25 alone (without --force too: it is missing)
     tfidf_dir = Index.open(idx).methods["tfidf"].dir
-    code, out, _ = run(["index", str(story), "-o", str(idx), "--method", "bm25", "-q"], capsys)
+    code, out, _ = run(["index", str(story), "-o", str(idx), "--method", "bm25"], capsys)
     assert code == 0 and "bm25 built" in out
     again = Index.open(idx)
     assert again.damaged == {} and again.methods["tfidf"].dir == tfidf_dir
@@ -399,7 +399,7 @@ def test_same_file_twice_is_indexed_once_with_a_warning(
     code, _, err = run(["index", *twice, "-o", str(out_idx), "-q", "-m", "bm25"], capsys)
     assert code == 0 and "is given more than once; it is indexed once" in err
     assert len(Index.open(out_idx).documents) == 1
-    code, out, err = run(["index", *twice, "-q", "-m", "bm25"], capsys)
+    code, out, err = run(["index", *twice, "-m", "bm25"], capsys)
     assert code == 0 and "given more than once" in err and out.count("bm25") == 1
 
 
