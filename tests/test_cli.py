@@ -44,7 +44,7 @@ def test_index_default_then_retrieve_json(
     code, out, err = run(["index", str(story), "-q"])
     assert code == 0, err
     idx = story.with_suffix(".idx")
-    assert (idx / "manifest.json").exists() and "bm25" in out
+    assert (idx / "manifest.json").exists() and out == ""  # -q: quiet (#73)
     code, out, err = run(["retrieve", str(idx), "Where did the bird sit?", "-k", "3", "--json"])
     assert code == 0, err
     obj = json.loads(out)
@@ -283,9 +283,15 @@ def test_human_ask_output_with_scripted_llm(story: Path) -> None:
     llm = ScriptedLLM(words=5)
     run(["index", str(story), "-q"])
     # the command's models, with the scripted LLM injected as a loaded one
+    asked = ["ask", str(story.with_suffix(".idx")), "Who was kind to the bird?", "-k", "2"]
     code, out, err = run(
-        ["ask", str(story.with_suffix(".idx")), "Who was kind to the bird?", "-k", "2"],
-        models=lambda spec, progress: Models.with_objects(llm=llm, spec=spec),
+        asked, models=lambda spec, progress: Models.with_objects(llm=llm, spec=spec)
+    )
+    assert code == 0, err
+    # the steps' counts and the LLM's tokens are internals: -v shows them (#73)
+    assert not re.search(r"^(info|usage): ", out, re.M), out
+    code, out, err = run(
+        [*asked, "-v"], models=lambda spec, progress: Models.with_objects(llm=llm, spec=spec)
     )
     assert code == 0, err
     assert out.startswith("Q: Who was kind to the bird?\nA: ")
@@ -368,7 +374,7 @@ def test_a_file_name_with_terminal_escapes_is_printed_as_it_is_on_disk(
 ) -> None:
     evil = tmp_path / "evil\x1b[2Kname.txt"
     shutil.copy(cinderella, evil)
-    code, out, err = run(["index", str(evil), "-q", "-m", "bm25"])
+    code, out, err = run(["index", str(evil), "-m", "bm25"])
     assert code == 0, err
     made = tmp_path / "evil\x1b[2Kname.idx"
     assert made.is_dir()
@@ -448,7 +454,7 @@ def test_graphreader_build_line_and_info_give_one_node_count(
     )
     llm = ScriptedLLM(words=200)  # echoes the chunk: the sentence fallback builds the graph
     code, out, err = run(
-        ["index", str(doc), "-m", "graphreader", "-q"],
+        ["index", str(doc), "-m", "graphreader"],
         models=lambda spec, progress: Models.with_objects(llm=llm, embedder=embedder, spec=spec),
     )
     assert code == 0, err
@@ -620,7 +626,7 @@ def test_plain_retrieve_of_every_cheap_method_fits_80_columns(story: Path) -> No
     assert code == 0, err
     for method in ("bm25", "mixpr"):
         code, out, err = run(
-            ["retrieve", str(story.with_suffix(".idx")), "the slipper", "-m", method]
+            ["retrieve", str(story.with_suffix(".idx")), "the slipper", "-m", method, "-v"]
         )
         assert code == 0, err
         assert method == "bm25" or "info: " in out

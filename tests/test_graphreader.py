@@ -737,8 +737,8 @@ def test_plain_output_shows_trace_only_when_asked(tmp_path: Path, embedder: Any)
     api.plan_and_build(index, ["graphreader"], models, ["graphreader.chunk_tokens=400"])
     result = api.plan_and_retrieve(index, "graphreader", "Who lost a slipper?", models)
     plain, traced = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(plain):
-        print_result(result, answer=False)
+    with contextlib.redirect_stdout(plain):  # the info: line, as -v prints it
+        print_result(result, answer=False, verbose=True)
     with contextlib.redirect_stdout(traced):
         print_result(result, answer=False, trace=True)
     steps = [s for s in result.evidence.info["trace"] if "action" in s]

@@ -117,9 +117,7 @@ def test_many_concurrent_creators_of_one_new_index_all_succeed(tmp_path: Path) -
 
 def test_concurrent_lcr_index_runs_in_real_processes(story: Path) -> None:
     target = story.parent / "shared.idx"
-    procs = [
-        lcr_process("index", str(story), "-o", str(target), "-m", "bm25", "-q") for _ in range(3)
-    ]
+    procs = [lcr_process("index", str(story), "-o", str(target), "-m", "bm25") for _ in range(3)]
     results = [p.communicate(timeout=300) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [err for _, err in results]
     outs = [out for out, _ in results]
@@ -182,7 +180,7 @@ def test_one_damaged_method_does_not_take_down_the_others(
 
     # the hint works as written and rebuilds bm25 alone (without --force too: it is missing)
     tfidf_dir = Index.open(idx).methods["tfidf"].dir
-    code, out, _ = run(["index", str(story), "-o", str(idx), "--method", "bm25", "-q"], capsys)
+    code, out, _ = run(["index", str(story), "-o", str(idx), "--method", "bm25"], capsys)
     assert code == 0 and "bm25 built" in out
     again = Index.open(idx)
     assert again.damaged == {} and again.methods["tfidf"].dir == tfidf_dir
@@ -401,7 +399,7 @@ def test_same_file_twice_is_indexed_once_with_a_warning(
     code, _, err = run(["index", *twice, "-o", str(out_idx), "-q", "-m", "bm25"], capsys)
     assert code == 0 and "is given more than once; it is indexed once" in err
     assert len(Index.open(out_idx).documents) == 1
-    code, out, err = run(["index", *twice, "-q", "-m", "bm25"], capsys)
+    code, out, err = run(["index", *twice, "-m", "bm25"], capsys)
     assert code == 0 and "given more than once" in err and out.count("bm25") == 1
 
 
@@ -426,7 +424,7 @@ def test_a_build_waiting_for_the_lock_says_so_and_does_not_count_the_wait(
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     started = time.monotonic()
-    builder = lcr_process("index", str(story), "-q", "-m", "bm25", "--set", "bm25.k1=1.2")
+    builder = lcr_process("index", str(story), "-m", "bm25", "--set", "bm25.k1=1.2")
     out, err = builder.communicate(timeout=300)
     waited = time.monotonic() - started
     holder.wait(timeout=30)

@@ -128,7 +128,7 @@ def test_each_build_is_printed_when_committed(tmp_path: Path, cinderella: Path) 
     story = tmp_path / "c.txt"
     shutil.copy(cinderella, story)
     # bm25 commits in a second; dense then loads the embedder and embeds, which takes longer
-    proc = lcr("index", str(story), "-q", "-m", "bm25", "-m", "dense")
+    proc = lcr("index", str(story), "-m", "bm25", "-m", "dense")
     first = readline_within(proc, 120)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)

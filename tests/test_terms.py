@@ -90,7 +90,7 @@ def test_the_terminal_says_why_the_model_was_not_asked(tmp_path: Path) -> None:
     shutil.copy(STORY, story)
     assert run(["index", str(story), "-q"])[0] == 0
     asked = "Which autopkgtest restriction did the keeper break?"
-    code, out, err = run(["ask", str(story.with_suffix(".idx")), asked, "--llm", "no-such"])
+    code, out, err = run(["ask", str(story.with_suffix(".idx")), asked, "--llm", "no-such", "-v"])
     assert code == 0 and err == "", err  # no model is loaded: an unknown one never fails
     assert out.splitlines()[1:5] == [
         "A: not found in the document",

@@ -23,6 +23,7 @@ from lcr.cli.output import (
     printable,
     quote_lines,
     say,
+    withheld_why,
     wrapped,
 )
 from lcr.errors import UsageError
@@ -72,6 +73,17 @@ def answer_only_option(f: Any) -> Any:
     )(f)
 
 
+def verbose_option(f: Any) -> Any:
+    return click.option(
+        "--verbose",
+        "-v",
+        is_flag=True,
+        envvar="LCR_VERBOSE",
+        help="Also print the method's and the answer step's counts (info:) and the LLM's "
+        "calls and tokens (usage:). [env: LCR_VERBOSE=1]",
+    )(f)
+
+
 def stdout_is_terminal() -> bool:
     return sys.stdout.isatty()
 
@@ -85,6 +97,7 @@ class ResultOutput:
     evidence: int | None = DEFAULT_EVIDENCE  # items listed; None: all
     trace: bool = False
     quiet: bool = False
+    verbose: bool = False  # the info: and usage: lines
 
     def __post_init__(self) -> None:
         if self.as_json and self.answer_only:
@@ -108,9 +121,15 @@ class ResultOutput:
             echo(printable(result.answer or ""))
         else:
             if screen is not None:
-                screen.settle(result.answer or "", quote_lines(result))
+                answer_text = result.answer or ""
+                why = withheld_why(result) if screen.replaced(answer_text) else ""
+                screen.settle(answer_text, quote_lines(result, why=not why), why)
             print_result(
-                result, answer=answer and screen is None, trace=self.trace, most=self.evidence
+                result,
+                answer=answer and screen is None,
+                trace=self.trace,
+                most=self.evidence,
+                verbose=self.verbose,
             )
 
 
@@ -153,19 +172,26 @@ class AnswerScreen:
         self.shown += piece
         self._line.feed(printable(piece))
 
-    def settle(self, answer: str, quotes: Sequence[str] = ()) -> None:
+    def replaced(self, answer: str) -> bool:
+        """Whether the screen showed a reply that ``answer`` replaces."""
+        return bool(self.shown) and " ".join(self.shown.split()) != " ".join(answer.split())
+
+    def settle(self, answer: str, quotes: Sequence[str] = (), why: str = "") -> None:
         """After the answer step: whatever of the answer the screen has not shown, then
         the lines under it (``quotes``: what it quotes, or why it was withheld). A reply
         the quote check must pass is never streamed (the step does not stream it), so it
-        appears here whole, once verified, or as "not found in the document"."""
+        appears here whole, once verified, or as "not found in the document". A reply
+        shown and then withheld is followed by ``final answer: ...`` and, in the same
+        line, ``why`` the reply above was withheld."""
         self._end_line()
         self._exits.close()
         if not self._begun:
             say(wrapped(f"Q: {self.question}"))
         if not self.shown:
             say(wrapped(f"A: {answer}"))
-        elif " ".join(self.shown.split()) != " ".join(answer.split()):
-            say(wrapped(f"final answer: {answer}"))
+        elif self.replaced(answer):
+            because = f" (the answer above was withheld: {why})" if why else ""
+            say(wrapped(f"final answer: {answer}{because}"))
         for line in quotes:
             say(line)
         say()

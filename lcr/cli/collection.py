@@ -44,15 +44,20 @@ def remove_cmd(index_path: str, names: tuple[str, ...], quiet: bool, **model: An
             models,
             progress=progress,
             warn=lambda message: _err(f"warning: {message}"),
-            on_report=lambda r: report_build(unprinted, index_path, r),
+            on_report=lambda r: report_build(unprinted, index_path, r, quiet=quiet),
             note=_err,
             tell=_say,
         )
     unprinted.warn()
 
 
-def report_build(unprinted: UnprintedReports, target: str, r: BuildReport) -> None:
-    """``book.idx: bm25 built in 0.1s (12 nodes)``, as ``lcr index`` prints it."""
+def report_build(
+    unprinted: UnprintedReports, target: str, r: BuildReport, *, quiet: bool = False
+) -> None:
+    """``book.idx: bm25 built in 0.1s (12 nodes)``, as ``lcr index`` prints it (nothing
+    with ``--quiet``: ``lcr info`` shows the same)."""
+    if quiet:
+        return
     what = f"built in {r.seconds:.1f}s" if r.built else "up to date"
     if r.note:
         what += f" ({r.note})"

@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from lcr.cli.models import command_models, model_options, pop_model_spec
-from lcr.cli.output import NonEmptyPath, check_stdout, note
+from lcr.cli.output import NonEmptyPath, check_stdout, err, note
 from lcr.errors import OutOfMemoryError, OutputError
 
 FORMAT_HELP = """\b
@@ -422,13 +422,14 @@ def report_command(
     """
     from lcr.errors import InputError
     from lcr.eval import runner
+    from lcr.eval.records import read_report_records
     from lcr.eval.report import ReportOptions
 
     records: list[dict[str, Any]] = []
     for path in results:
         if not path.is_file():
             raise InputError(f"no results file at {path}")
-        got = runner.read_results(path)
+        got = read_report_records(path, lambda line: err(f"warning: {line}"))
         if not got:
             raise InputError(f"{path} holds no `lcr eval` results")
         records.extend(got)

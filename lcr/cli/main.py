@@ -6,6 +6,7 @@ imports happen inside commands so ``lcr --help`` answers at once.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -19,7 +20,7 @@ import click
 
 from lcr._version import __version__
 from lcr.cli import estimate as est
-from lcr.cli.answer import ResultOutput, answer_only_option, evidence_option
+from lcr.cli.answer import ResultOutput, answer_only_option, evidence_option, verbose_option
 from lcr.cli.errors import (
     flush_stdout,
     one_line,
@@ -321,7 +322,7 @@ def index_cmd(
                 build, plans=plan_builds(expand_methods(methods), models, parsed)
             )
         for job_files, target, walked in jobs:
-            report = functools.partial(report_build, unprinted, str(target))
+            report = functools.partial(report_build, unprinted, str(target), quiet=quiet)
             try:
                 build(
                     job_files,
@@ -380,9 +381,10 @@ def _query_sets(method: str, mode: str | None, sets: tuple[str, ...]) -> ParsedS
     return parsed if mode is None else parsed.plus(mode_assignment(get_method(method), mode))
 
 
-def query_options(f: Any, *, many: bool = False) -> Any:
-    """The options of ``ask`` and ``retrieve``; ``many``: ``INDEX... QUESTION``."""
+def query_options(f: Any) -> Any:
+    """The arguments and options of ``ask`` and ``retrieve``: ``INDEX... QUESTION``."""
     f = quiet_option(f)
+    f = verbose_option(f)
     f = model_options(f)
     f = set_option(f)
     f = click.option("--json", "as_json", is_flag=True, help="One JSON object per question.")(f)
@@ -407,13 +409,10 @@ def query_options(f: Any, *, many: bool = False) -> Any:
         help="Retrieval method. [env: LCR_METHOD]",
     )(f)
     f = click.argument("question")(f)
-    if many:
-        paths = click.argument(
-            "index_paths", metavar="INDEX...", nargs=-1, required=True, type=NonEmptyPath()
-        )
-        return paths(f)
-    f = click.argument("index_path", metavar="INDEX", type=NonEmptyPath())(f)
-    return f
+    paths = click.argument(
+        "index_paths", metavar="INDEX...", nargs=-1, required=True, type=NonEmptyPath()
+    )
+    return paths(f)
 
 
 def _run_queries(
@@ -428,21 +427,22 @@ def _run_queries(
     trace: bool = False,
     *,
     answer: bool,
+    verbose: bool = False,
     evidence: int | None,
     answer_only: bool = False,
     max_new_tokens: int = 256,
     indexes: Sequence[Path] = (),
     each: bool = False,
     **model: Any,
-) -> None:
+) -> int:
     """Shared body of ``ask`` and ``retrieve``: one result per question (and index,
-    with several ``indexes``: lcr.cli.many)."""
+    with several ``indexes``: lcr.cli.many); the exit code."""
     from lcr import pipeline
     from lcr.progress import progress_for, progress_mode
     from lcr.store import Index
 
     check_stdout()  # the answers are the whole product: none are paid for if unprintable
-    output = ResultOutput(as_json, answer_only, evidence, trace, quiet)
+    output = ResultOutput(as_json, answer_only, evidence, trace, quiet, verbose)
     # -k, every --set and the question are checked once, before any work
     plan = pipeline.plan_query(
         method, _query_sets(method, mode, sets), k=k, max_new_tokens=max_new_tokens
@@ -453,8 +453,9 @@ def _run_queries(
     if indexes:
         from lcr.cli.many import ask_many
 
-        ask_many(indexes, plan, questions, output, quiet, each=each, model=model)
-        return
+        return ask_many(
+            indexes, plan, questions, output, quiet, each=each, model=model, answer=answer
+        )
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
     with progress_for(progress_mode(quiet)) as progress:
@@ -476,19 +477,33 @@ def _run_queries(
                             index, plan, asked, models, progress=progress, note=_err
                         )
             output.show(result, answer, screen)
+    return 0
+
+
+def _run_many(index_paths: tuple[str, ...], each: bool, answer: bool, **options: Any) -> None:
+    """``ask`` or ``retrieve`` of INDEX...: one index as always, else lcr.cli.many; an
+    index ``--each`` could not ask ends the command with exit 1."""
+    from lcr.pipeline.many import index_paths as found_indexes
+
+    indexes = found_indexes(index_paths)
+    if len(indexes) == 1 and not each and Path(index_paths[0]) == indexes[0]:
+        code = _run_queries(index_paths[0], **options, answer=answer)  # one index, as always
+    else:
+        code = _run_queries(index_paths[0], **options, answer=answer, indexes=indexes, each=each)
+    if code:
+        click.get_current_context().exit(code)
+
+
+_EACH_HELP = "With several indexes: {} each alone, and say which index {}."
 
 
 @cli.command("ask")
-@functools.partial(query_options, many=True)
+@query_options
 @answer_only_option
 @click.option(
     "--max-new-tokens", type=int, default=256, show_default=True, help="Longest answer, in tokens."
 )
-@click.option(
-    "--each",
-    is_flag=True,
-    help="With several indexes: answer from each alone, and say which index answered.",
-)
+@click.option("--each", is_flag=True, help=_EACH_HELP.format("answer from", "answered"))
 def ask_cmd(index_paths: tuple[str, ...], each: bool, **options: Any) -> None:
     """Retrieve evidence for QUESTION from INDEX and answer it with the LLM.
 
@@ -497,25 +512,24 @@ def ask_cmd(index_paths: tuple[str, ...], each: bool, **options: Any) -> None:
 
     Several indexes (or a folder of indexes) are asked at once: their evidence is
     pooled and answered once, each piece naming its index; --each answers from each
-    index alone.
+    index alone; an index that cannot be asked is said in one line, the others
+    answered, and the exit code is 1.
     """
-    from lcr.pipeline.many import index_paths as found_indexes
-
-    indexes = found_indexes(index_paths)
-    if len(indexes) == 1 and not each and Path(index_paths[0]) == indexes[0]:
-        _run_queries(index_paths[0], **options, answer=True)  # one index, as always
-    else:
-        _run_queries(index_paths[0], **options, answer=True, indexes=indexes, each=each)
+    _run_many(index_paths, each, True, **options)
 
 
 @cli.command("retrieve")
 @query_options
-def retrieve_cmd(**options: Any) -> None:
+@click.option("--each", is_flag=True, help=_EACH_HELP.format("retrieve from", "it came from"))
+def retrieve_cmd(index_paths: tuple[str, ...], each: bool, **options: Any) -> None:
     """Retrieve evidence for QUESTION from INDEX, without answering.
 
-    Loads no LLM unless the method's retrieval needs one.
+    Loads no LLM unless the method's retrieval needs one. Several indexes (or a
+    folder of indexes) are retrieved from at once: their evidence is pooled and
+    ranked again together, each piece naming its index; --each lists each
+    index's own.
     """
-    _run_queries(**options, answer=False)
+    _run_many(index_paths, each, False, **options)
 
 
 # --------------------------------------------------------------------- info
@@ -583,4 +597,25 @@ def main(argv: Sequence[str] | None = None, *, models: ModelsFactory | None = No
     ``models`` makes each command's models from its model options (:class:`Seams`)."""
     with guarded_stdout(), terminations_reported():
         code = cli.main(args=argv, prog_name="lcr", standalone_mode=False, obj=Seams(models))
+    if argv is None and code in _STOPPED:
+        _exit_now(code)
     sys.exit(code)
+
+
+# exit codes of a run stopped by Ctrl-C, SIGTERM or SIGHUP (lcr.cli.errors.report)
+_STOPPED = frozenset({130, 128 + 15, 128 + 1})
+
+
+def _exit_now(code: int) -> NoReturn:
+    """End a stopped process at once (#72 row 13). Everything a stop must keep is kept
+    before this point: a build's temporary folder removed and its lock let go on the
+    way out of the command, each paid LLM reply fsynced into the index's cache as it
+    came, the one line said. What is left is the interpreter's own teardown: collecting
+    a loaded model's objects and joining threads still blocked on a server that does
+    not answer, which took seconds. Only for a real process (``argv`` None); a caller
+    that passes arguments (the tests) gets ``SystemExit`` as before."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            if stream is not None:
+                stream.flush()
+    os._exit(code)

@@ -334,11 +334,18 @@ _LONG_INFO = frozenset({"trace", "notebooks"})
 
 
 def print_result(
-    result: Result, *, answer: bool, trace: bool = False, most: int | None = None
+    result: Result,
+    *,
+    answer: bool,
+    trace: bool = False,
+    most: int | None = None,
+    verbose: bool = False,
 ) -> None:
     """Answer first, then the evidence best first (as ``--json``): score, document, span,
     excerpt, with terminal control sequences removed; with ``trace``, the method's steps.
-    ``most`` items are listed (None: all), then how many more there are."""
+    ``most`` items are listed (None: all), then how many more there are. The method's
+    and the answer step's counts (``info:``) and the LLM's (``usage:``) are internals:
+    shown with ``verbose`` (``-v``) only."""
     if answer:  # wrapped to 80 columns, as the rest; --json keeps them as they are
         say(wrapped(f"Q: {result.question}"))
         say(wrapped(f"A: {result.answer}"))
@@ -361,7 +368,7 @@ def print_result(
         say(textwrap.fill(excerpt, width=WIDTH, initial_indent="    ", subsequent_indent="    "))
     if len(items) > len(shown):
         say(f"... and {len(items) - len(shown)} more (use --evidence all / --json)")
-    info = {k: v for k, v in result.info.items() if k not in _LONG_INFO}
+    info = {k: v for k, v in result.info.items() if k not in _LONG_INFO} if verbose else {}
     if info:
         listed = ", ".join(f"{k}={v}" for k, v in info.items())
         say(textwrap.fill("info: " + listed, WIDTH, subsequent_indent="      "))
@@ -369,7 +376,7 @@ def print_result(
         for step in result.info.get("trace", []):
             say("trace: " + ", ".join(f"{k}={v!r}" for k, v in step.items()))
     u = result.usage
-    if u.calls:
+    if u.calls and verbose:
         calls = "1 LLM call" if u.calls == 1 else f"{u.calls} LLM calls"
         say(f"usage: {calls}, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens")
 
@@ -386,10 +393,44 @@ def quote_place(quote: dict[str, Any]) -> str:
     return text + (f", {section[-1]}" if section else "")
 
 
-def quote_lines(result: Result) -> list[str]:
-    """Under the answer: each quote it rests on and where it is, or, when the quote
-    check withheld the model's answer, why (the answer itself is not shown: it has
-    no words of the document behind it)."""
+def withheld_why(result: Result) -> str:
+    """In plain words, why the model's answer was withheld as "not found in the
+    document" (the check that withheld it); "" when nothing was withheld."""
+    if "withheld_answer" not in result.support:
+        return ""
+    info = result.info
+    check = result.support.get("quote_check")
+    if isinstance(check, dict) and check.get("problem"):
+        return f"its quote failed the check ({printable(str(check['problem']))})"
+    if info.get("restates"):
+        return "it only repeats the question's words"
+    held, _, asked = str(info.get("unrelated", "")).partition("/")
+    if held.isdigit() and asked.isdigit():
+        word = "word" if held == "1" else "words"
+        return (
+            f"the passage that holds it shares only {held} {word} with the question's "
+            f"{asked}, so it may answer something else"
+        )
+    if info.get("off_question"):
+        return "the sentences that hold its words never name what was asked"
+    found, _, total = str(info.get("located_words", "")).partition("/")
+    if found.isdigit() and total.isdigit() and found != total:
+        if found == "0":
+            return "none of its own words is in the evidence read"
+        return f"only {found} of its {total} own words are in the evidence read"
+    if info.get("unquoted") or info.get("located") == 0:
+        return "no sentence of the evidence read holds its words"
+    score = result.support.get("support")
+    floor = (result.answer_settings or {}).get("support")
+    if isinstance(score, int | float) and isinstance(floor, int | float):
+        return f"the evidence read supports it too weakly (score {score:.2f}, below {floor:g})"
+    return "lcr's checks found no support for it in the evidence read"
+
+
+def quote_lines(result: Result, *, why: bool = True) -> list[str]:
+    """Under the answer: each quote it rests on and where it is, or, when a check
+    withheld the model's answer, why (the answer itself is not shown: it has no words
+    of the document behind it); ``why`` False leaves that out (said already)."""
     lines: list[str] = []
     for quote in result.quotes:
         text = printable(" ".join(str(quote.get("text", "")).split()))
@@ -406,11 +447,17 @@ def quote_lines(result: Result) -> list[str]:
                 subsequent_indent="       ",
             )
         )
-    share = _located_line(result.info, bool(result.quotes))
+    said = not why and "withheld_answer" in result.support
+    share = "" if said else _located_line(result.info, bool(result.quotes))
     if share:
         lines.append(textwrap.fill(share, WIDTH, initial_indent="   ", subsequent_indent="    "))
     check = result.support.get("quote_check")
-    if isinstance(check, dict) and check.get("problem") and "withheld_answer" in result.support:
+    if (
+        not said
+        and isinstance(check, dict)
+        and check.get("problem")
+        and "withheld_answer" in result.support
+    ):
         lines.append(
             textwrap.fill(
                 f"(the model's answer was withheld: {printable(str(check['problem']))})",

@@ -159,6 +159,12 @@ def choose_costs(
 # --------------------------------------------------------------------------- figures
 
 
+def plain(text: object) -> str:
+    """``text`` drawn as written: each ``$`` escaped, so matplotlib never reads a name
+    such as ``$x^$`` as mathtext (a name that is not valid TeX would fail the page)."""
+    return str(text).replace("$", r"\$")
+
+
 def _figure(width: float = 6.4, height: float = 4.0) -> tuple[Any, Any]:
     from matplotlib.figure import Figure
 
@@ -243,12 +249,12 @@ def quality_cost_chart(
             fmt="o",
             capsize=3,
             color=f"C{i % 10}",
-            label=method,
+            label=plain(method),
         )
         line.set_gid(f"pt-{name}-{drawn}")
         drawn += 1
         ax.annotate(  # alternate above and below, so two methods at one point stay legible
-            method,
+            plain(method),
             (c["mean"], q["mean"]),
             textcoords="offset points",
             xytext=(6, 6 if drawn % 2 else -12),
@@ -260,7 +266,7 @@ def quality_cost_chart(
     if len(best) > 1:
         ax.plot([points[m][0] for m in best], [points[m][1] for m in best], "--", color="0.6", lw=1)
     for row in rows:
-        row.append("yes" if row[0] in best else "")
+        row.append("yes" if row[0] in best else "no")
     lows = [points[m][0] for m in points]
     if lows and min(lows) > 0 and max(lows) / min(lows) > 50:
         ax.set_xscale("log")
@@ -339,7 +345,7 @@ def differences_chart(diffs: Sequence[Difference], quality: str) -> Chart | None
         )  # fmt: skip
         line.set_gid(f"pt-{name}-{i}")
     ax.axvline(0, color="0.3", lw=0.8)
-    ax.set_yticks(range(len(shown)), [f"{d.a} − {d.b}" for d in shown])
+    ax.set_yticks(range(len(shown)), [plain(f"{d.a} − {d.b}") for d in shown])
     ax.invert_yaxis()
     ax.set_xlabel(f"difference in {label(quality)} (paired, 95% interval)")
     ax.grid(True, axis="x", alpha=0.3)
@@ -396,7 +402,7 @@ def split_chart(summary: dict[str, Any], quality: str) -> Chart | None:
             drawn += 1
     if not drawn:
         return None
-    ax.set_xticks(range(len(methods)), methods)
+    ax.set_xticks(range(len(methods)), [plain(m) for m in methods])
     ax.set_ylabel(f"{label(metric)} (mean, 95% interval)")
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
@@ -453,11 +459,11 @@ def type_chart(
         for x, iv in zip(xs, ivs, strict=True):
             (line, _, _) = ax.errorbar(
                 [x], [iv["mean"]], yerr=_errs([iv]), fmt="o", capsize=3, color=f"C{i % 10}",
-                label=method if iv is ivs[0] else None,
+                label=plain(method) if iv is ivs[0] else None,
             )  # fmt: skip
             line.set_gid(f"pt-{name}-{drawn}")
             drawn += 1
-    ax.set_xticks(range(len(kinds)), kinds)
+    ax.set_xticks(range(len(kinds)), [plain(k) for k in kinds])
     ax.set_ylabel(f"{label(quality)} (mean, 95% interval)")
     ax.legend(fontsize=8)
     ax.grid(True, axis="y", alpha=0.3)
@@ -483,7 +489,7 @@ def build_chart(summary: dict[str, Any]) -> Chart | None:
     for i, (_, iv) in enumerate(timed):
         (bar,) = ax.barh([i], [iv["mean"]], xerr=_errs([iv]), capsize=3, color="C0").patches
         bar.set_gid(f"pt-{name}-{i}")
-    ax.set_yticks(range(len(timed)), [m for m, _ in timed])
+    ax.set_yticks(range(len(timed)), [plain(m) for m, _ in timed])
     ax.invert_yaxis()
     ax.set_xlabel("seconds to build one index (mean, 95% interval)")
     ax.grid(True, axis="x", alpha=0.3)

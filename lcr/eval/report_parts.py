@@ -184,7 +184,7 @@ def provenance_html(records: Sequence[dict[str, Any]], sources: Sequence[str], m
     lines = [
         html_table(["command that made the results", "commit", "lcr", "methods", "records"], rows),
         f"<p>Results: {html.escape(', '.join(sources)) or '-'}. Models: "
-        f"{html.escape('; '.join(models)) or '-'}.</p>",
+        f"{html.escape('; '.join(models)) or 'none recorded (the methods used no model)'}.</p>",
         f"<p>This page: <code>{html.escape(made)}</code></p>" if made else "",
     ]
     return "".join(lines)

@@ -219,13 +219,13 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out = []
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         for line in fh:
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
-            except ValueError:
+                rec = json.loads(line.decode("utf-8"))
+            except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is one)
                 continue
             if isinstance(rec, dict) and "id" in rec and "run" in rec:
                 out.append(rec)

@@ -24,7 +24,7 @@ from lcr.errors import LcrError, ModelError
 from lcr.models import cache
 from lcr.models.base import LLM, Embedder
 from lcr.models.hashing import hashing_dim
-from lcr.models.presets import PRESETS, Kind, Preset, preset_names
+from lcr.models.presets import PRESETS, Kind, Preset, fingerprint, preset_names
 from lcr.models.spec import ModelSpec
 from lcr.progress import Progress, Task
 
@@ -463,7 +463,8 @@ def _load_dequantized(
 
 
 def _ensure_gguf(preset: Preset, progress: Progress) -> Path:
-    """The preset's GGUF file: a single part in place, several joined into the cache."""
+    """The preset's GGUF file: a single part in place, several joined into the cache;
+    checked (:func:`checked_gguf`) before it is used."""
     parts = preset.part_paths()
     if parts is None:
         raise ModelError(
@@ -471,13 +472,48 @@ def _ensure_gguf(preset: Preset, progress: Progress) -> Path:
             f"lcr models install {preset.name}"
         )
     if not preset.multi_part:
-        return parts[0]
+        return checked_gguf(preset, parts[0])
     dest = cache.gguf_path(preset.name)
     if dest.is_file():
-        return dest
+        return checked_gguf(preset, dest)
     cache.remove_stale_temps(dest.parent, preset.name)
     join = progress.task(f"joining the parts of {preset.name}", total=cache.total_size(parts))
-    return cache.join_parts(parts, dest, sha256=preset.sha256, label=preset.name, task=join)
+    joined = cache.join_parts(parts, dest, sha256=preset.sha256, label=preset.name, task=join)
+    return checked_gguf(preset, joined)
+
+
+# files this process checked, by path: the (size, modification time, inode) then seen
+_CHECKED: dict[Path, tuple[int, int, int]] = {}
+
+
+def checked_gguf(preset: Preset, path: Path) -> Path:
+    """``path`` once its size and fingerprint (:func:`lcr.models.presets.fingerprint`)
+    are the preset's: on first use in each process, and again if the file changes
+    under it (another file put in a shared cache loads as this preset otherwise,
+    and the record would name a model that did not answer)."""
+    try:
+        st = path.stat()
+        seen = (st.st_size, st.st_mtime_ns, st.st_ino)
+        if _CHECKED.get(path) == seen:
+            return path
+        expected = preset.expected_gguf()
+        if expected is None:
+            return path
+        size, digest = fingerprint([path])
+    except OSError as exc:
+        raise ModelError(f"cannot read {path} of {preset.name}: {exc.strerror or exc}") from None
+    if (size, digest) != expected:
+        what = f"{size:,} bytes, not {expected[0]:,}" if size != expected[0] else "other content"
+        fix = (
+            "delete it and run the command again (it is joined again from the packages)"
+            if preset.multi_part
+            else f"reinstall it with: lcr models install {preset.name}"
+        )
+        raise ModelError(
+            f"{path} is not the model {preset.name} ({what}): another file is in its place; {fix}"
+        )
+    _CHECKED[path] = seen
+    return path
 
 
 def _load_hub(source: Source, kind: Kind, device: str, quantize: str | None) -> LLM:

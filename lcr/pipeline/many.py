@@ -316,3 +316,49 @@ def ask_pooled(
         read=read,
         indexes=[str(idx.path) for idx in indexes],
     )
+
+
+def retrieve_pooled(
+    indexes: Sequence[Index],
+    query: QueryPlan,
+    question: str,
+    models: Models,
+    *,
+    progress: Progress = NULL_PROGRESS,
+    note: Callable[[str], None] | None = None,
+) -> Result:
+    """``lcr retrieve`` of several indexes: each retrieved from as alone, the items
+    pooled and ranked again together (:func:`pooled_ranking`), and as many kept as the
+    most one index gave; each item keeps its own index's spans and citations and names
+    its index (``index``, ``index_rank``, ``index_score``), as :func:`ask_pooled`'s do."""
+    from lcr.pipeline import retrieve_query  # the package this module is in
+
+    results = [
+        retrieve_query(idx, query, question, models, progress=progress, note=note)
+        for idx in indexes
+    ]
+    pooled_items: list[EvidenceItem] = []
+    for idx, res in zip(indexes, results, strict=True):
+        for it in res.evidence.items:
+            pooled_items.append(dataclasses.replace(it, extra={**it.extra, "index": str(idx.path)}))
+    order, scores = pooled_ranking(question, pooled_items)
+    keep = max((len(res.evidence.items) for res in results), default=0)
+    chosen = []
+    for rank, j in enumerate(order[:keep], 1):
+        it = pooled_items[j]
+        extra = {**it.extra, "index_rank": it.extra.get("rank"), "index_score": it.score}
+        extra.update(rank=rank, ranked_by="pooled bm25")
+        chosen.append(dataclasses.replace(it, score=scores[j], extra=extra))
+    usage = Usage()
+    for res in results:
+        usage = usage.merged(res.usage)
+    info = {"indexes": len(indexes), "pooled": len(pooled_items)}
+    return Result(
+        question=question,
+        method=query.method.name,
+        evidence=Evidence(query.method.name, chosen, info, usage),
+        usage=usage,
+        timings={"retrieve_s": sum(r.timings.get("retrieve_s", 0.0) for r in results)},
+        models=dict(results[0].models) if results else {},
+        indexes=[str(idx.path) for idx in indexes],
+    )
