@@ -314,7 +314,7 @@ def test_the_connection_cap_stays_under_the_file_limit() -> None:
 
     for files in (64, 256, 1024, 4096, 1 << 20):
         connections, backlog = connection_limits(files)
-        assert 16 <= backlog and 32 <= connections <= MAX_CONNECTIONS
+        assert backlog >= 16 and 32 <= connections <= MAX_CONNECTIONS
         if files >= 256:
             assert connections + backlog <= files - 48, files
 

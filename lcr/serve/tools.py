@@ -176,7 +176,7 @@ class _Server(MCPServer[Any]):
             cause = exc.__cause__
             if isinstance(exc, UnexpectedToolError) or isinstance(cause, LcrError):
                 with _errors():  # lcr's own one line, or an internal error's
-                    raise cause if isinstance(cause, Exception) else exc
+                    raise (cause if isinstance(cause, Exception) else exc) from None
             if isinstance(cause, ValidationError):
                 problems = "; ".join(
                     f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
