@@ -15,6 +15,7 @@ notices a client that disconnects while its tool call runs, so the call stops.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import resource
@@ -39,7 +40,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 CLIENT_GONE = "lcr.client_gone"
 PATH = "/mcp"
 MAX_CONNECTIONS = 512  # open at once, at most (fewer where the file limit is low)
-RESERVED_FILES = 64  # files kept for the server's own use (indexes, models, logs)
+RESERVED_FILES = 64  # files kept for the server's own use (indexes, models), beyond those open
 WANTED_FILES = 8192  # the soft limit on open files is raised this far (if the hard allows)
 
 
@@ -191,7 +192,7 @@ async def serve_http(
     sock.set_inheritable(True)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if family == socket.AF_INET6 else host
-    connections, backlog = connection_limits(raise_file_limit())
+    connections, backlog = connection_limits(raise_file_limit(), _files_open())
     config = uvicorn.Config(
         Guard(app, options),
         http=guarded_protocol(options.read_timeout_s, connections),
@@ -204,6 +205,7 @@ async def serve_http(
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            quiet_resource_errors(asyncio.get_running_loop())
             await super().startup(sockets)
             if self.started:  # the socket listens and the loop accepts: say where
                 print(
@@ -236,13 +238,46 @@ def raise_file_limit() -> int:
     return WANTED_FILES if soft == resource.RLIM_INFINITY else soft
 
 
-def connection_limits(files: int) -> tuple[int, int]:
+def connection_limits(files: int, open_now: int = 0) -> tuple[int, int]:
     """How many connections may be open at once, and how many may wait to be accepted
     (the listen backlog: also how many one turn of the loop accepts), for a process
-    that may open ``files``: together well under it, with files to spare."""
-    spare = max(files - RESERVED_FILES, 48)
-    connections = max(min(MAX_CONNECTIONS, spare * 2 // 3), 32)
-    return connections, max(min(spare - connections, 1024), 16)
+    that may open ``files`` and has ``open_now`` open: connections accepted in the
+    last few turns of the loop (up to three backlogs: accepted, not yet counted,
+    being closed) on top of the cap stay under the limit, with files to spare."""
+    spare = max(files - open_now - RESERVED_FILES, 64)
+    backlog = max(min(spare // 8, 128), 8)
+    connections = max(min(MAX_CONNECTIONS, spare - 3 * backlog), 16)
+    return connections, backlog
+
+
+def _files_open() -> int:
+    """How many files this process has open now (0 where the system does not say)."""
+    import os
+
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
+
+
+def quiet_resource_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """asyncio's handler for errors in callbacks, made safe when files run out: an
+    accept that fails for want of files (the loop stops accepting for a second, then
+    tries again) is said in one line at most once a second, and nothing the handler
+    does can end the server (the default handler's logging imports a module, which
+    needs a file: that is what killed the server, "Too many open files")."""
+    said = [0.0]
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        with contextlib.suppress(Exception):  # the handler of last resort must not raise
+            message = str(context.get("message", ""))
+            if "out of system resource" not in message:
+                loop.default_exception_handler(context)
+            elif loop.time() - said[0] >= 1.0:
+                said[0] = loop.time()
+                sys.stderr.write("lcr serve: out of open files: new connections wait a second\n")
+
+    loop.set_exception_handler(handle)
 
 
 def guarded_protocol(header_timeout_s: float, max_connections: int) -> type[asyncio.Protocol]:
