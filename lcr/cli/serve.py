@@ -62,7 +62,8 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str | None) ->
     default=DEFAULT_READ_TIMEOUT_S,
     show_default=True,
     metavar="SECONDS",
-    help="HTTP only: a request whose body takes longer to arrive is refused with an error.",
+    help="HTTP only: a request whose headers take longer to arrive is dropped, one whose "
+    "body does is refused with an error.",
 )
 @model_options
 def serve_cmd(
