@@ -360,7 +360,7 @@ def test_stdio_malformed_lines_get_errors_then_ctrl_c(served: Path) -> None:
 
 # ------------------------------------------------------------------------------- HTTP
 TOKEN = "s3cret-for-the-tests"
-STOP_WITHIN_S = 4.0  # docs/serve.md: 3 s from the signal; a second for a busy machine
+STOP_WITHIN_S = 3.5  # docs/serve.md: 3 s from the signal; half a second for a busy machine
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
@@ -720,6 +720,7 @@ def test_http_ctrl_c_mid_build_stops_within_seconds(http: HttpServer, building: 
     http.proc.send_signal(signal.SIGINT)
     http.proc.wait(timeout=20)
     took = time.monotonic() - interrupted
+    print(f"SIGINT to exit: {took:.1f} s")  # shown with -s
     assert took < STOP_WITHIN_S, f"{took:.1f} s"  # the documented 3 s
     assert http.proc.returncode == 130
     last = http.lines[-1].strip() if http.lines else ""

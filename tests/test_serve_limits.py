@@ -227,6 +227,7 @@ def test_sigterm_mid_build_ends_the_server_within_seconds(server: Server, folder
     finally:
         client.kill()
         client.wait()
+    print(f"SIGTERM to exit: {took:.1f} s")  # shown with -s
     assert took < STOP_WITHIN_S, f"{took:.1f} s"
     assert server.proc.returncode == 128 + signal.SIGTERM
     time.sleep(0.2)  # the reader thread's last lines
