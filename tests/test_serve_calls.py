@@ -5,6 +5,7 @@ paths (lcr/serve/served.py); a malformed stdio line answered (lcr/serve/stdio.py
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -206,3 +207,134 @@ def test_a_malformed_stdio_line_is_answered_and_the_next_passes() -> None:
     assert all(isinstance(e, JSONRPCError) and e.id is None for e in errors)
     assert [e.error.code for e in errors if isinstance(e, JSONRPCError)] == [-32700, -32600]
     assert len(said) == 2 and all("malformed line" in s for s in said)
+
+
+def _index_at(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text("{}")
+    return path
+
+
+def test_a_served_index_or_folder_that_becomes_a_link_out_is_no_longer_served(
+    tmp_path: Path,
+) -> None:
+    """Issue #72 row 1: an index named on the command line (or a served folder) that is
+    replaced, while the server runs, by a symlink to an index outside is checked on
+    every call: not listed, and refused by name and by path."""
+    named = _index_at(tmp_path / "named.idx")
+    folder = tmp_path / "folder"
+    _index_at(folder / "inner.idx")
+    outside = _index_at(tmp_path / "elsewhere" / "secret.idx")
+    _index_at(tmp_path / "elsewhere" / "other.idx")
+    served = Served.from_arguments([named, folder])
+    assert [s.name for s in served.listed()] == ["named.idx", "inner.idx"]
+    assert served.index("named.idx") == named
+
+    shutil.rmtree(named)
+    named.symlink_to(outside)  # the name now leads outside
+    shutil.rmtree(folder)
+    folder.symlink_to(outside.parent)  # the folder too
+    assert served.listed() == []
+    for given in ("named.idx", str(named), "inner.idx", str(folder / "other.idx")):
+        with pytest.raises(NotServedError, match="is not an index this server serves"):
+            served.index(given)
+    with pytest.raises(NotServedError):
+        served.new_index(str(folder / "new.idx"))
+
+
+def test_a_new_index_inside_an_index_is_refused(tmp_path: Path) -> None:
+    """Issue #72 row 2: with --allow-index, an output inside an index (a served one, or
+    any folder with a manifest) is refused in one line: the outer index's next build
+    would delete it, and it would never be served."""
+    folder = tmp_path / "served"
+    _index_at(folder / "a.idx")
+    _index_at(folder / "deep" / "b.idx")
+    served = Served.from_arguments([folder])
+    for inside in ("a.idx/inner.idx", "a.idx/cache", "a.idx/cache/x.idx", "deep/b.idx/c.idx"):
+        with pytest.raises(NotServedError, match="is inside the index") as caught:
+            served.new_index(str(folder / inside))
+        assert "\n" not in str(caught.value)
+    assert served.new_index(str(folder / "deep" / "c.idx")) == folder / "deep" / "c.idx"
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', "the id is dict"),
+        ('{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', "the id is float"),
+        ('{"jsonrpc": "2.0", "id": [1], "method": "ping"}', "the id is list"),
+        ('{"jsonrpc": "2.0", "id": true, "method": "ping"}', "the id is bool"),
+        ('{"jsonrpc": "2.0", "id": null, "method": "ping"}', "the id is null"),
+        ('[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', "a batch"),
+        ("7", "not a JSON-RPC message"),
+    ],
+)
+def test_a_request_id_that_is_not_a_string_or_integer_is_an_invalid_request(
+    line: str, why: str
+) -> None:
+    """Issue #72 row 5: the SDK takes such a request for a notification (no reply ever)
+    or a batch for invalid params; lcr's check makes each an invalid request (-32600),
+    over stdio (CheckedLines, then Answered's reply) and over HTTP (the guard)."""
+    import io
+
+    from mcp_types import jsonrpc_message_adapter
+
+    from lcr.serve.http import _refused_body
+    from lcr.serve.stdio import CheckedLines, rejected
+
+    read = CheckedLines(io.StringIO(line + "\n")).readline()
+    with pytest.raises(Exception) as caught:  # as the SDK's reader meets it
+        jsonrpc_message_adapter.validate_json(read, by_name=False)
+    code, message = rejected(caught.value)
+    assert code == -32600 and why in message and message.startswith("invalid request")
+    body = _refused_body(line.encode())
+    assert body is not None and why in body
+    ok = '{"jsonrpc": "2.0", "id": "x", "method": "ping"}'
+    assert CheckedLines(io.StringIO(ok + "\n")).readline() == ok + "\n"
+    assert _refused_body(ok.encode()) is None and _refused_body(b"{not json") is None
+    not_rpc = _refused_body(b'{"hello": 1}')
+    assert not_rpc == "invalid request: the body is not a JSON-RPC message"
+
+
+def test_the_bearer_scheme_is_case_insensitive_and_the_token_exact() -> None:
+    """Issue #72 row 7b: RFC 9110 auth schemes are case-insensitive."""
+    from lcr.serve.http import bearer_matches
+
+    for header in ("Bearer tok", "bearer tok", "BEARER tok", "Bearer   tok"):
+        assert bearer_matches(header, "tok"), header
+    for header in ("Bearer tok2", "Basic tok", "Bearertok", "", "Bearer", "Bearer  Tok"):
+        assert not bearer_matches(header, "tok"), header
+    assert bearer_matches("Bearer é".encode().decode("latin-1"), "é")  # the bytes sent
+
+
+def test_the_connection_cap_stays_under_the_file_limit() -> None:
+    """Issue #72 row 3: open connections plus three backlogs (accepted in the last turns
+    of the loop, not yet counted or being closed) stay under the files the process may
+    open, with those already open and some to spare, whatever that limit."""
+    from lcr.serve.http import MAX_CONNECTIONS, connection_limits
+
+    for files, open_now in ((256, 0), (256, 40), (1024, 30), (4096, 60), (1 << 20, 30)):
+        connections, backlog = connection_limits(files, open_now)
+        assert backlog >= 8 and 16 <= connections <= MAX_CONNECTIONS
+        assert open_now + connections + 3 * backlog <= files - 64, files
+
+
+def test_an_api_key_no_header_can_carry_is_one_line_naming_it(tmp_path: Path) -> None:
+    """Issue #72 row 7b: LCR_API_KEY with a CR or a character beyond latin-1 was an
+    internal error at the first call; now one line naming the variable, exit 2."""
+    from click.testing import CliRunner
+
+    import lcr as lcr_api
+    from lcr.cli.main import cli
+
+    (tmp_path / "doc.txt").write_text("The keeper counted forty sacks of barley.\n")
+    lcr_api.index([tmp_path / "doc.txt"], tmp_path / "doc.idx", methods=["bm25"])
+    for key in ("abc\rdef", "abc\ndef", "kéy€"):
+        result = CliRunner().invoke(
+            cli,
+            ["ask", str(tmp_path / "doc.idx"), "How many sacks?", "--backend", "openai",
+             "--base-url", "http://127.0.0.1:9/v1", "--llm", "m", "--context-window", "4096"],
+            env={"LCR_API_KEY": key},
+        )  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert result.stderr.count("\n") == 1 and "LCR_API_KEY" in result.stderr, result.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import click
@@ -40,7 +41,7 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str | None) ->
     envvar="LCR_SERVE_TOKEN",
     metavar="TOKEN",
     help="HTTP only: every request must carry 'Authorization: Bearer TOKEN'. "
-    "[env: LCR_SERVE_TOKEN]",
+    "[env: LCR_SERVE_TOKEN, read with --http only]",
 )
 @click.option(
     "--allow-index",
@@ -61,7 +62,8 @@ def _address(_ctx: click.Context, _param: click.Parameter, value: str | None) ->
     default=DEFAULT_READ_TIMEOUT_S,
     show_default=True,
     metavar="SECONDS",
-    help="HTTP only: a request whose body takes longer to arrive is refused with an error.",
+    help="HTTP only: a request whose headers take longer to arrive is dropped, one whose "
+    "body does is refused with an error.",
 )
 @model_options
 def serve_cmd(
@@ -93,6 +95,11 @@ def serve_cmd(
     from lcr import serve
     from lcr.progress import NULL_PROGRESS
 
+    from_env = click.get_current_context().get_parameter_source("token") is (
+        click.core.ParameterSource.ENVIRONMENT
+    )
+    if address is None and from_env:
+        token = None  # LCR_SERVE_TOKEN set for an HTTP server elsewhere: stdio has no use for it
     http = None
     if address is not None:
         host, port = address
@@ -112,6 +119,8 @@ def serve_cmd(
     config = serve.ServeConfig(served, models, calls, allow_index=allow_index)
     try:
         serve.run(config, http)
-    finally:  # an interrupt goes on to lcr's "interrupted" line and exit code 130
-        if not serve.stop(calls):  # a call still in a model or a build's step
-            serve.exit_when_stopped(calls, 130, None)
+    except KeyboardInterrupt as exc:  # a signal: the server's own line, not a build's
+        code, line = serve.stopped_by(getattr(exc, "signum", signal.SIGINT))
+        serve.exit_when_stopped(calls, code, line)
+    if not serve.stop(calls):  # the client closed stdin with a call still in flight
+        serve.exit_when_stopped(calls, 130, None)

@@ -101,6 +101,22 @@ def check_base_url(url: str) -> str:
     return url.strip()
 
 
+def check_api_key(key: str | None) -> str | None:
+    """``LCR_API_KEY`` (None if unset or empty), or a usage error naming it when it holds
+    what an HTTP header cannot carry (a line break or other control character, a
+    character beyond latin-1): one line, not an internal error from the first call."""
+    from lcr.errors import UsageError
+
+    if not key:
+        return None
+    if any(ord(c) < 32 or ord(c) == 127 or ord(c) > 255 for c in key):
+        raise UsageError(
+            "LCR_API_KEY holds a character an HTTP header cannot carry (a line break, a "
+            "control character or one beyond latin-1): set it to the key alone"
+        )
+    return key
+
+
 class _Sockets:
     """The sockets of the requests in flight, so a deadline or an interrupt can cut
     them: shutting a socket down wakes the thread blocked reading it at once, where a
@@ -371,7 +387,7 @@ class OpenAILLM:
                 "OpenAI-compatible server"
             )
         transport = UrllibTransport(
-            check_base_url(spec.base_url), os.environ.get("LCR_API_KEY") or None
+            check_base_url(spec.base_url), check_api_key(os.environ.get("LCR_API_KEY"))
         )
         window = spec.context_window or _server_window(transport, spec.llm, spec.call_timeout)
         return cls(

@@ -108,6 +108,20 @@ class Calls:
         self._running = 0
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
+        self._closed_at: float | None = None
+
+    def close(self) -> None:
+        """Tell every call to stop (the server is stopping); the first time is noted."""
+        with self._lock:
+            if self._closed_at is None:
+                self._closed_at = time.monotonic()
+        self.closing.set()
+
+    def closing_left(self, grace: float) -> float:
+        """What is left of ``grace`` seconds counted from the first :meth:`close`."""
+        with self._lock:
+            since = self._closed_at
+        return grace if since is None else max(0.0, since + grace - time.monotonic())
 
     def call(self, report: Report | None, client_gone: threading.Event | None = None) -> Call:
         return Call(report, self.closing, client_gone)

@@ -55,11 +55,17 @@ class Served:
         return cls(tuple(dict.fromkeys(indexes)), tuple(dict.fromkeys(folders)))
 
     def listed(self) -> list[ServedIndex]:
-        """Every served index now, each once, in a stable order."""
+        """Every served index now, each once, in a stable order. Each index and folder
+        named at start is checked again here, on every call: one that has since become
+        a symlink (or lies below one) is no longer served, as a link in a served folder
+        never is, and an index whose manifest has gone is not listed."""
         seen: dict[Path, ServedIndex] = {}
         for path in self.indexes:
-            seen.setdefault(path, ServedIndex(path.name, path))
+            if _still_itself(path) and (path / MANIFEST).is_file():
+                seen.setdefault(path, ServedIndex(path.name, path))
         for folder in self.folders:
+            if not _still_itself(folder):
+                continue
             for path in _indexes_below(folder):
                 seen.setdefault(path, ServedIndex(str(path.relative_to(folder)), path))
         return list(seen.values())
@@ -123,13 +129,37 @@ class Served:
             ) from None
         if resolved.exists():
             raise NotServedError(f"{given!r} exists and is not an lcr index")
+        holder = self._index_holding(resolved)
+        if holder is not None:
+            raise NotServedError(
+                f"{given!r} is inside the index {str(holder)!r}; a new index must go "
+                "beside an index, not inside one (its next build would delete it)"
+            )
         return resolved
+
+    def _index_holding(self, path: Path) -> Path | None:
+        """The index (served or not: any folder with a manifest) that ``path`` would lie
+        inside, if any."""
+        served = {s.path for s in self.listed()}
+        for parent in path.parents:
+            if parent in served or (parent / MANIFEST).is_file():
+                return parent
+        return None
 
 
 def _resolved(given: str) -> Path:
     if not given or "\0" in given:
         raise NotServedError(f"{given!r} is not a path")
     return Path(os.path.abspath(Path(given).expanduser())).resolve()
+
+
+def _still_itself(path: Path) -> bool:
+    """Whether ``path`` (resolved at start) still resolves to itself: no part of it has
+    become a symlink since, and it is still a folder."""
+    try:
+        return path.resolve(strict=True) == path and path.is_dir()
+    except (OSError, RuntimeError):
+        return False
 
 
 def _inside(path: Path, folder: Path) -> bool:

@@ -1,23 +1,56 @@
 """The stdio transport: the SDK's own (:func:`mcp.server.stdio.stdio_server`, which
 keeps the process's stdout for the protocol alone), with one thing added: a line
-that is not JSON, or JSON that is not a JSON-RPC message, gets a JSON-RPC error
+that is not JSON, or JSON that is not a JSON-RPC message (a batch, an ``id`` that is
+neither a string nor an integer: :mod:`lcr.serve.messages`), gets a JSON-RPC error
 reply (parse error -32700, invalid request -32600, ``id`` null) and the server reads
 on. The SDK reads such a line, turns it into an exception on its read stream and
-drops it there without a reply; :class:`Answered` sits between that stream and the
-server's session, so the reply goes out through the SDK's one writer of stdout.
+drops it there without a reply (or takes a request with an object as its id for a
+notification, never answered); lcr reads stdin itself (:class:`CheckedLines`, each
+line checked before the SDK parses it), and :class:`Answered` sits between the SDK's
+read stream and the server's session, so the reply goes out through the SDK's one
+writer of stdout.
 """
 
 from __future__ import annotations
 
-from contextlib import suppress
+import io
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager, suppress
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, BinaryIO, Self
 
 import anyio
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp_types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp_types import ErrorData, JSONRPCError
 from pydantic import ValidationError
+
+from lcr.serve.messages import INVALID_REQUEST, PARSE_ERROR, refused
+
+REFUSED = "lcr.refused"  # a line lcr refused, as the SDK then reads it: {REFUSED: why}
+
+
+class CheckedLines:
+    """A text stream's lines, each JSON one checked first (:func:`refused`); a refused
+    line reaches the SDK as ``{"lcr.refused": why}``, which the SDK cannot take as a
+    message, so :class:`Answered` answers it with ``why``."""
+
+    def __init__(self, text: Any) -> None:
+        self._text = text
+
+    def readline(self) -> str:
+        line = self._text.readline()
+        if not line.strip():
+            return line
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return line  # the SDK's parse error
+        why = refused(message)
+        return line if why is None else json.dumps({REFUSED: why}) + "\n"
 
 
 class Answered:
@@ -76,18 +109,53 @@ class Answered:
 
 def rejected(problem: Exception) -> tuple[int, str]:
     """The JSON-RPC error for a line the SDK could not take as a message: not JSON at
-    all (parse error), or JSON of the wrong shape (invalid request)."""
-    if isinstance(problem, ValidationError) and any(
-        e["type"] == "json_invalid" for e in problem.errors()
-    ):
-        return PARSE_ERROR, "parse error: the line is not JSON"
+    all (parse error), or JSON of the wrong shape (invalid request; lcr's own reason
+    where :class:`CheckedLines` refused it)."""
+    if isinstance(problem, ValidationError):
+        errors = problem.errors()
+        if any(e["type"] == "json_invalid" for e in errors):
+            return PARSE_ERROR, "parse error: the line is not JSON"
+        for error in errors:
+            given = error.get("input")
+            if isinstance(given, dict) and isinstance(given.get(REFUSED), str):
+                return INVALID_REQUEST, given[REFUSED]
     return INVALID_REQUEST, "invalid request: the line is not a JSON-RPC message"
+
+
+@asynccontextmanager
+async def _stdin() -> AsyncIterator[Any]:
+    """The process's stdin, read through :class:`CheckedLines`, from a private copy of
+    fd 0 while fd 0 itself points at the null device (as the SDK does with stdin it
+    reads itself: a child process or a stray read sees end of file, not the protocol)."""
+    if not _on_fd_0(sys.stdin):  # stdin replaced in this process (a test's runner)
+        yield anyio.wrap_file(CheckedLines(sys.stdin))  # type: ignore[arg-type]
+        return
+    private = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    raw: BinaryIO = os.fdopen(private, "rb", closefd=False)  # a worker may block on it
+    text = io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
+    try:
+        yield anyio.wrap_file(CheckedLines(text))  # type: ignore[arg-type]
+    finally:
+        with suppress(OSError):
+            os.dup2(private, 0)
+
+
+def _on_fd_0(stream: Any) -> bool:
+    try:
+        return bool(stream.fileno() == 0)
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 async def serve_stdio(lowlevel: Any, log: Any = None) -> None:
     """Serve ``lowlevel`` (the SDK's low-level server) over stdin and stdout until the
     client closes stdin, answering each malformed line."""
-    async with stdio_server() as (read_stream, write_stream):
+    async with _stdin() as stdin, stdio_server(stdin=stdin) as (read_stream, write_stream):
         await lowlevel.run(
             Answered(read_stream, write_stream, log),
             write_stream,

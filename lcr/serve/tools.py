@@ -22,7 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp.types import ToolAnnotations
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from pydantic import Field, ValidationError
 
 from lcr._version import __version__
@@ -131,6 +131,7 @@ def make_server(config: ServeConfig) -> MCPServer[Any]:
         "passages with exact citations or ask for an answer written from them.",
         log_level="WARNING",
     )
+    server.offer_only_tools()
     tools = Tools(config)
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
     server.add_tool(tools.list_indexes, description=LIST_INDEXES, annotations=read_only)
@@ -146,10 +147,20 @@ def make_server(config: ServeConfig) -> MCPServer[Any]:
     return server
 
 
+# what lcr serve offers no handler for though the SDK's server has one: no prompts, no
+# resources (each would fail with the SDK's code 0 and a traceback for any name)
+NOT_OFFERED = ("prompts/", "resources/", "completion/")
+
+
 class _Server(MCPServer[Any]):
     """The SDK's server, with arguments that fail the schema and unknown tools as MCP
-    errors (invalid params) in one line, like lcr's own, and over stdio a malformed
-    line answered with a JSON-RPC error (:mod:`lcr.serve.stdio`)."""
+    errors (invalid params) in one line, like lcr's own, a method lcr does not offer
+    as method not found (-32601), an unexpected failure anywhere as an internal error
+    (-32603, not the SDK's code 0) in one line, and over stdio a malformed line
+    answered with a JSON-RPC error (:mod:`lcr.serve.stdio`)."""
+
+    def offer_only_tools(self) -> None:
+        self._lowlevel_server.middleware.insert(0, _only_tools)
 
     async def run_stdio_async(self) -> None:
         from lcr.serve.stdio import serve_stdio
@@ -162,9 +173,10 @@ class _Server(MCPServer[Any]):
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
-            if isinstance(exc, UnexpectedToolError):
-                raise
             cause = exc.__cause__
+            if isinstance(exc, UnexpectedToolError) or isinstance(cause, LcrError):
+                with _errors():  # lcr's own one line, or an internal error's
+                    raise (cause if isinstance(cause, Exception) else exc) from None
             if isinstance(cause, ValidationError):
                 problems = "; ".join(
                     f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
@@ -172,6 +184,30 @@ class _Server(MCPServer[Any]):
                 )
                 raise MCPError(INVALID_PARAMS, f"{name}: {problems}", {"exit_code": 2}) from None
             raise MCPError(INVALID_PARAMS, _one_line(str(exc)), {"exit_code": 2}) from None
+
+
+async def _only_tools(ctx: Any, call_next: Any) -> Any:
+    """The server's outermost middleware: a method lcr does not offer is method not
+    found; a failure that is not an MCP error is an internal error, in one line (its
+    traceback on stderr)."""
+    method = getattr(ctx, "method", "")
+    if (
+        isinstance(method, str)
+        and method.startswith(NOT_OFFERED)
+        and not method.endswith("/list")
+        and getattr(ctx, "request_id", None) is not None
+    ):
+        raise MCPError(
+            METHOD_NOT_FOUND,
+            f"method not found: {method} (lcr serve offers tools only: tools/list, tools/call)",
+        )
+    try:
+        return await call_next(ctx)
+    except (MCPError, ValidationError):
+        raise
+    except Exception as exc:
+        with _errors():
+            raise exc
 
 
 class Tools:
@@ -301,7 +337,7 @@ class Tools:
         sources = _guarded(lambda: [served.source(p) for p in paths])
         target = _guarded(lambda: served.new_index(out))
         names = list(methods)
-        sets = _sets(settings)
+        sets = _guarded(lambda: _sets(settings))
         models = self.config.models
         plans = _guarded(lambda: pipeline.plan_builds(pipeline.expand_methods(names), models, sets))
 
