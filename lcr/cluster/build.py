@@ -141,6 +141,9 @@ def _run(
             result = JobResult(jobs[number], 0, error=_died(exc))
             _kill(ray, actor)  # its restarts spent: a fresh worker takes its slot
             actors[slot] = make.remote(recipe)
+        except ray.exceptions.RayError as exc:  # the task itself ended (cancelled, a signal)
+            lines = str(exc).strip().splitlines() or [""]
+            result = JobResult(jobs[number], 0, error=f"{type(exc).__name__}: {lines[-1]}")
         results[number] = result
         bar.advance()
         if on_result is not None:
