@@ -221,6 +221,9 @@ def test_the_env_names_the_cluster_and_workers_need_it(
     assert done.exit_code == 2 and "give --ray ADDRESS too" in done.output
     done = lcr("index", str(doc), "-o", str(tmp_path / "all.idx"), "--ray", "local")
     assert done.exit_code == 2 and "not built on a cluster yet" in done.output
+    done = lcr("index", str(doc), "--estimate", "--workers", "2")
+    assert done.exit_code == 2 and "--workers is not priced yet" in done.output
+    assert not list(tmp_path.glob("*.idx"))
 
 
 def test_a_folder_a_worker_does_not_share_is_refused(tmp_path: Path) -> None:
