@@ -216,6 +216,9 @@ def test_the_env_names_the_cluster_and_workers_need_it(
     (doc,) = write_documents(tmp_path, 1)
     monkeypatch.setenv("LCR_RAY_ADDRESS", "garbage")
     assert "is not an address" in lcr("index", str(doc)).output
+    done = lcr("index", str(doc), "-o", str(tmp_path / "here.idx"), "-m", "bm25", "-q")
+    assert done.exit_code == 0, done.output  # -o is not built on a cluster: built here
+    assert (tmp_path / "here.idx").is_dir()
     monkeypatch.delenv("LCR_RAY_ADDRESS")
     done = lcr("index", str(doc), "--workers", "2")
     assert done.exit_code == 2 and "give --ray ADDRESS too" in done.output
@@ -223,7 +226,7 @@ def test_the_env_names_the_cluster_and_workers_need_it(
     assert done.exit_code == 2 and "not built on a cluster yet" in done.output
     done = lcr("index", str(doc), "--estimate", "--workers", "2")
     assert done.exit_code == 2 and "--workers is not priced yet" in done.output
-    assert not list(tmp_path.glob("*.idx"))
+    assert not (tmp_path / "doc0.idx").exists()
 
 
 def test_a_folder_a_worker_does_not_share_is_refused(tmp_path: Path) -> None:

@@ -317,6 +317,10 @@ def index_cmd(
                          force=force, quiet=quiet)  # fmt: skip
         return
     unprinted = UnprintedReports()
+    if ray_address is not None and (out is not None or add or "-" in files):
+        source = click.get_current_context().get_parameter_source("ray_address")
+        if source is click.core.ParameterSource.ENVIRONMENT:
+            ray_address = None  # LCR_RAY_ADDRESS: what a cluster builds; -o is built here
     if ray_address is not None or workers is not None:  # lcr.cluster: Ray imported there only
         from lcr.cluster.command import index_with_ray
 
