@@ -28,6 +28,7 @@ FLOORS: list[tuple[str, list[str]]] = [
     ("the pipeline", ["lcr.result", "lcr.pipeline"]),
     ("evaluation", ["lcr.eval"]),
     ("the server", ["lcr.serve"]),
+    ("the cluster", ["lcr.cluster"]),
     ("entry points", ["lcr.api", "lcr.cli", "lcr.testing", "lcr", "lcr.__main__"]),
 ]
 

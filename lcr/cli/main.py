@@ -242,6 +242,22 @@ def cli() -> None:
     "and models through the LLM cache, paying only for what changed (`lcr remove` takes "
     "documents out).",
 )
+@click.option(
+    "--ray",
+    "ray_address",
+    envvar="LCR_RAY_ADDRESS",
+    default=None,
+    metavar="ADDRESS",
+    help="Build the files' indexes (one beside each) on a Ray cluster: auto (the running "
+    "one), local (one started here) or HOST:PORT of its head; needs the ray extra "
+    "(docs/cluster.md). [env: LCR_RAY_ADDRESS]",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="With --ray: this many workers (default: one per CPU the cluster offers).",
+)
 @set_option
 @model_options
 @est.estimate_options
@@ -258,6 +274,8 @@ def index_cmd(
     globs: tuple[str, ...],
     excludes: tuple[str, ...],
     password: str | None,
+    ray_address: str | None,
+    workers: int | None,
     **model: Any,
 ) -> None:
     """Build or extend the index of FILE... (`-` reads stdin; a folder is walked).
@@ -292,12 +310,29 @@ def index_cmd(
         jobs = [([alone(f)], default_index_path(f.path), f.found) for f in found]
         _refuse_shared_targets(jobs)
     estimate, as_json, price = est.pop_estimate(model)
+    if estimate and workers is not None:
+        raise UsageError("--estimate prices a run on this machine; --workers is not priced yet")
     if estimate:  # the bill before paying: nothing built, written or called
         est.run_estimate(jobs, methods, pop_model_spec(model), parsed, as_json=as_json,
                          price=price, warn=warn, doc_format=doc_format, password=password,
                          force=force, quiet=quiet)  # fmt: skip
         return
     unprinted = UnprintedReports()
+    if ray_address is not None and (out is not None or add or "-" in files):
+        source = click.get_current_context().get_parameter_source("ray_address")
+        if source is click.core.ParameterSource.ENVIRONMENT:
+            ray_address = None  # LCR_RAY_ADDRESS: what a cluster builds; -o is built here
+    if ray_address is not None or workers is not None:  # lcr.cluster: Ray imported there only
+        from lcr.cluster.command import index_with_ray
+
+        index_with_ray(
+            ray_address, workers, jobs, methods, parsed, pop_model_spec(model),
+            on_report=lambda target, r: report_build(unprinted, target, r), warn=warn,
+            note=_err, quiet=quiet, force=force, add=add, out=out, stdin="-" in files,
+            doc_format=doc_format, password=password,
+        )  # fmt: skip
+        unprinted.warn()
+        return
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes
         _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
     build: Callable[..., object] = functools.partial(index_files, force=force)

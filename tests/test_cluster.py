@@ -1,0 +1,269 @@
+"""``lcr index FILE... --ray`` (lcr.cluster, docs/cluster.md, issue #74): on a local Ray
+cluster the indexes are byte-for-byte a serial run's (the manifest's timestamps, build
+ids and timings aside, as in tests/test_deterministic_build.py), a worker killed midway
+is restarted and its tasks run again, Ctrl-C leaves every index verifying and the same
+command finishes it; without the extra, with a bad address or on storage a worker does
+not share, one line and exit 2; without --ray, Ray is never imported.
+
+One cluster for the module (``ray.init(num_cpus=2)``): the runs join it in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from lcr.cli.main import cli
+from lcr.cluster.build import cluster_jobs, index_on_cluster
+from lcr.cluster.storage import NotSharedError, ProbeReply, ProbeRequest, check_storage, probe_here
+from lcr.cluster.worker import BuildRecipe, JobResult
+from lcr.models.spec import ModelSpec
+from lcr.pipeline.plans import ParsedSets
+from tests.test_deterministic_build import comparable_manifest, files_by_method
+
+REPO = Path(__file__).resolve().parents[1]
+METHODS = ("bm25", "mixpr")
+WORDS = ["alpha", "beta", "gamma", "delta", "river", "mountain", "castle"]
+WORDS += ["key", "door", "garden", "queen", "king", "lamp"]
+try:
+    import ray  # noqa: F401
+
+    HAVE_RAY = True
+except ImportError:
+    HAVE_RAY = False
+needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="needs the ray extra: pip install 'lcr[ray]'")
+
+
+def write_documents(folder: Path, count: int = 6) -> list[Path]:
+    """``count`` small documents, each its own words (a fixed recipe, no randomness)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        paragraphs = [
+            " ".join(WORDS[(i * 7 + p * 3 + w * (i + 2)) % len(WORDS)] for w in range(50)) + "."
+            for p in range(6)
+        ]
+        path = folder / f"doc{i}.txt"
+        path.write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def lcr(*args: str) -> Any:
+    return CliRunner().invoke(cli, list(args))
+
+
+def assert_same_indexes(one: Path, two: Path) -> None:
+    names = sorted(p.name for p in one.glob("*.idx"))
+    assert names == sorted(p.name for p in two.glob("*.idx")) and len(names) == 6
+    for name in names:
+        a, b = files_by_method(one / name), files_by_method(two / name)
+        assert sorted(a) == sorted(b), name
+        assert [rel for rel in a if a[rel] != b[rel]] == [], name
+        assert manifest(one, name) == manifest(two, name), name
+
+
+def manifest(folder: Path, name: str) -> dict[str, Any]:
+    """The manifest as tests/test_deterministic_build.py compares it, the sources (which
+    it records as absolute paths) relative to their folder."""
+    raw = comparable_manifest(folder / name)
+    raw["source_paths"] = [os.path.relpath(p, folder) for p in raw["source_paths"]]
+    return raw
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The documents indexed serially, in a process of their own that also shows that
+    ``lcr index`` without --ray never imports Ray."""
+    folder = tmp_path_factory.mktemp("serial")
+    docs = write_documents(folder)
+    args = ["index", *map(str, docs), "-q"] + [a for m in METHODS for a in ("-m", m)]
+    script = (
+        "import sys\nfrom lcr.cli.main import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print('exit', code, 'ray' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("LCR_RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.stdout.splitlines()[-1] == "exit 0 False", done.stdout + done.stderr
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def recipe() -> BuildRecipe:
+    return BuildRecipe(ModelSpec(), METHODS, ParsedSets())
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_the_cluster_builds_what_a_serial_run_builds(
+    serial: Path, cluster: None, tmp_path: Path
+) -> None:
+    docs = write_documents(tmp_path)
+    args = ["index", *map(str, docs), "--ray", "local", "-q"]
+    done = lcr(*args, *[a for m in METHODS for a in ("-m", m)])
+    assert done.exit_code == 0, done.output
+    lines = done.output.splitlines()  # each build's line, as a serial run prints it
+    assert len(lines) == len(docs) * len(METHODS), done.output
+    for d in docs:
+        for m in METHODS:
+            assert any(line.startswith(f"{d.with_suffix('.idx')}: {m} built in") for line in lines)
+    assert_same_indexes(serial, tmp_path)
+    assert not list(tmp_path.glob(".lcr-probe-*")), "the storage probes are removed"
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_ctrl_c_leaves_every_index_verifying_and_a_killed_worker_is_retried(
+    serial: Path, cluster: None, tmp_path: Path
+) -> None:
+    from lcr.pipeline.integrity import index_problems
+    from lcr.store import Index
+
+    docs = write_documents(tmp_path)
+    jobs = cluster_jobs([(str(d), d.with_suffix(".idx"), False) for d in docs])
+
+    def interrupt(_result: JobResult) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        index_on_cluster(jobs, recipe(), address="local", workers=2, on_result=interrupt)
+    built = [d.with_suffix(".idx") for d in docs if d.with_suffix(".idx").exists()]
+    assert 1 <= len(built) < len(docs)  # interrupted midway
+    for path in built:
+        assert index_problems(Index.open(path), True) == {}, path
+
+    pids: list[int] = []
+
+    def kill_first(result: JobResult) -> None:  # its worker holds its next task: SIGKILL
+        if not pids:
+            os.kill(result.worker_pid, signal.SIGKILL)
+        pids.append(result.worker_pid)
+
+    results = index_on_cluster(jobs, recipe(), address="local", workers=2, on_result=kill_first)
+    assert [r.error for r in results] == [""] * len(docs)
+    assert len(set(pids)) == 3, "the killed worker came back as a new process"
+    assert_same_indexes(serial, tmp_path)
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_a_document_that_fails_is_named_and_the_others_finish(
+    cluster: None, tmp_path: Path
+) -> None:
+    docs = write_documents(tmp_path, 3)
+    docs[1].write_bytes(b"%PDF-1.7 not really a pdf")
+    done = lcr("index", *map(str, docs), "--ray", "local", "-m", "bm25", "-q")
+    assert done.exit_code == 1, done.output
+    errors = [line for line in done.output.splitlines() if " failed: " in line]
+    assert errors == [
+        f"lcr: {docs[1]} failed: doc1.txt is not a readable PDF (damaged or truncated)"
+    ], done.output
+    assert done.output.splitlines()[-1] == "lcr: 1 of 3 documents failed (see above)"
+    assert (tmp_path / "doc0.idx").is_dir() and (tmp_path / "doc2.idx").is_dir()
+    assert not (tmp_path / "doc1.idx").exists()
+
+
+def test_without_the_extra_one_line_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (doc,) = write_documents(tmp_path, 1)
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails, as uninstalled
+    done = lcr("index", str(doc), "--ray", "local")
+    assert done.exit_code == 2
+    assert done.output == "lcr: --ray needs Ray, an optional extra: pip install 'lcr[ray]'\n"
+    assert not (tmp_path / "doc0.idx").exists()
+
+
+@pytest.mark.parametrize(
+    ("address", "says"),
+    [
+        ("nohost.invalid:6379", "the host nohost.invalid is not known"),
+        ("127.0.0.1:1", "no Ray head reachable there"),
+        ("garbage", "is not an address"),
+    ],
+)
+def test_a_bad_address_is_one_line_and_exit_2(tmp_path: Path, address: str, says: str) -> None:
+    (doc,) = write_documents(tmp_path, 1)
+    done = lcr("index", str(doc), "--ray", address)
+    assert done.exit_code == 2, done.output
+    assert len(done.output.splitlines()) == 1 and says in done.output, done.output
+    assert not (tmp_path / "doc0.idx").exists()
+
+
+def test_the_env_names_the_cluster_and_workers_need_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (doc,) = write_documents(tmp_path, 1)
+    monkeypatch.setenv("LCR_RAY_ADDRESS", "garbage")
+    assert "is not an address" in lcr("index", str(doc)).output
+    done = lcr("index", str(doc), "-o", str(tmp_path / "here.idx"), "-m", "bm25", "-q")
+    assert done.exit_code == 0, done.output  # -o is not built on a cluster: built here
+    assert (tmp_path / "here.idx").is_dir()
+    monkeypatch.delenv("LCR_RAY_ADDRESS")
+    done = lcr("index", str(doc), "--workers", "2")
+    assert done.exit_code == 2 and "give --ray ADDRESS too" in done.output
+    done = lcr("index", str(doc), "-o", str(tmp_path / "all.idx"), "--ray", "local")
+    assert done.exit_code == 2 and "not built on a cluster yet" in done.output
+    done = lcr("index", str(doc), "--estimate", "--workers", "2")
+    assert done.exit_code == 2 and "--workers is not priced yet" in done.output
+    assert not (tmp_path / "doc0.idx").exists()
+
+
+def test_a_folder_a_worker_does_not_share_is_refused(tmp_path: Path) -> None:
+    """A worker on another node: the same paths on its own disk (a folder named alike,
+    empty), so it sees no probe of the driver's and the driver none of its."""
+    here, there = tmp_path / "here", tmp_path / "node2"
+    (here / "books").mkdir(parents=True)
+    source = here / "books" / "a.txt"
+    source.write_text("text", encoding="utf-8")
+
+    def other_node(request: ProbeRequest) -> list[ProbeReply]:
+        moved = tuple(str(there / Path(f).relative_to("/")) for f in request.folders)
+        for folder in moved:
+            Path(folder).mkdir(parents=True, exist_ok=True)
+        return [probe_here(ProbeRequest(request.token, moved), "10.0.0.2")]
+
+    with pytest.raises(NotSharedError, match=r"books is not reachable from a Ray worker on node"):
+        check_storage([here / "books"], [source], other_node)
+    assert not list((here / "books").glob(".lcr-probe-*"))
+
+    def same_node(request: ProbeRequest) -> list[ProbeReply]:
+        return [probe_here(request)]
+
+    check_storage([here / "books"], [source], same_node)  # shared: passes, leaves nothing
+    assert sorted(p.name for p in (here / "books").iterdir()) == ["a.txt"]
+
+
+def test_a_source_a_worker_sees_otherwise_is_refused(tmp_path: Path) -> None:
+    """The folder is shared, but the worker's node holds another file under the name."""
+    source = tmp_path / "a.txt"
+    source.write_text("text", encoding="utf-8")
+
+    def stale(request: ProbeRequest) -> list[ProbeReply]:
+        sources = tuple((s, size + 1) for s, size in request.sources)
+        return [probe_here(ProbeRequest(request.token, request.folders, sources), "n2")]
+
+    with pytest.raises(
+        NotSharedError, match=r"a\.txt is not reachable from a Ray worker on node n2"
+    ):
+        check_storage([tmp_path], [source], stale)
