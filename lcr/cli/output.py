@@ -369,6 +369,9 @@ def print_result(
     if len(items) > len(shown):
         say(f"... and {len(items) - len(shown)} more (use --evidence all / --json)")
     info = {k: v for k, v in result.info.items() if k not in _LONG_INFO} if verbose else {}
+    note = result.info.get("note")
+    if not verbose and isinstance(note, str):  # a sentence for people, not a count
+        say(textwrap.fill("note: " + note, WIDTH, subsequent_indent="      "))
     if info:
         listed = ", ".join(f"{k}={v}" for k, v in info.items())
         say(textwrap.fill("info: " + listed, WIDTH, subsequent_indent="      "))
