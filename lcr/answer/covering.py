@@ -40,6 +40,7 @@ from lcr.answer.quotes import (
     Span,
     _segments,
     answer_keys,
+    bare,
     body_of,
     content_words,
     held_stems,
@@ -177,7 +178,7 @@ def _runs(
                 if span is None:
                     continue
                 text = source[span[0] : span[1]]
-                if listing(text):
+                if listing(text) or bare(text):
                     continue
                 stems = held_stems([text], answer, question, root)
                 held = frozenset(i for i, k in enumerate(keys) if k in stems)

@@ -595,22 +595,30 @@ _LEADER = re.compile(r"(?:\.\s*){4,}|(?:_\s*){4,}|\u2026\s*\d")
 
 
 def listing(text: str) -> bool:
-    """Whether ``text`` is a line of a table of contents or a list rather than a
-    statement: dot leaders ("Exit status ........ 30"), or fewer than
-    :data:`MIN_QUOTE_WORDS` words with letters ("30", "iv 12")."""
-    letters = [w for w in word_forms(text) if not w.isdigit()]
-    return len(letters) < MIN_QUOTE_WORDS or _LEADER.search(text) is not None
+    """Whether ``text`` is a line of a table of contents rather than a statement: dot
+    leaders ("Exit status ........ 30")."""
+    return _LEADER.search(text) is not None
+
+
+def bare(text: str) -> bool:
+    """Whether ``text`` holds fewer than :data:`MIN_QUOTE_WORDS` words with letters
+    ("30", "iv 12"): a number lifted from a list, not a statement about it."""
+    return len([w for w in word_forms(text) if not w.isdigit()]) < MIN_QUOTE_WORDS
 
 
 def unsupported(answer: str, question: str, quotes: Sequence[str]) -> str:
     """Why quotes do not support an answer in the sense the question asks ("" when they
-    do): every quote a listing (:func:`listing`), or, for an answer of numbers
-    (:func:`numeric_answer`), quotes that do not speak of what was asked
-    (:func:`relates`)."""
+    do): every quote a line of contents (:func:`listing`), or, for an answer of numbers
+    (:func:`numeric_answer`), quotes that are bare numbers (:func:`bare`) or do not speak
+    of what was asked (:func:`relates`). A short term ("Games/Puzzles") stays a quote:
+    the passage around it is judged by the related floor."""
     if quotes and all(listing(q) for q in quotes):
         return "the quote is a line of a list or contents, not a statement"
-    if numeric_answer(answer, question) and not relates(question, quotes):
-        return "the quote does not speak of what was asked"
+    if numeric_answer(answer, question):
+        if quotes and all(bare(q) for q in quotes):
+            return "the quote is a line of a list or contents, not a statement"
+        if not relates(question, quotes):
+            return "the quote does not speak of what was asked"
     return ""
 
 
