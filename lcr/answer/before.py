@@ -34,7 +34,7 @@ class BeforeSettings(Settings):
 def decide_before_reading(
     question: str, settings: AnswerSettings, source: str
 ) -> AnswerResult | None:
-    """"Not found" with no call when ``source`` never writes one of the question's rare
+    """ "Not found" with no call when ``source`` never writes one of the question's rare
     terms (``info.absent`` names them); None: go on and read."""
     from lcr.answer.grounding import unwritten_terms  # grounding reads AnswerSettings
 

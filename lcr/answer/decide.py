@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 UNQUOTED: Literal["withhold", "show"] = "withhold"
 """Withhold an answer lcr finds no quote for: HotpotQA test, 25 of 47 unanswerable "not
-found" against 24, F1 -0.006 on 24 answerable (docs/answer-step.md#a-quote-about-the-question-issue-53)."""
+found" against 24, F1 -0.006 on 24 answerable
+(docs/answer-step.md#a-quote-about-the-question-issue-53)."""
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,16 @@
 """What answering a query needs beyond retrieval, and what happens when the support
 check's scoring call (made when the support constants weigh P(yes):
 :data:`~lcr.answer.support.ASK_P_YES`) cannot run on a server without
-log-probabilities: the check reads the words alone, said in a note, rather than refused. lcr's defaults make no scoring call, so
-they work against any OpenAI-compatible server."""
+log-probabilities: the check reads the words alone, said in a note, rather than
+refused. lcr's defaults make no scoring call, so they work against any
+OpenAI-compatible server."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lcr.answer.shared import AnswerSettings, quoting
+from lcr.answer.shared import AnswerSettings
 from lcr.errors import NoLogprobsError
 from lcr.models.base import Capability
 from lcr.models.needs import Needs
@@ -27,11 +28,8 @@ def support_needs(answer: AnswerSettings, shared: bool) -> Needs:
     """The support check's scoring call (``p_yes``) reads P(yes) from the answering
     LLM's logits (an OpenAI-compatible server must return log-probabilities). The shared
     answer step (``shared``) runs the check; a method's own step runs it only beside the
-    quote check (``answer.check=both``, or a failed quote left to it:
-    ``quote_fallback``)."""
-    beside_quotes = quoting(answer) and (
-        answer.check == "both" or answer.quote_fallback == "support"
-    )
+    quote check (``answer.check=both``)."""
+    beside_quotes = answer.check == "both"
     if answer.not_found == "abstain" and answer.p_yes and (shared or beside_quotes):
         return Needs(llm=frozenset({Capability.CHOICE_PROBABILITY}))
     return Needs()

@@ -36,7 +36,7 @@ from lcr.answer.read import (
     read,
     select_evidence,
 )
-from lcr.answer.replies import NOT_FOUND
+from lcr.answer.replies import NOT_FOUND, says_not_found
 from lcr.answer.reply import (
     AnswerStream,
     ReplySettings,
@@ -70,6 +70,7 @@ __all__ = [  # what callers import from here, whichever stage defines it
     "normalise_reply",
     "prepare_evidence",
     "quoting",
+    "says_not_found",
     "select_evidence",
     "shared_answer",
     "shared_prompt",

@@ -45,9 +45,6 @@ the dev grid's pick, 0.625 with ``both`` against 0.417 as built; pieces, spread,
 words, the fewest words and the alignment barely mattered once ``both`` held, so they stay
 :mod:`lcr.answer.quotes`'s constants
 (docs/answer-step.md#the-quote-checks-tolerance-chosen-on-dev-replies)."""
-QUOTE_FALLBACK: Literal["none", "support"] = "none"
-"""A failed quote is withheld, not left to the support check: the grid's ties broke to no
-fallback (docs/answer-step.md#the-quote-checks-tolerance-chosen-on-dev-replies)."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +73,6 @@ class VerifySettings(Settings):
     quote_words: int = MIN_QUOTE_WORDS
     quote_answer_in: Literal["quote", "item", "evidence"] = QUOTE_ANSWER_IN
     quote_align: Literal["greedy", "blocks"] = "greedy"
-    quote_fallback: Literal["none", "support"] = QUOTE_FALLBACK
 
     def quote_tolerance(self) -> Tolerance:
         return Tolerance(
@@ -103,9 +99,7 @@ def check_reply(
         out = decide_quotes(question, out, settings, source)
     else:
         out = dataclasses.replace(out, text=normalise_reply(out.text, settings))
-    failed = out.quote_check is not None and not out.quote_check.holds
-    fallback = failed and settings.quote_fallback == "support"
-    if settings.not_found == "abstain" and (settings.check != "quote" or fallback):
+    if settings.not_found == "abstain" and settings.check != "quote":
         out = decide_support(question, out, llm, settings, source)
     return out
 
@@ -123,8 +117,7 @@ def decide_quotes(
         text = NOT_FOUND if settings.not_found != "guess" else out.text
         return dataclasses.replace(out, text=text)
     checked = check_quotes(out.text, question, out.used, source, settings.quote_tolerance())
-    fallback = settings.check == "quote" and settings.quote_fallback == "support"
-    if checked.holds or settings.not_found == "guess" or fallback:
+    if checked.holds or settings.not_found == "guess":
         quotes = checked.quotes if checked.holds else ()  # never an unverified quote
         return dataclasses.replace(out, text=checked.answer, quotes=quotes, quote_check=checked)
     return dataclasses.replace(out, text=NOT_FOUND, withheld=checked.answer, quote_check=checked)

@@ -55,8 +55,9 @@ class AnswerPlan:
 def plan_answer(
     query: QueryPlan, models: Models, note: Callable[[str], None] | None = None
 ) -> AnswerPlan:
-    """What answering with ``query`` needs, checked once (the support check's scoring call dropped, with a
-    note, where a server returns no log-probabilities), and the pool to select from:
+    """What answering with ``query`` needs, checked once (the support check's scoring
+    call dropped, with a note, where a server returns no log-probabilities), and the
+    pool to select from:
     ``answer.pool`` items when the shared step selects and ``-k`` was not given."""
     method = query.method
     step = method.answer_step(query.settings)
