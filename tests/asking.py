@@ -4,7 +4,7 @@ way past ``--set``, which reaches only the answer step's settings (issue 71)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from lcr import pipeline
@@ -23,10 +23,12 @@ def ask_with(
     *,
     k: int | None = None,
     max_new_tokens: int = 256,
+    note: Callable[[str], None] | None = None,
     **constants: Any,
 ) -> Result:
     """``lcr ask`` with ``sets`` (``--set`` text) and the answer settings' ``constants``
     replaced (``unquoted="show"``, ``located_floor=0.0``)."""
     plan = pipeline.plan_query(method, parse_sets(sets), k=k, max_new_tokens=max_new_tokens)
     plan = dataclasses.replace(plan, answer=plan.answer.replace(**constants))
-    return pipeline.ask_query(index, plan, pipeline.checked_question(question), models)
+    asked = pipeline.checked_question(question)
+    return pipeline.ask_query(index, plan, asked, models, note=note)

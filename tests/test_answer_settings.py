@@ -440,3 +440,25 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     assert ask.key == "5a046d713482350f"
     # tfidf's chunks follow paragraphs by default (issue 53): its build settings, so its key
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "8665493ee01d74e0"
+
+
+def test_the_chain_declares_each_setting_once_in_its_stage_and_the_docs_draw_it() -> None:
+    """Issue 71: the answer step is one chain of named stages, written once as data; each
+    stage declares its own few settings, their union is the step's (at most 12), and
+    docs/architecture.md and docs/answer-step.md draw the same chain."""
+    from lcr.answer.shared import ANSWER_SETTINGS, STAGES
+
+    names = [st.name for st in STAGES]
+    assert names == ["decide before reading", "read", "reply", "verify", "decide"]
+    declared = [s.name for st in STAGES for s in st.settings.declared()]
+    assert declared == [s.name for s in ANSWER_SETTINGS] == ANSWER_KEYS_IN_ORDER
+    assert len(declared) <= 12
+    root = Path(__file__).resolve().parents[1]
+    architecture = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    reference = (root / "docs" / "answer-step.md").read_text(encoding="utf-8")
+    for n, stage in enumerate(STAGES, 1):
+        module = stage.run.__module__.rsplit(".", 1)[-1]
+        assert f"{n} {stage.name}" in architecture and f"answer/{module}.py" in architecture
+        assert f"{n}. {stage.name}" in reference and f"{module}.py" in reference
+        for s in stage.settings.declared():
+            assert f"`answer.{s.name}`" in reference
