@@ -67,6 +67,8 @@ class VerifySettings(Settings):
     # constants, not settings (--set cannot reach them); tests and bench/ vary them
     names_floor: float = NAMES_FLOOR
     p_yes: bool = ASK_P_YES
+    # the quote check's tolerance: lcr.answer.quotes's constants, where the dev grid tied
+    # at its top once `both` held, and QUOTE_ANSWER_IN, its one pick
     quote_pieces: int = MAX_PIECES
     quote_spread: int = MAX_SPREAD
     quote_added: int = MAX_ADDED_WORDS
