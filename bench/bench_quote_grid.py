@@ -9,7 +9,7 @@ kept with their evidence (``lcr eval`` records carry ``quote_check.reply``)::
 
 Then every tolerance costs nothing: ``grid`` applies :func:`lcr.answer.quotes.check_quotes`
 under each :class:`~lcr.answer.quotes.Tolerance` and each way of combining it with the
-support check (``answer.quote_fallback``), and prints F1 on the answerable questions,
+support check (the fallback lcr 0.1 offered), and prints F1 on the answerable questions,
 "not found" on answerable and unanswerable ones, and the score that chooses: the mean
 over all questions of F1 (answerable) or 1 for "not found" (unanswerable), as SQuAD
 2.0 scores unanswerable questions. ``failures`` prints the answerable replies one
@@ -212,9 +212,9 @@ def tolerances() -> Iterable[Tolerance]:
 
 
 def frozen() -> tuple[Tolerance, str]:
-    """lcr's own quote check: the tolerance and fallback of the default settings."""
-    settings = AnswerSettings()
-    return settings.quote_tolerance(), settings.quote_fallback
+    """lcr's own quote check: the verify stage's tolerance; a failed quote is withheld
+    (no fallback since 0.2.0)."""
+    return AnswerSettings().quote_tolerance(), "none"
 
 
 def _label(tol: Tolerance, fallback: str) -> str:

@@ -14,7 +14,7 @@ def item(i: int, text: str, start: int) -> EvidenceItem:
 def test_everything_fits() -> None:
     llm = ScriptedLLM()
     items = [item(0, "The key was in the weight.", 0), item(1, "Toby found it.", 30)]
-    fitted = fit_to_budget("Who found the key?", items, llm, 1000)
+    fitted = fit_to_budget("Who found the key?", items, llm, 1000, build_messages)
     assert fitted.items == items and fitted.dropped == 0 and not fitted.truncated
 
 
@@ -22,7 +22,7 @@ def test_overflow_cuts_one_item_and_its_span_then_drops_the_rest() -> None:
     llm = ScriptedLLM()
     long_text = " ".join(f"word{i}" for i in range(400))
     items = [item(0, "Short first excerpt.", 0), item(1, long_text, 100), item(2, "Tail.", 9000)]
-    fitted = fit_to_budget("Q?", items, llm, 200)
+    fitted = fit_to_budget("Q?", items, llm, 200, build_messages)
     assert [it.id for it in fitted.items] == ["c0", "c1"]
     cut = fitted.items[1]
     assert cut.extra["truncated"] is True and long_text.startswith(cut.text)
@@ -35,7 +35,13 @@ def test_overflow_cuts_one_item_and_its_span_then_drops_the_rest() -> None:
 def test_answer_counts_only_its_own_call() -> None:
     llm = ScriptedLLM(words=3)
     llm.usage.add(1000, 1000, 5)  # earlier calls must not be charged to this answer
-    out = answer("Who?", [item(0, "Ambrose rowed the boat.", 0)], llm, max_new_tokens=8)
+    out = answer(
+        "Who?",
+        [item(0, "Ambrose rowed the boat.", 0)],
+        llm,
+        prompt=build_messages,
+        max_new_tokens=8,
+    )
     assert out.usage.calls == 1 and out.usage.prompt_tokens > 0
     assert out.text and out.used[0].id == "c0"
 
@@ -78,8 +84,9 @@ def test_quoted_evidence_is_fenced_and_marked_as_data() -> None:
     assert user.count("lantern lantern lantern\n</excerpt>") == 2
 
 
-def test_a_later_answer_setting_at_its_old_value_keeps_run_keys() -> None:
-    from lcr.answer.shared import ORIGINAL, AnswerSettings
+def test_a_run_key_names_the_settings_that_decide() -> None:
+    from lcr.answer.shared import AnswerSettings
 
-    assert "evidence" not in ORIGINAL.choices() and "evidence" not in AnswerSettings().choices()
+    # 0.2.0: no setting is left out at an older value; each that decides is named
+    assert AnswerSettings().choices()["evidence"] == "plain"
     assert AnswerSettings(evidence="quoted").choices()["evidence"] == "quoted"

@@ -71,30 +71,22 @@ def resolve_answer_settings(
 
 def test_default_is_todays_prompt_word_for_word(two_parts: Index) -> None:
     items = _evidence(two_parts)
-    # lcr's default differs from the original step in abstaining (measured, issue 19)
-    # and in keeping the rank-1 item's sentences when it selects (issue 53); the quote
-    # check (issue 53) is asked for with answer.check=quote, where the answer's words must
-    # be in the evidence read (quote_answer_in, chosen on dev replies); abstaining also
-    # withholds an answer whose question's names were mostly not read (names_floor, #53)
-    # and one whose own words were barely in what was read (located_floor, #53), and one
-    # whose quote's passage is about something else (related_floor, #53); a term the
-    # document never writes is "not found" without a call (term_zipf, #53)
-    default = {
-        "not_found": "abstain",
-        "keep_first": True,
-        "quote_answer_in": "evidence",
-        "names_floor": 0.5,
-        "located_floor": 0.25,
-        "related_floor": 0.2,
-        "term_zipf": 3.0,
-        "unquoted": "withhold",
+    # lcr's default differs from the original step in abstaining (measured, issue 19),
+    # with the term check before reading (term_zipf, #53); and in the constants its
+    # stages read by: keeping the rank-1 item's sentences when it selects, the quote
+    # check's answer words looked for in the evidence read, and the floors abstaining
+    # withholds by (names, words never read, a quote about something else, no quote)
+    assert resolve_answer_settings([]) == AnswerSettings()
+    back = resolve_answer_settings(["answer.not_found=guess", "answer.term_zipf=0"])
+    constants = {
+        "keep_first": False,
+        "quote_answer_in": "quote",
+        "names_floor": 0.0,
+        "located_floor": 0.0,
+        "related_floor": 0.0,
+        "unquoted": "show",
     }
-    assert resolve_answer_settings([]) == AnswerSettings(**{**ORIGINAL.to_json(), **default})
-    back = ["answer.not_found=guess", "answer.keep_first=false", "answer.quote_answer_in=quote"]
-    back += ["answer.names_floor=0", "answer.located_floor=0", "answer.related_floor=0"]
-    back += ["answer.term_zipf=0"]
-    back += ["answer.unquoted=show"]
-    assert resolve_answer_settings(back) == ORIGINAL
+    assert back.replace(**constants) == ORIGINAL
     prepared = prepare_evidence(items, ORIGINAL, two_parts.source, _names(two_parts))
     assert [it.id for it in prepared] == [it.id for it in _in_document_order(items)]
     # the prompt every result made before issue 19 was answered with, written out here
@@ -272,7 +264,7 @@ def test_resolution_order_and_bad_values() -> None:
         resolve_answer_settings(["answer.order=sideways"])
     with pytest.raises(
         SettingError,
-        match=r"unknown setting answer.colour; valid: bridge, budget, check, evidence, ",
+        match=r"unknown setting answer.colour; valid: budget, check, evidence, instruction, ",
     ):
         resolve_answer_settings(["answer.colour=red"])
     with pytest.raises(SettingError, match="--max-new-tokens"):
@@ -306,15 +298,19 @@ def test_bad_answer_settings_exit_2_on_ask_and_eval(
     assert not (tmp_path / "o").exists()
 
 
-QUOTE_DEFAULTS = {
-    "quote_pieces": 3,
-    "quote_spread": 400,
-    "quote_added": 2,
-    "quote_words": 3,
-    "quote_answer_in": "evidence",
-    "quote_align": "greedy",
-    "quote_fallback": "none",
-}
+ANSWER_KEYS_IN_ORDER = [  # the chain's order: decide before reading, read, reply, verify, decide
+    "term_zipf",
+    "order",
+    "passages",
+    "select",
+    "budget",
+    "pool",
+    "instruction",
+    "evidence",
+    "check",
+    "support",
+    "not_found",
+]
 
 
 def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
@@ -323,29 +319,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
     order = rows["mixpr"]["answer_settings"]["order"]
     assert order["default"] == "document" and order["paper"] is True
     assert rows["bm25"]["answer_settings"]["order"]["paper"] is False
-    assert set(rows["bm25"]["answer_settings"]) == {
-        "order",
-        "passages",
-        "instruction",
-        "not_found",
-        "evidence",
-        "select",
-        "budget",
-        "bridge",
-        "lead",
-        "pool",
-        "keep_first",
-        "reread",
-        "support",
-        "names_floor",
-        "located_floor",
-        "related_floor",
-        "term_zipf",
-        "unquoted",
-        "p_yes",
-        "check",
-        *QUOTE_DEFAULTS,
-    }
+    assert list(rows["bm25"]["answer_settings"]) == ANSWER_KEYS_IN_ORDER
     assert "KV cache" in rows["pecan"]["answer_note"] and rows["bm25"]["answer_note"] == ""
     # bm25's measured reading is its default, shown as measured; tfidf keeps lcr's
     select = rows["bm25"]["answer_settings"]["select"]
@@ -362,30 +336,7 @@ def test_methods_list_the_answer_settings_and_what_each_method_keeps() -> None:
         for line in lines[block + 1 :]
         if line.startswith("    answer  ")
     ]
-    assert shown == [
-        "answer.order",
-        "answer.passages",
-        "answer.instruction",
-        "answer.not_found",
-        "answer.evidence",
-        "answer.select",
-        "answer.budget",
-        "answer.bridge",
-        "answer.lead",
-        "answer.pool",
-        "answer.keep_first",
-        "answer.reread",
-        "answer.support",
-        "answer.names_floor",
-        "answer.located_floor",
-        "answer.related_floor",
-        "answer.term_zipf",
-        "answer.unquoted",
-        "answer.p_yes",
-        "answer.check",
-        *(f"answer.{name}" for name in QUOTE_DEFAULTS),
-        "--max-new-tokens",
-    ]
+    assert shown == [*(f"answer.{name}" for name in ANSWER_KEYS_IN_ORDER), "--max-new-tokens"]
 
 
 def test_a_methods_measured_reading_is_its_default_and_sets_override_it() -> None:
@@ -404,31 +355,22 @@ def test_a_methods_measured_reading_is_its_default_and_sets_override_it() -> Non
     assert not plan().k_given
 
 
-def test_run_key_keeps_old_results_and_separates_variants(tmp_path: Path) -> None:
+def test_run_key_separates_variants_and_ignores_what_decides_nothing(tmp_path: Path) -> None:
     models = Models.with_objects(llm=ForbiddenLLM())
 
     def key(sets: list[str], **kw: object) -> str:
         opts = runner.RunOptions(methods=["bm25"], sets=sets, **kw)  # type: ignore[arg-type]
         return runner.plan_methods(["bm25"], models, opts)[0].key
 
-    plan = runner.plan_methods(["bm25"], models, runner.RunOptions(methods=["bm25"]))[0]
-    before = {  # the digest of a run made before answer.* settings existed
-        "method": "bm25",
-        "build": runner.stable_keys(plan.build),
-        "query": runner.stable_keys(plan.query),
-        "models": plan.models,
-        "k": None,
-        "retrieval_only": False,
-        "max_new_tokens": 256,
-    }
-    # the step as it was (bm25 now selects sentences by default): its old results count
-    original = ["answer.not_found=guess", "answer.select=off", "answer.check=support"]
-    original += ["answer.names_floor=0", "answer.located_floor=0", "answer.related_floor=0"]
-    original += ["answer.term_zipf=0"]
-    original += ["answer.unquoted=show"]
-    assert key(original) == runner._digest(before) == key([*original, "answer.order=document"])
+    assert key([]) == key(["answer.order=document"])  # the default, named
     variants = {key(sets) for sets in (["answer.order=rank"], ["answer.passages=merged"], [])}
-    assert len(variants) == 3 and key(original) not in variants  # []: lcr's default abstains
+    assert len(variants) == 3
+    # a setting that decides nothing where it is given leaves the key as it is
+    off = ["answer.select=off"]
+    assert key(off) == key([*off, "answer.budget=200"]) != key(["answer.budget=200"])
+    guess = ["answer.not_found=guess"]
+    assert key(guess) == key([*guess, "answer.support=0.9", "answer.term_zipf=0"])
+    assert key(["answer.support=0.9"]) != key([])
     # retrieval alone reads no answer settings: the same run whatever they say
     assert key(["answer.order=rank"], retrieval_only=True) == key([], retrieval_only=True)
 
@@ -450,20 +392,10 @@ def test_real_model_records_answer_settings(two_parts: Index, tmp_path: Path) ->
         "evidence": "plain",
         "select": "bm25",  # bm25's measured default
         "budget": 450,
-        "bridge": True,
-        "lead": True,
         "pool": 20,
-        "keep_first": True,
-        "reread": False,
         "support": 0.5,
-        "names_floor": 0.5,
-        "located_floor": 0.25,
-        "related_floor": 0.2,
         "term_zipf": 3.0,
-        "unquoted": "withhold",
-        "p_yes": False,
         "check": "support",
-        **QUOTE_DEFAULTS,
         "max_new_tokens": 12,
         "step": "shared",
     }
@@ -499,11 +431,34 @@ def test_run_keys_of_default_runs_are_those_lcr_always_gave() -> None:
     ask = runner.plan_methods(["bm25"], models, runner.RunOptions(methods=["bm25"]))[0]
     only = runner.RunOptions(methods=["tfidf"], retrieval_only=True)
     # the default abstain became the support check (issue 40), then the check stopped
-    # asking the LLM by default (answer.p_yes=false: one call, not two), then bm25 read
+    # asking the LLM by default (no scoring call: one call, not two), then bm25 read
     # its measured selection of sentences by default, then selection kept the rank-1
     # item's sentences (issue 53), then the names floor withheld more (issue 53), then the
     # floor on words never read, then the quote about another subject, then no answer
-    # without a quote, then a term the document never writes (issue 53): new runs each time
-    assert ask.key == "d2ad44cc7e1d24cd"
+    # without a quote, then a term the document never writes (issue 53): new runs each time;
+    # 0.2.0 names every answer setting that decides, no legacy value left out (issue 71)
+    assert ask.key == "5a046d713482350f"
     # tfidf's chunks follow paragraphs by default (issue 53): its build settings, so its key
     assert runner.plan_methods(["tfidf"], models, only)[0].key == "8665493ee01d74e0"
+
+
+def test_the_chain_declares_each_setting_once_in_its_stage_and_the_docs_draw_it() -> None:
+    """Issue 71: the answer step is one chain of named stages, written once as data; each
+    stage declares its own few settings, their union is the step's (at most 12), and
+    docs/architecture.md and docs/answer-step.md draw the same chain."""
+    from lcr.answer.shared import ANSWER_SETTINGS, STAGES
+
+    names = [st.name for st in STAGES]
+    assert names == ["decide before reading", "read", "reply", "verify", "decide"]
+    declared = [s.name for st in STAGES for s in st.settings.declared()]
+    assert declared == [s.name for s in ANSWER_SETTINGS] == ANSWER_KEYS_IN_ORDER
+    assert len(declared) <= 12
+    root = Path(__file__).resolve().parents[1]
+    architecture = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    reference = (root / "docs" / "answer-step.md").read_text(encoding="utf-8")
+    for n, stage in enumerate(STAGES, 1):
+        module = stage.run.__module__.rsplit(".", 1)[-1]
+        assert f"{n} {stage.name}" in architecture and f"answer/{module}.py" in architecture
+        assert f"{n}. {stage.name}" in reference and f"{module}.py" in reference
+        for s in stage.settings.declared():
+            assert f"`answer.{s.name}`" in reference

@@ -41,6 +41,7 @@ from lcr.methods.graphreader.method import GraphReaderQuery, final_answer
 from lcr.models.base import Generation, Message
 from lcr.models.container import Models
 from lcr.store import DocumentInput, Index
+from tests.asking import ask_with
 from tests.conftest import FIXTURES
 from tests.fakes import ScriptedLLM
 
@@ -770,9 +771,14 @@ def test_answer_is_reasoned_over_the_notebooks(tmp_path: Path, embedder: Any) ->
     sets = ["graphreader.initial_nodes=2", "graphreader.agent_max_new_tokens=100"]
     # the scripted notebooks say the slipper fits; the chunks read never mention it, so
     # the step's grounding would withhold "Cinderella" (its quote is about something else)
-    sets += ["answer.related_floor=0"]
-    result = api.plan_and_ask(
-        index, "graphreader", "Whom does the slipper fit?", models, sets, max_new_tokens=33
+    result = ask_with(
+        index,
+        "graphreader",
+        "Whom does the slipper fit?",
+        models,
+        sets,
+        max_new_tokens=33,
+        related_floor=0.0,
     )
     assert result.answer == "Cinderella"
     assert llm.stages[-1] == "answer" and llm.stages.count("answer") == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,8 +92,9 @@ def _answered(text: str) -> AnswerResult:
     return AnswerResult(text, [PARAGRAPH, KEEPER], 0)
 
 
-def _settings(*sets: str) -> AnswerSettings:
-    return answer_settings(None, parse_sets(list(sets)))
+def _settings(*sets: str, **constants: Any) -> AnswerSettings:
+    """``--set`` text, and the stages' ``constants`` replaced (``--set`` cannot)."""
+    return answer_settings(None, parse_sets(list(sets))).replace(**constants)
 
 
 def test_ground_quotes_every_given_answer_and_located_withholds_the_rest() -> None:
@@ -102,11 +104,11 @@ def test_ground_quotes_every_given_answer_and_located_withholds_the_rest() -> No
     assert given.info["located"] == 1
     # an answer whose own words were read nowhere is withheld by default (the floor on
     # words never read); without the floor it is still withheld, having no quote, and
-    # only answer.unquoted=show gives it, with no quote
+    # only unquoted=show gives it, with no quote
     assert ground(Q, _answered("The Endeavour"), default, SOURCE).text == NOT_FOUND
-    lifted = _settings("answer.located_floor=0")
+    lifted = _settings(located_floor=0.0)
     assert ground(Q, _answered("The Endeavour"), lifted, SOURCE).text == NOT_FOUND
-    shown = _settings("answer.located_floor=0", "answer.unquoted=show")
+    shown = _settings(located_floor=0.0, unquoted="show")
     unlocated = ground(Q, _answered("The Endeavour"), shown, SOURCE)
     assert unlocated.text == "The Endeavour" and unlocated.quotes == ()
     located = _settings("answer.check=located")
@@ -124,7 +126,7 @@ def test_ground_quotes_every_given_answer_and_located_withholds_the_rest() -> No
 
 def test_located_is_a_check_value_and_keys_its_runs() -> None:
     assert _settings("answer.check=located").choices()["check"] == "located"
-    assert "check" not in _settings().choices()  # the default keeps the old run key
+    assert _settings().choices()["check"] == "support"  # 0.2.0: every deciding setting named
 
 
 def test_the_real_model_answer_is_quoted_under_it_on_the_cli(

@@ -42,6 +42,7 @@ from lcr.models.container import Models
 from lcr.pipeline.plans import parse_sets
 from lcr.progress import NULL_PROGRESS
 from lcr.store import DocumentInput, Index, LLMCache
+from tests.asking import ask_with
 from tests.conftest import FIXTURES, SHARED_DATA, needs_shared_data
 from tests.fakes import ScriptedLLM
 
@@ -609,9 +610,8 @@ def test_answers_use_the_papers_prompt(tmp_path: Path, embedder: Any) -> None:
     } == stories
     assert result.answer_settings is not None and result.answer_settings["step"] == "lightpal"
     # the counting LLM's three words are in no run of the stories: shown unquoted
-    shown = ["answer.unquoted=show"]
-    short = api.plan_and_ask(
-        index, "lightpal", "What happens?", models, shown, k=4, max_new_tokens=3
+    short = ask_with(
+        index, "lightpal", "What happens?", models, k=4, max_new_tokens=3, unquoted="show"
     )
     assert short.answer is not None and len(short.answer.split()) == 3  # --max-new-tokens
     shared = api.plan_and_ask(index, "lightpal", "Q?", models, ["lightpal.prompt=shared"], k=4)

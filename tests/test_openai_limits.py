@@ -182,18 +182,24 @@ def test_a_models_listing_of_the_wrong_shape_falls_back_to_the_default_window(
     result = runner.invoke(cli, ["index", str(doc), "-m", "bm25", "-q"])
     assert result.exit_code == 0, result.stderr
     args = ["ask", str(doc.with_suffix(".idx")), "Who?", "-m", "bm25", "--base-url", url]
-    # the server's scripted "Gull Rock." is no word of Cinderella: not withheld as never read
-    args += ["--set", "answer.located_floor=0", "--set", "answer.unquoted=show"]
-    result = runner.invoke(cli, [*args, "--llm", "m", "--call-timeout", "5"])
+    # the server's scripted "Gull Rock." is no word of Cinderella: the step withholds it
+    result = runner.invoke(cli, [*args, "--llm", "m", "--call-timeout", "5", "--json"])
     assert result.exit_code == 0, result.stderr
-    assert "Gull Rock." in result.stdout
-    assert result.stderr == ""  # the default support check reads words: no logprobs needed
-    # no log-probabilities: the check's scoring call cannot run, and the note says so
-    result = runner.invoke(cli, [*args, "--llm", "m", "--set", "answer.p_yes=true", "--json"])
-    assert result.exit_code == 0, result.stderr
-    assert "checked as answer.p_yes=false" in result.stderr
     obj = json.loads(result.stdout)
-    assert obj["answer_settings"]["p_yes"] is False and "support" in obj
+    assert obj["withheld_answer"] == "Gull Rock." and "support" in obj
+    assert result.stderr == ""  # the default support check reads words: no logprobs needed
+    # no log-probabilities: the check's scoring call (made when the support constants
+    # weigh P(yes)) cannot run, and the note says so
+    from lcr.answer.needs import UNCHECKED
+    from lcr.models.container import Models
+    from lcr.store import Index
+    from tests.asking import ask_with
+
+    notes: list[str] = []
+    models = Models(spec=ModelSpec(llm="m", backend="openai", base_url=url, call_timeout=5))
+    index = Index.open(doc.with_suffix(".idx"))
+    asked = ask_with(index, "bm25", "Who?", models, p_yes=True, note=notes.append)
+    assert notes == [UNCHECKED] and asked.support is not None
 
 
 def test_call_timeout_is_a_model_option_with_an_env_fallback() -> None:

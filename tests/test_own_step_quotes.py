@@ -2,9 +2,8 @@
 notebook answer (Figure 12) and LightPAL's paper prompt ask for a quote when
 ``answer.check`` is quote or both, and their reply goes through the shared step's
 checks: the quote must be the document's words in the evidence that step read, a
-failed quote is withheld or left to the support check as ``answer.quote_fallback``
-says, and no unverified quote is ever carried. With the default check the paper's
-prompt and answer are as they were.
+failed quote is withheld, and no unverified quote is ever carried. With the default
+check the paper's prompt and answer are as they were.
 
 The control-flow tests script the reply; the end-to-end tests run smollm2-135m through
 ``lcr ask --json`` on the opening of tests/data/cinderella.txt."""
@@ -135,9 +134,6 @@ def test_own_step_withholds_or_falls_back_on_a_quote_not_in_the_evidence(
     assert held.support is None  # quote alone, no fallback: no support check
     both, _ = step(index, reply, "answer.check=both")
     assert both.text == NOT_FOUND and both.withheld == "cinderella" and both.support == 0.0
-    kept, _ = step(index, reply, "answer.check=quote", "answer.quote_fallback=support")
-    assert kept.support is not None and kept.quotes == ()  # no unverified quote, ever
-    assert (kept.text == "cinderella") is (kept.support >= AnswerSettings().support)
     guessed, _ = step(index, reply, "answer.check=quote", "answer.not_found=guess")
     assert guessed.text == "cinderella" and guessed.quotes == () and guessed.withheld is None
 
@@ -153,19 +149,18 @@ def test_the_default_check_keeps_the_papers_prompt_and_answer(method: str, tmp_p
 
 
 def test_the_support_checks_scoring_call_is_needed_where_an_own_step_runs_it() -> None:
-    """``answer.p_yes``'s call needs log-probabilities: the shared step always asks for it
-    while abstaining; a method's own step only beside the quote check (both, or a failed
-    quote falling back to the support check)."""
+    """The support check's scoring call (made when its constants weigh P(yes)) needs
+    log-probabilities: the shared step always asks for it while abstaining; a method's
+    own step only beside the quote check (``answer.check=both``)."""
     wants = Capability.CHOICE_PROBABILITY
     own = {
         ("answer.check=support",): False,  # the paper's step runs no check
         ("answer.check=quote",): False,  # a failed quote is withheld: no support score
-        ("answer.check=quote", "answer.quote_fallback=support"): True,
         ("answer.check=both",): True,
         ("answer.check=both", "answer.not_found=guess"): False,  # nothing withheld
     }
     for sets, needed in own.items():
-        settings = _answer("answer.p_yes=true", *sets)
+        settings = _answer(*sets).replace(p_yes=True)  # the constants weighing P(yes)
         assert (wants in support_needs(settings, shared=False).llm) is needed, sets
         shared = settings.not_found == "abstain"
         assert (wants in support_needs(settings, shared=True).llm) is shared, sets
@@ -241,7 +236,7 @@ def test_graphreader_ask_json_carries_the_notebook_answers_verified_quote(tmp_pa
 def test_lightpal_ask_json_carries_the_paper_prompts_verified_quote(tmp_path: Path) -> None:
     """Through ``lcr ask --json``: the paper's prompt asks for a quote, and the reply's
     quote is cited from the passage it is in; a quote not there falls back to the
-    support check with ``answer.quote_fallback=support``, never shown."""
+    support check withholds it with ``answer.check=both``, never shown."""
     index = _index(tmp_path / "c.idx")
     embedder = HashingEmbedder()
     build = ["lightpal.scorer=llm", "lightpal.candidates=2", "lightpal.chunk_chars=600"]
@@ -258,12 +253,11 @@ def test_lightpal_ask_json_carries_the_paper_prompts_verified_quote(tmp_path: Pa
     assert good["answer_settings"]["step"] == "lightpal"
     assert good["answer"] == "cinderella" and len(good["quotes"]) == 1
     _assert_cited(good, index)
-    kept, _ = ask(FALSE_QUOTE, "answer.check=quote", "answer.quote_fallback=support")
+    kept, _ = ask(FALSE_QUOTE, "answer.check=both")
     assert kept["quote_check"]["problem"] == "quote not in the evidence"
-    assert (kept["answer"] == "cinderella") is (kept["support"] >= AnswerSettings().support)
-    # the model's failed quote is never shown; a given answer carries the one lcr locates
-    assert all(q["found_by"] == "lcr" for q in kept["quotes"])
-    assert kept["answer"] != NOT_FOUND or kept["quotes"] == []
+    assert kept["answer"] == NOT_FOUND and kept["support"] == 0.0
+    # the model's failed quote is never shown
+    assert kept["quotes"] == []
 
 
 # ------------------------------------------------------------- smollm2-135m, PECAN
@@ -332,13 +326,8 @@ def test_pecans_second_turn_asks_for_a_quote_and_checks_it_against_the_nodes(
     assert source[start:end] == good.quotes[0].text and good.quotes[0].item == leaf.id
     held, _ = answered(f"Answer: cinderella\nQuote: {FALSE_QUOTE}", "answer.check=quote")
     assert held.text == NOT_FOUND and held.withheld == "cinderella" and held.quotes == ()
-    kept, _ = answered(
-        f"Answer: cinderella\nQuote: {FALSE_QUOTE}",
-        "answer.check=quote",
-        "answer.quote_fallback=support",
-    )
-    assert kept.support is not None and kept.quotes == ()
-    assert (kept.text == "cinderella") is (kept.support >= AnswerSettings().support)
+    kept, _ = answered(f"Answer: cinderella\nQuote: {FALSE_QUOTE}", "answer.check=both")
+    assert kept.text == NOT_FOUND and kept.support == 0.0 and kept.quotes == ()
     # the default check: the paper's turn, no quote asked, the reply as it is
     plain = pipeline.plan_query("pecan", max_new_tokens=32)
     bare = pipeline.retrieve_query(pecan_index, plain, QUESTION, models, keep_state=True)

@@ -227,13 +227,15 @@ def resolve_answer_settings(sets: list[str]) -> AnswerSettings:
     return answer_settings(None, parse_sets(given))
 
 
-def ask(reply: str, *sets: str, stream: Heard | None = None) -> Any:
+def ask(reply: str, *sets: str, stream: Heard | None = None, **constants: Any) -> Any:
+    """The shared step's answer to ``reply`` with ``sets`` (``--set``) and ``constants``
+    (a stage's constants, which ``--set`` cannot reach)."""
     llm = Replying(reply)
     out = shared_answer(
         "How many parts does a package version have?",
         [WHOLE],
         llm,
-        resolve_answer_settings(list(sets)),
+        resolve_answer_settings(list(sets)).replace(**constants),
         source=SOURCE,
         names=["policy.txt"],
         stream=stream,
@@ -273,7 +275,7 @@ def test_run_keys_name_the_check() -> None:
     assert answer_settings(None, parse_sets([])).check == "support"  # the default (issue 53)
     assert resolve_answer_settings([]).choices()["check"] == "quote"
     assert "support" not in resolve_answer_settings([]).choices()  # not deciding
-    assert "check" not in ORIGINAL.choices()
+    assert ORIGINAL.choices()["check"] == "support"
     both = resolve_answer_settings(["answer.check=both"]).choices()
     assert both["check"] == "both" and "support" in both
 
@@ -333,24 +335,14 @@ def test_where_the_answers_words_must_be() -> None:
     ).holds
 
 
-def test_quote_settings_are_the_checks_tolerance() -> None:
-    chosen = resolve_answer_settings(["answer.quote_pieces=2", "answer.quote_answer_in=item"])
+def test_the_quote_checks_tolerance_is_the_verify_stages_constants() -> None:
+    assert AnswerSettings().quote_tolerance() == Tolerance(answer_in="evidence")
+    chosen = AnswerSettings().replace(quote_pieces=2, quote_answer_in="item")
     assert chosen.quote_tolerance().pieces == 2 and chosen.quote_tolerance().answer_in == "item"
-    assert chosen.choices()["quote_pieces"] == "2"
-    assert not any(k.startswith("quote_") for k in answer_settings(None, parse_sets([])).choices())
-    for bad in ("answer.quote_pieces=0", "answer.quote_fallback=maybe", "answer.quote_added=-1"):
-        with pytest.raises(SettingError, match="quote_"):
-            resolve_answer_settings([bad])
-
-
-def test_a_failed_quote_falls_back_to_the_support_check_when_set() -> None:
-    reply = "Answer: four\nQuote: The version has 4 parts."  # not the document's words
-    strict, _ = ask(reply)
-    assert strict.text == NOT_FOUND and strict.support is None
-    kept, _ = ask(reply, "answer.quote_fallback=support")
-    assert kept.support is not None and kept.quotes == ()  # no unverified quote shown
-    assert (kept.text == "four") is (kept.support >= AnswerSettings().support)
-    assert kept.quote_check is not None and kept.quote_check.problem == "quote not in the evidence"
+    assert not any(k.startswith("quote_") for k in chosen.choices())
+    for gone in ("answer.quote_pieces=2", "answer.quote_fallback=support"):  # 0.2.0
+        with pytest.raises(SettingError, match=r"unknown setting answer\.quote_"):
+            resolve_answer_settings([gone])
 
 
 def test_a_quote_copied_across_the_selections_gap_is_two_pieces() -> None:

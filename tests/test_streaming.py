@@ -175,14 +175,14 @@ _MODELS: ModelsFactory | None = None  # the models `use` injects through the CLI
 
 
 def run(args: list[str], stdin: str | None = None) -> tuple[int, str, str]:
-    """``lcr ARGS``; ``ask`` judged by the support check, whose reply is streamed (a reply
-    the quote check must pass is shown only once verified: tests/test_terminal.py). The
-    scripted replies are not the story's words, so the floor on words never read is off
-    unless a test sets it (it would withhold them after streaming, as a check may)."""
+    """``lcr ARGS``; ``ask`` with the support check, whose reply is streamed (a reply the
+    quote check must pass is shown only once verified: tests/test_terminal.py). The
+    scripted replies are not the story's words, so nothing is withheld (``guess``) unless
+    a test says to abstain (a check would withhold them after streaming, as it may)."""
     if args[0] == "ask" and "answer.check" not in " ".join(args):
         args = [*args, "--set", "answer.check=support"]
-    if args[0] == "ask" and "answer.located_floor" not in " ".join(args):
-        args = [*args, "--set", "answer.located_floor=0", "--set", "answer.unquoted=show"]
+    if args[0] == "ask" and "answer.not_found" not in " ".join(args):
+        args = [*args, "--set", "answer.not_found=guess"]
     return run_cli(args, stdin=stdin, models=_MODELS)
 
 
@@ -218,7 +218,8 @@ def test_an_answer_changed_after_streaming_is_said_plainly(
 ) -> None:
     llm = ScriptedReply("The excerpts do not mention a bird.", yes_probability=0.0)
     use(monkeypatch, llm, terminal=True)
-    code, out, err = run(["ask", str(index), QUESTION, "-k", "2"])
+    abstain = ["--set", "answer.not_found=abstain"]  # lcr's default
+    code, out, err = run(["ask", str(index), QUESTION, "-k", "2", *abstain])
     assert code == 0, err
     assert out.startswith(
         f"Q: {QUESTION}\nA: The excerpts do not mention a bird.\n"

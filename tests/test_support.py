@@ -18,6 +18,7 @@ from lcr.answer.shared import (
     shared_answer,
 )
 from lcr.answer.support import (
+    NAMES_FLOOR,
     SupportSignals,
     answer_overlap,
     check_messages,
@@ -33,6 +34,7 @@ from lcr.evidence import EvidenceItem
 from lcr.models.container import Models
 from lcr.pipeline.plans import parse_sets
 from lcr.store import Index
+from tests.asking import ask_with
 from tests.fakes import ForbiddenLLM, ScriptedLLM
 
 QUESTION = "What did the bird throw down to Cinderella?"
@@ -303,9 +305,8 @@ def test_the_scoring_call_is_made_only_when_asked_and_weighs_as_the_constants_sa
         assert runs[False].support == runs[True].support
     weighed = (-1.0, 1.0, 1.0, 1.0, 1.0)  # constants that do weigh P(yes)
     assert support_score(asked, weighed) > support_score(skipped, weighed)
-    assert parse_sets(["answer.p_yes=true"]).answer_values() == {"p_yes": True}
-    with pytest.raises(SettingError):
-        parse_sets(["answer.p_yes=maybe"])
+    with pytest.raises(SettingError, match=r"unknown setting answer\.p_yes"):
+        parse_sets(["answer.p_yes=true"])  # the constants decide, since 0.2.0 (issue 71)
 
 
 def test_a_draft_saying_it_does_not_know_scores_zero_without_a_check() -> None:
@@ -351,14 +352,15 @@ def story(cinderella: Path, tmp_path_factory: pytest.TempPathFactory) -> Index:
 
 def test_support_is_in_the_json_of_ask(story: Index) -> None:
     low = Models.with_objects(llm=ScriptedLLM(yes_probability=0.1, words=5))
-    sets = ["answer.check=support", "answer.support=1", "answer.p_yes=true"]
-    obj = api.plan_and_ask(story, "bm25", QUESTION, low, sets, k=3).to_json()
+    sets = ["answer.check=support", "answer.support=1"]
+    # the scoring call, made when the support constants weigh P(yes)
+    obj = ask_with(story, "bm25", QUESTION, low, sets, k=3, p_yes=True).to_json()
     assert obj["answer"] == NOT_FOUND and 0.0 < obj["support"] < 1.0
     assert obj["withheld_answer"] and obj["support_signals"]["p_yes"] == pytest.approx(0.1)
     high = Models.with_objects(llm=ScriptedLLM(yes_probability=0.9, words=5))
     # the scripted reply is the prompt's words, in no one run of the story: shown unquoted
-    lifted = ["answer.check=support", "answer.support=0", "answer.unquoted=show"]
-    kept = api.plan_and_ask(story, "bm25", QUESTION, high, lifted, k=3).to_json()
+    lifted = ["answer.check=support", "answer.support=0"]
+    kept = ask_with(story, "bm25", QUESTION, high, lifted, k=3, unquoted="show").to_json()
     assert kept["answer"] != NOT_FOUND and kept["support"] == obj["support"]  # the same text
     assert "withheld_answer" not in kept
     assert set(kept["support_signals"]) == {"p_yes", "overlap", "coverage", "names", "retrieval"}
@@ -483,7 +485,7 @@ def test_a_question_whose_names_are_mostly_not_read_scores_zero_whatever_the_wor
     assert support_score(signals_of(None, question, "the storm", story)) > 0.0
 
 
-def test_the_names_floor_withholds_in_the_step_and_is_a_setting() -> None:
+def test_the_names_floor_withholds_in_the_step_and_is_a_constant() -> None:
     item = EvidenceItem("c0", 0, 0, 3.0, ORWELL, [(0, len(ORWELL))])
     llm = ScriptedLLM(words=2, after="[1] ")
     floor = AnswerSettings(check="support", not_found="abstain")
@@ -493,7 +495,6 @@ def test_the_names_floor_withholds_in_the_step_and_is_a_setting() -> None:
     out = shared_answer(PEN_NAMES, [item], llm, lifted, source=ORWELL, names=["s"])
     assert out.text != NOT_FOUND and out.withheld is None
     assert out.support is not None and out.support > 0.5
-    assert parse_sets(["answer.names_floor=0"]).answer_values() == {"names_floor": 0.0}
-    for bad in ("answer.names_floor=1.5", "answer.names_floor=some"):
-        with pytest.raises(SettingError):
-            parse_sets([bad])
+    assert AnswerSettings().names_floor == NAMES_FLOOR
+    with pytest.raises(SettingError, match=r"unknown setting answer\.names_floor"):
+        parse_sets(["answer.names_floor=0"])  # a constant since 0.2.0 (issue 71)

@@ -103,9 +103,9 @@ def test_ask_shows_the_reading_then_the_answer_as_it_is_written(lighthouse: Path
     )
     # the 8 chunks read whole (not bm25's default selection of their sentences), the
     # answer judged by the support check (a reply to be quoted is not streamed, below),
-    # and the scripted server's words, not the story's, not withheld as never read
+    # and the scripted server's words, not the story's, given as they are (guess)
     whole = ["--set", "answer.select=off", "--set", "answer.check=support"]
-    whole += ["--set", "answer.located_floor=0", "--set", "answer.unquoted=show"]
+    whole += ["--set", "answer.not_found=guess"]
     with scripted_server(word_delay=0.4) as url:
         asked = run_in_terminal(
             ["ask", "lighthouse.idx", QUESTION, "-m", "bm25", "-k", "8", "--base-url", url, *whole],

@@ -1,15 +1,16 @@
 """What answering a query needs beyond retrieval, and what happens when the support
-check's scoring call (``answer.p_yes=true``) cannot run on a server without
-log-probabilities: the check reads the words alone, said in a note and recorded as
-``answer.p_yes=false``, rather than refused. lcr's defaults make no scoring call, so
-they work against any OpenAI-compatible server."""
+check's scoring call (made when the support constants weigh P(yes):
+:data:`~lcr.answer.support.ASK_P_YES`) cannot run on a server without
+log-probabilities: the check reads the words alone, said in a note, rather than
+refused. lcr's defaults make no scoring call, so they work against any
+OpenAI-compatible server."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from lcr.answer.shared import AnswerSettings, quoting
+from lcr.answer.shared import AnswerSettings
 from lcr.errors import NoLogprobsError
 from lcr.models.base import Capability
 from lcr.models.needs import Needs
@@ -18,20 +19,17 @@ if TYPE_CHECKING:
     from lcr.models.container import Models
 
 # one line within 80 columns after "lcr: "; docs/answer-step.md says what to do instead
-UNCHECKED = "note: server has no log-probabilities: checked as answer.p_yes=false"
+UNCHECKED = "note: server has no log-probabilities: support checked without P(yes)"
 
 Require = Callable[["Models", Needs, str], "Models"]
 
 
 def support_needs(answer: AnswerSettings, shared: bool) -> Needs:
-    """The support check's scoring call (``answer.p_yes``) reads P(yes) from the answering
+    """The support check's scoring call (``p_yes``) reads P(yes) from the answering
     LLM's logits (an OpenAI-compatible server must return log-probabilities). The shared
     answer step (``shared``) runs the check; a method's own step runs it only beside the
-    quote check (``answer.check=both``, or a failed quote with
-    ``answer.quote_fallback=support``)."""
-    beside_quotes = quoting(answer) and (
-        answer.check == "both" or answer.quote_fallback == "support"
-    )
+    quote check (``answer.check=both``)."""
+    beside_quotes = answer.check == "both"
     if answer.not_found == "abstain" and answer.p_yes and (shared or beside_quotes):
         return Needs(llm=frozenset({Capability.CHOICE_PROBABILITY}))
     return Needs()
@@ -52,7 +50,7 @@ def require_answer(
     if not check.llm:
         return require(models, needs, purpose), answer
     try:
-        bound = require(models, needs | check, f"{purpose} (answer.p_yes's scoring call)")
+        bound = require(models, needs | check, f"{purpose} (the support check's scoring call)")
     except NoLogprobsError:
         bound = require(models, needs, purpose)
         if note is not None:

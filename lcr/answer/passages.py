@@ -89,6 +89,12 @@ def _passage(
     )
 
 
+def excerpt_heading(item: EvidenceItem) -> str:
+    """A merged passage's first line: its document's name; nothing for a plain chunk."""
+    name = item.extra.get("document")
+    return f"Document: {name}\n" if isinstance(name, str) else ""
+
+
 def _document_position(item: EvidenceItem) -> tuple[int, str]:
     return (min((s for s, _ in item.spans), default=0), item.id)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
@@ -58,8 +58,6 @@ class AnswerContext(Generic[Q]):
     source: str
     documents: list[SourceDoc]
     scorer: SentenceScorer | None = None  # answer.select's sentence scorer
-    # answer.reread: the method's own evidence, when selection read a deeper pool
-    unselected: Callable[[], Sequence[EvidenceItem]] | None = None
     stream: AnswerStream | None = None  # who watches the reply being written
 
     def shared(self, question: str, items: Sequence[EvidenceItem]) -> AnswerResult:
@@ -72,7 +70,6 @@ class AnswerContext(Generic[Q]):
             source=self.source,
             names=[d.name for d in self.documents],
             scorer=self.scorer,
-            unselected=self.unselected,
             stream=self.stream,
         )
         return dataclasses.replace(out, step=SharedAnswer.name)

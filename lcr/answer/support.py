@@ -14,7 +14,7 @@ The signals (:class:`SupportSignals`):
   the excerpts state that <answer> answers <question>?", asked as a follow-up turn
   of the answer's own conversation, so a backend with a prefix cache (llama.cpp)
   re-encodes only the answer and the check (about 40 tokens). Asked only with
-  ``answer.p_yes=true`` (None otherwise): the shipped constants give it no weight,
+  :data:`ASK_P_YES` (None otherwise): the shipped constants give it no weight,
   and on a backend without a prefix cache the call encodes the prompt again;
 - ``overlap``: the share of the answer's content words found in the evidence;
 - ``coverage``: the share of the question's content words found in the evidence or
@@ -58,7 +58,7 @@ ABOUT_THE_TEXT = frozenset(_ABOUT_THE_TEXT_WORDS.split())
 class SupportSignals:
     """What the check measured for one answer (recorded in ``--json`` and eval records)."""
 
-    p_yes: float | None  # None: the model was not asked (answer.p_yes=false)
+    p_yes: float | None  # None: the model was not asked (ASK_P_YES false)
     overlap: float
     coverage: float = 1.0
     retrieval: float | None = None
@@ -83,7 +83,7 @@ class SupportSignals:
 # F1 there; L2 0.1 by cross-validation inside corpus0; no weight below 0); the bias is
 # shifted by -logit(0.38) so that the default threshold 0.5 is that operating point.
 # Measured on corpora 1 and 2, never fitted on them. The selection's records carry no
-# P(yes) (answer.p_yes=false), so it is left out; fitted on ten-chunk records that had
+# P(yes) (ASK_P_YES false), so it is left out; fitted on ten-chunk records that had
 # it, it fell below 0 once the words were in. Another model needs its own fit, and a
 # script its own threshold (`support_signals` is recorded).
 BIAS = -8.426
@@ -95,9 +95,10 @@ CONSTANTS = (BIAS, P_YES_WEIGHT, OVERLAP_WEIGHT, COVERAGE_WEIGHT, NAMES_WEIGHT)
 DEFAULT_THRESHOLD = 0.5
 """``answer.support``'s default: the least score an answer needs to be given."""
 ASK_P_YES = P_YES_WEIGHT != 0.0
-"""``answer.p_yes``'s default: make the scoring call only when the constants weigh it."""
+"""Make the support check's scoring call only when the constants weigh P(yes): with the
+fitted constants, never (P_YES_WEIGHT 0), so the call earns nothing."""
 NAMES_FLOOR = 0.5
-"""``answer.names_floor``'s default: an answer to a question whose names are less than half
+"""An answer to a question whose names are less than half
 in what was read (by letters, a name's words apart counting half) scores 0, however many of
 its other words are there. The logistic adds the signals up, so a text holding the question's
 common words and the answer's could outweigh the names it lacks; chosen on HotpotQA dev

@@ -138,7 +138,7 @@ class AnswerScreen:
     stderr, a progress line), then the answer word by word as the model writes it,
     wrapped to 80 columns as the whole answer would be. The answer step may change the
     reply after it was shown (a reply saying the evidence lacks the answer becomes
-    "not found in the document"; ``answer.reread`` asks again): :meth:`settle` then
+    "not found in the document", or a check withholds it): :meth:`settle` then
     adds one line, ``final answer: ...``, so what was shown is never taken for the
     answer when it is not. Progress bars are off the screen while it writes."""
 

@@ -178,9 +178,7 @@ def plan_methods(
             "retrieval_only": opts.retrieval_only,
             "max_new_tokens": None if opts.retrieval_only else opts.max_new_tokens,
         }
-        if not opts.retrieval_only and answer.choices() != ORIGINAL.choices():
-            # the answer step as before answer.* settings adds nothing, so results
-            # made before them keep their key (and are not run again)
+        if not opts.retrieval_only:
             what["answer"] = answer.choices()
         # retrieval alone leaves room for lcr's default reply (pipeline.retrieve's)
         reply = answer.replace(max_new_tokens=256) if opts.retrieval_only else answer

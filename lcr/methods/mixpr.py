@@ -14,8 +14,9 @@ personalised PageRank (alpha 0.6) for local questions, plain PageRank (alpha
 0) for global ones. ``mode=auto`` lets the paper's zero-shot y/n router (it
 reads the context's first and last two chunks and the question) choose; the
 default is local, because with the default model the router sent nearly every
-question to global (bench/bench_router.py). The top k = 100 chunks go to the
-answer step in document order.
+question to global (bench/bench_router.py). The top k = 100 chunks are returned best
+first, as every method's; the answer step reads them in document order (its
+``answer.order=document``, the paper's).
 
 How the question links into the graph decides whether the walk works (see
 the ``link`` setting, and bench/README.md for the measurements).
@@ -559,7 +560,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
                 walk=float(walk[i]),
                 similarity=float(sims[i]),
             )
-            for i in sorted(rank, key=lambda j: (nodes[j].spans[0][0] if nodes[j].spans else 0, j))
+            for i in rank  # best first: document order is the answer step's view of them
         ]
         return Evidence(self.name, items, info=info)
 

@@ -19,7 +19,6 @@ from lcr.answer.shared import AnswerStream
 from lcr.config import Settings
 from lcr.errors import InputError, SettingError
 from lcr.estimate.throughput import observe_build
-from lcr.evidence import EvidenceItem
 from lcr.methods.base import BuildContext, Needs, QueryContext
 from lcr.models.backends import (
     cpu_configuration,
@@ -422,14 +421,11 @@ def ask_query(
     step if it has one, else the shared one with the plan's ``answer.*`` settings
     (:mod:`lcr.answer.shared`); ``stream`` watches the shared step."""
     planned = plan_answer(query, models, note)
-    own, query = planned.query, planned.pool or planned.query  # own: without the deeper pool
+    query = planned.pool or planned.query
     # the roles bound once for the whole ask: checked above, the index's embedder here
     reader_models = index.reader(query.method.name).entry.models
     roles = query_models(reader_models, query, planned.models, note)
     result = _retrieve(index, query, question, roles, progress, note, keep_state=True)
-
-    def unselected() -> list[EvidenceItem]:  # only asked for when the pool was deeper
-        return _retrieve(index, own, question, roles, NULL_PROGRESS, None, False).evidence.items
 
     return answer_evidence(
         index,
@@ -438,7 +434,6 @@ def ask_query(
         query.settings,
         query.answer,
         roles,
-        unselected=None if own is query else unselected,
         stream=stream,
         note=note,
     )

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lcr.answer.grounding import ground, unwritten_terms
+from lcr.answer.before import decide_before_reading
+from lcr.answer.decide import decide
 from lcr.answer.needs import require_answer
-from lcr.answer.replies import NOT_FOUND
 from lcr.answer.selection import sentence_scorer
 from lcr.answer.shared import AnswerResult, AnswerSettings, AnswerStream
 from lcr.answer.step import AnswerContext, AnswerStep
 from lcr.config import Settings
-from lcr.evidence import EvidenceItem, rank_order
+from lcr.evidence import rank_order
 from lcr.models.backends import describe_configuration, llm_configuration
 from lcr.models.base import Role
 from lcr.pipeline.accounting import spending
@@ -56,8 +56,9 @@ class AnswerPlan:
 def plan_answer(
     query: QueryPlan, models: Models, note: Callable[[str], None] | None = None
 ) -> AnswerPlan:
-    """What answering with ``query`` needs, checked once (``answer.p_yes`` dropped, with a
-    note, where a server returns no log-probabilities), and the pool to select from:
+    """What answering with ``query`` needs, checked once (the support check's scoring
+    call dropped, with a note, where a server returns no log-probabilities), and the
+    pool to select from:
     ``answer.pool`` items when the shared step selects and ``-k`` was not given."""
     method = query.method
     step = method.answer_step(query.settings)
@@ -80,7 +81,6 @@ def answer_evidence(
     answer: AnswerSettings,
     models: Models,
     *,
-    unselected: Callable[[], Sequence[EvidenceItem]] | None = None,
     stream: AnswerStream | None = None,
     note: Callable[[str], None] | None = None,
 ) -> Result:
@@ -89,27 +89,24 @@ def answer_evidence(
     answer, what was read, what the step did, cost and took, and the LLM: a new
     :class:`~lcr.result.Result` from the retrieval's, made once.
 
-    ``unselected`` gives ``answer.reread`` the method's own evidence when the evidence
-    is a deeper pool; ``stream`` watches the reply; ``note`` hears of evidence that did
+    The chain's first and last stages (:data:`lcr.answer.shared.STAGES`) run here, around
+    the method's step: ``stream`` watches the reply; ``note`` hears of evidence that did
     not fit the window. The evidence's kept state is let go once answered."""
     started = time.perf_counter()
-    absent = unwritten_terms(retrieved.question, answer, index.source)
-    if absent:  # the document never writes a term of the question: no model, no call
-        unasked = AnswerResult(NOT_FOUND, [], 0, info={"absent": ", ".join(absent)})
+    unasked = decide_before_reading(retrieved.question, answer, index.source)
+    if unasked is not None:  # the document never writes a term of the question: no call
         return _unasked(retrieved, unasked, step, answer, models, time.perf_counter() - started)
     with spending(models) as loading:
         llm = models.llm
     scorer = None
     if answer.select != "off":
         scorer = sentence_scorer(answer.select, lambda: models.embedder, lambda: llm)
-    ctx = AnswerContext(
-        llm, settings, answer, index.source, index.documents, scorer, unselected, stream
-    )
+    ctx = AnswerContext(llm, settings, answer, index.source, index.documents, scorer, stream)
     evidence = retrieved.evidence
     with spending(models) as answering:
         out = step.answer(ctx, retrieved.question, evidence, step.state_of(evidence))
         headings = heading_lines(index.documents, index.layouts, index.source)
-        out = ground(retrieved.question, out, answer, index.source, headings=headings)
+        out = decide(retrieved.question, out, answer, index.source, headings=headings)
         if out.dropped and note is not None:
             note(dropped_warning(len(evidence.items), out, llm.context_window))
         # read as set, shown by rank; the answer step made new items (passages, cuts)
