@@ -5,9 +5,8 @@ A settings class subclasses :class:`Settings`; each field is declared with
 text gives one, marked apart from a value taken from the authors' reference code),
 a one-line help text and what values are valid. Everything else is
 derived from that one declaration: ``--set method.key=value`` parsing and range
-checks, ``lcr methods --settings``, the values an index records, and the
-mapping of a renamed setting's old name (accepted for one release, with a
-warning, and read from older indexes so they stay up to date).
+checks, ``lcr methods --settings``, and the values an index records (read back as
+they were written; a key added since reads as its default).
 
 Methods read attributes (``ctx.settings.top_k``), never string keys.
 """
@@ -34,10 +33,6 @@ _META = "lcr.setting"
 # in, so a typo (an extra 0 or three) is refused instead of making a call that runs
 # until the model's window ends.
 MOST_NEW_TOKENS = 32_768
-
-
-class SettingRenamed(UserWarning):
-    """A ``--set`` used a setting's old name; the CLI prints it as one warning line."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +63,6 @@ class Setting:
     # text that is checked where it is used (a model name): says what it may be
     free_text: str | None = None
     optional: bool = False  # None is a valid value ("none" on the command line)
-    renamed_from: tuple[str, ...] = ()  # older names, accepted for one release
-    # the value an index recorded before this setting existed was built with
-    legacy: SettingValue = None
-    has_legacy: bool = False
 
     @property
     def origin(self) -> str:
@@ -220,15 +211,9 @@ def setting(
     low: float | None = None,
     high: float | None = None,
     free_text: str | None = None,
-    renamed_from: Sequence[str] = (),
-    legacy: Any = ...,
 ) -> T:
     """Declare one field of a :class:`Settings` class. The field's annotation is its type
     (``int``, ``float``, ``str``, ``bool``, a ``Literal`` of choices, or ``X | None``).
-
-    ``legacy``: what an index built before the setting existed was built with, when
-    that differs from ``default`` (bm25's stemmer was added later: old indexes have
-    none), so reading such an index back gives the truth.
 
     ``measured``: for lcr's own default, the page and anchor where the measurement
     that chose it is written up (``docs/methods/mixpr.md#linking``).
@@ -260,8 +245,6 @@ def setting(
         "low": low,
         "high": high,
         "free_text": free_text,
-        "renamed_from": tuple(renamed_from),
-        "legacy": legacy,
     }
     return dataclasses.field(default=default, metadata={_META: meta})
 
@@ -283,36 +266,28 @@ class Settings:
         return {s.name: s for s in cls.declared()}
 
     @classmethod
-    def renamed(cls) -> dict[str, str]:
-        """Old name -> current name, for every renamed setting."""
-        return {old: s.name for s in cls.declared() for old in s.renamed_from}
-
-    @classmethod
     def build(cls, values: Mapping[str, Any] | None = None, *, label: str = "setting") -> Self:
-        """Defaults overridden by ``values`` (current or old names), each one checked;
-        ``label`` names them in errors (the method: ``bm25`` -> ``bm25.top_k``)."""
+        """Defaults overridden by ``values``, each one checked; ``label`` names them in
+        errors (the method: ``bm25`` -> ``bm25.top_k``)."""
         by_name = cls.by_name()
-        renamed = cls.renamed()
         checked: dict[str, Any] = {}
-        for key, value in (values or {}).items():
-            name = renamed.get(key, key)
+        for name, value in (values or {}).items():
             if name not in by_name:
                 valid = ", ".join(sorted(by_name)) or "none"
-                raise SettingError(f"unknown setting {label}.{key}; valid: {valid}")
+                raise SettingError(f"unknown setting {label}.{name}; valid: {valid}")
             checked[name] = by_name[name].check(value, f"{label}.{name}")
         return cls(**checked)
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any]) -> Self:
-        """The settings an index recorded: old names mapped, keys no longer declared
-        ignored, keys added since filled with their legacy value (else their default).
-        Never raises on values an older lcr accepted; a value of the wrong type (the
-        manifest was edited) is a :class:`SettingError` naming it."""
+        """The settings an index recorded, read as they were written: keys no longer
+        declared ignored, keys added since filled with their default. Never raises on
+        values an older lcr accepted; a value of the wrong type (the manifest was
+        edited) is a :class:`SettingError` naming it. (A build lcr can no longer read
+        truthfully is refused before this: :mod:`lcr.pipeline.integrity`.)"""
         by_name = cls.by_name()
-        renamed = cls.renamed()
-        values: dict[str, Any] = {s.name: s.legacy for s in by_name.values() if s.has_legacy}
-        for key, value in stored.items():
-            name = renamed.get(key, key)
+        values: dict[str, Any] = {}
+        for name, value in stored.items():
             if name in by_name:
                 values[name] = by_name[name].recorded(value)
         return cls(**values)
@@ -356,9 +331,6 @@ def _declared(cls: type[Settings]) -> tuple[Setting, ...]:
                 high=meta["high"],
                 free_text=meta["free_text"],
                 optional=optional,
-                renamed_from=meta["renamed_from"],
-                legacy=None if meta["legacy"] is ... else meta["legacy"],
-                has_legacy=meta["legacy"] is not ...,
             )
         )
     return tuple(out)

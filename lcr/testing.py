@@ -442,8 +442,7 @@ def check_answer_step(c: MethodChecks) -> None:
 
 def check_settings_declared_once_and_typed(c: MethodChecks) -> None:
     """Each phase's settings are one frozen, typed declaration: one-line help, valid
-    values stated, defaults that pass their own checks and parse back from their text,
-    old names that map to new ones."""
+    values stated, defaults that pass their own checks and parse back from their text."""
     for cls in (c.method.build_settings, c.method.query_settings):
         assert issubclass(cls, Settings) and dataclasses.is_dataclass(cls), f"{cls} not Settings"
         defaults = cls()
@@ -454,9 +453,6 @@ def check_settings_declared_once_and_typed(c: MethodChecks) -> None:
             assert s.declares_valid_values(), f"{label} accepts anything"
             assert s.check(getattr(defaults, s.name), label) == s.default, f"{label}: default"
             assert s.parse(str(s.default)) == s.default, f"{label}: default's text"
-            for old in s.renamed_from:
-                assert cls.renamed()[old] == s.name, f"{label}: old name {old} unmapped"
-                assert old not in cls.by_name(), f"{label}: old name {old} still declared"
         assert cls.from_stored(defaults.to_json()) == defaults, f"{cls.__name__} round trip"
     for key in c.method.quick_build_settings:
         assert key in c.method.build_settings.by_name(), f"quick_build_settings: no {key}"

@@ -253,7 +253,6 @@ class MixPRBuild(Settings):
         "chunk size in words: sentences, then newlines, then equal word splits (the paper's N)",
         paper=True,
         low=1,
-        renamed_from=("max_words",),
     )
     threshold: float = setting(
         0.27, "graph edges need TF-IDF cosine >= this", paper=True, low=0, high=1

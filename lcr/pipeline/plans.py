@@ -10,7 +10,6 @@ input enters; :mod:`lcr.pipeline` takes them as they are and parses nothing.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,8 +60,7 @@ class ParsedSets:
 
     def values(self, method: AnyMethod, phase: str, *, strict: bool = True) -> dict[str, Any]:
         """``method``'s values for ``phase``; ``strict``: a key of its other phase fails,
-        naming the command that takes it (``lcr eval`` takes both). An old name is
-        taken with a :class:`~lcr.config.SettingRenamed` warning."""
+        naming the command that takes it (``lcr eval`` takes both)."""
         values: dict[str, Any] = {}
         for a in self.assignments:
             if a.target != method.name:
@@ -74,14 +72,6 @@ class ParsedSets:
                         "not of this command"
                     )
                 continue
-            if a.given != a.name:
-                warnings.warn(
-                    config.SettingRenamed(
-                        f"{a.target}.{a.given} is now {a.target}.{a.name}; "
-                        "the old name goes in the next release"
-                    ),
-                    stacklevel=2,
-                )
             values[a.name] = a.value
         return values
 
@@ -138,22 +128,12 @@ def _read(declared: Setting, value: Any, is_text: bool, label: str) -> SettingVa
 
 
 def _answer_assignment(name: str, value: Any, is_text: bool) -> Assignment:
-    renamed = AnswerSettings.renamed()
-    current = renamed.get(name, name)
-    if current != name:
-        warnings.warn(
-            config.SettingRenamed(
-                f"{ANSWER_TARGET}.{name} is now {ANSWER_TARGET}.{current}; "
-                "the old name goes in the next release"
-            ),
-            stacklevel=4,
-        )
     declared = AnswerSettings.by_name()
-    if current not in declared:
+    if name not in declared:
         valid = ", ".join(sorted(declared)) or "none"
         raise SettingError(f"unknown setting {ANSWER_TARGET}.{name}; valid: {valid}")
-    parsed = _read(declared[current], value, is_text, f"{ANSWER_TARGET}.{current}")
-    return Assignment(ANSWER_TARGET, name, current, parsed, ANSWER_TARGET)
+    parsed = _read(declared[name], value, is_text, f"{ANSWER_TARGET}.{name}")
+    return Assignment(ANSWER_TARGET, name, name, parsed, ANSWER_TARGET)
 
 
 def _method_assignment(
@@ -165,10 +145,9 @@ def _method_assignment(
         )
     method = get_method(target)  # only the methods named are loaded (a plugin may fail)
     for phase, cls in ((BUILD, method.build_settings), (QUERY, method.query_settings)):
-        current = cls.renamed().get(name, name)
-        if current in cls.by_name():
-            parsed = _read(cls.by_name()[current], value, is_text, f"{target}.{current}")
-            return Assignment(target, name, current, parsed, phase)
+        if name in cls.by_name():
+            parsed = _read(cls.by_name()[name], value, is_text, f"{target}.{name}")
+            return Assignment(target, name, name, parsed, phase)
     declared = {n for cls in (method.build_settings, method.query_settings) for n in cls.by_name()}
     raise SettingError(
         f"unknown setting {target}.{name}; valid: {', '.join(sorted(declared)) or 'none'}"

@@ -35,7 +35,6 @@ class PecanBuild(Settings):
         measured="docs/methods/pecan.md#information-points-replies-against-the-cap",
         low=8,
         high=MOST_NEW_TOKENS,
-        renamed_from=("max_new_tokens",),
     )
     top: Literal["summary", "fit"] = setting(
         "summary",
@@ -47,7 +46,6 @@ class PecanBuild(Settings):
         "points",
         "points: many-to-many IP graph (paper); tree: one summary per batch, Table 2's ablation",
         paper=True,
-        legacy="points",
     )
     max_levels: int = setting(
         10,
@@ -69,7 +67,6 @@ class PecanBuild(Settings):
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
         measured="docs/methods/pecan.md#embed_long-on-pecans-chunks",
-        legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
     )
 
 

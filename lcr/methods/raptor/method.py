@@ -100,7 +100,6 @@ class RaptorBuild(Settings):
         measured="docs/methods/raptor.md#summary-lengths-with-the-default-model",
         low=1,
         high=MOST_NEW_TOKENS,
-        renamed_from=("summary_max_tokens",),
     )
     batch_size: int = setting(
         0,
@@ -116,7 +115,6 @@ class RaptorBuild(Settings):
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
         measured="docs/methods/raptor.md#embed_long-on-raptors-nodes",
-        legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
     )
 
 
