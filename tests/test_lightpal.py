@@ -38,7 +38,6 @@ from lcr.methods.lightpal.scoring import (
 )
 from lcr.models.base import ContinuationScore
 from lcr.models.container import Models
-from lcr.pipeline.plans import parse_sets
 from lcr.progress import NULL_PROGRESS
 from lcr.store import DocumentInput, Index, LLMCache
 from tests.conftest import FIXTURES, SHARED_DATA, needs_shared_data

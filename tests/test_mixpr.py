@@ -7,7 +7,6 @@ import json
 import random
 import shutil
 import string
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 

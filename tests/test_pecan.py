@@ -25,7 +25,6 @@ import pytest
 import torch
 
 from lcr import api, pipeline
-from lcr.pipeline.integrity import retired_reading
 from lcr.errors import CapabilityError, ModelError, SettingError
 from lcr.methods import get_method
 from lcr.methods.pecan.build import effective_s
@@ -54,6 +53,7 @@ from lcr.models.base import Capability, Message
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.models.transformers_llm import NodeKVCache, span_mean_matrix
+from lcr.pipeline.integrity import retired_reading
 from lcr.pipeline.plans import parse_sets
 from lcr.store import DocumentInput, Index
 from tests.conftest import FIXTURES, REPO

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 import zlib
 from collections.abc import Sequence
 from itertools import pairwise

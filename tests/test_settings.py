@@ -195,9 +195,9 @@ def test_version_0_2_retires_legacy_values_and_old_names() -> None:
     for retired in ({"legacy": "none"}, {"renamed_from": ("words",)}):
         with pytest.raises(TypeError):
             setting("english", "stemmer", **retired)  # type: ignore[call-overload]
-    with pytest.raises(SettingError, match="unknown setting graphreader.extraction_max_tokens"):
+    with pytest.raises(SettingError, match=r"unknown setting graphreader\.extraction_max_tokens"):
         parse_sets(["graphreader.extraction_max_tokens=300"])
-    with pytest.raises(SettingError, match="unknown setting mixpr.max_words"):
+    with pytest.raises(SettingError, match=r"unknown setting mixpr\.max_words"):
         parse_sets(["mixpr.max_words=16"])
 
 
@@ -221,9 +221,9 @@ def _old_manifest(index: Path, method: str, edit: dict[str, object], drop: str =
 @pytest.fixture
 def old_index(tmp_path: Path, cinderella: Path) -> Path:
     story = tmp_path / "cinderella.txt"
-    shutil.copy(cinderella, story)
+    story.write_text(cinderella.read_text(encoding="utf-8")[:2000], encoding="utf-8")
     with pytest.raises(SystemExit) as exc:
-        main(["index", str(story), "-q", "-m", "bm25,mixpr"])
+        main(["index", str(story), "-q", "-m", "bm25", "-m", "mixpr"])
     assert exc.value.code == 0
     return tmp_path / "cinderella.idx"
 
@@ -237,21 +237,21 @@ def test_an_old_build_that_reads_truthfully_opens(
     code, out, err = run(["retrieve", str(old_index), "glass slipper", "-m", "mixpr"], capsys)
     assert code == 0 and out and not err, err
     story = str(old_index.with_suffix(".txt"))
-    code, out, err = run(["index", story, "-m", "mixpr", "--json"], capsys)
-    assert code == 0 and json.loads(out)["methods"]["mixpr"]["built"] is False, out
+    code, out, err = run(["index", story, "-m", "mixpr"], capsys)
+    assert code == 0 and "mixpr up to date" in out, out + err
 
 
 @pytest.mark.parametrize(
     ("method", "edit", "drop", "said", "hint"),
     [
         # built before the stemmer existed: unstemmed, which no default is now
-        ("bm25", {}, "stemmer", "as bm25.stemmer=none", "-m bm25 --force"),
+        ("bm25", {}, "stemmer", "bm25.stemmer=none", "--method bm25 --force"),
         # built under an old name with another value than the new name's default
         (
             "mixpr",
             {"max_words": 16},
             "chunk_words",
-            "as mixpr.max_words=16",
+            "mixpr.max_words=16",
             "--set mixpr.chunk_words=16 --force",
         ),
     ],
@@ -274,12 +274,12 @@ def test_an_old_build_that_cannot_read_truthfully_is_refused_naming_force(
     code, out, err = run(["retrieve", str(old_index), "glass slipper", "-m", method], capsys)
     assert code == 1 and out == ""
     assert len(err.strip().splitlines()) == 1, err
-    assert f"its {method} build was made by lcr 0.1.0 {said}, which lcr" in err, err
-    assert "no longer reads" in err and hint in err, err
+    assert f"its {method} build was made by lcr 0.1.0 with {said}, which lcr" in err, err
+    assert "no longer reads since 0.2.0" in err and hint in err, err
     # `lcr index` does not count it as up to date: it builds it again, as today's
     story = str(old_index.with_suffix(".txt"))
-    code, out, err = run(["index", story, "-m", method, "--json"], capsys)
-    assert code == 0 and json.loads(out)["methods"][method]["built"] is True, out
+    code, out, err = run(["index", story, "-m", method], capsys)
+    assert code == 0 and f"{method} built in" in out, out + err
     code, out, err = run(["retrieve", str(old_index), "glass slipper", "-m", method], capsys)
     assert code == 0 and out, err
 

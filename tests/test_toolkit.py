@@ -16,7 +16,7 @@ from lcr import api, pipeline
 from lcr.errors import LLMCallError
 from lcr.methods import get_method
 from lcr.methods.pecan.settings import PecanBuild
-from lcr.methods.raptor.method import PROMPT_VERSION, RaptorBuild, summary_messages
+from lcr.methods.raptor.method import PROMPT_VERSION, summary_messages
 from lcr.methods.toolkit import (
     BuildStages,
     Generations,
