@@ -71,6 +71,17 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+@pytest.fixture
+def builtin_methods() -> Iterator[Any]:
+    """lcr's own methods alone for the test, whatever plugins are installed beside lcr:
+    the tests of lcr's own documents, man page and settings read these (a registry of
+    the test's own, lcr.methods.using; the installed one is left as it is)."""
+    from lcr.methods import only_builtin
+
+    with only_builtin() as registry:
+        yield registry
+
+
 @pytest.fixture(scope="session")
 def cinderella() -> Path:
     """The opening 7 KB of the public-domain fairy tale (tests/data/cinderella.txt)."""

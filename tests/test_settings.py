@@ -18,6 +18,9 @@ from lcr.cli.main import main
 from lcr.config import Setting, Settings, setting
 from lcr.errors import SettingError
 
+# lcr's own methods, whatever plugins are installed beside lcr
+pytestmark = pytest.mark.usefixtures("builtin_methods")
+
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     with pytest.raises(SystemExit) as exc:
