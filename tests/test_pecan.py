@@ -170,9 +170,9 @@ def test_settings_are_typed() -> None:
     assert by_name["second_turn"].choices == SECOND_TURNS
     build = PecanBuild.by_name()
     assert "the paper's s" in build["s"].help and "the paper's p" in by_name["patience"].help
-    # the paper states no stopping rule, but Table A4 builds (LLM cost) over texts that fit
-    # one batch (Table A3), which `fit` would leave unsummarised: `summary` is its reading
-    assert build["top"].paper and "Table A4" in build["top"].help
+    # the paper states no stopping rule: `summary` is lcr's reading of Table A4, which builds
+    # (LLM cost) over texts that fit one batch (Table A3), which `fit` would leave unsummarised
+    assert build["top"].origin == "lcr" and "Table A4" in build["top"].help
     assert build["top"].default == "summary" and not build["top"].measured_in
     for cls in (PecanBuild, PecanQuery):
         assert all(len(s.help) <= 100 for s in cls.declared())

@@ -333,6 +333,66 @@ def test_a_librarys_default_is_marked_with_the_library_and_is_its_default(
         setting(1.0, "x", paper=True, library="bm25s")
 
 
+def test_a_defaults_origin_is_one_value() -> None:
+    """Issue 71: where a default comes from is one :class:`Origin` (a source and what it
+    names), not six flags; setting()'s keywords make it, and the listing's JSON keeps
+    its shape (``paper``, ``reference_code``, ``origin``, and what the origin names)."""
+    from lcr.config import Origin, Source
+    from lcr.methods.mixpr import MixPRQuery
+
+    tol = MixPRQuery.by_name()["tol"]
+    assert tol.source == Origin(Source.LIBRARY, "networkx")
+    assert (tol.origin, tol.library, tol.paper, tol.measured_in) == (
+        "library",
+        "networkx",
+        False,
+        "",
+    )
+    assert Origin.declared(measured="a.md#b") == Origin(Source.MEASURED, "a.md#b")
+    assert Origin.declared() == Origin(Source.LCR)
+    with pytest.raises(ValueError, match="names one"):
+        Origin(Source.MEASURED)  # a measurement names its page
+    with pytest.raises(ValueError, match="names none"):
+        Origin(Source.PAPER, "x")
+
+
+def test_the_settings_json_keeps_its_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["methods", "--settings", "--json"], capsys)
+    assert code == 0
+    rows = {r["name"]: r for r in map(json.loads, out.splitlines())}
+    tol = rows["mixpr"]["query_settings"]["tol"]
+    assert {k: tol[k] for k in ("paper", "reference_code", "origin", "library")} == {
+        "paper": False,
+        "reference_code": False,
+        "origin": "library",
+        "library": "networkx",
+    }
+    seed = rows["raptor"]["build_settings"]["seed"]
+    assert (seed["paper"], seed["reference_code"], seed["origin"]) == (
+        False,
+        True,
+        "reference code",
+    )
+    for row in rows.values():
+        for phase in ("build_settings", "query_settings"):
+            for s in row[phase].values():
+                assert {"default", "help", "paper", "reference_code", "origin", "valid"} <= set(s)
+
+
+def test_labels_say_what_lcr_does() -> None:
+    """Issue 71: raptor.seed seeds UMAP and the BIC search's mixtures in lcr (its help
+    says so, and that the reference code seeds only the BIC search)."""
+    import inspect
+
+    from lcr.methods.raptor import clustering
+    from lcr.methods.raptor.method import RaptorBuild
+
+    help_text = RaptorBuild.by_name()["seed"].help
+    assert "UMAP" in help_text and "only the BIC search" in help_text
+    source = inspect.getsource(clustering)
+    assert "random_state=seed" in source  # UMAP's and the mixtures' fits, both seeded
+
+
 def test_a_seed_is_arbitrary_and_a_stand_in_names_the_papers_value(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -370,8 +430,9 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
 ) -> None:
     """Issue 56: every method default is the paper's, the reference code's, a library's,
     arbitrary, the nearest to the paper's, or lcr's with a measurement; the few still
-    plain "lcr" are exactly these (each named, with what it needs, on its page), and the
-    ones measured on a real graph point at GraphReader's sections."""
+    plain "lcr" are exactly these (each named, with why, on its page: issue 71's, which
+    no measurement chose or the paper does not state), and the ones measured on a real
+    graph point at GraphReader's sections."""
     code, out, _ = run(["methods", "--settings", "--json"], capsys)
     assert code == 0
     plain, measured = set(), {}
@@ -382,16 +443,13 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
                     plain.add(f"{row['name']}.{key}")
                 elif s["origin"] == "lcr, measured":
                     measured[f"{row['name']}.{key}"] = s["measured_in"]
-    assert plain == set()
+    assert plain == {"pecan.top", "pecan.embed_long", "raptor.embed_long"}
     pecan = "docs/methods/pecan.md#"
     points = "information-points-replies-against-the-cap"
     assert measured["pecan.points_max_new_tokens"] == pecan + points
     raptor = "docs/methods/raptor.md#"
     large = "global_neighbors_cap-on-a-large-layer"
     assert measured["raptor.global_neighbors_cap"] == raptor + large
-    # measured, and no measurement favours pooled: the pages say so where these point
-    assert measured["pecan.embed_long"] == pecan + "embed_long-on-pecans-chunks"
-    assert measured["raptor.embed_long"] == raptor + "embed_long-on-raptors-nodes"
     fixed = "docs/methods/pecan.md#fixed_nodes-against-the-recorded-searches"
     assert measured["pecan.fixed_nodes"] == fixed  # the held-out searches' nodes_read
     page = "docs/methods/graphreader.md#"
@@ -400,4 +458,4 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
         assert measured[f"graphreader.{key}"] == page + "caps-and-the-fallback-on-two-real-graphs"
     from lcr.methods.pecan.settings import PecanBuild
 
-    assert PecanBuild.by_name()["top"].origin == "paper"
+    assert PecanBuild.by_name()["top"].origin == "lcr"  # the paper states no stopping rule

@@ -301,7 +301,7 @@ class MixPRQuery(Settings):
     tol: float = setting(
         NETWORKX_TOL,
         "stop when the scores' L1 change is below nodes x this (networkx's, as the paper's PPR)",
-        paper=True,
+        library="networkx",  # networkx's pagerank default, which the paper's PPR follows
         low=0,
     )
     tol_rule: Literal["per-node", "total"] = setting(

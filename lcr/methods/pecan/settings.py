@@ -40,7 +40,8 @@ class PecanBuild(Settings):
         "summary",
         "summary: up to one batch's points (paper: Table A4 summarises texts under s); "
         "fit: a level that fits",
-        paper=True,  # Tables A3-A4: LLM construction cost on datasets whose every text fits s
+        # lcr's: the paper states no stopping rule; Tables A3-A4 (LLM construction cost on
+        # data sets whose every text fits s) are what lcr reads one from (pecan.md)
     )
     graph: Literal["points", "tree"] = setting(
         "points",
@@ -62,11 +63,11 @@ class PecanBuild(Settings):
         low=0,
         high=64,
     )
-    # held out, pooled and truncated recall within chance; pooled keeps a chunk's tail
+    # lcr's, no measurement chose it: held out, pooled and truncated recall within chance;
+    # pooled keeps a chunk's tail (pecan.md, "How the defaults were chosen")
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
-        measured="docs/methods/pecan.md#embed_long-on-pecans-chunks",
     )
 
 

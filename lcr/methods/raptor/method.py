@@ -108,13 +108,18 @@ class RaptorBuild(Settings):
         low=0,
     )
     seed: int = setting(
-        224, "seed of UMAP and the mixtures", reference_code=True, low=0, high=2**32 - 1
+        224,
+        "seed of UMAP and of the BIC search's mixtures "
+        "(the reference code seeds only the BIC search)",
+        reference_code=True,
+        low=0,
+        high=2**32 - 1,
     )
-    # binds on no measured leaf or summary; where it binds (PECAN) recall within chance
+    # lcr's, no measurement chose it: it binds on no measured leaf or summary, and where
+    # it binds (PECAN) recall is within chance (raptor.md, "How the defaults were chosen")
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
-        measured="docs/methods/raptor.md#embed_long-on-raptors-nodes",
     )
 
 
