@@ -77,20 +77,8 @@ def load_documents(
             if warn is not None:
                 warn(f"skipped: {exc}")
             continue
-        docs.append(
-            DocumentInput(
-                d.name,
-                d.text,
-                d.sha256,
-                d.size,
-                format=d.format,
-                layout=d.layout,
-                extractor=d.extractor,
-                extractor_version=d.extractor_version,
-                options=d.options,
-                path="-" if str(f.path) == "-" else os.path.abspath(f.path),
-            )
-        )
+        where = "-" if str(f.path) == "-" else os.path.abspath(f.path)
+        docs.append(dataclasses.replace(d, path=where))
     if not docs:
         raise InputError("none of the files found could be read (see the warnings above)")
     return docs
