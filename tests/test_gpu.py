@@ -366,7 +366,7 @@ def test_an_old_cache_is_reused_by_the_configuration_that_made_it(
 ) -> None:
     # an index built before configurations were recorded: keys hold the model id alone
     with monkeypatch.context() as m:
-        m.setattr(LLMCache, "llm_identity", lambda self, llm: llm.model_id)
+        m.setattr(LLMCache, "llm_identity", lambda self, model_id, config: model_id)
         old = _Like("llamacpp")
         index, _ = api.plan_and_index(
             [CINDERELLA],

@@ -25,6 +25,7 @@ from lcr.methods.toolkit import (
     embed_pooled,
     embedding_pieces,
 )
+from lcr.models.base import llm_configuration
 from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
 from lcr.pipeline.plans import parse_sets
@@ -136,7 +137,8 @@ def test_generation_keys_are_the_documented_recipe(tmp_path: Path) -> None:
         what="summarising",
     )
     messages = summary_messages(["Cinderella went to the ball.", "The prince looked for her."])
-    expected = cache_key(PROMPT_VERSION, cache.llm_identity(llm), messages, 40)
+    identity = cache.llm_identity(llm.model_id, llm_configuration(llm))
+    expected = cache_key(PROMPT_VERSION, identity, messages, 40)
     assert gens.key(messages) == expected
 
 
