@@ -353,11 +353,10 @@ def _questions(question: str) -> Iterator[str]:
 
 def _query_sets(method: str, mode: str | None, sets: tuple[str, ...]) -> ParsedSets:
     """Every ``--set`` parsed once, and ``--mode`` as the mode setting it stands for."""
-    from lcr.methods import get_method
     from lcr.pipeline.plans import mode_assignment, parse_sets
 
     parsed = parse_sets(sets)
-    return parsed if mode is None else parsed.plus(mode_assignment(get_method(method), mode))
+    return parsed if mode is None else parsed.plus(mode_assignment(parsed.method(method), mode))
 
 
 def query_options(f: Any, *, many: bool = False) -> Any:

@@ -50,10 +50,18 @@ class ParsedSets:
     method (or ``answer``), every key a setting of one of its phases, every value valid."""
 
     assignments: tuple[Assignment, ...] = ()
+    # each method a --set named, resolved once (a registry look-up and an instance) and
+    # carried to the plan that uses it: a run resolves a method's name once
+    resolved: Mapping[str, AnyMethod] = dataclasses.field(default_factory=dict)
 
     def plus(self, *more: Assignment) -> ParsedSets:
         """These and ``more`` (a later value of the same setting wins, as on a command line)."""
-        return ParsedSets((*self.assignments, *more))
+        return ParsedSets((*self.assignments, *more), self.resolved)
+
+    def method(self, name: str) -> AnyMethod:
+        """The method called ``name``: the one a ``--set`` resolved, else resolved now."""
+        found = self.resolved.get(name)
+        return found if found is not None else get_method(name)
 
     def answer_values(self) -> dict[str, SettingValue]:
         return {a.name: a.value for a in self.assignments if a.phase == ANSWER_TARGET}
@@ -117,10 +125,13 @@ def _assigned(split: Sequence[tuple[str, str, Any, bool]]) -> ParsedSets:
     answers = [_answer_assignment(n, v, text) for t, n, v, text in split if t == ANSWER_TARGET]
     AnswerSettings.build({a.name: a.value for a in answers}, label=ANSWER_TARGET)
     known = set(method_names())
+    resolved: dict[str, AnyMethod] = {}
     methods = [
-        _method_assignment(t, n, v, text, known) for t, n, v, text in split if t != ANSWER_TARGET
+        _method_assignment(t, n, v, text, known, resolved)
+        for t, n, v, text in split
+        if t != ANSWER_TARGET
     ]
-    return ParsedSets((*answers, *methods))
+    return ParsedSets((*answers, *methods), resolved)
 
 
 def _read(declared: Setting, value: Any, is_text: bool, label: str) -> SettingValue:
@@ -137,13 +148,20 @@ def _answer_assignment(name: str, value: Any, is_text: bool) -> Assignment:
 
 
 def _method_assignment(
-    target: str, name: str, value: Any, is_text: bool, known: set[str]
+    target: str,
+    name: str,
+    value: Any,
+    is_text: bool,
+    known: set[str],
+    resolved: dict[str, AnyMethod],
 ) -> Assignment:
     if target not in known:
         raise SettingError(
             f"--set names unknown method {target!r}; known: {', '.join(sorted(known))}"
         )
-    method = get_method(target)  # only the methods named are loaded (a plugin may fail)
+    if target not in resolved:  # only the methods named are loaded (a plugin may fail)
+        resolved[target] = get_method(target)
+    method = resolved[target]
     for phase, cls in ((BUILD, method.build_settings), (QUERY, method.query_settings)):
         if name in cls.by_name():
             parsed = _read(cls.by_name()[name], value, is_text, f"{target}.{name}")
@@ -319,8 +337,9 @@ def plan_query(
 ) -> QueryPlan:
     """Check everything a query carries but its question before any index opens or
     model loads: the method, every ``--set`` (even one for another method), ``k``.
-    ``-k`` is written into the query setting the method names for it, once."""
-    method = get_method(method_name)
+    ``-k`` is written into the query setting the method names for it, once. The plan
+    carries the method object: the name is resolved once (here, or by a ``--set``)."""
+    method = sets.method(method_name)
     if k is not None and k < 1:
         raise UsageError("-k must be at least 1")
     if max_new_tokens < 1:
