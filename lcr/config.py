@@ -5,9 +5,8 @@ A settings class subclasses :class:`Settings`; each field is declared with
 text gives one, marked apart from a value taken from the authors' reference code),
 a one-line help text and what values are valid. Everything else is
 derived from that one declaration: ``--set method.key=value`` parsing and range
-checks, ``lcr methods --settings``, the values an index records, and the
-mapping of a renamed setting's old name (accepted for one release, with a
-warning, and read from older indexes so they stay up to date).
+checks, ``lcr methods --settings``, and the values an index records (read back as
+they were written; a key added since reads as its default).
 
 Methods read attributes (``ctx.settings.top_k``), never string keys.
 """
@@ -15,6 +14,7 @@ Methods read attributes (``ctx.settings.top_k``), never string keys.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import types
 import typing
@@ -36,60 +36,117 @@ _META = "lcr.setting"
 MOST_NEW_TOKENS = 32_768
 
 
-class SettingRenamed(UserWarning):
-    """A ``--set`` used a setting's old name; the CLI prints it as one warning line."""
+class Source(enum.Enum):
+    """Where a setting's default comes from; the value is how listings name it."""
+
+    PAPER = "paper"  # the value the paper's text gives
+    REFERENCE_CODE = "reference code"  # the authors' released code (the paper names none)
+    LIBRARY = "library"  # a library's documented default, kept by lcr (bm25s's k1)
+    NEAREST = "nearest the paper's"  # the paper's value is not at hand: the nearest that is
+    ARBITRARY = "arbitrary"  # no value is better than another (a seed): nothing to measure
+    MEASURED = "lcr, measured"  # lcr's choice, made on a measurement written up on a page
+    LCR = "lcr"  # lcr's choice, not measured
+
+
+@dataclass(frozen=True)
+class Origin:
+    """A default's origin as one value: its :class:`Source` and what that source names
+    (the page of a measurement, the library, the paper's value lcr stands in for)."""
+
+    source: Source = Source.LCR
+    names: str = ""
+
+    def __post_init__(self) -> None:
+        named = self.source in (Source.MEASURED, Source.LIBRARY, Source.NEAREST)
+        if named != bool(self.names):
+            raise ValueError(f"an origin {self.source.value!r} names {'one' if named else 'none'}")
+
+    def __str__(self) -> str:
+        return self.source.value
+
+    @classmethod
+    def declared(
+        cls,
+        *,
+        paper: bool = False,
+        reference_code: bool = False,
+        measured: str = "",
+        library: str = "",
+        nearest: str = "",
+        arbitrary: bool = False,
+    ) -> Origin:
+        """The origin :func:`setting`'s keywords name: at most one of them."""
+        given = [
+            (Source.PAPER, "") if paper else None,
+            (Source.REFERENCE_CODE, "") if reference_code else None,
+            (Source.MEASURED, measured) if measured else None,
+            (Source.LIBRARY, library) if library else None,
+            (Source.NEAREST, nearest) if nearest else None,
+            (Source.ARBITRARY, "") if arbitrary else None,
+        ]
+        chosen = [g for g in given if g is not None]
+        if len(chosen) > 1:
+            raise ValueError(
+                "a default comes from the paper, its reference code, a library, the nearest "
+                "to the paper's, lcr's measure, or is arbitrary"
+            )
+        return cls(*chosen[0]) if chosen else cls()
 
 
 @dataclass(frozen=True)
 class Setting:
     """How one setting is shown and checked: derived from its :func:`setting` field.
 
-    ``paper`` says the default is the value the paper's text gives; ``reference_code``
-    that it comes from the authors' released code instead (the paper names no value),
-    so a reader can tell a published claim from an implementation detail;
-    ``measured_in`` (a page and anchor) that it is lcr's own choice, made on the
-    measurement found there; ``library`` (a library's name) that it is that
-    library's documented default, which lcr keeps. :attr:`origin` names which.
+    :attr:`source` says where the default comes from (:class:`Origin`), so a reader can
+    tell a published claim from an implementation detail, a library's default, or lcr's
+    own choice and the page of the measurement that made it.
     """
 
     name: str
     default: SettingValue
     help: str
     choices: tuple[str, ...] | None = None
-    paper: bool = False
-    reference_code: bool = False
-    measured_in: str = ""  # lcr's default chosen on a measurement: where it is written up
-    library: str = ""  # the default is this library's own (bm25s's k1 and b)
-    nearest: str = ""  # the paper's value, not at hand: the default is the nearest that is
-    arbitrary: bool = False  # no value is better than another (a seed)
+    source: Origin = Origin()
     kind: type | None = None  # the value's type; None: the default's (str for None)
     low: float | None = None  # numbers: the smallest valid value (inclusive)
     high: float | None = None  # numbers: the largest valid value (inclusive)
     # text that is checked where it is used (a model name): says what it may be
     free_text: str | None = None
     optional: bool = False  # None is a valid value ("none" on the command line)
-    renamed_from: tuple[str, ...] = ()  # older names, accepted for one release
-    # the value an index recorded before this setting existed was built with
-    legacy: SettingValue = None
-    has_legacy: bool = False
 
     @property
     def origin(self) -> str:
-        """Where the default comes from: ``paper``, ``reference code``, ``library``
-        (:attr:`library` names it), ``nearest the paper's`` (:attr:`nearest` names the
-        paper's value), ``arbitrary`` (a seed), ``lcr, measured`` (``measured_in``
-        says where), or ``lcr`` (lcr's choice, not measured)."""
-        if self.paper:
-            return "paper"
-        if self.reference_code:
-            return "reference code"
-        if self.library:
-            return "library"
-        if self.nearest:
-            return "nearest the paper's"
-        if self.arbitrary:
-            return "arbitrary"
-        return "lcr, measured" if self.measured_in else "lcr"
+        """Where the default comes from, as listings name it (``paper``, ``reference
+        code``, ``library``, ``nearest the paper's``, ``arbitrary``, ``lcr, measured``,
+        ``lcr``)."""
+        return str(self.source)
+
+    # what the origin names, read as the listings and the JSON show them
+    @property
+    def paper(self) -> bool:
+        return self.source.source is Source.PAPER
+
+    @property
+    def reference_code(self) -> bool:
+        return self.source.source is Source.REFERENCE_CODE
+
+    @property
+    def arbitrary(self) -> bool:
+        return self.source.source is Source.ARBITRARY
+
+    @property
+    def measured_in(self) -> str:
+        """The page and anchor of the measurement that chose lcr's default, or ``""``."""
+        return self.source.names if self.source.source is Source.MEASURED else ""
+
+    @property
+    def library(self) -> str:
+        return self.source.names if self.source.source is Source.LIBRARY else ""
+
+    @property
+    def nearest(self) -> str:
+        """The paper's value lcr's default stands in for, or ``""``."""
+        return self.source.names if self.source.source is Source.NEAREST else ""
 
     @property
     def value_type(self) -> type:
@@ -220,15 +277,9 @@ def setting(
     low: float | None = None,
     high: float | None = None,
     free_text: str | None = None,
-    renamed_from: Sequence[str] = (),
-    legacy: Any = ...,
 ) -> T:
     """Declare one field of a :class:`Settings` class. The field's annotation is its type
     (``int``, ``float``, ``str``, ``bool``, a ``Literal`` of choices, or ``X | None``).
-
-    ``legacy``: what an index built before the setting existed was built with, when
-    that differs from ``default`` (bm25's stemmer was added later: old indexes have
-    none), so reading such an index back gives the truth.
 
     ``measured``: for lcr's own default, the page and anchor where the measurement
     that chose it is written up (``docs/methods/mixpr.md#linking``).
@@ -242,26 +293,21 @@ def setting(
     ``arbitrary``: no value is better than another (a seed): nothing to measure."""
     if "\n" in help:
         raise ValueError("a setting's help is one line; figures belong in the docs")
-    origins = (paper, reference_code, bool(measured), bool(library), bool(nearest), arbitrary)
-    if sum(origins) > 1:
-        raise ValueError(
-            "a default comes from the paper, its reference code, a library, the nearest "
-            "to the paper's, lcr's measure, or is arbitrary"
-        )
+    origin = Origin.declared(
+        paper=paper,
+        reference_code=reference_code,
+        measured=measured,
+        library=library,
+        nearest=nearest,
+        arbitrary=arbitrary,
+    )
     meta = {
         "help": help,
         "choices": tuple(choices) if choices is not None else None,
-        "paper": paper,
-        "reference_code": reference_code,
-        "measured": measured,
-        "library": library,
-        "nearest": nearest,
-        "arbitrary": arbitrary,
+        "origin": origin,
         "low": low,
         "high": high,
         "free_text": free_text,
-        "renamed_from": tuple(renamed_from),
-        "legacy": legacy,
     }
     return dataclasses.field(default=default, metadata={_META: meta})
 
@@ -283,36 +329,28 @@ class Settings:
         return {s.name: s for s in cls.declared()}
 
     @classmethod
-    def renamed(cls) -> dict[str, str]:
-        """Old name -> current name, for every renamed setting."""
-        return {old: s.name for s in cls.declared() for old in s.renamed_from}
-
-    @classmethod
     def build(cls, values: Mapping[str, Any] | None = None, *, label: str = "setting") -> Self:
-        """Defaults overridden by ``values`` (current or old names), each one checked;
-        ``label`` names them in errors (the method: ``bm25`` -> ``bm25.top_k``)."""
+        """Defaults overridden by ``values``, each one checked; ``label`` names them in
+        errors (the method: ``bm25`` -> ``bm25.top_k``)."""
         by_name = cls.by_name()
-        renamed = cls.renamed()
         checked: dict[str, Any] = {}
-        for key, value in (values or {}).items():
-            name = renamed.get(key, key)
+        for name, value in (values or {}).items():
             if name not in by_name:
                 valid = ", ".join(sorted(by_name)) or "none"
-                raise SettingError(f"unknown setting {label}.{key}; valid: {valid}")
+                raise SettingError(f"unknown setting {label}.{name}; valid: {valid}")
             checked[name] = by_name[name].check(value, f"{label}.{name}")
         return cls(**checked)
 
     @classmethod
     def from_stored(cls, stored: Mapping[str, Any]) -> Self:
-        """The settings an index recorded: old names mapped, keys no longer declared
-        ignored, keys added since filled with their legacy value (else their default).
-        Never raises on values an older lcr accepted; a value of the wrong type (the
-        manifest was edited) is a :class:`SettingError` naming it."""
+        """The settings an index recorded, read as they were written: keys no longer
+        declared ignored, keys added since filled with their default. Never raises on
+        values an older lcr accepted; a value of the wrong type (the manifest was
+        edited) is a :class:`SettingError` naming it. (A build lcr can no longer read
+        truthfully is refused before this: :mod:`lcr.pipeline.integrity`.)"""
         by_name = cls.by_name()
-        renamed = cls.renamed()
-        values: dict[str, Any] = {s.name: s.legacy for s in by_name.values() if s.has_legacy}
-        for key, value in stored.items():
-            name = renamed.get(key, key)
+        values: dict[str, Any] = {}
+        for name, value in stored.items():
             if name in by_name:
                 values[name] = by_name[name].recorded(value)
         return cls(**values)
@@ -345,20 +383,12 @@ def _declared(cls: type[Settings]) -> tuple[Setting, ...]:
                 default=f.default,  # type: ignore[arg-type]
                 help=meta["help"],
                 choices=choices,
-                paper=meta["paper"],
-                reference_code=meta["reference_code"],
-                measured_in=meta["measured"],
-                library=meta["library"],
-                nearest=meta["nearest"],
-                arbitrary=meta["arbitrary"],
+                source=meta["origin"],
                 kind=kind,
                 low=meta["low"],
                 high=meta["high"],
                 free_text=meta["free_text"],
                 optional=optional,
-                renamed_from=meta["renamed_from"],
-                legacy=None if meta["legacy"] is ... else meta["legacy"],
-                has_legacy=meta["legacy"] is not ...,
             )
         )
     return tuple(out)

@@ -9,6 +9,19 @@ from typing import Any
 
 from lcr.text.citation import Citation
 
+Configuration = dict[str, str | None]
+"""What besides the model id decides an LLM's outputs: backend, device, dtype, quantize
+(lcr.models.base makes one from a loaded LLM; a cache key and a result record it)."""
+
+
+def cpu_configuration(backend: str) -> Configuration:
+    """How a backend ran before lcr recorded configurations: on the CPU, unquantised
+    (lcr's GPU paths had never run), llama.cpp with the GGUF as it is, transformers in
+    fp32; an OpenAI-compatible server as a server. What older cache keys belong to."""
+    dtype = {"llamacpp": "gguf", "transformers": "float32"}.get(backend)
+    device = "server" if backend == "openai" else "cpu"
+    return {"backend": backend, "device": device, "dtype": dtype, "quantize": None}
+
 
 @dataclass
 class Usage:

@@ -443,7 +443,7 @@ def check_answer_step(c: MethodChecks) -> None:
 def check_settings_declared_once_and_typed(c: MethodChecks) -> None:
     """Each phase's settings are one frozen, typed declaration: one-line help, valid
     values stated, defaults that pass their own checks and parse back from their text,
-    old names that map to new ones."""
+    and each default saying where it comes from (:func:`unexplained_defaults`)."""
     for cls in (c.method.build_settings, c.method.query_settings):
         assert issubclass(cls, Settings) and dataclasses.is_dataclass(cls), f"{cls} not Settings"
         defaults = cls()
@@ -454,10 +454,9 @@ def check_settings_declared_once_and_typed(c: MethodChecks) -> None:
             assert s.declares_valid_values(), f"{label} accepts anything"
             assert s.check(getattr(defaults, s.name), label) == s.default, f"{label}: default"
             assert s.parse(str(s.default)) == s.default, f"{label}: default's text"
-            for old in s.renamed_from:
-                assert cls.renamed()[old] == s.name, f"{label}: old name {old} unmapped"
-                assert old not in cls.by_name(), f"{label}: old name {old} still declared"
         assert cls.from_stored(defaults.to_json()) == defaults, f"{cls.__name__} round trip"
+    unexplained = unexplained_defaults(c.method)
+    assert not unexplained, "; ".join(unexplained)
     for key in c.method.quick_build_settings:
         assert key in c.method.build_settings.by_name(), f"quick_build_settings: no {key}"
     if c.method.k_option.setting:
@@ -465,6 +464,77 @@ def check_settings_declared_once_and_typed(c: MethodChecks) -> None:
         assert k_setting is not None and k_setting.value_type is int, (
             f"k_option.setting: {c.method.k_option.setting} is no whole-number query setting"
         )
+
+
+DEFAULTS_HEADING = "How the defaults were chosen"
+
+
+def unexplained_defaults(method: Method) -> list[str]:
+    """Each build and query setting of ``method`` whose default does not say where it
+    comes from, one line each (what lcr's docs test holds lcr's own methods to): a
+    setting declared with no origin (``paper=``, ``reference_code=``, ``library=``,
+    ``nearest=``, ``measured=PAGE``, ``arbitrary=``) must be named, in backquotes,
+    under the heading "How the defaults were chosen" of the method's ``manual`` (a
+    Markdown file, its path from lcr's source tree or from the folder holding the
+    method's package); a ``measured=`` page given as a path must exist there."""
+    roots = _manual_roots(type(method))
+    why = _section(_local_file(method.manual, roots), DEFAULTS_HEADING)
+    out = []
+    for cls in (method.build_settings, method.query_settings):
+        for s in cls.declared():
+            label = f"{method.name}.{s.name}"
+            page = s.measured_in.partition("#")[0]
+            if page and "://" not in page and _local_file(page, roots) is None:
+                out.append(f"{label}: measured on {page}, which is not there")
+            named = f"`{s.name}`" in why or f"`{label}`" in why
+            if s.origin == "lcr" and not named:
+                out.append(
+                    f"{label} does not say where its default comes from: declare it with "
+                    "paper=, reference_code=, library=, nearest=, measured=PAGE or "
+                    f'arbitrary=, or name it under "{DEFAULTS_HEADING}" in its manual'
+                )
+    return out
+
+
+def _manual_roots(cls: type) -> list[Path]:
+    """Where a method's relative paths are read from: the folder holding the top-level
+    package of the class that declares its ``manual`` (lcr's source tree for lcr's own,
+    a plugin's checkout for a plugin), then lcr's source tree."""
+    import sys
+
+    declaring = next((k for k in cls.__mro__ if "manual" in vars(k)), cls)
+    roots = []
+    where = getattr(sys.modules.get(declaring.__module__), "__file__", None)
+    if where:
+        folder = Path(where).resolve().parent
+        while (folder / "__init__.py").is_file():
+            folder = folder.parent
+        roots.append(folder)
+    return [*roots, Path(__file__).resolve().parent.parent]
+
+
+def _local_file(path: str, roots: Sequence[Path]) -> Path | None:
+    if not path or "://" in path:
+        return None
+    for root in roots:
+        if (root / path).is_file():
+            return root / path
+    return None
+
+
+def _section(path: Path | None, title: str) -> str:
+    """The text under the Markdown heading ``title`` of ``path``, to the next heading."""
+    if path is None:
+        return ""
+    out: list[str] = []
+    inside = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        heading = re.match(r"^#{1,6}\s+(.*?)\s*$", line)
+        if heading:
+            inside = heading.group(1) == title
+        elif inside:
+            out.append(line)
+    return "\n".join(out)
 
 
 def check_needs_line_is_derived(c: MethodChecks) -> None:

@@ -46,6 +46,42 @@ NO_SHARED_DATA = (
 )
 needs_shared_data = pytest.mark.skipif(not HAVE_SHARED_DATA, reason=NO_SHARED_DATA)
 
+
+# Optional parts: a test that needs one is skipped, naming what is missing and how to get
+# it, where it is not installed (the quick tier passes with `pip install -e '.[dev]'`).
+@functools.cache
+def missing(part: str) -> str | None:
+    """Why ``part`` cannot be used here (a skip reason), or None when it is installed:
+    ``"llamacpp"`` (the extra's llama_cpp, as lcr itself looks for it) or a model preset
+    (``"smollm2-135m"``)."""
+    if part == "llamacpp":
+        from lcr.models.backends import BACKENDS
+
+        if BACKENDS["llamacpp"].installed():
+            return None
+        return "needs the llamacpp extra: llama_cpp is not installed (pip install 'lcr[llamacpp]')"
+    from lcr.models.presets import PRESETS
+
+    if PRESETS[part].installed():
+        return None
+    return f"needs the model {part}: it is not installed (lcr models install {part})"
+
+
+def needs(*parts: str) -> pytest.MarkDecorator:
+    """A mark skipping the test, naming the first of ``parts`` that is not installed:
+    ``@needs("smollm2-135m", "llamacpp")``."""
+    reasons = [r for r in (missing(p) for p in parts) if r is not None]
+    return pytest.mark.skipif(bool(reasons), reason=reasons[0] if reasons else "")
+
+
+def require(*parts: str) -> None:
+    """Skip the running test (or fixture) unless every one of ``parts`` is installed."""
+    for part in parts:
+        reason = missing(part)
+        if reason is not None:
+            pytest.skip(reason)
+
+
 # A shell started in the background (`cmd &` without job control) ignores SIGINT, and an
 # ignored signal stays ignored across exec: the lcr processes the tests interrupt would
 # never see their Ctrl-C. A handled signal is reset to the default at exec, so handling
@@ -69,6 +105,17 @@ def shared_data() -> Path:
     if not HAVE_SHARED_DATA:
         pytest.skip(NO_SHARED_DATA)
     return SHARED_DATA
+
+
+@pytest.fixture
+def builtin_methods() -> Iterator[Any]:
+    """lcr's own methods alone for the test, whatever plugins are installed beside lcr:
+    the tests of lcr's own documents, man page and settings read these (a registry of
+    the test's own, lcr.methods.using; the installed one is left as it is)."""
+    from lcr.methods import only_builtin
+
+    with only_builtin() as registry:
+        yield registry
 
 
 @pytest.fixture(scope="session")
@@ -104,7 +151,8 @@ def real_embedder() -> Any:
 @functools.cache
 def real_smollm() -> Any:
     """The real SmolLM2-135M, loaded once per session: the ``smollm`` fixture, and a
-    factory for ``lcr.testing.parametrize_with_checks``."""
+    factory for ``lcr.testing.parametrize_with_checks`` (skipped where not installed)."""
+    require("smollm2-135m")
     from lcr.models.loading import load_llm
     from lcr.models.spec import ModelSpec
     from lcr.progress import NULL_PROGRESS

@@ -134,3 +134,11 @@ def test_the_docs_draw_the_same_floors(doc: str) -> None:
                 continue
             shown = prefix.removeprefix("lcr.").replace(".", "/")
             assert re.search(rf"\b{re.escape(shown)}\b", text), f"{doc} does not place {prefix}"
+
+
+def test_the_store_keys_its_cache_without_the_model_layer() -> None:
+    """Issue 71: the store reads and writes what it is handed (a model id and its
+    configuration for a cache key), never importing lcr.models to work them out."""
+    for path in sorted((PACKAGE / "store").rglob("*.py")):
+        for line, name in imports_of(path):
+            assert name.split(".")[:2] != ["lcr", "models"], f"{path.name}:{line} imports {name}"

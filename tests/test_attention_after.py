@@ -20,6 +20,7 @@ from lcr.errors import UsageError
 from lcr.models import transformers_attend as attend
 from lcr.models import transformers_decode as decoding
 from lcr.models.container import Models
+from tests.conftest import needs
 from tests.test_pecan_batches import ATOL, BUILD_SETS, _index, _prompts, _same
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -116,6 +117,7 @@ def test_a_pecan_index_built_either_way_is_the_same(
     assert np.allclose(a.data, b.data, rtol=0, atol=ATOL)
 
 
+@needs("smollm2-135m")  # the index command checks the setting once the model is found
 def test_a_bad_capture_setting_is_one_line_and_exit_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

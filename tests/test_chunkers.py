@@ -428,7 +428,8 @@ def test_bm25_chunks_follow_markdown_sections_and_old_indexes_stay_windows(
     """A real build: each chunk within one section of layout.json, its heading with it;
     an index recorded before the setting existed reads as the old windows."""
     import lcr
-    from lcr.methods.baselines import BM25Settings
+    from lcr.methods import get_method
+    from lcr.pipeline.integrity import retired_reading
 
     doc = tmp_path / "guide.md"
     doc.write_text(
@@ -447,4 +448,5 @@ def test_bm25_chunks_follow_markdown_sections_and_old_indexes_stay_windows(
     assert len(lcr.retrieve(windows, "How is it removed?", k=5).evidence.items) == 1  # one window
     recorded = idx.methods["bm25"].settings
     old = {key: value for key, value in recorded.items() if key != "chunking"}
-    assert BM25Settings.from_stored(old).chunking == "windows"
+    # an index from before the setting was cut into windows: not read as paragraphs
+    assert retired_reading(get_method("bm25"), old) == ("bm25.chunking=windows", "")

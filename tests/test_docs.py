@@ -24,6 +24,9 @@ from click.testing import CliRunner
 
 from lcr.cli.main import cli
 
+# lcr's own methods, whatever plugins are installed beside lcr
+pytestmark = pytest.mark.usefixtures("builtin_methods")
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
 # bench/'s pages (its index, the archive's, the measurement logs): links only, as their
@@ -325,3 +328,13 @@ def test_each_default_says_where_it_comes_from() -> None:
                     broken.append(f"{row['name']}.{key}: nearest to no value of the paper's")
     assert not broken, broken
     assert not unexplained, unexplained
+
+
+def test_lcrs_own_methods_pass_the_origin_check_plugins_get() -> None:
+    """lcr.testing's check of where defaults come from (run by check_method on any
+    method) holds for lcr's own, as the test above does."""
+    from lcr.methods import BUILT_IN, get_method
+    from lcr.testing import unexplained_defaults
+
+    for name in BUILT_IN:
+        assert unexplained_defaults(get_method(name)) == [], name

@@ -22,6 +22,7 @@ from lcr.models.spec import ModelSpec
 from lcr.progress import NULL_PROGRESS
 from lcr.store import Index
 from lcr.store.cache import UNKEYED, LLMCache
+from tests.conftest import needs
 from tests.test_raptor import CINDERELLA, HashEmbedder
 from tests.test_raptor import ScriptedLLM as SummaryLLM
 
@@ -56,10 +57,8 @@ def installed(name: str) -> bool:
     return preset.installed()
 
 
-needs_smol = pytest.mark.skipif(not installed(SMOL), reason="smollm2-135m is not installed")
-needs_llamacpp = pytest.mark.skipif(
-    not backends.BACKENDS["llamacpp"].installed(), reason="the llamacpp extra is not installed"
-)
+needs_smol = needs(SMOL)
+needs_llamacpp = needs("llamacpp")
 
 
 # ------------------------------------------------------------ one check, auto's choice
@@ -367,7 +366,7 @@ def test_an_old_cache_is_reused_by_the_configuration_that_made_it(
 ) -> None:
     # an index built before configurations were recorded: keys hold the model id alone
     with monkeypatch.context() as m:
-        m.setattr(LLMCache, "llm_identity", lambda self, llm: llm.model_id)
+        m.setattr(LLMCache, "llm_identity", lambda self, model_id, config: model_id)
         old = _Like("llamacpp")
         index, _ = api.plan_and_index(
             [CINDERELLA],

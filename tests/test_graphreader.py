@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from lcr import api
-from lcr.config import SettingRenamed
 from lcr.errors import LLMCallError
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.agent import (
@@ -822,92 +821,6 @@ def test_no_notebook_falls_back_to_the_shared_answer_step(tmp_path: Path, embedd
     assert result.evidence.items and all(it.level == 1 for it in result.evidence.items)
     assert all(it.text in shown for it in result.evidence.items)
     assert result.usage.calls == llm.usage.calls
-
-
-# ------------------------------------------------------------ renamed settings
-def _manifest_settings(index: Index) -> dict[str, Any]:
-    manifest = json.loads((index.path / "manifest.json").read_text(encoding="utf-8"))
-    settings: dict[str, Any] = manifest["methods"]["graphreader"]["settings"]
-    return settings
-
-
-def test_old_extraction_max_tokens_name_works_with_a_warning(tmp_path: Path, embedder: Any) -> None:
-    """``graphreader.extraction_max_tokens`` (now ``extraction_max_new_tokens``) still sets
-    the extraction cap, with a warning; the index records the new name."""
-
-    class Recording(ScriptedLLM):
-        caps: ClassVar[list[int]] = []
-
-        def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
-            self.caps.append(kw["max_new_tokens"])
-            return super().generate(messages, **kw)
-
-    index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
-    llm = Recording(words=60)
-    sets = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_tokens=77"]
-    with pytest.warns(
-        SettingRenamed,
-        match=r"graphreader\.extraction_max_tokens is now graphreader\.extraction_max_new_tokens",
-    ):
-        api.plan_and_build(index, ["graphreader"], Models.with_objects(llm, embedder), sets)
-    n = index.reader("graphreader").stats["chunks"]
-    assert len(Recording.caps) == n > 1 and set(Recording.caps) == {77}
-    assert "exceed 77 tokens" in llm.prompts[0][0]["content"]  # the prompt's own limit
-    recorded = _manifest_settings(Index.open(index.path))
-    assert recorded["extraction_max_new_tokens"] == 77 and "extraction_max_tokens" not in recorded
-
-
-def test_index_recording_old_extraction_name_is_up_to_date(tmp_path: Path, embedder: Any) -> None:
-    """An index whose manifest says ``extraction_max_tokens`` (built before the rename)
-    is not rebuilt for the same value under the new name, and answers queries."""
-    index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
-    sets = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_new_tokens=64"]
-    api.plan_and_build(index, ["graphreader"], Models.with_objects(ScriptedLLM(60), embedder), sets)
-    # what an lcr from before the rename wrote
-    path = index.path / "manifest.json"
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    stored = manifest["methods"]["graphreader"]["settings"]
-    stored["extraction_max_tokens"] = stored.pop("extraction_max_new_tokens")
-    path.write_text(json.dumps(manifest), encoding="utf-8")
-
-    old = Index.open(index.path)
-    assert _manifest_settings(old)["extraction_max_tokens"] == 64
-    llm = ScriptedLLM(words=60)
-    (report,) = api.plan_and_build(old, ["graphreader"], Models.with_objects(llm, embedder), sets)
-    assert not report.built and llm.usage.calls == 0
-    # the same value under the old name is up to date too; another value rebuilds
-    old_name = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_tokens=64"]
-    with pytest.warns(SettingRenamed):
-        (report,) = api.plan_and_build(
-            old, ["graphreader"], Models.with_objects(llm, embedder), old_name
-        )
-    assert not report.built and llm.usage.calls == 0
-    other = ["graphreader.chunk_tokens=400", "graphreader.extraction_max_new_tokens=65"]
-    (report,) = api.plan_and_build(old, ["graphreader"], Models.with_objects(llm, embedder), other)
-    assert report.built and llm.usage.calls > 0
-
-
-def test_old_max_new_tokens_name_sets_the_agent_cap_with_a_warning(
-    tmp_path: Path, embedder: Any
-) -> None:
-    """Query-time ``graphreader.max_new_tokens`` (now ``agent_max_new_tokens``) still caps
-    every agent reply (``--set`` parsing), with a warning naming the new name."""
-    index = Index.create(tmp_path / "c.idx", [_doc(CINDERELLA.read_text(encoding="utf-8"))])
-    models = Models.with_objects(ScriptedLLM(words=60), embedder)
-    api.plan_and_build(index, ["graphreader"], models, ["graphreader.chunk_tokens=400"])
-    llm = StageLLM(lambda stage, user: "*Chosen Action*: termination()")
-    with pytest.warns(
-        SettingRenamed,
-        match=r"graphreader\.max_new_tokens is now graphreader\.agent_max_new_tokens",
-    ):
-        api.plan_and_retrieve(
-            index,
-            "graphreader",
-            "Who lost a slipper?",
-            Models.with_objects(llm, embedder),
-            ["graphreader.max_new_tokens=40", "graphreader.initial_nodes=1"],
-        )
-    assert len(llm.max_new_tokens) >= 3 and set(llm.max_new_tokens) == {40}
 
 
 # ------------------------------------------------------ prompts against the paper

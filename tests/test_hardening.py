@@ -11,6 +11,7 @@ import pytest
 
 from lcr.store import Index
 from lcr.store.writing import mark_made
+from tests.conftest import needs
 from tests.test_index_writers import run
 
 
@@ -234,6 +235,7 @@ def bm25_index(tmp_path: Path, texts: dict[str, Path], capsys: pytest.CaptureFix
     return index
 
 
+@needs("smollm2-135m", "llamacpp")  # LCR_THREADS is read where llama.cpp loads it
 @pytest.mark.parametrize(
     "threads", ["100000", "99999999999999999999", "-1", "0", "abc", "1e9", "513"]
 )
@@ -435,6 +437,7 @@ def test_a_missing_dependency_names_the_package_to_install(
 
 
 # ------------------------------- row 13: an unwritable model cache that has nothing to do
+@needs("smollm2-135m", "llamacpp")
 def test_an_unwritable_model_cache_serves_a_model_with_nothing_to_assemble(
     bm25_index: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

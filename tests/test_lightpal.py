@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from lcr import api, pipeline
-from lcr.config import SettingRenamed
 from lcr.errors import LLMCallError, ModelError
 from lcr.methods import get_method
 from lcr.methods.base import NOTHING, Needs
@@ -39,7 +38,6 @@ from lcr.methods.lightpal.scoring import (
 )
 from lcr.models.base import ContinuationScore
 from lcr.models.container import Models
-from lcr.pipeline.plans import parse_sets
 from lcr.progress import NULL_PROGRESS
 from lcr.store import DocumentInput, Index, LLMCache
 from tests.asking import ask_with
@@ -170,15 +168,21 @@ def test_settings_and_needs() -> None:
     assert method.retrieve_needs(LightPALQuery(initial="dense")) == Needs(embedder=True)
 
 
-def test_old_passage_chars_still_works() -> None:
-    with pytest.warns(SettingRenamed, match=r"lightpal\.passage_chars is now lightpal\.chunk"):
-        settings = pipeline.build_settings(
-            get_method("lightpal"), parse_sets(["lightpal.passage_chars=800"])
-        )
-    assert settings == LightPALBuild(chunk_chars=800)
-    # a manifest that old predates context_score too: it was built with the mean
-    old = LightPALBuild.from_stored({"passage_chars": 800})
-    assert old == LightPALBuild(chunk_chars=800, context_score="mean")
+def test_a_build_from_before_context_score_is_not_read_as_sums() -> None:
+    """lcr 0.2.0 retired the old name passage_chars and the old builds' mean scores: a
+    manifest that old is not read as today's build (lcr.pipeline.integrity)."""
+    from lcr.pipeline.integrity import retired_reading
+
+    method = get_method("lightpal")
+    old = {"passage_chars": 800}
+    assert retired_reading(method, old) == ("lightpal.context_score=mean", "")
+    assert not pipeline._same_settings(method, old, LightPALBuild(chunk_chars=800))
+    recorded = {**LightPALBuild().to_json(), "passage_chars": 800}
+    del recorded["chunk_chars"]
+    assert retired_reading(method, recorded) == (
+        "lightpal.passage_chars=800",
+        "lightpal.chunk_chars=800",
+    )
 
 
 # --------------------------------------------------------------------- graph
@@ -411,34 +415,6 @@ def test_a_mean_only_cache_serves_mean_and_sum_scores_again(tmp_path: Path) -> N
     )
     assert llm.passages == 1  # scored again, not the old means taken for sums
     assert sums[0].tolist() == [llm.continuation_logprob(prefix, c) for c in conts]
-
-
-def test_index_recording_passage_chars_is_up_to_date(
-    tmp_path: Path, cinderella: Path, embedder: Any
-) -> None:
-    """An index built when the setting was lightpal.passage_chars is not rebuilt, with
-    the new name or the old one."""
-    path = tmp_path / "c.idx"
-    index = _index(path, [("cinderella.txt", cinderella.read_text("utf-8")[:4000])])
-    sets = [*FAST, "lightpal.candidates=3", "lightpal.chunk_chars=600"]
-    models = Models.with_objects(llm=CountingLLM(), embedder=embedder)
-    api.plan_and_build(index, ["lightpal"], models, sets)
-    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-    stored = manifest["methods"]["lightpal"]["settings"]
-    stored["passage_chars"] = stored.pop("chunk_chars")
-    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    old = Index.open(path)
-    (report,) = api.plan_and_build(old, ["lightpal"], models, sets)
-    assert not report.built
-    with pytest.warns(SettingRenamed):
-        (report,) = api.plan_and_build(
-            old, ["lightpal"], models, [s.replace("chunk_chars", "passage_chars") for s in sets]
-        )
-    assert not report.built
-    (report,) = api.plan_and_build(
-        old, ["lightpal"], models, [*sets[:-1], "lightpal.chunk_chars=500"]
-    )
-    assert report.built  # a different value still rebuilds
 
 
 def test_index_from_before_context_score_was_built_with_the_mean(

@@ -19,6 +19,9 @@ from lcr.cli.main import cli
 from lcr.config import value_text
 from lcr.methods import method_names
 
+# lcr's own methods, whatever plugins are installed beside lcr
+pytestmark = pytest.mark.usefixtures("builtin_methods")
+
 ROOT = Path(__file__).resolve().parent.parent
 MAN_PAGE = ROOT / "man" / "lcr.1"
 

@@ -7,14 +7,12 @@ import json
 import random
 import shutil
 import string
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from lcr import api, pipeline
-from lcr.config import SettingRenamed
 from lcr.errors import SettingError
 from lcr.evidence import Evidence, Usage
 from lcr.methods import get_method
@@ -484,38 +482,6 @@ def test_help_texts_are_one_short_line() -> None:
     for cls in (MixPRBuild, MixPRQuery):
         for s in cls.declared():
             assert len(s.help) <= 100 and "\n" not in s.help, s.name
-
-
-def test_the_old_name_max_words_still_sets_chunk_words(tmp_path: Path, cinderella: Path) -> None:
-    """``mixpr.max_words`` (renamed ``chunk_words``) works, with a warning, and an index
-    whose manifest records the old name is up to date."""
-    text = cinderella.read_text(encoding="utf-8")
-    with pytest.warns(SettingRenamed, match=r"mixpr\.max_words is now mixpr\.chunk_words"):
-        idx = make_index(tmp_path, text, ["mixpr"], ["mixpr.max_words=16"])
-    entry = idx.methods["mixpr"]
-    assert entry.settings["chunk_words"] == 16 and "max_words" not in entry.settings
-    assert max(len(n.text.split()) for n in idx.reader("mixpr").nodes()) <= 16
-    question = "Who lost a glass slipper?"
-    models = Models.with_objects()
-    before = api.plan_and_retrieve(idx, "mixpr", question, models).evidence
-
-    # an index written before the rename records max_words
-    manifest_path = idx.path / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    recorded = manifest["methods"]["mixpr"]["settings"]
-    recorded["max_words"] = recorded.pop("chunk_words")
-    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
-    old = Index.open(idx.path)
-    for sets in (["mixpr.chunk_words=16"], ["mixpr.max_words=16"]):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SettingRenamed)
-            reports = api.plan_and_build(old, ["mixpr"], models, sets)
-        assert [r.built for r in reports] == [False], sets
-    assert Index.open(idx.path).methods["mixpr"].settings["max_words"] == 16
-    again = api.plan_and_retrieve(Index.open(idx.path), "mixpr", question, models).evidence
-    assert [it.to_json() for it in again.items] == [it.to_json() for it in before.items]
-    # a different value is a different build
-    assert [r.built for r in api.plan_and_build(old, ["mixpr"], models, [])] == [True]
 
 
 def test_retrieval_links_the_question_by_the_threshold_the_graph_was_built_with(

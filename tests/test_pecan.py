@@ -25,7 +25,6 @@ import pytest
 import torch
 
 from lcr import api, pipeline
-from lcr.config import SettingRenamed
 from lcr.errors import CapabilityError, ModelError, SettingError
 from lcr.methods import get_method
 from lcr.methods.pecan.build import effective_s
@@ -54,6 +53,7 @@ from lcr.models.base import Capability, Message
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
 from lcr.models.transformers_llm import NodeKVCache, span_mean_matrix
+from lcr.pipeline.integrity import retired_reading
 from lcr.pipeline.plans import parse_sets
 from lcr.store import DocumentInput, Index
 from tests.conftest import FIXTURES, REPO
@@ -164,26 +164,22 @@ def test_the_papers_s_batches_a_build_on_a_wide_model() -> None:
     assert effective_s(narrow, PecanBuild()) < 4096 - PecanBuild().points_max_new_tokens
 
 
-def test_settings_are_typed_and_the_old_name_still_works() -> None:
+def test_settings_are_typed() -> None:
     by_name = PecanQuery.by_name()
     assert by_name["score"].choices == SCORES
     assert by_name["second_turn"].choices == SECOND_TURNS
     build = PecanBuild.by_name()
     assert "the paper's s" in build["s"].help and "the paper's p" in by_name["patience"].help
-    # the paper states no stopping rule, but Table A4 builds (LLM cost) over texts that fit
-    # one batch (Table A3), which `fit` would leave unsummarised: `summary` is its reading
-    assert build["top"].paper and "Table A4" in build["top"].help
+    # the paper states no stopping rule: `summary` is lcr's reading of Table A4, which builds
+    # (LLM cost) over texts that fit one batch (Table A3), which `fit` would leave unsummarised
+    assert build["top"].origin == "lcr" and "Table A4" in build["top"].help
     assert build["top"].default == "summary" and not build["top"].measured_in
     for cls in (PecanBuild, PecanQuery):
         assert all(len(s.help) <= 100 for s in cls.declared())
-    with pytest.warns(SettingRenamed, match=r"pecan\.max_new_tokens is now pecan\.points_max"):
-        settings = pipeline.build_settings(
-            get_method("pecan"), parse_sets(["pecan.max_new_tokens=24"])
-        )
-    assert settings == PecanBuild(points_max_new_tokens=24)
-    # a record from before embed_long was embedded by truncation, and says so
-    assert PecanBuild.from_stored({"max_new_tokens": 24}) == settings.replace(
-        embed_long="truncated"
+    # a record from before embed_long was embedded by truncation: not read as today's
+    assert retired_reading(get_method("pecan"), {"max_new_tokens": 24}) == (
+        "pecan.embed_long=truncated",
+        "",
     )
 
 
@@ -369,30 +365,6 @@ def test_scripted_llm_is_refused_clearly(built: Index, embedder: Any) -> None:
     build = pecan.build_needs(PecanBuild())
     assert build == pecan.retrieve_needs(PecanQuery()) == pecan.answer_needs(PecanQuery())
     assert build.embedder and Capability.ATTENTION in build.llm and not build.scorer
-
-
-def test_index_recording_the_old_name_is_up_to_date(
-    built: Index, tmp_path: Path, smollm: Any, embedder: Any
-) -> None:
-    """An index built when the setting was pecan.max_new_tokens is not rebuilt, whichever
-    name the command uses, and its settings read back under the new name."""
-    import shutil
-
-    copy = tmp_path / "old.idx"
-    shutil.copytree(built.path, copy)
-    manifest = json.loads((copy / "manifest.json").read_text(encoding="utf-8"))
-    stored = manifest["methods"]["pecan"]["settings"]
-    stored["max_new_tokens"] = stored.pop("points_max_new_tokens")
-    (copy / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    old = Index.open(copy)
-    models = Models.with_objects(llm=smollm, embedder=embedder)
-    (report,) = api.plan_and_build(old, ["pecan"], models, BUILD_SETS)
-    assert not report.built
-    old_sets = [s.replace("points_max_new_tokens", "max_new_tokens") for s in BUILD_SETS]
-    with pytest.warns(SettingRenamed):
-        (report,) = api.plan_and_build(old, ["pecan"], models, old_sets)
-    assert not report.built
-    assert PecanBuild.from_stored(old.reader("pecan").settings).points_max_new_tokens == 24
 
 
 # ------------------------------------------------------------------ the search
@@ -838,7 +810,8 @@ def test_tree_ablation_gives_each_node_one_parent(monkeypatch: pytest.MonkeyPatc
     assert sum(w for _, _, w in first) == pytest.approx(1.0)
     assert [w for _, _, w in first] == pytest.approx([0.5, 0.0, 0.0, 0.5])  # the mean
     assert tree.levels[-1] == 1
-    assert PecanBuild.from_stored({}).graph == "points"  # older indexes: the IP graph
+    # older indexes recorded no graph: the IP graph, still the default, so it reads true
+    assert PecanBuild.from_stored({}).graph == "points"
 
 
 def test_eval_records_keep_the_nodes_each_search_read(

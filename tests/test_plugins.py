@@ -40,6 +40,8 @@ def install(site: Path, dist: str, entry_points: dict[str, str]) -> Path:
     (info / "entry_points.txt").write_text(f"[lcr.methods]\n{lines}")
     if not (site / "lcr_overlap").exists():
         shutil.copytree(PLUGIN_SOURCE / "lcr_overlap", site / "lcr_overlap")
+        # its manual, where its checkout has it: where its defaults come from
+        shutil.copy(PLUGIN_SOURCE / "README.md", site / "README.md")
     return site
 
 
@@ -59,7 +61,7 @@ def test_a_plugin_method_is_listed_built_and_retrieved(tmp_path: Path, cinderell
     listed = lcr(site, "methods", "--json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     rows = {r["name"]: r for r in map(json.loads, listed.stdout.splitlines())}
-    assert rows["overlap"]["manual"] == "https://example.org/lcr-overlap"
+    assert rows["overlap"]["manual"] == "README.md"
     assert "bm25" in rows and listed.stderr == ""
 
     story = tmp_path / "story.txt"
@@ -100,6 +102,61 @@ def test_a_plugin_method_is_listed_built_and_retrieved(tmp_path: Path, cinderell
         site, "-c", "from lcr.testing import check_method; check_method('overlap')", cwd=tmp_path
     )
     assert checked.returncode == 0, checked.stderr
+
+
+def test_verify_says_it_could_not_verify_a_method_whose_plugin_is_gone(
+    tmp_path: Path, cinderella: Path
+) -> None:
+    """Built with the plugin, verified without it: one line saying which method could
+    not be verified, exit 1, not "verified"."""
+    site = install(tmp_path / "site", "lcr-overlap", {"overlap": "lcr_overlap:Overlap"})
+    story = tmp_path / "story.txt"
+    story.write_text(cinderella.read_text(encoding="utf-8")[:3000], encoding="utf-8")
+    built = lcr(site, "index", str(story), "-m", "overlap", "-m", "bm25", "-q", cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    with_it = lcr(site, "info", "story.idx", "--verify", cwd=tmp_path)
+    assert with_it.returncode == 0, with_it.stderr
+    gone = tmp_path / "empty"
+    gone.mkdir()
+    without = lcr(gone, "info", "story.idx", "--verify", cwd=tmp_path)
+    assert without.returncode == 1
+    assert without.stderr.strip().splitlines() == [
+        "lcr: story.idx: could not verify overlap: no method of that name is installed "
+        "(install the package that provides it, then run this again)"
+    ]
+    assert "overlap: " in without.stdout and "NOT VERIFIED" in without.stdout
+    assert "bm25: " in without.stdout and "verified" in without.stdout
+    as_json = lcr(gone, "info", "story.idx", "--verify", "--json", cwd=tmp_path)
+    got = json.loads(as_json.stdout)
+    assert as_json.returncode == 1 and got["verified"] is False
+    assert list(got["damaged"]) == ["overlap"]
+
+
+@pytest.mark.slow  # three files of lcr's quick tier, in a process of their own
+def test_lcrs_own_tests_pass_with_the_tutorial_plugin_installed(tmp_path: Path) -> None:
+    """docs/plugin-tutorial's package installed as pip installs it (its entry point
+    visible to importlib.metadata), and lcr's quick tests of its documents, man page
+    and settings run beside it: they read lcr's own methods, so they pass."""
+    source = tmp_path / "tutorial"
+    shutil.copytree(TUTORIAL, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    site = tmp_path / "site"
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
+         "--no-index", "--quiet", "--target", str(site), str(source)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert pip.returncode == 0, pip.stderr
+    listed = lcr(site, "methods", cwd=tmp_path)
+    assert listed.returncode == 0 and "paragraphs" in listed.stdout, listed.stderr
+    tests = [str(REPO / "tests" / f) for f in ("test_docs.py", "test_manpage.py")]
+    tests.append(str(REPO / "tests" / "test_settings.py"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site)])}
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow",
+         *tests],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=1200,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
 
 
 def test_a_plugin_cannot_shadow_a_builtin(tmp_path: Path) -> None:

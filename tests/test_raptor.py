@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 import zlib
 from collections.abc import Sequence
 from itertools import pairwise
@@ -21,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lcr import api
-from lcr.config import SettingRenamed
 from lcr.errors import LLMCallError
 from lcr.evidence import merge_spans
 from lcr.methods import get_method, method_names
@@ -477,36 +475,6 @@ def test_summary_max_new_tokens_reaches_the_llm_and_caps_summaries(tmp_path: Pat
     summaries = [n for n in index.reader("raptor").nodes() if n.level > 0]
     # the scripted LLM's tokens are words: 6 new tokens = "SUMMARY" and 5 words
     assert summaries and all(len(n.text.split()) == 6 for n in summaries)
-
-
-def test_the_old_name_summary_max_tokens_still_works(tmp_path: Path) -> None:
-    """``raptor.summary_max_tokens`` (renamed ``summary_max_new_tokens``) works, with a
-    warning, and an index whose manifest records the old name is up to date."""
-    sets = ["raptor.summary_max_tokens=6", "raptor.max_layers=1"]
-    llm = ScriptedLLM()
-    with pytest.warns(SettingRenamed, match=r"raptor\.summary_max_tokens is now"):
-        index = _build(tmp_path, llm, sets)
-    assert set(llm.max_new_tokens_seen) == {6}
-    recorded = index.methods["raptor"].settings
-    assert recorded["summary_max_new_tokens"] == 6 and "summary_max_tokens" not in recorded
-
-    manifest_path = index.path / "manifest.json"  # as an index built before the rename
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    stored = manifest["methods"]["raptor"]["settings"]
-    stored["summary_max_tokens"] = stored.pop("summary_max_new_tokens")
-    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
-    forbidden = fakes.ForbiddenLLM()
-    forbidden.model_id = llm.model_id  # the same model: only the settings are compared
-    models = Models.with_objects(llm=forbidden, embedder=HashEmbedder())
-    for new in (["raptor.summary_max_new_tokens=6"], ["raptor.summary_max_tokens=6"]):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SettingRenamed)
-            reports = api.plan_and_build(
-                Index.open(index.path), ["raptor"], models, [*new, sets[1]]
-            )
-        assert [r.built for r in reports] == [False], new
-    built = RaptorBuild.from_stored(Index.open(index.path).reader("raptor").settings)
-    assert built == RaptorBuild(summary_max_new_tokens=6, max_layers=1)
 
 
 @pytest.mark.parametrize(

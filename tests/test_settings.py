@@ -15,8 +15,11 @@ import pytest
 
 from lcr import api
 from lcr.cli.main import main
-from lcr.config import Setting, SettingRenamed, Settings, setting
+from lcr.config import Setting, Settings, setting
 from lcr.errors import SettingError
+
+# lcr's own methods, whatever plugins are installed beside lcr
+pytestmark = pytest.mark.usefixtures("builtin_methods")
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -165,9 +168,9 @@ def test_range_check_is_inclusive() -> None:
 
 @dataclass(frozen=True)
 class Example(Settings):
-    size: int = setting(32, "chunk size in words (the paper's n)", low=1, renamed_from=("words",))
+    size: int = setting(32, "chunk size in words (the paper's n)", low=1)
     mode: Literal["local", "global"] = setting("local", "which walk")
-    stem: str = setting("english", "stemmer", choices=("none", "english"), legacy="none")
+    stem: str = setting("english", "stemmer", choices=("none", "english"))
     seed: int | None = setting(None, "seed; none for a random one", low=0)
 
 
@@ -187,30 +190,117 @@ def test_typed_settings_derive_their_checks_from_the_declaration() -> None:
         setting(1, "two\nlines")
 
 
-def test_a_renamed_setting_keeps_its_old_name_for_one_release() -> None:
-    from lcr.methods import get_method
-    from lcr.pipeline.plans import BUILD, parse_sets
+def test_version_0_2_retires_legacy_values_and_old_names() -> None:
+    """No setting keeps a value for old indexes, nor an old name: ``setting()`` takes
+    neither, and an old name on the command line is an unknown setting (exit 2)."""
+    from lcr.pipeline.plans import parse_sets
 
-    assert Example.renamed() == {"words": "size"}
-    parsed = parse_sets(["graphreader.extraction_max_tokens=300"])
-    with pytest.warns(SettingRenamed, match="graphreader.extraction_max_tokens is now"):
-        values = parsed.values(get_method("graphreader"), BUILD)
-    assert values == {"extraction_max_new_tokens": 300}
-    # an index that recorded the old name reads back under the new one
-    assert Example.from_stored({"words": 8, "mode": "global"}).size == 8
+    for retired in ({"legacy": "none"}, {"renamed_from": ("words",)}):
+        with pytest.raises(TypeError):
+            setting("english", "stemmer", **retired)  # type: ignore[call-overload]
+    with pytest.raises(SettingError, match=r"unknown setting graphreader\.extraction_max_tokens"):
+        parse_sets(["graphreader.extraction_max_tokens=300"])
+    with pytest.raises(SettingError, match=r"unknown setting mixpr\.max_words"):
+        parse_sets(["mixpr.max_words=16"])
 
 
-def test_an_index_older_than_a_setting_reads_back_its_legacy_value() -> None:
-    old = Example.from_stored({"size": 32, "mode": "local"})
-    assert old.stem == "none"  # built before the stemmer existed: unstemmed
-    assert old != Example()  # so it does not count as built with today's default
+def test_recorded_settings_read_as_written_with_new_keys_at_their_default() -> None:
+    old = Example.from_stored({"size": 16, "mode": "global", "words": 8})
+    assert old == Example(size=16, mode="global")  # stem added since: its default
     assert Example.from_stored(Example().to_json()) == Example()
 
 
-def test_bm25_index_from_before_the_stemmer_is_read_unstemmed() -> None:
-    from lcr.methods.baselines import BM25Settings
+def _old_manifest(index: Path, method: str, edit: dict[str, object], drop: str = "") -> None:
+    """Write into ``index``'s manifest what an lcr before 0.2.0 recorded for ``method``."""
+    path = index / "manifest.json"
+    manifest = json.loads(path.read_text())
+    entry = manifest["methods"][method]
+    entry["lcr_version"] = "0.1.0"
+    entry["settings"].pop(drop, None)
+    entry["settings"].update(edit)
+    path.write_text(json.dumps(manifest))
 
-    assert BM25Settings.from_stored({"chunk_tokens": 128, "k1": 1.5}).stemmer == "none"
+
+@pytest.fixture
+def old_index(tmp_path: Path, cinderella: Path) -> Path:
+    story = tmp_path / "cinderella.txt"
+    story.write_text(cinderella.read_text(encoding="utf-8")[:2000], encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["index", str(story), "-q", "-m", "bm25", "-m", "mixpr"])
+    assert exc.value.code == 0
+    return tmp_path / "cinderella.idx"
+
+
+def test_an_old_build_that_reads_truthfully_opens(
+    old_index: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """mixpr built before 0.2.0 recorded ``max_words``; at the default (32) reading it as
+    written (``chunk_words`` at its default) is the truth: it opens, and is up to date."""
+    _old_manifest(old_index, "mixpr", {"max_words": 32}, drop="chunk_words")
+    code, out, err = run(["retrieve", str(old_index), "glass slipper", "-m", "mixpr"], capsys)
+    assert code == 0 and out and not err, err
+    story = str(old_index.with_suffix(".txt"))
+    code, out, err = run(["index", story, "-m", "mixpr"], capsys)
+    assert code == 0 and "mixpr up to date" in out, out + err
+
+
+@pytest.mark.parametrize(
+    ("method", "edit", "drop", "said", "hint"),
+    [
+        # built before the stemmer existed: unstemmed, which no default is now
+        ("bm25", {}, "stemmer", "bm25.stemmer=none", "--method bm25 --force"),
+        # built under an old name with another value than the new name's default
+        (
+            "mixpr",
+            {"max_words": 16},
+            "chunk_words",
+            "mixpr.max_words=16",
+            "--set mixpr.chunk_words=16 --force",
+        ),
+    ],
+)
+def test_an_old_build_that_cannot_read_truthfully_is_refused_naming_force(
+    old_index: Path,
+    capsys: pytest.CaptureFixture[str],
+    method: str,
+    edit: dict[str, object],
+    drop: str,
+    said: str,
+    hint: str,
+) -> None:
+    _old_manifest(old_index, method, edit, drop)
+    if method == "mixpr":  # its rebuild options, as that lcr recorded them
+        path = old_index / "manifest.json"
+        manifest = json.loads(path.read_text())
+        manifest["methods"]["mixpr"]["rebuild_args"] = ["--set mixpr.max_words=16"]
+        path.write_text(json.dumps(manifest))
+    code, out, err = run(["retrieve", str(old_index), "glass slipper", "-m", method], capsys)
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"its {method} build was made by lcr 0.1.0 with {said}, which lcr" in err, err
+    assert "no longer reads since 0.2.0" in err and hint in err, err
+    # `lcr index` does not count it as up to date: it builds it again, as today's
+    story = str(old_index.with_suffix(".txt"))
+    code, out, err = run(["index", story, "-m", method], capsys)
+    assert code == 0 and f"{method} built in" in out, out + err
+    code, out, err = run(["retrieve", str(old_index), "glass slipper", "-m", method], capsys)
+    assert code == 0 and out, err
+
+
+def test_every_retired_reading_names_a_setting_of_its_method() -> None:
+    """The table of what older builds recorded (lcr.pipeline.integrity) names, for each
+    method, settings it declares, so no entry is dead."""
+    from lcr.methods import get_method
+    from lcr.pipeline.integrity import BUILT_UNRECORDED_BEFORE_0_2, OLD_NAMES_BEFORE_0_2
+
+    for name, keys in BUILT_UNRECORDED_BEFORE_0_2.items():
+        declared = get_method(name).build_settings.by_name()
+        for key, was in keys.items():
+            assert key in declared and declared[key].default != was, f"{name}.{key}"
+    for name, names in OLD_NAMES_BEFORE_0_2.items():
+        declared = get_method(name).build_settings.by_name()
+        for old, new in names.items():
+            assert new in declared and old not in declared, f"{name}.{old}"
 
 
 def test_a_librarys_default_is_marked_with_the_library_and_is_its_default(
@@ -241,6 +331,66 @@ def test_a_librarys_default_is_marked_with_the_library_and_is_its_default(
     assert (k1["origin"], k1["library"]) == ("library", "bm25s")
     with pytest.raises(ValueError, match="a library"):
         setting(1.0, "x", paper=True, library="bm25s")
+
+
+def test_a_defaults_origin_is_one_value() -> None:
+    """Issue 71: where a default comes from is one :class:`Origin` (a source and what it
+    names), not six flags; setting()'s keywords make it, and the listing's JSON keeps
+    its shape (``paper``, ``reference_code``, ``origin``, and what the origin names)."""
+    from lcr.config import Origin, Source
+    from lcr.methods.mixpr import MixPRQuery
+
+    tol = MixPRQuery.by_name()["tol"]
+    assert tol.source == Origin(Source.LIBRARY, "networkx")
+    assert (tol.origin, tol.library, tol.paper, tol.measured_in) == (
+        "library",
+        "networkx",
+        False,
+        "",
+    )
+    assert Origin.declared(measured="a.md#b") == Origin(Source.MEASURED, "a.md#b")
+    assert Origin.declared() == Origin(Source.LCR)
+    with pytest.raises(ValueError, match="names one"):
+        Origin(Source.MEASURED)  # a measurement names its page
+    with pytest.raises(ValueError, match="names none"):
+        Origin(Source.PAPER, "x")
+
+
+def test_the_settings_json_keeps_its_shape(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["methods", "--settings", "--json"], capsys)
+    assert code == 0
+    rows = {r["name"]: r for r in map(json.loads, out.splitlines())}
+    tol = rows["mixpr"]["query_settings"]["tol"]
+    assert {k: tol[k] for k in ("paper", "reference_code", "origin", "library")} == {
+        "paper": False,
+        "reference_code": False,
+        "origin": "library",
+        "library": "networkx",
+    }
+    seed = rows["raptor"]["build_settings"]["seed"]
+    assert (seed["paper"], seed["reference_code"], seed["origin"]) == (
+        False,
+        True,
+        "reference code",
+    )
+    for row in rows.values():
+        for phase in ("build_settings", "query_settings"):
+            for s in row[phase].values():
+                assert {"default", "help", "paper", "reference_code", "origin", "valid"} <= set(s)
+
+
+def test_labels_say_what_lcr_does() -> None:
+    """Issue 71: raptor.seed seeds UMAP and the BIC search's mixtures in lcr (its help
+    says so, and that the reference code seeds only the BIC search)."""
+    import inspect
+
+    from lcr.methods.raptor import clustering
+    from lcr.methods.raptor.method import RaptorBuild
+
+    help_text = RaptorBuild.by_name()["seed"].help
+    assert "UMAP" in help_text and "only the BIC search" in help_text
+    source = inspect.getsource(clustering)
+    assert "random_state=seed" in source  # UMAP's and the mixtures' fits, both seeded
 
 
 def test_a_seed_is_arbitrary_and_a_stand_in_names_the_papers_value(
@@ -280,8 +430,9 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
 ) -> None:
     """Issue 56: every method default is the paper's, the reference code's, a library's,
     arbitrary, the nearest to the paper's, or lcr's with a measurement; the few still
-    plain "lcr" are exactly these (each named, with what it needs, on its page), and the
-    ones measured on a real graph point at GraphReader's sections."""
+    plain "lcr" are exactly these (each named, with why, on its page: issue 71's, which
+    no measurement chose or the paper does not state), and the ones measured on a real
+    graph point at GraphReader's sections."""
     code, out, _ = run(["methods", "--settings", "--json"], capsys)
     assert code == 0
     plain, measured = set(), {}
@@ -292,16 +443,13 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
                     plain.add(f"{row['name']}.{key}")
                 elif s["origin"] == "lcr, measured":
                     measured[f"{row['name']}.{key}"] = s["measured_in"]
-    assert plain == set()
+    assert plain == {"pecan.top", "pecan.embed_long", "raptor.embed_long"}
     pecan = "docs/methods/pecan.md#"
     points = "information-points-replies-against-the-cap"
     assert measured["pecan.points_max_new_tokens"] == pecan + points
     raptor = "docs/methods/raptor.md#"
     large = "global_neighbors_cap-on-a-large-layer"
     assert measured["raptor.global_neighbors_cap"] == raptor + large
-    # measured, and no measurement favours pooled: the pages say so where these point
-    assert measured["pecan.embed_long"] == pecan + "embed_long-on-pecans-chunks"
-    assert measured["raptor.embed_long"] == raptor + "embed_long-on-raptors-nodes"
     fixed = "docs/methods/pecan.md#fixed_nodes-against-the-recorded-searches"
     assert measured["pecan.fixed_nodes"] == fixed  # the held-out searches' nodes_read
     page = "docs/methods/graphreader.md#"
@@ -310,4 +458,4 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
         assert measured[f"graphreader.{key}"] == page + "caps-and-the-fallback-on-two-real-graphs"
     from lcr.methods.pecan.settings import PecanBuild
 
-    assert PecanBuild.by_name()["top"].origin == "paper"
+    assert PecanBuild.by_name()["top"].origin == "lcr"  # the paper states no stopping rule

@@ -16,6 +16,7 @@ from lcr.models import loading, machine
 from lcr.models import transformers_decode as decoding
 from lcr.models.text_stream import TextPieces
 from lcr.progress import NULL_PROGRESS, TokenMeter
+from tests.conftest import needs
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -232,6 +233,7 @@ def test_plan_settings_size_the_static_cache_in_steps() -> None:
     assert decoding.static_cache_length(2000, 1600) == 2000  # never below what is needed
 
 
+@needs("smollm2-135m")
 def test_bad_static_cache_setting_is_refused_before_loading(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

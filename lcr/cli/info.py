@@ -37,7 +37,10 @@ def print_info(index: Index, problems: dict[str, list[str]], *, verified: bool) 
         counts = ", ".join(counted(v, k) for k, v in e.counts.items())
         state = ""
         if name in problems:
+            said = problems[name][0]
             state = "  DAMAGED"
+            if "could not verify" in said or "no longer reads" in said:
+                state = "  NOT VERIFIED"
         elif verified:
             state = "  verified" if e.sha256 else "  sizes ok (built without checksums)"
         size = index.size_bytes(name)

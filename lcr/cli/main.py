@@ -11,7 +11,6 @@ import functools
 import json
 import os
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -47,7 +46,6 @@ from lcr.cli.output import (
 )
 from lcr.cli.output import err as _err
 from lcr.cli.output import say as _say
-from lcr.config import SettingRenamed
 from lcr.errors import (
     IndexDamagedError,
     InputError,
@@ -131,31 +129,13 @@ class LcrGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("always", SettingRenamed)
-                warnings.showwarning = _show_warning
-                return super().invoke(ctx)
+            return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except (Exception, KeyboardInterrupt) as exc:
             if _debug_wanted(ctx):
                 print_traceback(exc)
             ctx.exit(report_error(exc))
-
-
-def _show_warning(
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: Any = None,
-    line: str | None = None,
-) -> None:
-    """A renamed setting's note is one ``warning:`` line, like lcr's other warnings."""
-    if issubclass(category, SettingRenamed):
-        _err(f"warning: {message}")
-        return
-    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
 
 def _remember_debug(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -409,11 +389,10 @@ def _questions(question: str) -> Iterator[str]:
 
 def _query_sets(method: str, mode: str | None, sets: tuple[str, ...]) -> ParsedSets:
     """Every ``--set`` parsed once, and ``--mode`` as the mode setting it stands for."""
-    from lcr.methods import get_method
     from lcr.pipeline.plans import mode_assignment, parse_sets
 
     parsed = parse_sets(sets)
-    return parsed if mode is None else parsed.plus(mode_assignment(get_method(method), mode))
+    return parsed if mode is None else parsed.plus(mode_assignment(parsed.method(method), mode))
 
 
 def query_options(f: Any) -> Any:

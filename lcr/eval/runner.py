@@ -206,10 +206,8 @@ def gold_plan(models: Models, opts: RunOptions, sets: ParsedSets) -> MethodPlan:
 
 
 def stable_keys(settings: Settings) -> dict[str, Any]:
-    """Settings as a run key sees them: a renamed setting under its first name, so
-    results made before a rename keep their key (and are not run again)."""
-    first = {s.name: s.renamed_from[0] for s in settings.declared() if s.renamed_from}
-    return {first.get(k, k): v for k, v in settings.to_json().items()}
+    """Settings as a run key sees them: every setting under its name."""
+    return settings.to_json()
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:

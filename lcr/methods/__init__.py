@@ -8,6 +8,9 @@ group ``lcr.methods`` (the name is the method's name, the value its class)::
 
 Entry points are read the first time the registry is needed, and a method's
 module is imported only when that method is used, so ``lcr --help`` stays fast.
+The registry read then is frozen (:class:`Registry`): every thread (``lcr serve``'s
+workers) reads that one snapshot; a caller that needs another (a test, a check of a
+class no package declares) uses its own for a block (:func:`using`, :func:`registered`).
 A plugin never replaces one of lcr's methods or another plugin's: the second of
 two with one name is left out, and :func:`problems` says so. A plugin that
 cannot be imported, or whose class does not declare what the contract asks
@@ -19,11 +22,14 @@ naming it and what is missing, only where it is used.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from lcr.errors import MethodPluginError, UsageError
@@ -61,33 +67,86 @@ class Registration:
         return self.origin != "lcr"
 
 
-_registry: dict[str, Registration] | None = None
-_problems: list[str] = []
+@dataclass(frozen=True)
+class Registry:
+    """The methods lcr knows, read once and never changed: a registry with another
+    method in it is another registry (:meth:`plus`), used for a block (:func:`using`)."""
 
+    methods: Mapping[str, Registration]
+    problems: tuple[str, ...] = ()  # one line per plugin method left out
 
-def _registrations() -> dict[str, Registration]:
-    global _registry
-    if _registry is None:
-        found = {n: Registration(n, t) for n, t in BUILT_IN.items()}
-        _problems.clear()
+    @classmethod
+    def builtin(cls) -> Registry:
+        """lcr's own methods alone: what lcr's own documents describe."""
+        return cls(MappingProxyType({n: Registration(n, t) for n, t in BUILT_IN.items()}))
+
+    @classmethod
+    def installed(cls) -> Registry:
+        """lcr's own methods, then those installed packages declare (entry points)."""
+        found = dict(cls.builtin().methods)
+        left_out = []
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             dist = ep.dist.name if ep.dist is not None else "an unnamed distribution"
             origin = f"the plugin {dist}"
             if ep.name in found:
-                _problems.append(
+                left_out.append(
                     f"method {ep.name!r} of {origin} ({ep.value}) left out: "
                     f"{found[ep.name].origin} already has a method of that name"
                 )
                 continue
             found[ep.name] = Registration(ep.name, ep.value, origin)
-        _registry = found
-    return _registry
+        return cls(MappingProxyType(found), tuple(left_out))
+
+    def plus(self, method: type[Method]) -> Registry:
+        """This registry and ``method``, under its ``name`` (a name taken is refused)."""
+        name = method.name
+        if name in self.methods:
+            raise UsageError(
+                f"a method named {name!r} is registered already ({self.methods[name].origin})"
+            )
+        target = f"{method.__module__}:{method.__qualname__}"
+        added = Registration(name, target, "the caller", method)
+        return Registry(MappingProxyType({**self.methods, name: added}), self.problems)
+
+
+_loaded: Registry | None = None  # the installed registry, read once: never changed after
+_loading = threading.Lock()
+# a registry a block uses instead (:func:`using`): this thread's (context's) alone
+_in_use: ContextVar[Registry | None] = ContextVar("lcr_methods_in_use", default=None)
+
+
+def current() -> Registry:
+    """The registry in use: the block's own (:func:`using`), else the installed one,
+    read once (entry points loaded on first use; every thread reads that snapshot)."""
+    chosen = _in_use.get()
+    if chosen is not None:
+        return chosen
+    global _loaded
+    if _loaded is None:
+        with _loading:
+            if _loaded is None:
+                _loaded = Registry.installed()
+    return _loaded
+
+
+@contextmanager
+def using(registry: Registry) -> Iterator[Registry]:
+    """``registry`` instead of the installed one for the block, in this thread (and
+    context) only: how a test or a check gets a registry of its own."""
+    token = _in_use.set(registry)
+    try:
+        yield registry
+    finally:
+        _in_use.reset(token)
+
+
+def _registrations() -> Mapping[str, Registration]:
+    return current().methods
 
 
 def problems() -> list[str]:
     """One line per plugin method left out of the registry (its name was taken)."""
-    _registrations()
-    return list(_problems)
+    return list(current().problems)
 
 
 def method_names() -> list[str]:
@@ -220,32 +279,16 @@ def default_build_methods() -> list[str]:
 
 
 @contextmanager
-def only_builtin() -> Iterator[None]:
-    """The registry holds lcr's own methods alone for the block: what lcr's own documents
-    (the man page) describe, whatever plugins are installed."""
-    global _registry
-    saved, saved_problems = _registry, list(_problems)
-    _registry = {n: Registration(n, t) for n, t in BUILT_IN.items()}
-    _problems.clear()
-    try:
-        yield
-    finally:
-        _registry = saved
-        _problems[:] = saved_problems
+def only_builtin() -> Iterator[Registry]:
+    """lcr's own methods alone for the block: what lcr's own documents (the man page)
+    describe, whatever plugins are installed."""
+    with using(Registry.builtin()) as registry:
+        yield registry
 
 
 @contextmanager
 def registered(method: type[Method]) -> Iterator[str]:
-    """``method`` in the registry for the block, under its ``name``: how
+    """The registry in use and ``method``, under its ``name``, for the block: how
     :func:`lcr.testing.check_method` runs a class no package has declared yet."""
-    regs = _registrations()
-    name = method.name
-    if name in regs:
-        raise UsageError(f"a method named {name!r} is registered already ({regs[name].origin})")
-    regs[name] = Registration(
-        name, f"{method.__module__}:{method.__qualname__}", "the caller", method
-    )
-    try:
-        yield name
-    finally:
-        regs.pop(name, None)
+    with using(current().plus(method)):
+        yield method.name

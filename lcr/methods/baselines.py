@@ -69,7 +69,6 @@ class ChunkSettings(Settings):
         "paragraphs: one a chunk, within a page and section; windows: packed across them",
         measured="docs/methods/baselines.md#chunks",
         choices=CHUNKINGS,
-        legacy="windows",  # indexes from before the setting were cut into windows
     )
 
 
@@ -88,7 +87,6 @@ class BM25Settings(ChunkSettings):
         "Snowball stemmer language (PyStemmer); 'none' for none",
         measured=_DEFAULTS,
         choices=STEMMER_CHOICES,
-        legacy="none",  # indexes from before the setting were built unstemmed
     )
 
 

@@ -254,7 +254,6 @@ class MixPRBuild(Settings):
         "chunk size in words: sentences, then newlines, then equal word splits (the paper's N)",
         paper=True,
         low=1,
-        renamed_from=("max_words",),
     )
     threshold: float = setting(
         0.27, "graph edges need TF-IDF cosine >= this", paper=True, low=0, high=1
@@ -303,7 +302,7 @@ class MixPRQuery(Settings):
     tol: float = setting(
         NETWORKX_TOL,
         "stop when the scores' L1 change is below nodes x this (networkx's, as the paper's PPR)",
-        paper=True,
+        library="networkx",  # networkx's pagerank default, which the paper's PPR follows
         low=0,
     )
     tol_rule: Literal["per-node", "total"] = setting(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lcr.errors import LcrError, LLMCallError
-from lcr.models.base import LLM, Embedder, Generation, Message
+from lcr.models.base import LLM, Embedder, Generation, Message, llm_configuration
 from lcr.progress import NULL_PROGRESS, OneTask, Progress, Task
 from lcr.store import LLMCache, Node, cache_key
 
@@ -155,7 +155,8 @@ class LLMCalls:
     def key(self, prompt_version: str, llm: LLM, *parts: Any) -> str:
         """The content key of a call to ``llm``: its prompt version, the model's
         identity and configuration, then whatever else decides the reply."""
-        return cache_key(prompt_version, self.cache.llm_identity(llm), *parts)
+        identity = self.cache.llm_identity(llm.model_id, llm_configuration(llm))
+        return cache_key(prompt_version, identity, *parts)
 
     def lookup(self, key: str, valid: Callable[[Any], bool] = lambda hit: hit is not None) -> Any:
         """The stored value of ``key`` when ``valid`` accepts it (counted), else None."""

@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from lcr.errors import ModelError
-from lcr.evidence import Usage
+from lcr.evidence import Configuration, Usage, cpu_configuration
 from lcr.progress import NULL_PROGRESS, Progress
 
 if TYPE_CHECKING:
@@ -381,27 +381,12 @@ def require_attention(llm: LLM, purpose: str) -> AttentionLLM:
 
 # ------------------------------------------------------------ configurations
 
-Configuration = dict[str, str | None]
-"""What besides the model id decides an LLM's outputs: backend, device, dtype, quantize."""
-
 
 def configuration(
     backend: str, device: str, dtype: str | None, quantize: str | None
 ) -> Configuration:
     device = "cuda" if device.startswith("cuda") else device
     return {"backend": backend, "device": device, "dtype": dtype, "quantize": quantize}
-
-
-def cpu_configuration(backend: str) -> Configuration:
-    """How a backend ran before lcr recorded configurations: on the CPU, unquantised
-    (lcr's GPU paths had never run), llama.cpp with the GGUF as it is, transformers in fp32."""
-    if backend == "llamacpp":
-        return configuration("llamacpp", "cpu", "gguf", None)
-    if backend == "transformers":
-        return configuration("transformers", "cpu", "float32", None)
-    if backend == "openai":
-        return configuration("openai", "server", None, None)
-    return configuration(backend, "cpu", None, None)
 
 
 def llm_configuration(llm: LLM) -> Configuration:

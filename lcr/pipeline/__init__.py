@@ -30,7 +30,7 @@ from lcr.models.container import Models
 from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 from lcr.pipeline.accounting import spending
 from lcr.pipeline.answering import answer_evidence, plan_answer
-from lcr.pipeline.integrity import check_evidence, stored_build_settings
+from lcr.pipeline.integrity import check_evidence, retired_reading, stored_build_settings
 from lcr.pipeline.plans import AnyMethod, BuildPlan, QueryPlan, bind, require
 from lcr.pipeline.plans import answer_settings as answer_settings
 from lcr.pipeline.plans import build_settings as build_settings
@@ -76,20 +76,8 @@ def load_documents(
             if warn is not None:
                 warn(f"skipped: {exc}")
             continue
-        docs.append(
-            DocumentInput(
-                d.name,
-                d.text,
-                d.sha256,
-                d.size,
-                format=d.format,
-                layout=d.layout,
-                extractor=d.extractor,
-                extractor_version=d.extractor_version,
-                options=d.options,
-                path="-" if str(f.path) == "-" else os.path.abspath(f.path),
-            )
-        )
+        where = "-" if str(f.path) == "-" else os.path.abspath(f.path)
+        docs.append(dataclasses.replace(d, path=where))
     if not docs:
         raise InputError("none of the files found could be read (see the warnings above)")
     return docs
@@ -243,9 +231,10 @@ def _same_models(recorded: dict[str, str], now: dict[str, str]) -> bool:
 
 
 def _same_settings(method: AnyMethod, stored: dict[str, Any], settings: Settings) -> bool:
-    """Whether an existing build was made with ``settings``: its recorded values read
-    under today's names (a renamed setting's old name maps to the new one), so an index
-    built before a rename still counts as up to date."""
+    """Whether an existing build was made with ``settings``: its recorded values read as
+    written (a build an older lcr made in a way no setting reproduces now is not)."""
+    if retired_reading(method, stored) is not None:
+        return False
     try:
         return method.build_settings.from_stored(stored).to_json() == settings.to_json()
     except SettingError:  # a recorded value of the wrong type: rebuilt, which repairs it

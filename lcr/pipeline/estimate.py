@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -348,14 +347,12 @@ def estimate_index(
 
     names = expand_methods(methods)
     plans = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", config.SettingRenamed)
-        for n in names:
-            method = get_method(n)
-            settings = build_settings(method, sets)
-            needs = method.build_needs(settings)
-            models = require(models, needs, f"building {n}")  # one binding for them all
-            plans.append((method, settings, needs))
+    for n in names:
+        method = get_method(n)
+        settings = build_settings(method, sets)
+        needs = method.build_needs(settings)
+        models = require(models, needs, f"building {n}")  # one binding for them all
+        plans.append((method, settings, needs))
     docs = load_documents(files, warn=warn, options=extract)
     source, joined = join_documents(docs)
     documents = [(i, d.start, source[d.start : d.end]) for i, d in enumerate(joined)]

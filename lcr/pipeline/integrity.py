@@ -4,11 +4,11 @@ settings typed, evidence served only where its spans are true, and everything
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lcr.config import Settings
-from lcr.errors import IndexDamagedError, SettingError
+from lcr.config import Settings, SettingValue, value_text
+from lcr.errors import IndexDamagedError, SchemaMismatchError, SettingError
 from lcr.evidence import EvidenceItem
 from lcr.methods import get_method, method_names
 from lcr.methods.base import Method
@@ -18,8 +18,68 @@ from lcr.store.nodes import span_problem
 AnyMethod = Method[Any, Any]
 
 
+# lcr 0.2.0 retired the values older builds were read with. A build made before one of
+# these settings existed recorded no value for it and was built the old way, which its
+# default no longer is; a build recorded under a setting's old name is read under no name.
+# Such a build opens only where reading it as written (missing keys at their default)
+# tells the truth; otherwise it is refused, naming ``--force``.
+RETIRED_IN = "0.2.0"
+BUILT_UNRECORDED_BEFORE_0_2: Mapping[str, Mapping[str, SettingValue]] = {
+    "bm25": {"chunking": "windows", "stemmer": "none"},
+    "tfidf": {"chunking": "windows"},
+    "dense": {"chunking": "windows"},
+    "lightpal": {"context_score": "mean"},
+    "pecan": {"embed_long": "truncated"},  # its graph ("points") is still the default
+    "raptor": {"embed_long": "truncated"},
+}
+OLD_NAMES_BEFORE_0_2: Mapping[str, Mapping[str, str]] = {
+    "lightpal": {"passage_chars": "chunk_chars"},
+    "pecan": {"max_new_tokens": "points_max_new_tokens"},
+    "graphreader": {"extraction_max_tokens": "extraction_max_new_tokens"},
+    "raptor": {"summary_max_tokens": "summary_max_new_tokens"},
+    "mixpr": {"max_words": "chunk_words"},
+}
+
+
+def retired_reading(method: AnyMethod, stored: Mapping[str, Any]) -> tuple[str, str] | None:
+    """How an older lcr built ``method`` that this one cannot read back truthfully
+    (``("bm25.stemmer=none", "")``, or an old name and its new one's ``--set``
+    spelling), or None: the recorded settings read as written."""
+    declared = method.build_settings.by_name()
+    for key, was in BUILT_UNRECORDED_BEFORE_0_2.get(method.name, {}).items():
+        if key in declared and key not in stored and was != declared[key].default:
+            return f"{method.name}.{key}={value_text(was)}", ""
+    for old, new in OLD_NAMES_BEFORE_0_2.get(method.name, {}).items():
+        moved = old in stored and new in declared and new not in stored
+        if moved and stored[old] != declared[new].default:
+            given = f"{method.name}.{old}={value_text(stored[old])}"
+            return given, f"{method.name}.{new}={value_text(stored[old])}"
+    return None
+
+
+def refuse_retired(index: Index, method: AnyMethod, stored: Mapping[str, Any]) -> None:
+    """One line naming ``--force`` for a build :func:`retired_reading` cannot read."""
+    found = retired_reading(method, stored)
+    if found is None:
+        return
+    what, renamed = found
+    entry = index.manifest.methods.get(method.name)
+    made_by = (
+        f"lcr {entry.lcr_version}" if entry is not None and entry.lcr_version else "an older lcr"
+    )
+    hint = index.rebuild_hint(method.name)
+    if renamed:
+        hint = hint.replace(what, renamed)
+    raise SchemaMismatchError(
+        f"{index.path}: its {method.name} build was made by {made_by} with {what}, "
+        f"which lcr no longer reads since {RETIRED_IN}; {hint}"
+    )
+
+
 def stored_build_settings(index: Index, method: AnyMethod, reader: MethodReader) -> Settings:
-    """The settings a build recorded, typed; a value of the wrong type is damage."""
+    """The settings a build recorded, typed; a value of the wrong type is damage, a build
+    an older lcr made in a way no setting reproduces now is refused (:func:`refuse_retired`)."""
+    refuse_retired(index, method, reader.settings)
     try:
         return method.build_settings.from_stored(reader.settings)
     except SettingError as exc:
@@ -48,7 +108,8 @@ def verify_index(index: Index) -> dict[str, str]:
     """Everything ``lcr info --verify`` checks: every file against its checksum and its
     structure (:meth:`Index.verify`), then each method's own reading of its build
     (recorded settings, shapes against node counts, its JSON) as retrieval reads it.
-    Returns one damage line per damaged method (``"source"`` for source.txt)."""
+    Returns one damage line per damaged method (``"source"`` for source.txt), and one
+    per method it could not verify (no method of its name is installed: a plugin's)."""
     lines: dict[str, str] = {}
     for name, found in index.verify().items():
         if name == "source":
@@ -64,13 +125,19 @@ def verify_index(index: Index) -> dict[str, str]:
             f"of {name} pays those calls again and drops them"
         )
     for name in index.methods:
-        if name in lines or name in index.damaged or name not in method_names():
+        if name in lines or name in index.damaged:
+            continue
+        if name not in method_names():  # its plugin is not installed: its check is its own
+            lines[name] = (
+                f"{index.path}: could not verify {name}: no method of that name is installed "
+                "(install the package that provides it, then run this again)"
+            )
             continue
         method = get_method(name)
         reader = index.reader(name)
         try:
             method.check_stored(reader, stored_build_settings(index, method, reader))
-        except IndexDamagedError as exc:
+        except (IndexDamagedError, SchemaMismatchError) as exc:  # damaged, or too old
             lines[name] = str(exc)
     return lines
 

@@ -10,7 +10,6 @@ input enters; :mod:`lcr.pipeline` takes them as they are and parses nothing.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,18 +50,25 @@ class ParsedSets:
     method (or ``answer``), every key a setting of one of its phases, every value valid."""
 
     assignments: tuple[Assignment, ...] = ()
+    # each method a --set named, resolved once (a registry look-up and an instance) and
+    # carried to the plan that uses it: a run resolves a method's name once
+    resolved: Mapping[str, AnyMethod] = dataclasses.field(default_factory=dict)
 
     def plus(self, *more: Assignment) -> ParsedSets:
         """These and ``more`` (a later value of the same setting wins, as on a command line)."""
-        return ParsedSets((*self.assignments, *more))
+        return ParsedSets((*self.assignments, *more), self.resolved)
+
+    def method(self, name: str) -> AnyMethod:
+        """The method called ``name``: the one a ``--set`` resolved, else resolved now."""
+        found = self.resolved.get(name)
+        return found if found is not None else get_method(name)
 
     def answer_values(self) -> dict[str, SettingValue]:
         return {a.name: a.value for a in self.assignments if a.phase == ANSWER_TARGET}
 
     def values(self, method: AnyMethod, phase: str, *, strict: bool = True) -> dict[str, Any]:
         """``method``'s values for ``phase``; ``strict``: a key of its other phase fails,
-        naming the command that takes it (``lcr eval`` takes both). An old name is
-        taken with a :class:`~lcr.config.SettingRenamed` warning."""
+        naming the command that takes it (``lcr eval`` takes both)."""
         values: dict[str, Any] = {}
         for a in self.assignments:
             if a.target != method.name:
@@ -74,14 +80,6 @@ class ParsedSets:
                         "not of this command"
                     )
                 continue
-            if a.given != a.name:
-                warnings.warn(
-                    config.SettingRenamed(
-                        f"{a.target}.{a.given} is now {a.target}.{a.name}; "
-                        "the old name goes in the next release"
-                    ),
-                    stacklevel=2,
-                )
             values[a.name] = a.value
         return values
 
@@ -127,10 +125,13 @@ def _assigned(split: Sequence[tuple[str, str, Any, bool]]) -> ParsedSets:
     answers = [_answer_assignment(n, v, text) for t, n, v, text in split if t == ANSWER_TARGET]
     AnswerSettings.build({a.name: a.value for a in answers}, label=ANSWER_TARGET)
     known = set(method_names())
+    resolved: dict[str, AnyMethod] = {}
     methods = [
-        _method_assignment(t, n, v, text, known) for t, n, v, text in split if t != ANSWER_TARGET
+        _method_assignment(t, n, v, text, known, resolved)
+        for t, n, v, text in split
+        if t != ANSWER_TARGET
     ]
-    return ParsedSets((*answers, *methods))
+    return ParsedSets((*answers, *methods), resolved)
 
 
 def _read(declared: Setting, value: Any, is_text: bool, label: str) -> SettingValue:
@@ -138,37 +139,33 @@ def _read(declared: Setting, value: Any, is_text: bool, label: str) -> SettingVa
 
 
 def _answer_assignment(name: str, value: Any, is_text: bool) -> Assignment:
-    renamed = AnswerSettings.renamed()
-    current = renamed.get(name, name)
-    if current != name:
-        warnings.warn(
-            config.SettingRenamed(
-                f"{ANSWER_TARGET}.{name} is now {ANSWER_TARGET}.{current}; "
-                "the old name goes in the next release"
-            ),
-            stacklevel=4,
-        )
     declared = AnswerSettings.by_name()
-    if current not in declared:
+    if name not in declared:
         valid = ", ".join(sorted(declared)) or "none"
         raise SettingError(f"unknown setting {ANSWER_TARGET}.{name}; valid: {valid}")
-    parsed = _read(declared[current], value, is_text, f"{ANSWER_TARGET}.{current}")
-    return Assignment(ANSWER_TARGET, name, current, parsed, ANSWER_TARGET)
+    parsed = _read(declared[name], value, is_text, f"{ANSWER_TARGET}.{name}")
+    return Assignment(ANSWER_TARGET, name, name, parsed, ANSWER_TARGET)
 
 
 def _method_assignment(
-    target: str, name: str, value: Any, is_text: bool, known: set[str]
+    target: str,
+    name: str,
+    value: Any,
+    is_text: bool,
+    known: set[str],
+    resolved: dict[str, AnyMethod],
 ) -> Assignment:
     if target not in known:
         raise SettingError(
             f"--set names unknown method {target!r}; known: {', '.join(sorted(known))}"
         )
-    method = get_method(target)  # only the methods named are loaded (a plugin may fail)
+    if target not in resolved:  # only the methods named are loaded (a plugin may fail)
+        resolved[target] = get_method(target)
+    method = resolved[target]
     for phase, cls in ((BUILD, method.build_settings), (QUERY, method.query_settings)):
-        current = cls.renamed().get(name, name)
-        if current in cls.by_name():
-            parsed = _read(cls.by_name()[current], value, is_text, f"{target}.{current}")
-            return Assignment(target, name, current, parsed, phase)
+        if name in cls.by_name():
+            parsed = _read(cls.by_name()[name], value, is_text, f"{target}.{name}")
+            return Assignment(target, name, name, parsed, phase)
     declared = {n for cls in (method.build_settings, method.query_settings) for n in cls.by_name()}
     raise SettingError(
         f"unknown setting {target}.{name}; valid: {', '.join(sorted(declared)) or 'none'}"
@@ -340,8 +337,9 @@ def plan_query(
 ) -> QueryPlan:
     """Check everything a query carries but its question before any index opens or
     model loads: the method, every ``--set`` (even one for another method), ``k``.
-    ``-k`` is written into the query setting the method names for it, once."""
-    method = get_method(method_name)
+    ``-k`` is written into the query setting the method names for it, once. The plan
+    carries the method object: the name is resolved once (here, or by a ``--set``)."""
+    method = sets.method(method_name)
     if k is not None and k < 1:
         raise UsageError("-k must be at least 1")
     if max_new_tokens < 1:

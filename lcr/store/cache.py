@@ -35,7 +35,7 @@ from typing import Any
 
 from lcr.atomic import atomic_write_json, atomic_write_text
 from lcr.errors import IndexDamagedError
-from lcr.models.base import cpu_configuration, llm_configuration
+from lcr.evidence import Configuration, cpu_configuration
 
 
 def cache_key(*parts: Any) -> str:
@@ -100,15 +100,15 @@ class LLMCache:
         """The sidecar ``<method>.config.json`` (the JSON lines stay one output each)."""
         return self.path.with_name(f"{self.path.stem}.config.json")
 
-    def llm_identity(self, llm: Any) -> Any:
-        """What a key holds for ``llm``: its model id when its configuration is the one
-        this file's unconfigured keys belong to, else the id and the configuration."""
-        config = llm_configuration(llm)
+    def llm_identity(self, model_id: str, config: Configuration) -> Any:
+        """What a key holds for the LLM ``model_id`` running as ``config``
+        (``lcr.models.base.llm_configuration``): its model id when its configuration is
+        the one this file's unconfigured keys belong to, else the id and the configuration."""
         if self._unkeyed is _UNKNOWN:
             self._unkeyed = cpu_configuration(self._legacy_backend or config["backend"] or "")
         if config == self._unkeyed:
-            return llm.model_id
-        return [llm.model_id, config]
+            return model_id
+        return [model_id, config]
 
     def _load(self) -> None:
         with self.path.open(encoding="utf-8", errors="replace") as fh:

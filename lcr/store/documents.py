@@ -1,33 +1,18 @@
-"""What ``Index.create`` needs of each loaded document, and how the documents are
-joined into the one text (``source.txt``) every span points into."""
+"""How the documents (:class:`~lcr.text.document.Document`, the one record from reading a
+file to the index) are joined into the one text (``source.txt``) every span points into."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from lcr.store.manifest import SourceDoc
-from lcr.text.layout import DocumentLayout
+from lcr.text.document import Document
 
 DOC_SEPARATOR = "\n\n"
 
 
-@dataclass(frozen=True)
-class DocumentInput:
-    """What ``Index.create`` needs of a loaded document (see ``lcr.text.loading``)."""
-
-    name: str
-    text: str
-    sha256: str
-    size: int
-    format: str = "text"
-    layout: DocumentLayout = field(default_factory=DocumentLayout)
-    extractor: str = "lcr"
-    extractor_version: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
-    path: str = ""  # the file's absolute path ("-" for stdin), for the repair hints
-    added: str = ""  # when it joined an existing index (UTC); "": when the index was made
+# what ``Index.create`` takes: the one document record, as lcr.text.loading makes it
+DocumentInput = Document
 
 
 def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]:

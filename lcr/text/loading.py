@@ -16,9 +16,8 @@ import dataclasses
 import hashlib
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from lcr.errors import InputError
 from lcr.text.decoding import (
@@ -28,7 +27,7 @@ from lcr.text.decoding import (
     normalise_newlines,
     refuse_unreadable_start,
 )
-from lcr.text.layout import DocumentLayout
+from lcr.text.document import Document
 
 if TYPE_CHECKING:
     from lcr.text.formats import ExtractOptions
@@ -41,23 +40,6 @@ _PIECE_BYTES = 1 << 16
 MAX_STREAM_BYTES = 256 << 20
 # a gzip-compressed document, decompressed: past this it is refused (a decompression bomb)
 MAX_GUNZIP_BYTES = 256 << 20
-
-
-@dataclass(frozen=True)
-class Document:
-    """One input document: its normalised text, its layout (pages, headings), what
-    extracted them, and a fingerprint of the raw file."""
-
-    name: str
-    text: str
-    sha256: str
-    size: int
-    encoding: str
-    format: str = "text"
-    layout: DocumentLayout = field(default_factory=DocumentLayout)
-    extractor: str = "lcr"
-    extractor_version: str = ""
-    options: dict[str, Any] = field(default_factory=dict)
 
 
 def load_document(

@@ -42,7 +42,7 @@ class Paragraphs(Method[ParagraphsBuild, ParagraphsQuery]):
     name = "paragraphs"
     summary = "windows of whole paragraphs ranked by embedding similarity to the question"
     paper = ""  # a baseline: no paper to cite
-    manual = "https://example.org/lcr-paragraphs"
+    manual = "README.md"  # where its defaults come from, from the folder holding this package
     build_settings = ParagraphsBuild
     query_settings = ParagraphsQuery
     k_option = TOP_K  # -k 3 is --set paragraphs.top_k=3

@@ -76,7 +76,6 @@ class GraphReaderBuild(Settings):
         paper=True,
         low=16,
         high=MOST_NEW_TOKENS,
-        renamed_from=("extraction_max_tokens",),
     )
     merge_threshold: float = setting(
         0.9,
@@ -140,7 +139,6 @@ class GraphReaderQuery(Settings):
         measured=f"{_DOCS}#caps-and-the-fallback-on-two-real-graphs",
         low=16,
         high=MOST_NEW_TOKENS,
-        renamed_from=("max_new_tokens",),
     )
     seed: int = setting(
         0,

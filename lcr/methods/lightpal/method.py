@@ -79,7 +79,6 @@ class LightPALBuild(Settings):
         "passage size in characters (passages=chars)",
         paper=True,
         low=50,
-        renamed_from=("passage_chars",),
     )
     candidates: int = setting(
         100,
@@ -113,7 +112,6 @@ class LightPALBuild(Settings):
         "sum",
         "ContextScore: sum, log P(d_j | d_i) summed over d_j's tokens (the paper); mean, per token",
         paper=True,
-        legacy="mean",  # indexes built before the setting scored the mean
     )
 
 

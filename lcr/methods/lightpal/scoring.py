@@ -29,7 +29,7 @@ import numpy as np
 
 from lcr.errors import LLMCallError
 from lcr.methods.toolkit import LLMCalls
-from lcr.models.base import LLM, Capability
+from lcr.models.base import LLM, Capability, llm_configuration
 from lcr.progress import Task
 from lcr.store import LLMCache, cache_key
 
@@ -101,7 +101,7 @@ class PairScorer:
     def _key(self, prefix: str, continuations: Sequence[str], version: str = SCORE_VERSION) -> str:
         return cache_key(
             version,
-            self.cache.llm_identity(self.llm),
+            self.cache.llm_identity(self.llm.model_id, llm_configuration(self.llm)),
             self.max_tokens,
             self.continuation_tokens,
             prefix,
@@ -188,7 +188,7 @@ class PairScorer:
         """Where every pair scored after ``prefix`` is kept, whatever its candidates: a
         collection that grows changes some passages' candidates, and the pairs that stay
         must not be paid again (lcr.pipeline.collection)."""
-        identity = self.cache.llm_identity(self.llm)
+        identity = self.cache.llm_identity(self.llm.model_id, llm_configuration(self.llm))
         return cache_key(
             SCORE_VERSION, "row", identity, self.max_tokens, self.continuation_tokens, prefix
         )

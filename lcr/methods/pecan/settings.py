@@ -35,19 +35,18 @@ class PecanBuild(Settings):
         measured="docs/methods/pecan.md#information-points-replies-against-the-cap",
         low=8,
         high=MOST_NEW_TOKENS,
-        renamed_from=("max_new_tokens",),
     )
     top: Literal["summary", "fit"] = setting(
         "summary",
         "summary: up to one batch's points (paper: Table A4 summarises texts under s); "
         "fit: a level that fits",
-        paper=True,  # Tables A3-A4: LLM construction cost on datasets whose every text fits s
+        # lcr's: the paper states no stopping rule; Tables A3-A4 (LLM construction cost on
+        # data sets whose every text fits s) are what lcr reads one from (pecan.md)
     )
     graph: Literal["points", "tree"] = setting(
         "points",
         "points: many-to-many IP graph (paper); tree: one summary per batch, Table 2's ablation",
         paper=True,
-        legacy="points",
     )
     max_levels: int = setting(
         10,
@@ -64,12 +63,11 @@ class PecanBuild(Settings):
         low=0,
         high=64,
     )
-    # held out, pooled and truncated recall within chance; pooled keeps a chunk's tail
+    # lcr's, no measurement chose it: held out, pooled and truncated recall within chance;
+    # pooled keeps a chunk's tail (pecan.md, "How the defaults were chosen")
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
-        measured="docs/methods/pecan.md#embed_long-on-pecans-chunks",
-        legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
     )
 
 

@@ -100,7 +100,6 @@ class RaptorBuild(Settings):
         measured="docs/methods/raptor.md#summary-lengths-with-the-default-model",
         low=1,
         high=MOST_NEW_TOKENS,
-        renamed_from=("summary_max_tokens",),
     )
     batch_size: int = setting(
         0,
@@ -109,14 +108,18 @@ class RaptorBuild(Settings):
         low=0,
     )
     seed: int = setting(
-        224, "seed of UMAP and the mixtures", reference_code=True, low=0, high=2**32 - 1
+        224,
+        "seed of UMAP and of the BIC search's mixtures "
+        "(the reference code seeds only the BIC search)",
+        reference_code=True,
+        low=0,
+        high=2**32 - 1,
     )
-    # binds on no measured leaf or summary; where it binds (PECAN) recall within chance
+    # lcr's, no measurement chose it: it binds on no measured leaf or summary, and where
+    # it binds (PECAN) recall is within chance (raptor.md, "How the defaults were chosen")
     embed_long: Literal["pooled", "truncated"] = setting(
         "pooled",
         "a node past the embedder's window: mean of pieces that fit, or its start alone",
-        measured="docs/methods/raptor.md#embed_long-on-raptors-nodes",
-        legacy="truncated",  # indexes from before the setting: the embedder cut such nodes
     )
 
 

@@ -40,7 +40,7 @@ class Overlap(Method[OverlapBuild, OverlapQuery]):
     name = "overlap"
     summary = "sentences ranked by how many of the question's words they contain"
     paper = ""
-    manual = "https://example.org/lcr-overlap"
+    manual = "README.md"  # where its defaults come from, beside this package
     build_settings = OverlapBuild
     query_settings = OverlapQuery
     quick_build_settings: ClassVar[dict[str, int]] = {"min_words": 2}
