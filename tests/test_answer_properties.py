@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 import lcr
 from lcr.answer.grounding import ground
 from lcr.answer.quotes import (
-    NEGATIONS,
     changes_sense,
     check_quotes,
     content_words,
@@ -36,6 +35,7 @@ from lcr.answer.quotes import (
 )
 from lcr.answer.shared import NOT_FOUND, AnswerResult, AnswerSettings
 from lcr.answer.terms import absent_terms, question_terms
+from lcr.answer.wording import NEGATIONS
 from lcr.evidence import EvidenceItem
 from lcr.pipeline.many import PooledText
 from lcr.result import cite_quotes

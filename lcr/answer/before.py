@@ -5,15 +5,12 @@ Its one setting, ``answer.term_zipf``, is declared here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from lcr.answer.grounding import GroundingSettings, unwritten_terms
 from lcr.answer.replies import NOT_FOUND
 from lcr.answer.result import AnswerResult
 from lcr.answer.terms import TERM_ZIPF
 from lcr.config import Settings, setting
-
-if TYPE_CHECKING:
-    from lcr.answer.shared import AnswerSettings
 
 _MEASURED = "docs/answer-step.md#a-term-the-document-never-uses-issue-53"
 
@@ -32,12 +29,10 @@ class BeforeSettings(Settings):
 
 
 def decide_before_reading(
-    question: str, settings: AnswerSettings, source: str
+    question: str, settings: GroundingSettings, source: str
 ) -> AnswerResult | None:
     """ "Not found" with no call when ``source`` never writes one of the question's rare
     terms (``info.absent`` names them); None: go on and read."""
-    from lcr.answer.grounding import unwritten_terms  # grounding reads AnswerSettings
-
     absent = unwritten_terms(question, settings, source)
     if not absent:
         return None

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from lcr.answer.covering import LOCATED_FLOOR, RELATED_FLOOR
+from lcr.answer.grounding import GroundingSettings, ground
 from lcr.answer.replies import NOT_FOUND
 from lcr.config import Settings, setting
 
 if TYPE_CHECKING:
     from lcr.answer.result import AnswerResult
-    from lcr.answer.shared import AnswerSettings
 
 UNQUOTED: Literal["withhold", "show"] = "withhold"
 """Withhold an answer lcr finds no quote for: HotpotQA test, 25 of 47 unanswerable "not
@@ -40,7 +40,7 @@ class DecideSettings(Settings):
 def decide(
     question: str,
     out: AnswerResult,
-    settings: AnswerSettings,
+    settings: GroundingSettings,
     source: str,
     *,
     headings: Sequence[tuple[int, int]] = (),
@@ -48,6 +48,4 @@ def decide(
     """The reply given, withheld, or "not found" by where its words stand in what was
     read (:func:`lcr.answer.grounding.ground`); ``headings`` are the index's heading
     lines, which a quote never holds."""
-    from lcr.answer.grounding import ground  # grounding reads AnswerSettings
-
     return ground(question, out, settings, source, headings=headings)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from typing import Protocol
 
 from lcr.answer.covering import cover_quotes, question_names, root
 from lcr.answer.quotes import (
@@ -44,13 +45,31 @@ from lcr.answer.quotes import (
 )
 from lcr.answer.replies import NOT_FOUND
 from lcr.answer.result import AnswerResult
-from lcr.answer.shared import AnswerSettings
 from lcr.answer.terms import absent_terms, question_terms
 from lcr.evidence import EvidenceItem
 from lcr.text.chunking import split_sentences
 
 
-def unwritten_terms(question: str, settings: AnswerSettings, source: str) -> list[str]:
+class GroundingSettings(Protocol):
+    """What grounding reads of the answer step's settings (``AnswerSettings`` has them
+    all): a protocol, so that grounding, which the stages call, never imports the
+    module that chains them."""
+
+    @property
+    def not_found(self) -> str: ...
+    @property
+    def check(self) -> str: ...
+    @property
+    def term_zipf(self) -> float: ...
+    @property
+    def located_floor(self) -> float: ...
+    @property
+    def related_floor(self) -> float: ...
+    @property
+    def unquoted(self) -> str: ...
+
+
+def unwritten_terms(question: str, settings: GroundingSettings, source: str) -> list[str]:
     """Before any answer step: the question's terms (:mod:`lcr.answer.terms`) that
     ``source`` never writes, under ``answer.not_found=abstain`` (none otherwise, or with
     ``answer.term_zipf`` 0). Any one means "not found", and no model is asked."""
@@ -62,7 +81,7 @@ def unwritten_terms(question: str, settings: AnswerSettings, source: str) -> lis
 def ground(
     question: str,
     out: AnswerResult,
-    settings: AnswerSettings,
+    settings: GroundingSettings,
     source: str,
     *,
     headings: Sequence[Span] = (),

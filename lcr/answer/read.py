@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
@@ -27,9 +27,6 @@ from lcr.answer.selection import (
 from lcr.config import Settings, setting
 from lcr.evidence import EvidenceItem
 from lcr.models.base import LLM, Message
-
-if TYPE_CHECKING:
-    from lcr.answer.shared import AnswerSettings
 
 BRIDGE = True
 """Rescore after the best sentence with it added to the question: +0.02-0.04 "found" on
@@ -70,7 +67,7 @@ class ReadSettings(Settings):
 
 def prepare_evidence(
     items: Sequence[EvidenceItem],
-    settings: AnswerSettings,
+    settings: ReadSettings,
     source: str,
     names: Sequence[str],
 ) -> list[EvidenceItem]:
@@ -82,7 +79,7 @@ def prepare_evidence(
 def select_evidence(
     question: str,
     items: Sequence[EvidenceItem],
-    settings: AnswerSettings,
+    settings: ReadSettings,
     source: str,
     scorer: SentenceScorer,
     count_tokens: Callable[[str], int],
@@ -117,7 +114,7 @@ def select_evidence(
 def read(
     question: str,
     items: Sequence[EvidenceItem],
-    settings: AnswerSettings,
+    settings: ReadSettings,
     *,
     source: str,
     names: Sequence[str],

@@ -6,7 +6,7 @@ and the call that fits the evidence to the window and generates. Its settings,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from lcr.answer.passages import excerpt_heading
 from lcr.answer.quotes import ask_for_quote, reply_form
@@ -16,9 +16,6 @@ from lcr.answer.result import AnswerResult
 from lcr.config import Settings, setting
 from lcr.evidence import EvidenceItem
 from lcr.models.base import LLM, Message
-
-if TYPE_CHECKING:
-    from lcr.answer.shared import AnswerSettings
 
 _ROLE = "You answer questions about a document using only the numbered excerpts given. "
 _GUESS = "If the excerpts do not contain the answer, say that you do not know."
@@ -51,12 +48,26 @@ class ReplySettings(Settings):
     max_new_tokens: int = 256  # the reply length: --max-new-tokens, an option of its own
 
 
-def quoting(settings: AnswerSettings) -> bool:
+class ReplyReads(Protocol):
+    """What the reply stage reads of the answer step's settings (``AnswerSettings`` has
+    them all): its own, and the verify and decide stages' choices that shape the prompt."""
+
+    @property
+    def instruction(self) -> str: ...
+    @property
+    def evidence(self) -> str: ...
+    @property
+    def check(self) -> str: ...
+    @property
+    def not_found(self) -> str: ...
+
+
+def quoting(settings: ReplyReads) -> bool:
     """Whether the reply is asked for quotes (``answer.check`` quote or both)."""
     return settings.check in ("quote", "both")
 
 
-def instruction(settings: AnswerSettings) -> str:
+def instruction(settings: ReplyReads) -> str:
     """The system prompt: the instruction, what to do when the answer is not there,
     (``evidence=quoted``) that the excerpts are data, and (``answer.check`` quote or
     both) to quote the sentence the answer rests on."""
@@ -66,7 +77,7 @@ def instruction(settings: AnswerSettings) -> str:
     return INSTRUCTIONS[settings.instruction] + tail + quoted + ask_quote
 
 
-def shared_prompt(settings: AnswerSettings) -> PromptBuilder:
+def shared_prompt(settings: ReplyReads) -> PromptBuilder:
     """The shared step's prompt builder for ``settings``."""
     system = instruction(settings)
 
@@ -85,7 +96,7 @@ def shared_prompt(settings: AnswerSettings) -> PromptBuilder:
     return build
 
 
-def normalise_reply(reply: str, settings: AnswerSettings) -> str:
+def normalise_reply(reply: str, settings: ReplyReads) -> str:
     """Abstaining (``not_found=abstain`` or ``instruct``), a reply saying the answer is
     missing becomes :data:`NOT_FOUND` exactly; otherwise the reply as it is."""
     if settings.not_found != "guess" and says_not_found(reply):

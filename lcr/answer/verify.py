@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 from lcr.answer.quotes import (
     MAX_ADDED_WORDS,
@@ -23,7 +23,7 @@ from lcr.answer.quotes import (
     check_quotes,
 )
 from lcr.answer.replies import NOT_FOUND, says_not_found
-from lcr.answer.reply import normalise_reply, quoting, shared_prompt
+from lcr.answer.reply import ReplyReads, normalise_reply, quoting, shared_prompt
 from lcr.answer.result import AnswerResult
 from lcr.answer.selection import paragraph_leads
 from lcr.answer.support import (
@@ -35,9 +35,6 @@ from lcr.answer.support import (
 )
 from lcr.config import Settings, setting
 from lcr.models.base import LLM
-
-if TYPE_CHECKING:
-    from lcr.answer.shared import AnswerSettings
 
 QUOTE_ANSWER_IN: Literal["quote", "item", "evidence"] = "evidence"
 """The answer's words must be in what the model read, not in its quote: the one change of
@@ -88,8 +85,21 @@ class VerifySettings(Settings):
         )
 
 
+class VerifyReads(ReplyReads, Protocol):
+    """What the verify stage reads of the answer step's settings: the reply's, its own
+    and its constants."""
+
+    @property
+    def support(self) -> float: ...
+    @property
+    def p_yes(self) -> bool: ...
+    @property
+    def names_floor(self) -> float: ...
+    def quote_tolerance(self) -> Tolerance: ...
+
+
 def check_reply(
-    question: str, out: AnswerResult, llm: LLM, settings: AnswerSettings, source: str
+    question: str, out: AnswerResult, llm: LLM, settings: VerifyReads, source: str
 ) -> AnswerResult:
     """The verify stage: the checks ``answer.check`` asks for, on a reply (``out.text``)
     to the evidence ``out.used``: the quote check (:func:`decide_quotes`), the support
@@ -107,7 +117,7 @@ def check_reply(
 
 
 def decide_quotes(
-    question: str, out: AnswerResult, settings: AnswerSettings, source: str
+    question: str, out: AnswerResult, settings: VerifyReads, source: str
 ) -> AnswerResult:
     """``answer.check`` quote or both, after the answer is generated: split the reply
     into the answer and its quotes and check them against the evidence read
@@ -126,7 +136,7 @@ def decide_quotes(
 
 
 def decide_support(
-    question: str, out: AnswerResult, llm: LLM, settings: AnswerSettings, source: str = ""
+    question: str, out: AnswerResult, llm: LLM, settings: VerifyReads, source: str = ""
 ) -> AnswerResult:
     """``answer.not_found=abstain``, after the answer is generated: score its support
     (:mod:`lcr.answer.support`) and withhold it as :data:`NOT_FOUND` below

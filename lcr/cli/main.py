@@ -260,9 +260,8 @@ def index_cmd(
 ) -> None:
     """Build or extend the index of FILE... (`-` reads stdin; a folder is walked).
 
-    Plain text, Markdown, HTML, PDF, EPUB and DOCX are read, chosen by content
-    and then by name (--format to force one); pages and headings are kept in
-    the index's layout.json.
+    Plain text, Markdown, HTML, PDF, EPUB and DOCX (gzipped too) are read, chosen by
+    content and then by name (--format to force one); pages and headings are kept.
     """
     from lcr.cli.collection import report_build
     from lcr.pipeline import default_index_path, index_files
@@ -298,20 +297,9 @@ def index_cmd(
                          force=force, quiet=quiet)  # fmt: skip
         return
     unprinted = UnprintedReports()
-    if ray_address is not None and (out is not None or add or "-" in files):
-        source = click.get_current_context().get_parameter_source("ray_address")
-        if source is click.core.ParameterSource.ENVIRONMENT:
-            ray_address = None  # LCR_RAY_ADDRESS: what a cluster builds; -o is built here
-    if ray_address is not None or workers is not None:  # lcr.cluster: Ray imported there only
-        from lcr.cluster.command import index_with_ray
-
-        index_with_ray(
-            ray_address, workers, jobs, methods, parsed, pop_model_spec(model),
-            on_report=lambda target, r: report_build(unprinted, target, r), warn=warn,
-            note=_err, quiet=quiet, force=force, add=add, out=out, stdin="-" in files,
-            doc_format=doc_format, password=password,
-        )  # fmt: skip
-        unprinted.warn()
+    if _index_on_cluster(ray_address, workers, jobs, methods, parsed, model, unprinted,
+                         warn=warn, quiet=quiet, force=force, add=add, out=out,
+                         stdin="-" in files, doc_format=doc_format, password=password):  # fmt: skip
         return
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes
         _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
@@ -354,6 +342,39 @@ def index_cmd(
                     raise
                 warn(f"skipped: {exc}")
     unprinted.warn()
+
+
+def _index_on_cluster(
+    ray_address: str | None,
+    workers: int | None,
+    jobs: list[tuple[list[InputFile], Path, bool]],
+    methods: tuple[str, ...],
+    parsed: Any,
+    model: dict[str, Any],
+    unprinted: UnprintedReports,
+    **options: Any,
+) -> bool:
+    """``lcr index --ray``: every job built on a Ray cluster (:mod:`lcr.cluster`, the
+    one place Ray is imported), its reports printed as a local build's are; False
+    when the run is this machine's (no ``--ray``, or ``LCR_RAY_ADDRESS`` set for a run
+    a cluster does not build: ``-o``, ``--add``, stdin)."""
+    from lcr.cli.collection import report_build
+
+    local = options["out"] is not None or options["add"] or options["stdin"]
+    if ray_address is not None and local:
+        source = click.get_current_context().get_parameter_source("ray_address")
+        if source is click.core.ParameterSource.ENVIRONMENT:
+            ray_address = None  # LCR_RAY_ADDRESS: what a cluster builds; -o is built here
+    if ray_address is None and workers is None:
+        return False
+    from lcr.cluster.command import index_with_ray
+
+    index_with_ray(
+        ray_address, workers, jobs, methods, parsed, pop_model_spec(model),
+        on_report=lambda target, r: report_build(unprinted, target, r), note=_err, **options,
+    )  # fmt: skip
+    unprinted.warn()
+    return True
 
 
 def _refuse_shared_targets(jobs: list[tuple[list[InputFile], Path, bool]]) -> None:
