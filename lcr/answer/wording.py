@@ -111,7 +111,9 @@ sixteenth seventeenth eighteenth nineteenth twentieth"""
 _NUMBERS.update({w: str(n) for n, w in enumerate(_ORDINALS.split(), 6)})
 _FUNCTION_WORD_LIST = """a an the of in on at to for by with from and or but is are was were
 be been being it its this that these those he she they his her their them as which who whom
-what when where why how not no yes do does did has have had i you we there than"""
+what when where why how not no yes do does did has have had i you we there than
+through into onto upon over under about after before between during within across along
+among against toward towards via"""
 _FUNCTION_WORDS = frozenset(_FUNCTION_WORD_LIST.split())
 
 
