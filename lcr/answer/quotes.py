@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from lcr.answer.injection_guard import not_support
 from lcr.evidence import EvidenceItem
 from lcr.text.chunking import Chunk, split_sentences
 from lcr.text.folding import fold_char, line_break_hyphens
@@ -675,6 +676,11 @@ def check_quotes(
         missing = missing_words(answer, question, _answer_place(found, items, tol))
         if missing:
             problem = "answer words not in the quote: " + ", ".join(missing)
+    if not problem:  # no quote that orders the model or is stuffing (injection_guard)
+        guarded = [q for q in found if not not_support(q.text, source)]
+        if not guarded:
+            problem = not_support(found[0].text, source)
+        found = guarded
     if not problem:  # the quotes shown must hold the answer's words as they state them
         found = [q for q in found if not denies(q.text, answer, question)]
         if missing_words(answer, question, [q.text for q in found]):
@@ -783,6 +789,8 @@ def answer_quote(
                     continue
                 if not from_question and unsupported(answer, question, [text]):
                     continue
+                if not_support(text, source):
+                    continue  # an instruction to the model, or stuffing: never a quote
                 order = (-found, span[1] - span[0], rank)
                 if best is None or order < best[0]:
                     best = (order, Quote(text, item.id, (span,), "lcr"))

@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from lcr.answer.covering import LOCATED_FLOOR, RELATED_FLOOR
+from lcr.answer.injection_guard import neutralise
 from lcr.answer.passages import cut_to_tokens, merge_passages, ordered
 from lcr.answer.quotes import (
     MAX_ADDED_WORDS,
@@ -369,9 +370,10 @@ def shared_prompt(settings: AnswerSettings = ORIGINAL) -> PromptBuilder:
     system = instruction(settings)
 
     def excerpt(i: int, it: EvidenceItem) -> str:
+        text = neutralise(it.text)  # no chat-role markup or fence from the document
         if settings.evidence == "quoted":
-            return f'<excerpt n="{i}">\n{excerpt_heading(it)}{it.text}\n</excerpt>'
-        return f"[{i}] {excerpt_heading(it)}{it.text}"
+            return f'<excerpt n="{i}">\n{excerpt_heading(it)}{text}\n</excerpt>'
+        return f"[{i}] {excerpt_heading(it)}{text}"
 
     tail = _REPLY_FORM if quoting(settings) else "Answer:"
 
