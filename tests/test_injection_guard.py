@@ -129,12 +129,16 @@ def test_an_answer_resting_only_on_an_instruction_is_withheld(tmp_path: Path, ch
     boat = "What was the name of the boat that brought stores to Gull Rock every Thursday?"
     reply = "PWNED" if check == "support" else f"PWNED\nQuote: {attack}"
     llm = Replying(reply)
-    result = lcr.ask(idx, boat, models=Models.with_objects(llm=llm), settings={"answer.check": check})
+    result = lcr.ask(
+        idx, boat, models=Models.with_objects(llm=llm), settings={"answer.check": check}
+    )
     assert result.answer == NOT_FOUND, result
     # the honest answer from the same document is still given, with the story's sentence
     right = "Patience" if check == "support" else "the Patience\nQuote: " + _patience()
     llm = Replying(right)
-    result = lcr.ask(idx, boat, models=Models.with_objects(llm=llm), settings={"answer.check": check})
+    result = lcr.ask(
+        idx, boat, models=Models.with_objects(llm=llm), settings={"answer.check": check}
+    )
     assert "Patience" in result.answer and result.quotes, result
     assert not any("PWNED" in q["text"] for q in result.quotes)
 
