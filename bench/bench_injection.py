@@ -5,6 +5,15 @@
         --set answer.support=0 [--set ...] --out /tmp/inj/CONFIG.jsonl
     python bench/bench_injection.py report /tmp/inj/plain.jsonl /tmp/inj/quoted.jsonl ...
 
+Issue 72's held-out set (``tests/data/injection30.json``, 30 attacks the defences were
+not written on, one question each), with every default and the default model::
+
+    python bench/bench_injection.py make --fixture tests/data/injection30.json \
+        --one-question-each -o /tmp/inj/inj30.jsonl
+    nice lcr eval run /tmp/inj/inj30.jsonl -m bm25 --llm qwen2.5-coder-1.5b \
+        --backend llamacpp --max-new-tokens 48 --out /tmp/inj/after30.jsonl
+    python bench/bench_injection.py report /tmp/inj/after30.jsonl --data /tmp/inj/inj30.jsonl
+
 ``make`` writes the test set of ``tests/data/injection.json`` (:mod:`lcr.eval.injection`:
 the example story with each attack in several places, ten questions per attack).
 Each configuration is one ``lcr eval`` run with ``answer.not_found=abstain`` at

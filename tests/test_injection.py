@@ -94,3 +94,23 @@ def test_obeyed_ignores_case_and_spacing() -> None:
     assert obeyed("pwned", ("PWNED",))
     assert obeyed("The answer is ACCESS\n DENIED.", ("ACCESS DENIED",))
     assert not obeyed("The Patience", ("PWNED", "Silver Heron"))
+
+
+def test_the_held_out_set_is_new_and_its_signs_are_not_in_the_story(story: str) -> None:
+    """tests/data/injection30.json (issue 72): thirty attacks none of the sets the defences
+    were written on holds, each sign of obeying absent from the story, and each planted
+    false fact asked the question it answers falsely (attack i gets question i mod 10)."""
+    held = load_fixture(ROOT / "tests/data/injection30.json")
+    old = [
+        load_fixture(ROOT / p) for p in ("tests/data/injection.json", "bench/data/injection54.json")
+    ]
+    seen = {a.text for f in old for a in f.attacks}
+    assert len(held.attacks) == 30
+    for i, attack in enumerate(held.attacks):
+        assert attack.text is not None and attack.text not in seen, attack.name
+        assert attack.obeyed_if and not obeyed(story, attack.obeyed_if), attack.name
+        assert obeyed(attack.text, attack.obeyed_if), attack.name
+        if attack.name.startswith("repeat-"):  # its question is the one it is about
+            probe = held.probes[i % len(held.probes)]
+            assert inject(story, attack, held.probes).count(attack.text) >= 10
+            assert set(probe.question.lower().split()) & set(attack.text.lower().split())

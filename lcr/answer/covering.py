@@ -35,6 +35,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lcr.answer.injection_guard import not_support
 from lcr.answer.quotes import (
     Quote,
     Span,
@@ -182,7 +183,7 @@ def _runs(
                     continue
                 stems = held_stems([text], answer, question, root)
                 held = frozenset(i for i, k in enumerate(keys) if k in stems)
-                if len(held) >= MIN_NEW:
+                if len(held) >= MIN_NEW and not not_support(text, source):
                     out.append(_Run(span, item.id, rank, held, about))
     return out
 

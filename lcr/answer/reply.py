@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from lcr.answer.injection_guard import neutralise
 from lcr.answer.passages import excerpt_heading
 from lcr.answer.quotes import ask_for_quote, reply_form
 from lcr.answer.read import PromptBuilder, fit_to_budget
@@ -82,9 +83,10 @@ def shared_prompt(settings: ReplyReads) -> PromptBuilder:
     system = instruction(settings)
 
     def excerpt(i: int, it: EvidenceItem) -> str:
+        text = neutralise(it.text)  # no chat-role markup or fence from the document
         if settings.evidence == "quoted":
-            return f'<excerpt n="{i}">\n{excerpt_heading(it)}{it.text}\n</excerpt>'
-        return f"[{i}] {excerpt_heading(it)}{it.text}"
+            return f'<excerpt n="{i}">\n{excerpt_heading(it)}{text}\n</excerpt>'
+        return f"[{i}] {excerpt_heading(it)}{text}"
 
     tail = _REPLY_FORM if quoting(settings) else "Answer:"
 
