@@ -420,8 +420,9 @@ def test_a_mean_only_cache_serves_mean_and_sum_scores_again(tmp_path: Path) -> N
 def test_index_from_before_context_score_was_built_with_the_mean(
     tmp_path: Path, cinderella: Path, embedder: Any
 ) -> None:
-    """A manifest without context_score is read as mean: up to date for mean, rebuilt
-    for the paper's sum (from the cache: no pair is scored again)."""
+    """0.2.0 reads no legacy value: a manifest without context_score is out of date,
+    for mean and for the paper's sum alike, and rebuilt from the cache (no pair is
+    scored again)."""
     path = tmp_path / "c.idx"
     index = _index(path, [("cinderella.txt", cinderella.read_text("utf-8")[:4000])])
     sets = [*FAST, "lightpal.candidates=3", "lightpal.context_score=mean"]
@@ -432,12 +433,14 @@ def test_index_from_before_context_score_was_built_with_the_mean(
     del manifest["methods"]["lightpal"]["settings"]["context_score"]
     (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     old = Index.open(path)
-    assert old.methods["lightpal"].settings.get("context_score", "mean") == "mean"
+    assert "context_score" not in old.methods["lightpal"].settings
     llm = CountingLLM()
     models = Models.with_objects(llm=llm, embedder=embedder)
     (report,) = api.plan_and_build(old, ["lightpal"], models, sets)
-    assert not report.built
-    (report,) = api.plan_and_build(old, ["lightpal"], models, sets[:-1])  # the default: sum
+    assert report.built and llm.passages == 0
+    (report,) = api.plan_and_build(Index.open(path), ["lightpal"], models, sets)
+    assert not report.built  # now written down: up to date
+    (report,) = api.plan_and_build(Index.open(path), ["lightpal"], models, sets[:-1])  # sum
     assert report.built and llm.passages == 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -427,10 +428,10 @@ def test_unanswerable_asks_each_question_of_a_corpus_without_its_answer(
 
 
 @pytest.mark.slow
-def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) -> None:
-    """smollm2 end to end through the CLI: the check's score and signals in --json, its
-    scoring call reading the answer's prompt from llama.cpp's prefix cache; a threshold
-    of 1 withholds the answer and keeps it in the record."""
+def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index, smollm: Any) -> None:
+    """smollm2 end to end: the check's score and signals in the record, its scoring call
+    (``p_yes``, a constant since 0.2.0) reading the answer's prompt from llama.cpp's
+    prefix cache; through the CLI, a threshold of 1 withholds the answer and keeps it."""
     base = ["ask", str(story.path), QUESTION, "-k", "3", "--llm", "smollm2-135m"]
     base += [
         "--device",
@@ -442,16 +443,16 @@ def test_real_model_scores_support_on_the_answers_cached_prompt(story: Index) ->
         "--set",
         "answer.check=support",
     ]
-    args = [*base, "--set", "answer.p_yes=true"]
-    res = CliRunner().invoke(cli, args, prog_name="lcr")
-    assert res.exit_code == 0, res.stderr
-    obj = json.loads(res.stdout)
-    assert 0.0 <= obj["support"] <= 1.0
-    if obj["answer"] != NOT_FOUND or "withheld_answer" in obj:  # the model answered
-        assert set(obj["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval", "names"}
-        assert obj["usage"]["calls"] == 2
-        if obj["models"]["backend"] == "llamacpp":  # the evidence is not encoded twice
-            assert obj["usage"]["cached_tokens"] > obj["usage"]["prompt_tokens"] / 3
+    models = Models.with_objects(llm=smollm)
+    sets = ["answer.check=support"]
+    obj = ask_with(story, "bm25", QUESTION, models, sets, k=3, max_new_tokens=12, p_yes=True)
+    out = obj.to_json()
+    assert 0.0 <= out["support"] <= 1.0
+    if out["answer"] != NOT_FOUND or "withheld_answer" in out:  # the model answered
+        assert set(out["support_signals"]) == {"p_yes", "overlap", "coverage", "retrieval", "names"}
+        assert out["usage"]["calls"] == 2
+        if type(smollm).__name__.startswith("LlamaCpp"):  # the evidence is not encoded twice
+            assert out["usage"]["cached_tokens"] > out["usage"]["prompt_tokens"] / 3
     # by default the check makes no call: the answer's is the only one
     strict = CliRunner().invoke(cli, [*base, "--set", "answer.support=1"], prog_name="lcr")
     withheld = json.loads(strict.stdout)
