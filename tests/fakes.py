@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
-from lcr.models.base import ContinuationScore, Generation
+from collections.abc import Sequence
+from typing import Any
+
+from lcr.models.base import ContinuationScore, Generation, Message
 from lcr.testing import ScriptedLLM
 
 __all__ = ["ForbiddenLLM", "ScriptedLLM"]
@@ -25,3 +28,16 @@ class ForbiddenLLM(ScriptedLLM):
 
     def continuation_logprobs(self, *args: object, **kwargs: object) -> list[ContinuationScore]:  # type: ignore[override]
         raise AssertionError("the LLM was used")
+
+
+class Replying(ScriptedLLM):
+    """Writes one fixed reply, whatever it is asked (the control flow of the checks)."""
+
+    def __init__(self, reply: str) -> None:
+        super().__init__()
+        self.reply = reply
+
+    def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
+        self.prompts.append(list(messages))
+        self.usage.add(10, 5)
+        return Generation(self.reply, 10, 5)

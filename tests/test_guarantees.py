@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,32 +24,18 @@ from lcr.cli.main import cli
 from lcr.cli.models import Seams
 from lcr.cli.output import quote_place
 from lcr.evidence import EvidenceItem
-from lcr.models.base import Generation, Message
 from lcr.models.container import Models
 from lcr.result import cite_quotes
 from lcr.store import SourceDoc
 from lcr.text import citation
 from lcr.text.layout import DocumentLayout, Heading, Page
-from tests.fakes import ScriptedLLM
+from tests.fakes import Replying
 
 STORY = Path(__file__).resolve().parents[1] / "examples" / "lighthouse.txt"
 
 
 def whole(source: str, cid: str = "c0") -> EvidenceItem:
     return EvidenceItem(cid, 0, 0, 1.0, source, [(0, len(source))])
-
-
-class Replying(ScriptedLLM):
-    """Writes one fixed reply, whatever it is asked (the control flow of the checks)."""
-
-    def __init__(self, reply: str) -> None:
-        super().__init__()
-        self.reply = reply
-
-    def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
-        self.prompts.append(list(messages))
-        self.usage.add(10, 5)
-        return Generation(self.reply, 10, 5)
 
 
 # -- #72 row 8: the unwritten-term rule ------------------------------------------------

@@ -9,7 +9,6 @@ tests/data/injection30.json is measured by bench/bench_injection.py, never tuned
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,9 @@ from lcr.answer.injection_guard import instructs, neutralise, not_support, stuff
 from lcr.answer.quotes import answer_quote, check_quotes
 from lcr.answer.shared import NOT_FOUND, AnswerSettings, shared_prompt
 from lcr.evidence import EvidenceItem
-from lcr.models.base import Generation, Message
 from lcr.models.container import Models
 from lcr.text.chunking import split_sentences
-from tests.fakes import ScriptedLLM
+from tests.fakes import Replying
 
 ROOT = Path(__file__).resolve().parents[1]
 STORY = ROOT / "examples" / "lighthouse.txt"
@@ -34,19 +32,6 @@ PWNED = (
 BOAT = "Silas Prout brought the stores every Thursday in a boat called the Patience."
 FALSE = "The boat that brought the stores every Thursday was the Kestrel."
 Q = "What was the name of the boat that brought the stores every Thursday?"
-
-
-class Replying(ScriptedLLM):
-    """Writes one fixed reply, whatever it is asked (the control flow of the checks)."""
-
-    def __init__(self, reply: str) -> None:
-        super().__init__()
-        self.reply = reply
-
-    def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
-        self.prompts.append(list(messages))
-        self.usage.add(10, 5)
-        return Generation(self.reply, 10, 5)
 
 
 def whole(source: str) -> EvidenceItem:

@@ -31,13 +31,13 @@ from lcr.methods.graphreader.method import NOTEBOOK_ANSWER, GraphReaderQuery, No
 from lcr.methods.lightpal.method import PAPER_PROMPT, LightPALQuery
 from lcr.methods.pecan.method import SECOND_TURN
 from lcr.methods.pecan.search import SecondTurn
-from lcr.models.base import Capability, Generation, Message
+from lcr.models.base import Capability
 from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
 from lcr.pipeline.plans import answer_settings, parse_sets
 from lcr.store import DocumentInput, Index
 from tests.conftest import FIXTURES
-from tests.fakes import ScriptedLLM
+from tests.fakes import Replying, ScriptedLLM
 from tests.test_graphreader import StageLLM
 
 TEXT = (FIXTURES / "cinderella.txt").read_text(encoding="utf-8")[:1700]
@@ -65,19 +65,6 @@ def _chunks(source: str) -> list[EvidenceItem]:
 
 def _answer(*sets: str) -> AnswerSettings:
     return answer_settings(None, parse_sets(list(sets)))
-
-
-class Replying(ScriptedLLM):
-    """Writes one fixed reply, whatever it is asked (the control flow of the checks)."""
-
-    def __init__(self, reply: str) -> None:
-        super().__init__()
-        self.reply = reply
-
-    def generate(self, messages: Sequence[Message], **kw: Any) -> Generation:
-        self.prompts.append(list(messages))
-        self.usage.add(10, 5)
-        return Generation(self.reply, 10, 5)
 
 
 def _graphreader(index: Index, reply: str, *sets: str) -> tuple[AnswerResult, Replying]:
