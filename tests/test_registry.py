@@ -67,10 +67,9 @@ def test_a_fixture_hands_a_test_its_own_registry(builtin_only: Registry) -> None
 def test_a_run_resolves_its_methods_name_once() -> None:
     """Issue 71: ``--set`` resolves the method it names, and the plan carries that one
     object (a registry look-up and an instance per run, not one per step)."""
-    from lcr.cli.main import _query_sets
-    from lcr.pipeline.plans import plan_query
+    from lcr.pipeline.plans import parse_sets, plan_query
 
-    sets = _query_sets("mixpr", "local", ("mixpr.top_k=3", "mixpr.alpha_local=0.5"))
-    plan = plan_query("mixpr", sets)
+    sets = parse_sets(("mixpr.top_k=3", "mixpr.alpha_local=0.5"))
+    plan = plan_query("mixpr", sets, mode="local")
     assert plan.method is sets.resolved["mixpr"]
     assert plan.settings.top_k == 3 and plan.settings.mode == "local"

@@ -54,7 +54,6 @@ from lcr.errors import (
 )
 
 if TYPE_CHECKING:
-    from lcr.pipeline.plans import ParsedSets
     from lcr.text.inputs import InputFile
 
 
@@ -408,14 +407,6 @@ def _questions(question: str) -> Iterator[str]:
             yield checked_question(line)
 
 
-def _query_sets(method: str, mode: str | None, sets: tuple[str, ...]) -> ParsedSets:
-    """Every ``--set`` parsed once, and ``--mode`` as the mode setting it stands for."""
-    from lcr.pipeline.plans import mode_assignment, parse_sets
-
-    parsed = parse_sets(sets)
-    return parsed if mode is None else parsed.plus(mode_assignment(parsed.method(method), mode))
-
-
 def query_options(f: Any) -> Any:
     """The arguments and options of ``ask`` and ``retrieve``: ``INDEX... QUESTION``."""
     f = quiet_option(f)
@@ -473,6 +464,7 @@ def _run_queries(
     """Shared body of ``ask`` and ``retrieve``: one result per question (and index,
     with several ``indexes``: lcr.cli.many); the exit code."""
     from lcr import pipeline
+    from lcr.pipeline.plans import parse_sets
     from lcr.progress import progress_for, progress_mode
     from lcr.store import Index
 
@@ -480,7 +472,7 @@ def _run_queries(
     output = ResultOutput(as_json, answer_only, evidence, trace, quiet, verbose)
     # -k, every --set and the question are checked once, before any work
     plan = pipeline.plan_query(
-        method, _query_sets(method, mode, sets), k=k, max_new_tokens=max_new_tokens
+        method, parse_sets(sets), k=k, mode=mode, max_new_tokens=max_new_tokens
     )
     questions = _questions(question)
     if question != "-":
@@ -492,7 +484,7 @@ def _run_queries(
             indexes, plan, questions, output, quiet, each=each, model=model, answer=answer
         )
     index = Index.open(index_path)
-    index.reader(method)  # a missing method fails before any model loads
+    index.reader(plan.method.name)  # a missing method fails before any model loads
     with progress_for(progress_mode(quiet)) as progress:
         models = command_models(pop_model_spec(model), progress)
         for asked in questions:

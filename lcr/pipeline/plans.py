@@ -333,13 +333,17 @@ def plan_query(
     sets: ParsedSets = NO_SETS,
     *,
     k: int | None = None,
+    mode: str | None = None,
     max_new_tokens: int = 256,
 ) -> QueryPlan:
     """Check everything a query carries but its question before any index opens or
-    model loads: the method, every ``--set`` (even one for another method), ``k``.
-    ``-k`` is written into the query setting the method names for it, once. The plan
-    carries the method object: the name is resolved once (here, or by a ``--set``)."""
+    model loads: the method, every ``--set`` (even one for another method), ``k``,
+    ``--mode`` (the method's ``mode`` setting). ``-k`` is written into the query
+    setting the method names for it, once. The plan carries the method object: the
+    name is resolved once (here, or by a ``--set``)."""
     method = sets.method(method_name)
+    if mode is not None:
+        sets = sets.plus(mode_assignment(method, mode))
     if k is not None and k < 1:
         raise UsageError("-k must be at least 1")
     if max_new_tokens < 1:
