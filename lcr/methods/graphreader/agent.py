@@ -37,7 +37,6 @@ from typing import Any, Literal, Protocol
 
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.graph import Graph
-from lcr.methods.graphreader.keys import normalise_key
 from lcr.models.base import LLM, Message
 
 NOTEBOOK_MAX_CHARS = 2000  # a notebook longer than this keeps its end
@@ -106,9 +105,7 @@ class PathState:
     visited_nodes: list[int] = field(default_factory=list)
     read_chunks: list[int] = field(default_factory=list)
     queue: deque[int] = field(default_factory=deque)
-    current_chunk: int | None = None
     done: bool = False
-    stop_reason: str = ""
 
 
 @dataclass
@@ -384,7 +381,6 @@ class Agent:
 
     def _stop(self, path: int, st: PathState, reason: str) -> None:
         st.done = True
-        st.stop_reason = reason
         self.trace.append({"path": path, "stage": "end", "reason": reason, "calls": st.calls})
 
     def _record(
@@ -515,7 +511,6 @@ class Agent:
             return
         chunk = st.queue.popleft()
         st.read_chunks.append(chunk)
-        st.current_chunk = chunk
         if chunk not in self.chunks_read:
             self.chunks_read.append(chunk)
 
@@ -607,7 +602,3 @@ def _common_prefix(a: str, b: str) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
-
-
-def normalised(name: str) -> str:
-    return normalise_key(name)
