@@ -28,6 +28,7 @@ saying "ignore previous instructions") can give it another ability.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections import Counter, deque
@@ -231,7 +232,7 @@ class Agent:
     def _generate(self, messages: list[Message]) -> str:
         """One call; counts the prompt tokens it shares with the previous call's prompt."""
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages)
-        common = _common_prefix(self._last_prompt, text)
+        common = len(os.path.commonprefix([self._last_prompt, text]))  # noqa: RUF071 (chars)
         if common:
             self.repeated_prefix_tokens += self.llm.count_tokens(text[:common])
         self._last_prompt = text
@@ -594,11 +595,3 @@ class Agent:
         st.node = target
         st.visited_nodes.append(target)
         st.stage = "atomic_facts"
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
