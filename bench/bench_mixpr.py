@@ -239,7 +239,7 @@ def query(path: Path, rounds: int = 3) -> None:
     import numpy as np
     import scipy.sparse as sp
 
-    from lcr.graph import GraphOperator
+    from lcr.graph.pagerank import GraphOperator
 
     idx = Index.open(path)
     models = Models.with_objects()

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from click.testing import CliRunner
 
 from lcr.cli.main import cli
-from lcr.graph import similarity_graph
+from lcr.graph.similarity import similarity_graph
 from tests.conftest import REPO
 
 WORDS = [

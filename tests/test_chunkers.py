@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lcr.errors import LcrError
-from lcr.text import (
+from lcr.text.chunking import (
     Chunk,
-    count_tokens,
     paragraph_windows,
     sentence_word_chunks,
     split_paragraphs,
     split_sentences,
     token_windows,
 )
+from lcr.text.tokens import count_tokens
 from tests.realdata import real_texts
 
 REAL = ["cinderella", "squality", "qmsum"]

@@ -271,10 +271,10 @@ def test_retrieval_only_loads_no_llm_for_mixpr_and_says_so_when_auto_does(
 
         @property
         def llm(self) -> ScriptedLLM:
-            if self._llm is None:
+            if self._loaded.llm is None:
                 LazyModels.loads += 1
-                self._llm = ScriptedLLM(yes_probability=0.1)
-            return self._llm  # type: ignore[return-value]
+                self._loaded.llm = ScriptedLLM(yes_probability=0.1)
+            return self._loaded.llm  # type: ignore[return-value]
 
     opts.out, opts.sets = tmp_path / "a.jsonl", ["mixpr.mode=auto"]
     outcome = runner.run(niah_set, LazyModels(), opts)

@@ -354,9 +354,9 @@ def test_retrieval_says_once_that_it_loads_the_llm_for_routing(chains_index: tup
 
         @property
         def llm(self) -> RouterLLM:
-            if self._llm is None:
-                self._llm = RouterLLM(0.1)
-            return self._llm  # type: ignore[return-value]
+            if self._loaded.llm is None:
+                self._loaded.llm = RouterLLM(0.1)
+            return self._loaded.llm  # type: ignore[return-value]
 
     models = LazyModels()
     for _ in range(3):

@@ -30,6 +30,7 @@ from lcr.models.presets import PackageFile, Preset
 from lcr.models.spec import ModelSpec
 from lcr.models.transformers_llm import TransformersLLM
 from lcr.progress import NULL_PROGRESS
+from tests.eager import forward_with_attention
 
 SMOL = "smollm2-135m"
 
@@ -236,7 +237,7 @@ def test_attention_capture_shapes(llm: TransformersLLM) -> None:
     cfg = llm.model.config
     ids = llm.encode("The cat sat on the mat because it was tired.")
     n = len(ids)
-    logits, attn, cache_ = llm.forward_with_attention(ids, logits_to_keep=0)
+    logits, attn, cache_ = forward_with_attention(llm, ids, logits_to_keep=0)
     assert logits.shape == (1, n, cfg.vocab_size)
     assert len(attn) == cfg.num_hidden_layers
     assert attn[0].shape == (1, cfg.num_attention_heads, n, n)
@@ -244,7 +245,7 @@ def test_attention_capture_shapes(llm: TransformersLLM) -> None:
     assert cache_.get_seq_length() == n
     assert llm.model.config._attn_implementation == "sdpa"  # switched back
     more = llm.encode(" Then it slept.")
-    _, attn2, cache2 = llm.forward_with_attention(more, cache=cache_)
+    _, attn2, cache2 = forward_with_attention(llm, more, cache=cache_)
     assert attn2[0].shape == (1, cfg.num_attention_heads, len(more), n + len(more))
     assert cache_.get_seq_length() == n  # the caller's cache was copied, not extended
     assert cache2.get_seq_length() == n + len(more)

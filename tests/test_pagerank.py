@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from lcr.graph import (
+from lcr.graph.pagerank import (
     GraphOperator,
     QueryGraph,
     StoredGraph,
     graph_pagerank,
     pagerank,
     power_iteration,
-    similarity_graph,
     transition_matrix,
 )
+from lcr.graph.similarity import similarity_graph
 from tests.conftest import needs_shared_data
 
 

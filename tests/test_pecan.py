@@ -52,11 +52,13 @@ from lcr.methods.pecan.settings import PecanBuild, PecanQuery
 from lcr.models.base import Capability, Message
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
-from lcr.models.transformers_llm import NodeKVCache, span_mean_matrix
+from lcr.models.transformers_attend import span_mean_matrix
+from lcr.models.transformers_llm import NodeKVCache
 from lcr.pipeline.integrity import retired_reading
 from lcr.pipeline.plans import parse_sets
 from lcr.store import DocumentInput, Index
 from tests.conftest import FIXTURES, REPO
+from tests.eager import forward_with_attention
 from tests.fakes import ScriptedLLM
 
 EXCERPT_CHARS = 1500
@@ -249,7 +251,7 @@ def test_accumulated_attention_equals_eager_capture(smollm: Any) -> None:
         [{"role": "user", "content": "List two facts about the sea.\n"}], max_new_tokens=12
     )
     assert gen.text.strip() == plain.text.strip()  # the same greedy reply as plain generation
-    _, attn, _ = smollm.forward_with_attention(prompt + gen.tokens, logits_to_keep=1)
+    _, attn, _ = forward_with_attention(smollm, prompt + gen.tokens, logits_to_keep=1)
     eager = torch.stack([a[0] for a in attn]).mean(dim=(0, 1))[len(prompt) :, : len(prompt)]
     assert gen.attention.shape == eager.shape
     assert float((gen.attention - eager).abs().max()) < 1e-5
@@ -675,7 +677,7 @@ def test_r_z_and_cosine_choose_each_node_of_a_real_search(
         node = smollm.encode(line(nodes[i].text))
         start = len(ids)
         ids += node
-        _, attn, _ = smollm.forward_with_attention(ids, logits_to_keep=1)
+        _, attn, _ = forward_with_attention(smollm, ids, logits_to_keep=1)
         mean = torch.stack([a[0] for a in attn]).mean(dim=(0, 1))  # (tokens, tokens)
         raw = float(mean[start:, qa:qb].mean())
         assert item.extra["r"] == pytest.approx(raw * position, rel=1e-3)

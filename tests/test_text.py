@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lcr.errors import InputError, LcrError
-from lcr.text import Document, count_tokens, decode_bytes, load_document, normalise_newlines
+from lcr.text.loading import Document, decode_bytes, load_document, normalise_newlines
+from lcr.text.tokens import count_tokens
 from tests.conftest import FIXTURES
 from tests.realdata import real_texts
 

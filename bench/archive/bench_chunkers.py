@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from lcr.text import sentence_word_chunks, split_sentences, token_windows
+from lcr.text.chunking import sentence_word_chunks, split_sentences, token_windows
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 

@@ -139,7 +139,7 @@ def bench_decode(name: str, lengths: list[int], steps: int, rounds: int) -> dict
 
     import torch
 
-    from lcr.models.transformers_llm import accumulate_attention
+    from lcr.models.transformers_attend import accumulate_attention
 
     llm = _llm(name)
     with (SHARED / "squality" / "dev.jsonl").open(encoding="utf-8") as fh:

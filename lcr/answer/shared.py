@@ -130,7 +130,6 @@ class AnswerSettings(DecideSettings, VerifySettings, ReplySettings, ReadSettings
 
 
 ANSWER_SETTINGS: tuple[Setting, ...] = AnswerSettings.declared()
-ANSWER_KEYS = tuple(s.name for s in ANSWER_SETTINGS)
 
 ORIGINAL = AnswerSettings(
     not_found="guess",

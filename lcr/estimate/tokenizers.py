@@ -29,16 +29,16 @@ TEMPLATE_TOKENS_PER_MESSAGE = 5  # a server's chat template, when its tokenizer 
 SERVER_WINDOW = 32768  # a server's window when --context-window does not say
 
 
-class _TemplatedTokenizer:
-    """What a tokenizer with a model's own chat template shares: its window, counting
-    by encoding, and the messages joined by blank lines when there is no template."""
+class _Tokenizer:
+    """What every tokenizer here shares: its window, and counting by encoding."""
 
     approximate = False
     _window: int
-    _template: ChatTemplate | None
-    _specials: frozenset[str] = frozenset()  # broken in messages, as the backend does
 
     def encode(self, text: str) -> list[int]:
+        raise NotImplementedError
+
+    def render_text(self, messages: Sequence[Message]) -> str:
         raise NotImplementedError
 
     @property
@@ -47,6 +47,17 @@ class _TemplatedTokenizer:
 
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
+
+    def render(self, messages: Sequence[Message]) -> list[int]:
+        return self.encode(self.render_text(messages))
+
+
+class _TemplatedTokenizer(_Tokenizer):
+    """A tokenizer with a model's own chat template, the messages joined by blank lines
+    when there is none."""
+
+    _template: ChatTemplate | None
+    _specials: frozenset[str] = frozenset()  # broken in messages, as the backend does
 
     def render_text(self, messages: Sequence[Message]) -> str:
         messages = defang_messages(messages, self._specials)  # as the backend sends them
@@ -107,25 +118,16 @@ class LlamaCppTokenizer(_TemplatedTokenizer):
         return [int(t) for t in self._model.tokenize(text.encode("utf-8"), False, True)]
 
 
-class HFTokenizer:
+class HFTokenizer(_Tokenizer):
     """A transformers model folder's tokenizer, rendered as the transformers backend does."""
-
-    approximate = False
 
     def __init__(self, tokenizer: Any, model_id: str, window: int) -> None:
         self._tokenizer = tokenizer
         self.model_id = model_id
         self._window = window
 
-    @property
-    def context_window(self) -> int:
-        return self._window
-
     def encode(self, text: str) -> list[int]:
         return list(self._tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.encode(text))
 
     def render_text(self, messages: Sequence[Message]) -> str:
         messages = defang_messages(messages, tokenizer_special_texts(self._tokenizer))
@@ -136,9 +138,6 @@ class HFTokenizer:
                 )
             )
         return "\n\n".join(m["content"] for m in messages) + "\n\n"
-
-    def render(self, messages: Sequence[Message]) -> list[int]:
-        return self.encode(self.render_text(messages))
 
 
 class FolderTokenizer(_TemplatedTokenizer):
@@ -168,9 +167,6 @@ class FolderTokenizer(_TemplatedTokenizer):
 
     def encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False).ids)
-
-    def render(self, messages: Sequence[Message]) -> list[int]:
-        return self.encode(self.render_text(messages))
 
 
 def _json_object(path: Path) -> dict[str, Any]:
@@ -205,7 +201,7 @@ def _token_text(value: object) -> str:
 _PIECE = re.compile(r"\w+|[^\w\s]")
 
 
-class ApproximateTokenizer:
+class ApproximateTokenizer(_Tokenizer):
     """lcr's model-free count plus 10% (as the openai backend counts a server's tokens)."""
 
     approximate = True
@@ -214,17 +210,10 @@ class ApproximateTokenizer:
         self.model_id = model_id
         self._window = window
 
-    @property
-    def context_window(self) -> int:
-        return self._window
-
     def encode(self, text: str) -> list[int]:
         pieces = [hash(p) & 0xFFFF for p in _PIECE.findall(text)]
         extra = math.ceil(len(pieces) * 0.1)
         return pieces + pieces[:extra]
-
-    def count_tokens(self, text: str) -> int:
-        return len(self.encode(text))
 
     def render_text(self, messages: Sequence[Message]) -> str:
         return "\n\n".join(m["content"] for m in messages)

@@ -146,14 +146,12 @@ def _row_view(matrix: sp.csr_array, start: int) -> sp.csr_array:
     return view
 
 
-def _row_work(emb: sp.csr_array, df: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """Multiply-adds each row causes against all rows (its postings' lengths), plus one;
-    ``mask``: count only these entries."""
+def _row_work(emb: sp.csr_array, df: np.ndarray) -> np.ndarray:
+    """Multiply-adds each row causes against all rows (its postings' lengths), plus one."""
     n = emb.shape[0]
     if not emb.nnz:
         return np.ones(n, np.int64)
-    per_entry = df[emb.indices] if mask is None else np.where(mask, df[emb.indices], 0)
-    work = np.add.reduceat(per_entry, np.minimum(emb.indptr[:-1], emb.nnz - 1))
+    work = np.add.reduceat(df[emb.indices], np.minimum(emb.indptr[:-1], emb.nnz - 1))
     return np.where(np.diff(emb.indptr) > 0, work, 0).astype(np.int64) + 1
 
 

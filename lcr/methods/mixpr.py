@@ -368,7 +368,7 @@ ROUTER_NEEDS = Needs(
 def _graph_of(ctx: BuildContext[MixPRBuild], emb: sp.csr_array) -> tuple[sp.csr_array, Any]:
     """The thresholded similarity graph of the chunks' TF-IDF rows, with a progress bar;
     a graph far over ``max_edges`` is refused in one line."""
-    from lcr.graph import similarity_graph
+    from lcr.graph.similarity import similarity_graph
 
     task = ctx.progress.task("similarity graph", total=None)
 
@@ -414,7 +414,8 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
 
     # ------------------------------------------------------------------ build
     def build(self, ctx: BuildContext[MixPRBuild]) -> None:
-        from lcr.graph import column_sums, graph_pagerank
+        from lcr.graph.pagerank import graph_pagerank
+        from lcr.graph.similarity import column_sums
         from lcr.scoring.tfidf import TfidfModel
         from lcr.text.chunking import sentence_word_chunks
 
@@ -494,7 +495,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         return ("global" if p_global > ctx.settings.router_threshold else "local"), p_global
 
     def retrieve(self, ctx: QueryCtx, question: str) -> Evidence:
-        from lcr.graph import QueryGraph
+        from lcr.graph.pagerank import QueryGraph
 
         s = ctx.settings
         top_k = s.top_k

@@ -85,7 +85,6 @@ def llm_class_capabilities(name: str) -> frozenset[Capability]:
 
 
 # auto tries these in order; openai is never chosen by auto (it needs --base-url)
-AUTO_ORDER = ("llamacpp", "transformers")
 
 
 def get_backend(name: str) -> Backend:
@@ -106,7 +105,7 @@ def choose_backend(
     """The backend to load for ``purpose`` (e.g. "pecan retrieval"), or a one-line error.
 
     ``auto``: ``openai`` when ``spec.base_url`` is set, else the first installed
-    backend of :data:`AUTO_ORDER` that has ``needs`` and can load ``spec``'s model.
+    backend (llamacpp, then transformers) that has ``needs`` and can load ``spec``'s model.
     A named backend that lacks a capability is refused, naming one that has it.
     """
     if requested == "auto" and spec is not None and spec.base_url:

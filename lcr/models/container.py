@@ -82,52 +82,24 @@ class Models:
         spec = dataclasses.replace(self.spec, embedder=embedder, scorer=scorer, llm=llm)
         return dataclasses.replace(self, spec=spec)
 
-    # the loaded objects, by their names before the shared state (tests and subclasses)
-    @property
-    def _llm(self) -> LLM | None:
-        return self._loaded.llm
-
-    @_llm.setter
-    def _llm(self, llm: LLM | None) -> None:
-        self._loaded.llm = llm
-
-    @property
-    def _embedder(self) -> Embedder | None:
-        return self._loaded.embedder
-
-    @_embedder.setter
-    def _embedder(self, embedder: Embedder | None) -> None:
-        self._loaded.embedder = embedder
-
-    @property
-    def _scorer(self) -> LLM | None:
-        return self._loaded.scorers.get(self.spec.scorer)
-
-    @_scorer.setter
-    def _scorer(self, scorer: LLM | None) -> None:
-        if scorer is None:
-            self._loaded.scorers.pop(self.spec.scorer, None)
-        else:
-            self._loaded.scorers[self.spec.scorer] = scorer
-
     # ------------------------------------------------------------------ roles
 
     @property
     def llm(self) -> LLM:
-        if self._llm is None:
+        if self._loaded.llm is None:
             from lcr.models.loading import load_llm
 
             backend = self._backend_to_load(Role.LLM, "the LLM")
-            self._llm = load_llm(self.spec, self.progress, backend=backend)
-        return self._llm
+            self._loaded.llm = load_llm(self.spec, self.progress, backend=backend)
+        return self._loaded.llm
 
     @property
     def embedder(self) -> Embedder:
-        if self._embedder is None:
+        if self._loaded.embedder is None:
             from lcr.models.loading import load_embedder
 
-            self._embedder = load_embedder(self.spec, self.progress)
-        return self._embedder
+            self._loaded.embedder = load_embedder(self.spec, self.progress)
+        return self._loaded.embedder
 
     @property
     def scorer(self) -> LLM:
@@ -144,7 +116,8 @@ class Models:
             from lcr.models.loading import load_llm
 
             backend = self._backend_to_load(Role.SCORER, "the scorer")
-            scorer = self._scorer = load_llm(self._scorer_spec(), self.progress, backend=backend)
+            scorer = load_llm(self._scorer_spec(), self.progress, backend=backend)
+            self._loaded.scorers[self.spec.scorer] = scorer
         return scorer
 
     def requiring(self, role: Role, needs: frozenset[Capability], purpose: str) -> Self:
@@ -164,7 +137,7 @@ class Models:
             return self
         if role is Role.SCORER and self._scorer_is_llm():
             role = Role.LLM
-        model = self._llm if role is Role.LLM else self._current_scorer()
+        model = self._loaded.llm if role is Role.LLM else self._current_scorer()
         loaded = None if model is None else (str(model.backend), _capabilities(model))
         spec = self.spec if role is Role.LLM else self._scorer_spec()
         binding = bind_role(self.binding, self._key(role), spec, loaded, needs, purpose)
@@ -190,27 +163,28 @@ class Models:
 
     def loaded(self, role: Role) -> bool:
         if role is Role.EMBEDDER:
-            return self._embedder is not None
+            return self._loaded.embedder is not None
         if role is Role.SCORER and not self._scorer_is_llm():
             return self._current_scorer() is not None
-        return self._llm is not None
+        return self._loaded.llm is not None
 
     def model_id(self, role: Role) -> str:
         """The loaded model's id, else the name asked for (nothing is loaded to answer)."""
         if role is Role.EMBEDDER:
-            return self._embedder.model_id if self._embedder is not None else self.spec.embedder
+            embedder = self._loaded.embedder
+            return embedder.model_id if embedder is not None else self.spec.embedder
         if role is Role.SCORER and not self._scorer_is_llm():
             scorer = self._current_scorer()
             return scorer.model_id if scorer is not None else str(self.spec.scorer)
-        return self._llm.model_id if self._llm is not None else self.spec.llm
+        return self._loaded.llm.model_id if self._loaded.llm is not None else self.spec.llm
 
     def backend_of(self, role: Role) -> str | None:
         """The backend of ``role``'s model: the loaded one's, else the one chosen, else None."""
         if role is Role.EMBEDDER:
-            return EMBEDDER_BACKEND if self._embedder is not None else None
+            return EMBEDDER_BACKEND if self._loaded.embedder is not None else None
         if role is Role.SCORER and self._scorer_is_llm():
             role = Role.LLM
-        loaded = self._llm if role is Role.LLM else self._current_scorer()
+        loaded = self._loaded.llm if role is Role.LLM else self._current_scorer()
         if loaded is not None:
             return str(loaded.backend)
         return self.binding.backend(self._key(role))
@@ -220,7 +194,7 @@ class Models:
         None before a backend is chosen."""
         if role is Role.SCORER and self._scorer_is_llm():
             role = Role.LLM
-        loaded = self._llm if role is Role.LLM else self._current_scorer()
+        loaded = self._loaded.llm if role is Role.LLM else self._current_scorer()
         if loaded is not None:
             return llm_configuration(loaded)
         backend = self.binding.backend(self._key(role))
@@ -237,7 +211,7 @@ class Models:
         """
         total = Usage()
         seen: list[LLM] = []
-        for llm in (self._llm, self._current_scorer()):
+        for llm in (self._loaded.llm, self._current_scorer()):
             if llm is not None and not any(llm is s for s in seen):
                 seen.append(llm)
                 total = total.merged(llm.usage)
@@ -267,7 +241,7 @@ class Models:
     def _current_scorer(self) -> LLM | None:
         """The scorer loaded (or injected) for ``spec.scorer``, if any: a lookup that
         changes nothing (each scorer model keeps its own state)."""
-        return self._scorer
+        return self._loaded.scorers.get(self.spec.scorer)
 
     def _backend_to_load(self, role: Role, purpose: str) -> str:
         """The backend ``role``'s model loads on: the one bound for the run's needs, else

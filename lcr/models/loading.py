@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlparse
 
 from lcr.errors import LcrError, ModelError
@@ -30,6 +30,7 @@ from lcr.progress import Progress, Task
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 _HUB_TIMEOUT_S = 3.0
+_Model = TypeVar("_Model", LLM, Embedder)
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,11 @@ def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers")
             source.preset, device, spec.quantize, progress, task, spec.context_window
         )
     elif source.kind == "hub":
-        llm = _load_hub(source, "llm", device, spec.quantize)
+        llm = _local_else_hub(
+            source,
+            "llm",
+            lambda local: _guarded_llm(source, device, spec.quantize, local_only=local),
+        )
     elif source.kind == "gguf" and (spec.quantize is not None or device != "cpu"):
         llm = _load_gguf_file_llm(
             source, device, spec.quantize, progress, task, spec.context_window
@@ -344,7 +349,7 @@ def _guarded_llm(
 ) -> LLM:
     from lcr.models.transformers_llm import TransformersLLM
 
-    try:
+    with _load_errors(source.model_id):
         return TransformersLLM.load(
             location or source.location,
             model_id=source.model_id,
@@ -354,12 +359,19 @@ def _guarded_llm(
             context_window=context_window,
             local_only=local_only,
         )
+
+
+@contextmanager
+def _load_errors(model_id: str) -> Iterator[None]:
+    """Any failure to load ``model_id`` as a one-line :class:`ModelError`."""
+    try:
+        yield
     except LcrError:
         raise
     except MemoryError:
-        raise ModelError(f"not enough memory to load {source.model_id}") from None
+        raise ModelError(f"not enough memory to load {model_id}") from None
     except Exception as exc:
-        raise ModelError(f"cannot load {source.model_id}: {_one_line(exc)}") from None
+        raise ModelError(f"cannot load {model_id}: {_one_line(exc)}") from None
 
 
 def _load_preset_llm(
@@ -516,17 +528,18 @@ def checked_gguf(preset: Preset, path: Path) -> Path:
     return path
 
 
-def _load_hub(source: Source, kind: Kind, device: str, quantize: str | None) -> LLM:
-    """A hub id: from the local HF cache if there, else download when the hub answers."""
+def _local_else_hub(source: Source, kind: Kind, load: Callable[[bool], _Model]) -> _Model:
+    """A hub id: ``load(True)`` from the local HF cache if there, else ``load(False)``
+    (a download) when the hub answers."""
     try:
         with hub_offline():
-            return _guarded_llm(source, device, quantize)
+            return load(True)
     except ModelError:
         pass
     if not hub_reachable():
-        raise ModelError(_not_installed_message(source.model_id, kind, "no network")) from None
+        raise ModelError(_not_installed_message(source.model_id, kind, "no network"))
     try:
-        return _guarded_llm(source, device, quantize, local_only=False)
+        return load(False)
     except ModelError as exc:
         raise ModelError(_not_installed_message(source.model_id, kind, str(exc))) from None
 
@@ -566,32 +579,20 @@ def _load_embedder_source(source: Source, device: str) -> Embedder:
     if source.kind == "dir":
         with hub_offline():
             return _guarded_embedder(source, source.location, device, local_only=True)
-    try:
-        with hub_offline():
-            return _guarded_embedder(source, source.location, device, local_only=True)
-    except ModelError:
-        pass
-    if not hub_reachable():
-        raise ModelError(_not_installed_message(source.model_id, "embedder", "no network"))
-    try:
-        return _guarded_embedder(source, source.location, device, local_only=False)
-    except ModelError as exc:
-        raise ModelError(_not_installed_message(source.model_id, "embedder", str(exc))) from None
+    return _local_else_hub(
+        source,
+        "embedder",
+        lambda local: _guarded_embedder(source, source.location, device, local_only=local),
+    )
 
 
 def _guarded_embedder(source: Source, location: str, device: str, *, local_only: bool) -> Embedder:
     from lcr.models.embedder import SentenceTransformerEmbedder
 
-    try:
+    with _load_errors(source.model_id):
         return SentenceTransformerEmbedder.load(
             location, model_id=source.model_id, device=device, local_only=local_only
         )
-    except LcrError:
-        raise
-    except MemoryError:
-        raise ModelError(f"not enough memory to load {source.model_id}") from None
-    except Exception as exc:
-        raise ModelError(f"cannot load {source.model_id}: {_one_line(exc)}") from None
 
 
 def _threads_text(n: int) -> str:

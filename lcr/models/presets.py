@@ -20,7 +20,6 @@ from lcr.models.spec import DEFAULT_EMBEDDER, DEFAULT_LLM
 
 Kind = Literal["llm", "embedder"]
 
-GB = 1_000_000_000
 MB = 1_000_000
 GIB = 1024**3
 

@@ -29,11 +29,9 @@ from lcr.errors import ModelError
 from lcr.models import transformers_decode as decoding
 from lcr.models.base import ALL_CAPABILITIES, AttendedGeneration, Capability
 from lcr.models.transformers_attend import (
-    accumulate_attention,
     attention_weights,
     capture_setting,
     generate_attended,
-    span_mean_matrix,
     write_then_read,
 )
 from lcr.models.transformers_core import TransformersCore
@@ -42,9 +40,6 @@ if TYPE_CHECKING:
     import torch
 
 
-# accumulate_attention and span_mean_matrix live in transformers_attend; kept importable here
-__all__ = ["NodeKVCache", "TransformersLLM", "accumulate_attention", "span_mean_matrix"]
-
 GPU_END_CHECK_STEPS = 8
 
 
@@ -52,8 +47,8 @@ class AttentionPass(NamedTuple):
     """What an attention-capturing forward pass returns (unpacks as a 3-tuple).
 
     ``logits``: ``(batch, kept positions, vocab)``; ``attentions``: per layer
-    ``(batch, heads, new tokens, past + new tokens)`` from
-    :meth:`TransformersLLM.forward_with_attention`, or one ``(new, past + new)``
+    ``(batch, heads, new tokens, past + new tokens)`` from the tests' eager reference
+    (``tests/eager.py``), or one ``(new, past + new)``
     matrix averaged over layers and heads from
     :meth:`TransformersLLM.forward_mean_attention`; ``cache``: the KV cache
     extended by the new tokens.
@@ -108,37 +103,6 @@ class TransformersLLM(TransformersCore):
         finally:
             if switch and current is not None:
                 self.model.set_attn_implementation(current)
-
-    def forward_with_attention(
-        self,
-        input_ids: Sequence[int] | torch.Tensor,
-        cache: Any = None,
-        *,
-        copy_cache: bool = True,
-        logits_to_keep: int = 1,
-    ) -> AttentionPass:
-        """One eager forward pass returning every layer's attention weights.
-
-        The tested reference, called by no production path: the tests compare
-        :meth:`forward_mean_attention` and :meth:`generate_with_attention` against
-        transformers' own eager weights through it. Memory is layers x heads x new
-        x (past + new) floats. The given cache is deep-copied first unless
-        ``copy_cache`` is False; ``logits_to_keep``: logits of the last N positions (0 = all).
-        """
-        import torch
-
-        ids = self.as_batch(input_ids)
-        kv = copy.deepcopy(cache) if copy_cache else cache
-        with torch.no_grad(), self.eager_attention():
-            out = self.model(
-                input_ids=ids,
-                cache=kv,
-                use_cache=True,
-                output_attentions=True,
-                logits_to_keep=logits_to_keep,
-            )
-        self.usage.add(int(ids.shape[1]), 0)
-        return AttentionPass(out.logits, out.attentions, out.cache)
 
     def forward_mean_attention(
         self,

@@ -561,12 +561,7 @@ class Rebuild:
         }
 
 
-def estimate_rebuilds(
-    index: Any,
-    price: Price | None = None,
-    note: Callable[[str], None] | None = None,
-    timed: bool = True,
-) -> dict[str, Rebuild]:
+def estimate_rebuilds(index: Any, note: Callable[[str], None] | None = None) -> dict[str, Rebuild]:
     """Each built method of ``index`` estimated from scratch, with the settings and models
     it was built with."""
     from dataclasses import replace
@@ -592,7 +587,7 @@ def estimate_rebuilds(
         needs = method.build_needs(settings)
         models = require(models, needs, f"estimating {name}")
         estimator = Estimator(models, note or (lambda message: None))
-        bill = _bill(estimator, method, settings, needs, documents, {}, price, timed)
+        bill = _bill(estimator, method, settings, needs, documents, {}, None, True)
         usage = entry.stats.get("llm_usage")
         out[name] = Rebuild(
             bill,

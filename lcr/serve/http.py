@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     Scope = dict[str, Any]
     Message = dict[str, Any]
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 CLIENT_GONE = "lcr.client_gone"
 PATH = "/mcp"
 MAX_CONNECTIONS = 512  # open at once, at most (fewer where the file limit is low)

@@ -106,12 +106,12 @@ class Served:
 
     def source(self, given: str) -> Path:
         """A document to index: a file or folder inside a served folder."""
+        return self._inside_served(given, "only documents inside them can be indexed")
+
+    def _inside_served(self, given: str, why: str) -> Path:
         resolved = _resolved(given)
         if not any(_inside(resolved, folder) for folder in self.folders):
-            raise NotServedError(
-                f"{given!r} is outside the folders this server serves; "
-                "only documents inside them can be indexed"
-            )
+            raise NotServedError(f"{given!r} is outside the folders this server serves; {why}")
         return resolved
 
     def new_index(self, given: str) -> Path:
@@ -121,12 +121,7 @@ class Served:
             return self.index(given)
         except NotServedError:
             pass
-        resolved = _resolved(given)
-        if not any(_inside(resolved, folder) for folder in self.folders):
-            raise NotServedError(
-                f"{given!r} is outside the folders this server serves; "
-                "a new index must go inside one of them"
-            ) from None
+        resolved = self._inside_served(given, "a new index must go inside one of them")
         if resolved.exists():
             raise NotServedError(f"{given!r} exists and is not an lcr index")
         holder = self._index_holding(resolved)

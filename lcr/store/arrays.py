@@ -119,25 +119,6 @@ def read_array(path: Path) -> np.ndarray:
     return arr
 
 
-def write_csr(path: Path, matrix: sp.spmatrix | sp.sparray) -> None:
-    """A CSR matrix as a folder of three zarr arrays plus its shape."""
-    csr = sp.csr_array(matrix)
-    path.mkdir(parents=True, exist_ok=False)
-    write_array(path / "data", csr.data)
-    write_array(path / "indices", csr.indices)
-    write_array(path / "indptr", csr.indptr)
-    (path / "shape.json").write_text(json.dumps({"shape": list(csr.shape)}))
-
-
-def read_csr(path: Path) -> sp.csr_array:
-    shape = _shape(path)
-    data = read_array(path / "data")
-    indices = read_array(path / "indices")
-    indptr = read_array(path / "indptr")
-    check_csr(path, shape, data, indices, indptr)
-    return sp.csr_array((data, indices, indptr), shape=shape)
-
-
 def check_csr(
     path: Path, shape: tuple[int, int], data: np.ndarray, indices: np.ndarray,
     indptr: np.ndarray,
@@ -189,31 +170,43 @@ def read_mapped_array(path: Path) -> np.ndarray:
     return arr
 
 
-def write_mapped_csr(
-    path: Path, matrix: sp.spmatrix | sp.sparray, dtype: type | None = None
-) -> None:
-    """A CSR matrix as a folder of three ``.npy`` files plus its shape; ``dtype``
-    converts the values (float64 lets a product use the mapped values as they are)."""
+_CSR_PARTS = ("data", "indices", "indptr")
+
+
+def write_csr(
+    path: Path, matrix: sp.spmatrix | sp.sparray, *, mapped: bool = False,
+    dtype: type | None = None,
+) -> None:  # fmt: skip
+    """A CSR matrix as a folder of its three arrays plus its shape: zarr arrays, or with
+    ``mapped`` ``.npy`` files with sorted indices and values as ``dtype`` (float64 lets a
+    product use the mapped values as they are)."""
     csr = sp.csr_array(matrix)
-    if not csr.has_sorted_indices:
+    if mapped and not csr.has_sorted_indices:
         csr = csr.sorted_indices()  # a copy: the caller's arrays stay as they are
     path.mkdir(parents=True, exist_ok=False)
-    data = csr.data if dtype is None else csr.data.astype(dtype, copy=False)
-    write_mapped_array(path / "data.npy", data)
-    write_mapped_array(path / "indices.npy", csr.indices)
-    write_mapped_array(path / "indptr.npy", csr.indptr)
+    for part in _CSR_PARTS:
+        array = getattr(csr, part)
+        if part == "data" and dtype is not None:
+            array = array.astype(dtype, copy=False)
+        if mapped:
+            write_mapped_array(path / f"{part}.npy", array)
+        else:
+            write_array(path / part, array)
     (path / "shape.json").write_text(json.dumps({"shape": list(csr.shape)}))
 
 
-def read_mapped_csr(path: Path) -> sp.csr_array:
-    """The matrix of :func:`write_mapped_csr` over read-only memory maps (nothing copied)."""
+def read_csr(path: Path, *, mapped: bool = False) -> sp.csr_array:
+    """The matrix of :func:`write_csr`; ``mapped``: over read-only memory maps (nothing
+    copied)."""
     shape = _shape(path)
-    data = read_mapped_array(path / "data.npy")
-    indices = read_mapped_array(path / "indices.npy")
-    indptr = read_mapped_array(path / "indptr.npy")
+    if mapped:
+        data, indices, indptr = (read_mapped_array(path / f"{p}.npy") for p in _CSR_PARTS)
+    else:
+        data, indices, indptr = (read_array(path / p) for p in _CSR_PARTS)
     check_csr(path, shape, data, indices, indptr)
     m = sp.csr_array((data, indices, indptr), shape=shape, copy=False)
-    m.has_sorted_indices = True  # written sorted; never sorted in place (read-only maps)
+    if mapped:
+        m.has_sorted_indices = True  # written sorted; never sorted in place (read-only maps)
     return m
 
 

@@ -80,7 +80,6 @@ class LLMCache:
         self.path = path
         self._entries: dict[str, Any] = {}
         self.hits = 0
-        self.misses = 0
         self.refused = 0  # lines whose digest does not match: edited outside lcr
         self._dropped_refused = False
         self._legacy_backend = legacy_backend
@@ -135,7 +134,6 @@ class LLMCache:
         if key in self._entries:
             self.hits += 1
             return self._entries[key]
-        self.misses += 1
         return None
 
     def put(self, key: str, value: Any) -> None:
@@ -226,7 +224,6 @@ class MemoryCache(LLMCache):
         self.path = Path(os.devnull)
         self._entries = {}
         self.hits = 0
-        self.misses = 0
         self.refused = 0
         self._dropped_refused = True
         self._legacy_backend = None

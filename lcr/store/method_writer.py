@@ -11,13 +11,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from lcr.store.arrays import (
-    write_array,
-    write_arrays,
-    write_csr,
-    write_mapped_array,
-    write_mapped_csr,
-)
+from lcr.store.arrays import write_array, write_arrays, write_csr, write_mapped_array
 from lcr.store.nodes import Node, write_nodes
 
 
@@ -60,10 +54,8 @@ class MethodWriter:
         dtype: type | None = None,
     ) -> None:  # fmt: skip
         """``mapped``: ``.npy`` arrays a reader memory-maps (values as ``dtype``), not zarr."""
-        if mapped:
-            write_mapped_csr(self.dir / f"{name}.csr", matrix, dtype)
-        else:
-            write_csr(self.dir / f"{name}.zarr", matrix)
+        where = self.dir / (f"{name}.csr" if mapped else f"{name}.zarr")
+        write_csr(where, matrix, mapped=mapped, dtype=dtype)
 
     def write_json(self, name: str, obj: Any) -> None:
         (self.dir / f"{name}.json").write_text(

@@ -21,7 +21,6 @@ from lcr.store.arrays import (
     read_array,
     read_csr,
     read_mapped_array,
-    read_mapped_csr,
 )
 from lcr.store.manifest import MethodEntry
 from lcr.store.nodes import Node, NodeRecordError, parse_node, parse_nodes
@@ -170,10 +169,8 @@ class MethodReader:
         key = f"csr:{name}"
         if key not in self._loaded:
             try:
-                if (self.dir / f"{name}.csr").is_dir():
-                    m = read_mapped_csr(self._file(f"{name}.csr"))
-                else:
-                    m = read_csr(self._file(f"{name}.zarr"))
+                mapped = (self.dir / f"{name}.csr").is_dir()
+                m = read_csr(self._file(f"{name}.csr" if mapped else f"{name}.zarr"), mapped=mapped)
             except DamagedArrayError as exc:
                 raise self._array_damage(exc) from None
             for part in (m.data, m.indices, m.indptr):

@@ -28,6 +28,7 @@ saying "ignore previous instructions") can give it another ability.
 
 from __future__ import annotations
 
+import os
 import random
 import re
 from collections import Counter, deque
@@ -37,7 +38,6 @@ from typing import Any, Literal, Protocol
 
 from lcr.methods.graphreader import prompts
 from lcr.methods.graphreader.graph import Graph
-from lcr.methods.graphreader.keys import normalise_key
 from lcr.models.base import LLM, Message
 
 NOTEBOOK_MAX_CHARS = 2000  # a notebook longer than this keeps its end
@@ -106,9 +106,7 @@ class PathState:
     visited_nodes: list[int] = field(default_factory=list)
     read_chunks: list[int] = field(default_factory=list)
     queue: deque[int] = field(default_factory=deque)
-    current_chunk: int | None = None
     done: bool = False
-    stop_reason: str = ""
 
 
 @dataclass
@@ -234,7 +232,7 @@ class Agent:
     def _generate(self, messages: list[Message]) -> str:
         """One call; counts the prompt tokens it shares with the previous call's prompt."""
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages)
-        common = _common_prefix(self._last_prompt, text)
+        common = len(os.path.commonprefix([self._last_prompt, text]))  # noqa: RUF071 (chars)
         if common:
             self.repeated_prefix_tokens += self.llm.count_tokens(text[:common])
         self._last_prompt = text
@@ -384,7 +382,6 @@ class Agent:
 
     def _stop(self, path: int, st: PathState, reason: str) -> None:
         st.done = True
-        st.stop_reason = reason
         self.trace.append({"path": path, "stage": "end", "reason": reason, "calls": st.calls})
 
     def _record(
@@ -515,7 +512,6 @@ class Agent:
             return
         chunk = st.queue.popleft()
         st.read_chunks.append(chunk)
-        st.current_chunk = chunk
         if chunk not in self.chunks_read:
             self.chunks_read.append(chunk)
 
@@ -599,15 +595,3 @@ class Agent:
         st.node = target
         st.visited_nodes.append(target)
         st.stage = "atomic_facts"
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def normalised(name: str) -> str:
-    return normalise_key(name)

@@ -19,7 +19,6 @@ from lcr.text.chunking import split_sentences
 
 MAX_KEY_WORDS = 6  # a "key element" longer than this is a phrase, not a key
 MAX_KEY_CHARS = 60
-MAX_FALLBACK_KEYS = 12  # keys of one fallback sentence
 _SERIAL = re.compile(r"^\s*(?:[-*•]+\s*|\(?\d{1,4}\s*[.):,]\s*|#{1,6}\s*)+")
 _BRACKETED = re.compile(r"\[{2,}(.*?)\]{2,}")
 _FRAMING = re.compile(

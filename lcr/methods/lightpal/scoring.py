@@ -62,7 +62,6 @@ class ScoringStats:
     pairs: int = 0  # pairs in the graph
     scored: int = 0  # pairs scored by this build
     cached: int = 0  # pairs read back from the cache
-    passages_scored: int = 0
     seconds: float = 0.0
     estimate_s: float | None = None  # the up-front estimate for what was left to score
 
@@ -156,7 +155,6 @@ class PairScorer:
             self.stats.seconds += elapsed
             self.stats.scored += len(missing)
             self.stats.cached += len(conts) - len(missing)
-            self.stats.passages_scored += 1 if missing else 0
             out[i] = self._scores(parts)
             if step == 0 and missing:
                 self._estimate(remaining, len(todo), elapsed / len(missing))

@@ -22,7 +22,6 @@ from lcr.errors import InputError
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.text.formats.assemble import TextAssembler, tidy_block
 
-PAGE_SEPARATOR = "\n\n"  # pages are blocks of the assembled text
 _SECTION_NUMBER = re.compile(r"(?:[0-9]+|[A-Z])(?:\.[0-9]+)*\.? +")
 
 
