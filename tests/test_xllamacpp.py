@@ -87,10 +87,11 @@ def test_generates_with_the_gguf_template_and_counts_usage(xl: XLlamaCppLLM) -> 
     assert isinstance(xl, LLM) and xl.backend == "xllamacpp"
     assert xl.context_window == 8192  # smollm2's trained window, read from the GGUF header
     before = xl.usage.calls
-    one = xl.generate(ask("What is the capital of France? Answer in one word."), max_new_tokens=12)
-    two = xl.generate(ask("What is the capital of France? Answer in one word."), max_new_tokens=12)
+    question = ask("What is the capital of France? Answer in one word.")
+    one = xl.generate(question, max_new_tokens=12)
+    two = xl.generate(question, max_new_tokens=12)
     assert "Paris" in one.text and one.text == two.text  # greedy: the same reply
-    assert one.prompt_tokens == len(xl.render(ask("What is the capital of France? Answer in one word.")))
+    assert one.prompt_tokens == len(xl.render(question))
     assert 0 < one.completion_tokens <= 12
     assert xl.usage.calls == before + 2
     assert xl.usage.cached_tokens >= one.prompt_tokens - 1  # the second call reused the prompt
@@ -163,7 +164,8 @@ def test_ask_says_not_found_end_to_end(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_a_need_xllamacpp_lacks_is_refused_naming_the_llamacpp_extra() -> None:
-    with pytest.raises(CapabilityError, match=r"--backend llamacpp \(pip install 'lcr\[llamacpp\]'\)"):
+    extra = r"--backend llamacpp \(pip install 'lcr\[llamacpp\]'\)"
+    with pytest.raises(CapabilityError, match=extra):
         choose_backend("xllamacpp", CONTINUATION, "lightpal retrieval", ModelSpec(llm=SMOL))
     attention = frozenset({Capability.ATTENTION})
     with pytest.raises(CapabilityError, match="--backend transformers"):
