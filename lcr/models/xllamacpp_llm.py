@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import math
 import secrets
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -249,12 +250,11 @@ class XLlamaCppLLM:
         if seed is not None:
             body["seed"] = seed
         meter = TokenMeter(self.progress, f"generating with {self.model_id}", budget)
+        # streamed even when nobody listens: Python runs between tokens, so Ctrl-C stops
+        # a long generation at the next token rather than after the last
+        pieces = TextPieces(on_text, stop) if on_text is not None else None
         try:
-            if on_text is None:
-                reply = self._complete(body)
-                text = str(reply["choices"][0].get("text") or "")
-            else:
-                reply, text = self._stream(body, TextPieces(on_text, stop), meter)
+            reply, text = self._stream(body, pieces, meter)
         finally:
             meter.finish()
         usage = reply.get("usage") or {}
@@ -265,10 +265,10 @@ class XLlamaCppLLM:
         return Generation(text=text, prompt_tokens=prompt_n, completion_tokens=completion_n)
 
     def _stream(
-        self, body: dict[str, Any], pieces: TextPieces, meter: TokenMeter
+        self, body: dict[str, Any], pieces: TextPieces | None, meter: TokenMeter
     ) -> tuple[dict[str, Any], str]:
         """The streamed reply's last chunk (its usage) and the whole text, each piece
-        handed to ``pieces`` as it comes."""
+        handed to ``pieces`` (when given) as it comes."""
         parts: list[str] = []
         last: dict[str, Any] = {}
         failure: list[BaseException] = []
@@ -282,22 +282,52 @@ class XLlamaCppLLM:
             piece = str((chunk.get("choices") or [{}])[0].get("text") or "")
             if piece:
                 parts.append(piece)
-                meter.step()
                 try:
-                    pieces.update("".join(parts))
-                except BaseException as exc:  # the caller's own error, raised after
+                    meter.step()
+                    if pieces is not None:
+                        pieces.update("".join(parts))
+                except BaseException as exc:  # the caller's error or Ctrl-C, raised after
                     failure.append(exc)
                     return True  # stop generating
             return False
 
-        self._complete({**body, "stream": True}, hear)
+        self._stoppable({**body, "stream": True}, hear)
         if failure:
             raise failure[0]
         if "error" in last:
             raise ModelError(_error_text(last["error"], self.model_id, self._n_ctx))
         text = "".join(parts)
-        pieces.finish(text)
+        if pieces is not None:
+            pieces.finish(text)
         return last, text
+
+    def _stoppable(self, body: dict[str, Any], hear: Callable[[dict[str, Any]], bool]) -> None:
+        """A streamed call run on a worker thread while this one waits: Ctrl-C reaches
+        this thread (a signal raised inside the engine's callback is swallowed there),
+        which tells the callback to stop at the next token and then raises it."""
+        stop = threading.Event()
+        outcome: list[BaseException] = []
+
+        def callback(chunk: dict[str, Any]) -> bool:
+            return stop.is_set() or hear(chunk)
+
+        def work() -> None:
+            try:
+                self._complete(body, callback)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        worker = threading.Thread(target=work, name="lcr-xllamacpp", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.1)
+        except BaseException:
+            stop.set()
+            worker.join()
+            raise
+        if outcome:
+            raise outcome[0]
 
     def generate_batch(
         self,
