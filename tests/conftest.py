@@ -52,7 +52,8 @@ needs_shared_data = pytest.mark.skipif(not HAVE_SHARED_DATA, reason=NO_SHARED_DA
 @functools.cache
 def missing(part: str) -> str | None:
     """Why ``part`` cannot be used here (a skip reason), or None when it is installed:
-    ``"llamacpp"`` (the extra's llama_cpp, as lcr itself looks for it) or a model preset
+    ``"llamacpp"`` (the extra's llama_cpp, as lcr itself looks for it), ``"xllamacpp"``
+    (the local extra's prebuilt llama.cpp) or a model preset
     (``"smollm2-135m"``)."""
     if part == "llamacpp":
         from lcr.models.backends import BACKENDS
@@ -60,6 +61,12 @@ def missing(part: str) -> str | None:
         if BACKENDS["llamacpp"].installed():
             return None
         return "needs the llamacpp extra: llama_cpp is not installed (pip install 'lcr[llamacpp]')"
+    if part == "xllamacpp":
+        from lcr.models.backends import BACKENDS
+
+        if BACKENDS["xllamacpp"].installed():
+            return None
+        return "needs the local extra: xllamacpp is not installed (pip install 'lcr[local]')"
     from lcr.models.presets import PRESETS
 
     if PRESETS[part].installed():

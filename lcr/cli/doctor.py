@@ -185,7 +185,13 @@ def fixes(m: machine.Machine, spec: ModelSpec) -> list[dict[str, str]]:
             "nvidia-smi  # the driver's CUDA version must be at least torch's",
         )
     amx_allowed = os.environ.get("LCR_LLAMACPP_AMX") == "1"
-    if m.llamacpp_version is None:
+    if m.llamacpp_version is None and m.xllamacpp_version is not None:
+        fix(
+            "llama-cpp-python is not installed: xllamacpp runs GGUF models, but LightPAL's "
+            "continuation scores need llama-cpp-python (or --backend transformers)",
+            machine.llamacpp_rebuild_command(cuda=m.gpu_present),
+        )
+    elif m.llamacpp_version is None:
         fix(
             "llama.cpp is not installed (the fastest backend for GGUF models)",
             machine.llamacpp_rebuild_command(cuda=m.gpu_present),
@@ -234,6 +240,10 @@ def render(data: dict[str, Any]) -> list[str]:
         lines.append(f"  llama.cpp      {m['llamacpp']} ({offload}{amx})")
     else:
         lines.append("  llama.cpp      not installed")
+    if m.get("xllamacpp"):
+        lines.append(f"  xllamacpp      {m['xllamacpp']} (prebuilt llama.cpp, CPU)")
+    else:
+        lines.append("  xllamacpp      not installed")
     lines.append(f"  CPU features   {' '.join(m['cpu_features']) or 'none of AVX2/AVX512'}")
     bnb = m["bitsandbytes"] or "not installed"
     if m["bitsandbytes"] and not m["bitsandbytes_ok"]:

@@ -110,7 +110,9 @@ def model_options(f: Any) -> Any:
         envvar="LCR_BACKEND",
         help="LLM backend: auto picks openai with --base-url, else llamacpp when installed "
         "(GGUF models; every layer on the GPU where its build offloads) and the method "
-        "needs nothing it lacks, else transformers (`lcr doctor` shows the picks). "
+        "needs nothing it lacks, else xllamacpp (the prebuilt llama.cpp of the local "
+        "extra, CPU; no continuation scores), else transformers (`lcr doctor` shows the "
+        "picks). "
         "[env: LCR_BACKEND]",
     )(f)
     f = click.option(

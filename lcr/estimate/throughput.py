@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from lcr.store.manifest import MethodEntry
 
 LOAD_FACTOR = 1.5  # (1 + load) changing by this factor either way: measure again
-REAL_BACKENDS = frozenset({"llamacpp", "transformers", "openai"})
+REAL_BACKENDS = frozenset({"llamacpp", "xllamacpp", "transformers", "openai"})
 DECODE_COST = 10.0  # a server's decoded token against a prompt token, with one observation
 _Stored = TypeVar("_Stored")  # a dataclass kept in throughput.json
 

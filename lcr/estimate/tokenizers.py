@@ -227,7 +227,7 @@ class ApproximateTokenizer(_Tokenizer):
 
 def load_tokenizer(name: str, backend: str, spec: ModelSpec) -> Tokenizer:
     """The tokenizer ``backend`` would use for model ``name``."""
-    if backend == "openai":
+    if backend in ("openai", "xllamacpp"):  # xllamacpp: the GGUF's vocabulary, read alike
         window = spec.context_window or SERVER_WINDOW
         for local in ("llamacpp", "transformers"):
             try:

@@ -1,12 +1,15 @@
 """Which LLM backend runs the model, and whether it can do what a method needs.
 
 A backend is named by ``--backend`` (``LCR_BACKEND``): ``transformers`` (in
-process, every capability), ``llamacpp`` (in process, quantised GGUF, fast on a
-CPU, no attention weights) or ``openai`` (any OpenAI-compatible server).
+process, every capability), ``llamacpp`` (in process through llama-cpp-python,
+quantised GGUF, fast on a CPU, no attention weights), ``xllamacpp`` (the same GGUF
+files through xllamacpp's prebuilt llama.cpp server, in process: generation and
+yes/no scores, no continuation scores) or ``openai`` (any OpenAI-compatible server).
 ``auto`` picks ``openai`` when ``--base-url`` is given, else the fastest
 installed backend that has every capability the command needs and can load the
 model (see :func:`auto_choice`: llama.cpp for GGUF presets and ``.gguf`` files,
-on the GPU where its build offloads; transformers for attention and 4-/8-bit).
+llama-cpp-python before xllamacpp, on the GPU where its build offloads;
+transformers for attention and 4-/8-bit).
 The check runs before any model loads or any work starts.
 
 Each backend's capabilities are declared once, on its LLM class
@@ -32,7 +35,7 @@ from lcr.models.base import (
 )
 from lcr.models.spec import ModelSpec
 
-BACKEND_CHOICES = ("auto", "transformers", "llamacpp", "openai")
+BACKEND_CHOICES = ("auto", "transformers", "llamacpp", "xllamacpp", "openai")
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ BACKENDS: dict[str, Backend] = {
         Backend(
             "llamacpp", ("llama_cpp", "lcr.models.llamacpp_llm"), "pip install 'lcr[llamacpp]'"
         ),
+        Backend("xllamacpp", ("xllamacpp", "lcr.models.xllamacpp_llm"), "pip install 'lcr[local]'"),
         Backend(
             "openai", ("lcr.models.openai_llm",), "--base-url URL of an OpenAI-compatible server"
         ),
@@ -77,6 +81,10 @@ def llm_class_capabilities(name: str) -> frozenset[Capability]:
         from lcr.models.llamacpp_llm import LlamaCppLLM
 
         return LlamaCppLLM.capabilities
+    if name == "xllamacpp":
+        from lcr.models.xllamacpp_llm import XLlamaCppLLM
+
+        return XLlamaCppLLM.capabilities
     if name == "openai":
         from lcr.models.openai_llm import OpenAILLM
 
@@ -84,7 +92,6 @@ def llm_class_capabilities(name: str) -> frozenset[Capability]:
     raise CapabilityError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_CHOICES)}")
 
 
-# auto tries these in order; openai is never chosen by auto (it needs --base-url)
 
 
 def get_backend(name: str) -> Backend:
@@ -117,6 +124,8 @@ def choose_backend(
     if missing:
         able = [b.name for b in BACKENDS.values() if needs <= b.capabilities]
         hint = f"; use --backend {able[0]}" if able else ""
+        if requested == "xllamacpp" and "llamacpp" in able:
+            hint = f"; use --backend llamacpp ({BACKENDS['llamacpp'].install_hint}) or transformers"
         raise CapabilityError(
             f"{purpose} needs {describe_capabilities(missing)}, which --backend "
             f"{requested} does not provide{hint}"
@@ -145,37 +154,35 @@ def auto_choice(
 
     llama.cpp (every layer on the GPU where its build can offload) when it is
     installed, has ``needs``, loads ``spec``'s model as a GGUF, and no 4-/8-bit
-    loading is asked for; transformers otherwise, and also when a GPU is usable
-    by torch but this llama.cpp build cannot offload to it.
+    loading is asked for: llama-cpp-python first, else xllamacpp's prebuilt engine
+    (CPU); transformers otherwise, and also when a GPU is usable by torch but no
+    installed llama.cpp can offload to it. A run that only llama-cpp-python could
+    serve among the GGUF engines, with xllamacpp the one installed, is refused in one
+    line naming the ``llamacpp`` extra (transformers would dequantize the GGUF).
     """
     m = machine.current()
-    llama = BACKENDS["llamacpp"]
     trans = BACKENDS["transformers"]
     device = spec.device if spec is not None else "auto"
-    why_not = ""
-    if not llama.installed():
-        why_not = "llama.cpp is not installed"
-    elif not needs <= llama.capabilities:
-        why_not = f"{purpose} needs {describe_capabilities(needs - llama.capabilities)}"
-    elif spec is not None and spec.quantize is not None:
-        why_not = f"--quantize {spec.quantize} is bitsandbytes (transformers)"
-    elif not _loads_as_gguf(spec):
-        why_not = _not_gguf_reason(spec)
-    elif device.startswith("cuda") and not m.llamacpp_gpu:
-        why_not = "--device cuda and this llama.cpp build has no GPU offload"
-    elif device == "auto" and m.gpu and not m.llamacpp_gpu:
-        why_not = "torch has a GPU and this llama.cpp build has no GPU offload"
+    why_not = _gguf_why_not("llamacpp", needs, purpose, spec, m.llamacpp_gpu)
     if not why_not:
         gpu = m.llamacpp_gpu and device != "cpu"
-        if gpu:
-            why = "a GGUF model, every layer offloaded to the GPU"
-        elif device == "cpu":
-            why = "a GGUF model, --device cpu"
-        elif not m.gpu_present:
-            why = "a GGUF model, the fastest backend on a CPU (no GPU found)"
-        else:
-            why = "a GGUF model; neither torch nor this llama.cpp build can use the GPU"
-        return AutoChoice("llamacpp", "cuda" if gpu else "cpu", "gguf", why)
+        return AutoChoice("llamacpp", "cuda" if gpu else "cpu", "gguf", _gguf_why(gpu, device))
+    x_why_not = _gguf_why_not("xllamacpp", needs, purpose, spec, False)
+    if not x_why_not:
+        return AutoChoice("xllamacpp", "cpu", "gguf", _gguf_why(False, device))
+    x_lacks = needs - BACKENDS["xllamacpp"].capabilities
+    if (
+        BACKENDS["xllamacpp"].installed()
+        and not BACKENDS["llamacpp"].installed()
+        and x_lacks
+        and needs <= BACKENDS["llamacpp"].capabilities
+        and _gguf_why_not("llamacpp", frozenset(), purpose, spec, False, installed=True) == ""
+    ):
+        raise CapabilityError(
+            f"{purpose} needs {describe_capabilities(x_lacks)}, which the prebuilt llama.cpp "
+            f"engine (xllamacpp) does not provide; install llama-cpp-python: "
+            f"{BACKENDS['llamacpp'].install_hint} (or use --backend transformers)"
+        )
     if not trans.installed() or not needs <= trans.capabilities:
         raise CapabilityError(f"no installed LLM backend can do {purpose}")
     on_gpu = m.gpu and device != "cpu"
@@ -184,6 +191,49 @@ def auto_choice(
     else:
         dtype = m.gpu_dtype if on_gpu else "float32"
     return AutoChoice("transformers", "cuda" if on_gpu else "cpu", dtype, why_not)
+
+
+def _gguf_why(gpu: bool, device: str) -> str:
+    """Why a llama.cpp engine runs the model (``lcr doctor``'s line)."""
+    if gpu:
+        return "a GGUF model, every layer offloaded to the GPU"
+    if device == "cpu":
+        return "a GGUF model, --device cpu"
+    if not machine.current().gpu_present:
+        return "a GGUF model, the fastest backend on a CPU (no GPU found)"
+    return "a GGUF model; neither torch nor this llama.cpp build can use the GPU"
+
+
+def _gguf_why_not(
+    name: str,
+    needs: frozenset[Capability],
+    purpose: str,
+    spec: ModelSpec | None,
+    offload: bool,
+    *,
+    installed: bool = False,
+) -> str:
+    """Why the llama.cpp engine ``name`` (llamacpp or xllamacpp) cannot run this, or "".
+
+    ``offload``: the engine can put layers on a GPU that is present; ``installed``:
+    judge as if it were installed (what installing it would give)."""
+    m = machine.current()
+    engine = BACKENDS[name]
+    label = "llama.cpp" if name == "llamacpp" else "xllamacpp"
+    device = spec.device if spec is not None else "auto"
+    if not installed and not engine.installed():
+        return f"{label} is not installed"
+    if not needs <= engine.capabilities:
+        return f"{purpose} needs {describe_capabilities(needs - engine.capabilities)}"
+    if spec is not None and spec.quantize is not None:
+        return f"--quantize {spec.quantize} is bitsandbytes (transformers)"
+    if not _loads_as_gguf(spec):
+        return _not_gguf_reason(spec)
+    if device.startswith("cuda") and not offload:
+        return f"--device cuda and this {label} build has no GPU offload"
+    if device == "auto" and m.gpu and not offload:
+        return f"torch has a GPU and this {label} build has no GPU offload"
+    return ""
 
 
 def _not_gguf_reason(spec: ModelSpec | None) -> str:
@@ -242,6 +292,10 @@ def planned_configuration(backend: str, spec: ModelSpec) -> Configuration:
     if backend == "llamacpp":
         gpu = spec.device.startswith("cuda") or (spec.device == "auto" and m.llamacpp_gpu)
         return configuration("llamacpp", "cuda" if gpu else "cpu", "gguf", None)
+    if backend == "xllamacpp":
+        return configuration(
+            "xllamacpp", "cuda" if spec.device.startswith("cuda") else "cpu", "gguf", None
+        )
     if backend == "transformers":
         gpu = spec.device.startswith("cuda") or (spec.device == "auto" and m.gpu)
         dtype = m.gpu_dtype if gpu else "float32"

@@ -145,7 +145,7 @@ class LLM(Protocol):
     model_id: str
     usage: Usage
     capabilities: frozenset[Capability]
-    backend: str  # "transformers", "llamacpp", "openai", or a test double's name
+    backend: str  # "transformers", "llamacpp", "xllamacpp", "openai", or a test double's name
 
     @property
     def context_window(self) -> int: ...
@@ -396,7 +396,7 @@ def llm_configuration(llm: LLM) -> Configuration:
         return cpu_configuration("openai")
     device = str(getattr(llm, "device", "cpu"))
     quantize = getattr(llm, "quantize", None)
-    if backend == "llamacpp":
+    if backend in ("llamacpp", "xllamacpp"):
         dtype: str | None = "gguf"
     else:
         model_dtype = getattr(getattr(llm, "model", None), "dtype", None)

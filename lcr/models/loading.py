@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from urllib.parse import urlparse
 
 from lcr.errors import LcrError, ModelError
@@ -27,6 +27,10 @@ from lcr.models.hashing import hashing_dim
 from lcr.models.presets import PRESETS, Kind, Preset, fingerprint, preset_names
 from lcr.models.spec import ModelSpec
 from lcr.progress import Progress, Task
+
+if TYPE_CHECKING:
+    from lcr.models.llamacpp_llm import LlamaCppLLM
+    from lcr.models.xllamacpp_llm import XLlamaCppLLM
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 _HUB_TIMEOUT_S = 3.0
@@ -232,8 +236,8 @@ def _one_line(exc: BaseException) -> str:
 def load_llm(spec: ModelSpec, progress: Progress, backend: str = "transformers") -> LLM:
     """Load ``spec.llm`` with ``backend`` (already chosen by :mod:`lcr.models.backends`)
     on ``spec.device`` (``--quantize`` checked before any loading)."""
-    if backend == "llamacpp":
-        return _load_llamacpp(spec, progress)
+    if backend in ("llamacpp", "xllamacpp"):
+        return _load_llamacpp(spec, progress, backend)
     if backend == "openai":
         from lcr.models.openai_llm import OpenAILLM
 
@@ -282,10 +286,9 @@ def gguf_source(name: str) -> Source | None:
     return None
 
 
-def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
-    """A preset's GGUF (joined once into the cache) or a ``.gguf`` file, loaded as it is."""
-    from lcr.models.llamacpp_llm import LlamaCppLLM
-
+def _load_llamacpp(spec: ModelSpec, progress: Progress, backend: str = "llamacpp") -> LLM:
+    """A preset's GGUF (joined once into the cache) or a ``.gguf`` file, loaded as it is
+    by llama-cpp-python (``llamacpp``) or xllamacpp's prebuilt server (``xllamacpp``)."""
     if spec.quantize is not None:
         raise ModelError(
             f"--quantize {spec.quantize} is for the transformers backend; the llama.cpp backend "
@@ -298,7 +301,10 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
             f"the llama.cpp backend loads GGUF models (a preset or a .gguf file), not "
             f"{spec.llm}; use --backend transformers"
         )
-    device = llamacpp_device(spec.device)
+    if backend == "llamacpp":
+        device = llamacpp_device(spec.device)
+    else:  # xllamacpp: PyPI's wheels are CPU builds; cuda only when asked for
+        device = "cuda" if spec.device.startswith("cuda") else "cpu"
     window = spec.context_window
     if source.kind == "preset":
         assert source.preset is not None
@@ -311,13 +317,26 @@ def _load_llamacpp(spec: ModelSpec, progress: Progress) -> LLM:
     else:
         assert source.gguf_file is not None
         path = Path(source.location) / source.gguf_file
-    task = progress.task(f"loading {source.model_id} (llama.cpp)", total=None)
+    engine = "llama.cpp" if backend == "llamacpp" else "xllamacpp"
+    task = progress.task(f"loading {source.model_id} ({engine})", total=None)
+    llm: LlamaCppLLM | XLlamaCppLLM
     try:
-        llm = LlamaCppLLM.load(path, model_id=source.model_id, context_window=window, device=device)
+        if backend == "llamacpp":
+            from lcr.models.llamacpp_llm import LlamaCppLLM
+
+            llm = LlamaCppLLM.load(
+                path, model_id=source.model_id, context_window=window, device=device
+            )
+        else:
+            from lcr.models.xllamacpp_llm import XLlamaCppLLM
+
+            llm = XLlamaCppLLM.load(
+                path, model_id=source.model_id, context_window=window, device=device
+            )
     except MemoryError:
         raise ModelError(f"not enough memory to load {source.model_id}") from None
     llm.progress = progress
-    _finish(task, f"loaded {source.model_id} (llama.cpp, {device}, {_threads_text(llm.threads)})")
+    _finish(task, f"loaded {source.model_id} ({engine}, {device}, {_threads_text(llm.threads)})")
     return llm
 
 

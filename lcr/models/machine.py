@@ -47,6 +47,7 @@ class Machine:
     llamacpp_version: str | None = None
     llamacpp_gpu_offload: bool = False  # the build was compiled with a GPU backend
     llamacpp_amx: bool = False  # the build uses AMX kernels (crash on lcr's test machines)
+    xllamacpp_version: str | None = None  # the prebuilt llama.cpp server (--backend xllamacpp)
     cpu_features: tuple[str, ...] = ()  # of the CPU itself (/proc/cpuinfo)
     bitsandbytes_version: str | None = None
     notes: tuple[str, ...] = field(default=())
@@ -98,6 +99,7 @@ class Machine:
             "llamacpp": self.llamacpp_version,
             "llamacpp_gpu_offload": self.llamacpp_gpu_offload,
             "llamacpp_amx": self.llamacpp_amx,
+            "xllamacpp": self.xllamacpp_version,
             "cpu_features": list(self.cpu_features),
             "bitsandbytes": self.bitsandbytes_version,
             "bitsandbytes_ok": self.bitsandbytes_ok,
@@ -124,6 +126,7 @@ def current() -> Machine:
         **llama,
         cpu_features=cpu_features(),
         bitsandbytes_version=_dist_version("bitsandbytes"),
+        xllamacpp_version=_dist_version("xllamacpp"),
     )
 
 

@@ -194,7 +194,7 @@ def ram_of(name: str, backend: str | None) -> int | None:
     preset = PRESETS.get(name)
     if preset is None:
         return None
-    if backend == "llamacpp" and preset.ram_llamacpp_bytes:
+    if backend in ("llamacpp", "xllamacpp") and preset.ram_llamacpp_bytes:
         return preset.ram_llamacpp_bytes
     return preset.ram_bytes
 
