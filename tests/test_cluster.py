@@ -10,6 +10,7 @@ One cluster for the module (``ray.init(num_cpus=2)``): the runs join it in-proce
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -57,8 +58,8 @@ def write_documents(folder: Path, count: int = 6) -> list[Path]:
     return paths
 
 
-def lcr(*args: str) -> Any:
-    return CliRunner().invoke(cli, list(args))
+def lcr(*args: str, input: str | None = None) -> Any:
+    return CliRunner().invoke(cli, list(args), input=input)
 
 
 def assert_same_indexes(one: Path, two: Path) -> None:
@@ -104,7 +105,8 @@ def serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cluster() -> Iterator[None]:
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # a GPU declared without hardware: LLM methods' workers claim it (Ray only counts it)
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -216,16 +218,19 @@ def test_the_env_names_the_cluster_and_workers_need_it(
     (doc,) = write_documents(tmp_path, 1)
     monkeypatch.setenv("LCR_RAY_ADDRESS", "garbage")
     assert "is not an address" in lcr("index", str(doc)).output
-    done = lcr("index", str(doc), "-o", str(tmp_path / "here.idx"), "-m", "bm25", "-q")
-    assert done.exit_code == 0, done.output  # -o is not built on a cluster: built here
-    assert (tmp_path / "here.idx").is_dir()
+    done = lcr("index", str(doc), "-o", str(tmp_path / "all.idx"), "-m", "bm25")
+    assert done.exit_code == 2 and "is not an address" in done.output  # -o: read there
+    here = str(tmp_path / "here.idx")
+    done = lcr("index", "-", "-o", here, "-m", "bm25", "-q", input="A text to read.\n")
+    assert done.exit_code == 0, done.output  # stdin is not read on a cluster: built here
+    assert (tmp_path / "here.idx").is_dir() and not (tmp_path / "all.idx").exists()
     monkeypatch.delenv("LCR_RAY_ADDRESS")
     done = lcr("index", str(doc), "--workers", "2")
     assert done.exit_code == 2 and "give --ray ADDRESS too" in done.output
-    done = lcr("index", str(doc), "-o", str(tmp_path / "all.idx"), "--ray", "local")
-    assert done.exit_code == 2 and "not built on a cluster yet" in done.output
-    done = lcr("index", str(doc), "--estimate", "--workers", "2")
-    assert done.exit_code == 2 and "--workers is not priced yet" in done.output
+    done = lcr("index", "-", "-o", str(tmp_path / "all.idx"), "--ray", "local", input="text")
+    assert done.exit_code == 2 and "not stdin" in done.output
+    done = lcr("index", str(doc), "--add", "--ray", "local")
+    assert done.exit_code == 2 and "--add adds to the index given by -o" in done.output
     assert not (tmp_path / "doc0.idx").exists()
 
 
@@ -267,3 +272,115 @@ def test_a_source_a_worker_sees_otherwise_is_refused(tmp_path: Path) -> None:
         NotSharedError, match=r"a\.txt is not reachable from a Ray worker on node n2"
     ):
         check_storage([tmp_path], [source], stale)
+
+
+# ------------------------------------------------ one index over many (-o, --add)
+def index_tree(idx: Path) -> dict[str, bytes]:
+    """Every file of an index as ``diff -r`` sees it, the method folders named by their
+    method (their suffix is random) and the manifest without its times."""
+    raw = json.loads((idx / "manifest.json").read_text(encoding="utf-8"))
+    folders = {entry["dir"]: name for name, entry in raw["methods"].items()}
+    out = {}
+    for path in sorted(idx.rglob("*")):
+        if path.is_file() and path.name != "manifest.json":
+            first, _, rest = path.relative_to(idx).as_posix().partition("/")
+            out[f"{folders.get(first, first)}/{rest}" if rest else first] = path.read_bytes()
+    out["manifest.json"] = json.dumps(timeless(raw), sort_keys=True).encode()
+    return out
+
+
+def timeless(value: Any) -> Any:
+    """A manifest without what differs between two runs of one build: when, how long,
+    the random suffix of a method's folder."""
+    if isinstance(value, dict):
+        drop = {"created", "at", "built_at", "added", "build_seconds", "seconds", "dir"}
+        return {k: timeless(v) for k, v in value.items() if k not in drop and not k.endswith("_s")}
+    if isinstance(value, list):
+        return [timeless(v) for v in value]
+    return value
+
+
+def assert_same_tree(one: Path, two: Path) -> None:
+    a, b = index_tree(one), index_tree(two)
+    assert sorted(a) == sorted(b)
+    assert [rel for rel in a if a[rel] != b[rel]] == []
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_one_index_over_many_is_read_on_the_cluster_and_is_a_serial_runs(
+    cluster: None, tmp_path: Path
+) -> None:
+    docs = write_documents(tmp_path / "books", 5)
+    methods = [a for m in METHODS for a in ("-m", m)]
+    first, later = [str(tmp_path / "books" / "doc0.txt"), str(tmp_path / "books")], docs[3:]
+    serial, ray_built = str(tmp_path / "serial.idx"), str(tmp_path / "ray.idx")
+    walk = ["--exclude", "doc3.txt", "--exclude", "doc4.txt"]  # a file and a folder, named
+    assert lcr("index", *first, *walk, "-o", serial, *methods, "-q").exit_code == 0
+    done = lcr("index", *first, *walk, "-o", ray_built, "--ray", "local", *methods, "-q")
+    assert done.exit_code == 0, done.output
+    assert_same_tree(Path(serial), Path(ray_built))
+    sources = json.loads((Path(ray_built) / "manifest.json").read_text())["sources"]
+    assert len(sources) == 3, sources
+
+    for target in (serial, ray_built):  # a collection that grows, read on the cluster
+        ray_args = ["--ray", "local", "--workers", "2"] if target == ray_built else []
+        done = lcr("index", *map(str, later), "-o", target, "--add", *ray_args)
+        assert done.exit_code == 0, done.output
+        assert "added doc3.txt, doc4.txt" in done.output, done.output
+    assert_same_tree(Path(serial), Path(ray_built))
+    assert not list((tmp_path / "books").glob(".lcr-probe-*")), "the storage probes are removed"
+
+    (tmp_path / "books" / "bad.pdf").write_bytes(b"%PDF-1.7 not really a pdf")
+    named = lcr("index", str(docs[0]), str(tmp_path / "books" / "bad.pdf"), "-o",
+                str(tmp_path / "none.idx"), "--ray", "local", "-q")  # fmt: skip
+    assert named.exit_code != 0 and "bad.pdf is not a readable PDF" in named.output
+    assert len(named.output.splitlines()) == 1, named.output
+    assert not (tmp_path / "none.idx").exists()  # nothing written: as serially
+
+
+def test_workers_are_planned_from_what_the_cluster_offers() -> None:
+    from lcr.cluster.build import WorkerPlan, plan_workers
+    from lcr.errors import UsageError
+
+    assert plan_workers(8, 0, asked=None, jobs=100, llm=False) == WorkerPlan(8, 1, 0)
+    assert plan_workers(8, 2, asked=None, jobs=100, llm=False) == WorkerPlan(8, 1, 0)
+    assert plan_workers(8, 2, asked=None, jobs=100, llm=True) == WorkerPlan(2, 1, 1)
+    assert plan_workers(8, 0, asked=None, jobs=100, llm=True) == WorkerPlan(8, 1, 0)  # no GPU
+    assert plan_workers(8, 2, asked=1, jobs=100, llm=True) == WorkerPlan(1, 1, 1)
+    assert plan_workers(8, 4, asked=None, jobs=3, llm=True) == WorkerPlan(3, 1, 1)
+    assert plan_workers(2, 0, asked=None, jobs=0, llm=False) == WorkerPlan(1, 1, 0)
+    with pytest.raises(UsageError, match=r"^--workers 3: the cluster offers 2 GPUs, one for"):
+        plan_workers(8, 2, asked=3, jobs=100, llm=True)
+    with pytest.raises(UsageError, match=r"^--workers 9: the cluster offers 8 CPUs"):
+        plan_workers(8, 0, asked=9, jobs=100, llm=False)
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_llm_workers_claim_the_gpu_and_others_a_cpu(cluster: None, tmp_path: Path) -> None:
+    """The module's cluster declares one GPU (no hardware): a worker of an LLM method gets
+    it, a bm25 worker a CPU; what Ray assigned, asked of the workers themselves."""
+    import ray
+
+    from lcr.cluster.build import run_on_cluster
+
+    docs = write_documents(tmp_path, 3)
+    jobs = cluster_jobs([(str(d), d.with_suffix(".idx"), False) for d in docs])
+    counts: list[int] = []
+
+    def check(_cluster: Any, ask: Any) -> None:  # every worker answers the storage probe
+        counts.append(len(ask(ProbeRequest("t", ()))))
+
+    seen = {
+        llm: run_on_cluster(
+            "resources", jobs, recipe(), address="local", workers=None, check=check, llm=llm
+        )
+        for llm in (True, False)
+    }
+    assert ray.cluster_resources().get("GPU") == 1
+    assert counts == [1, 2]  # one worker per GPU, one per CPU
+    assert seen[True] == [{"CPU": 1.0, "GPU": 1.0}] * 3
+    assert seen[False] == [{"CPU": 1.0}] * 3
+    with pytest.raises(Exception, match=r"--workers 2: the cluster offers 1 GPU, one for each"):
+        run_on_cluster("pid", jobs, recipe(), address="local", workers=2, check=check, llm=True)
