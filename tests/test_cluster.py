@@ -15,6 +15,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from lcr.cluster.storage import NotSharedError, ProbeReply, ProbeRequest, check_
 from lcr.cluster.worker import BuildRecipe, JobResult
 from lcr.models.spec import ModelSpec
 from lcr.pipeline.plans import ParsedSets
+from tests.conftest import needs
 from tests.test_deterministic_build import comparable_manifest, files_by_method
 
 REPO = Path(__file__).resolve().parents[1]
@@ -277,13 +280,15 @@ def test_a_source_a_worker_sees_otherwise_is_refused(tmp_path: Path) -> None:
 # ------------------------------------------------ one index over many (-o, --add)
 def index_tree(idx: Path) -> dict[str, bytes]:
     """Every file of an index as ``diff -r`` sees it, the method folders named by their
-    method (their suffix is random) and the manifest without its times."""
+    method (their suffix is random), the manifest without its times, and no LLM cache
+    (each index signs its lines with a secret of its own)."""
     raw = json.loads((idx / "manifest.json").read_text(encoding="utf-8"))
     folders = {entry["dir"]: name for name, entry in raw["methods"].items()}
     out = {}
     for path in sorted(idx.rglob("*")):
-        if path.is_file() and path.name != "manifest.json":
-            first, _, rest = path.relative_to(idx).as_posix().partition("/")
+        rel = path.relative_to(idx).as_posix()
+        if path.is_file() and rel != "manifest.json" and not rel.startswith("cache/"):
+            first, _, rest = rel.partition("/")
             out[f"{folders.get(first, first)}/{rest}" if rest else first] = path.read_bytes()
     out["manifest.json"] = json.dumps(timeless(raw), sort_keys=True).encode()
     return out
@@ -384,3 +389,114 @@ def test_llm_workers_claim_the_gpu_and_others_a_cpu(cluster: None, tmp_path: Pat
     assert seen[False] == [{"CPU": 1.0}] * 3
     with pytest.raises(Exception, match=r"--workers 2: the cluster offers 1 GPU, one for each"):
         run_on_cluster("pid", jobs, recipe(), address="local", workers=2, check=check, llm=True)
+
+
+RAPTOR = ["-m", "raptor", "--llm", "smollm2-135m", "--set", "raptor.chunk_tokens=25",
+          "--set", "raptor.summary_max_new_tokens=24", "-q"]  # fmt: skip
+
+
+@needs_ray
+@needs("smollm2-135m", "llamacpp")
+@pytest.mark.slow  # starts a Ray cluster, builds RAPTOR twice with smollm2 (about 3 min)
+def test_a_worker_killed_mid_build_pays_no_llm_call_twice(cluster: None, tmp_path: Path) -> None:
+    """RAPTOR's summaries are cached as each is written: the worker is killed (SIGKILL)
+    once the first is in the index's LLM cache, Ray restarts it, the build starts over
+    and reads that summary from the cache. The calls paid after the kill and the calls
+    read from the cache add up to a serial build's calls, and the index is the serial's."""
+    import psutil
+
+    (doc,) = write_documents(tmp_path, 1)
+    serial = tmp_path / "serial.idx"
+    done = lcr("index", str(doc), "-o", str(serial), *RAPTOR)
+    assert done.exit_code == 0, done.output
+    paid = json.loads((serial / "manifest.json").read_text())["methods"]["raptor"]["stats"]
+    assert paid["llm_usage"]["calls"] >= 2 and paid["llm_cached"] == 0, paid
+
+    cache = doc.with_suffix(".idx") / "cache" / "raptor.jsonl"
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def kill_after_the_first_summary() -> None:
+        while not stop.is_set() and not killed:
+            if cache.is_file() and cache.read_text(encoding="utf-8").count("\n") >= 1:
+                for proc in psutil.process_iter(["cmdline"]):
+                    if "ray::BuildWorker" in " ".join(proc.info["cmdline"] or []):
+                        proc.kill()
+                        killed.append(proc.pid)
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=kill_after_the_first_summary, daemon=True)
+    watcher.start()
+    try:
+        done = lcr("index", str(doc), "--ray", "local", *RAPTOR)
+    finally:
+        stop.set()
+        watcher.join()
+    assert done.exit_code == 0, done.output
+    assert killed, "the worker was killed mid-build"
+    after = json.loads((doc.with_suffix(".idx") / "manifest.json").read_text())
+    stats = after["methods"]["raptor"]["stats"]
+    assert stats["llm_cached"] >= 1, stats  # what the killed worker paid was not paid again
+    assert stats["llm_usage"]["calls"] + stats["llm_cached"] == paid["llm_usage"]["calls"]
+    assert_same_tree(serial, doc.with_suffix(".idx"))
+
+
+class Recorded:
+    """A progress that keeps what the cluster run told its one bar."""
+
+    def __init__(self) -> None:
+        self.bars: list[str] = []
+        self.done = 0.0
+
+    def task(self, description: str, total: float | None = None) -> Recorded:
+        self.bars.append(f"{description} /{total:g}")
+        return self
+
+    def advance(self, n: float = 1) -> None:
+        self.done += n
+
+    def update(self, *, total: float | None = None, description: str | None = None) -> None:
+        if description is not None:
+            self.bars.append(description)
+
+    def log(self, message: str) -> None:
+        return None
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_one_bar_counts_the_documents_and_the_workers_alive(cluster: None, tmp_path: Path) -> None:
+    from lcr.cluster.build import run_on_cluster
+
+    docs = write_documents(tmp_path, 4)
+    jobs = cluster_jobs([(str(d), d.with_suffix(".idx"), False) for d in docs])
+    bar = Recorded()
+    run_on_cluster("resources", jobs, recipe(), address="local", workers=2,
+                   check=lambda _c, ask: ask(ProbeRequest("t", ())), progress=bar)  # fmt: skip
+    assert bar.bars == ["documents built /4", "documents built (2 of 2 workers alive)"]
+    assert bar.done == 4
+
+
+def test_estimate_prices_n_workers_longest_document_first(tmp_path: Path) -> None:
+    from lcr.estimate.figures import Range
+    from lcr.estimate.workers import longest_first, spread
+
+    assert longest_first([5, 4, 3, 3, 3], 1) == 18
+    assert longest_first([5, 4, 3, 3, 3], 2) == 10  # 5+3 | 4+3+3, longest first
+    assert longest_first([5, 4, 3, 3, 3], 10) == 5  # the longest bounds it
+    assert longest_first([], 3) == 0
+    run = spread([Range(5, 8), Range(4, 4), Range(3, 6)], 2)
+    assert (run.seconds, run.serial, run.longest) == (Range(7, 10), Range(12, 18), Range(5, 8))
+
+    docs = write_documents(tmp_path, 3)
+    for extra in ([], ["--ray", "nohost.invalid:1"]):  # priced with --ray too, none joined
+        done = lcr("index", *map(str, docs), "--estimate", "--workers", "2", "-m", "bm25",
+                   *extra)  # fmt: skip
+        assert done.exit_code == 0, done.output
+        last = " ".join(done.output.split("estimate for")[-1].split())
+        assert "on 2 workers: " in last and "3 indexes, the longest" in last, done.output
+    done = lcr("index", *map(str, docs), "--estimate", "--json", "--workers", "3", "-m", "bm25")
+    assert done.exit_code == 0, done.output
+    priced = json.loads(done.output.splitlines()[-1])
+    assert priced["workers"] == 3 and priced["seconds"] == priced["longest_seconds"]
+    assert not list(tmp_path.glob("*.idx"))

@@ -140,7 +140,8 @@ def print_workers(times: Sequence[Range | None], workers: int, as_json: bool) ->
     one = "index" if len(known) == 1 else "indexes"
     _say(
         textwrap.fill(
-            f"on {workers} worker{'s' * (workers != 1)}: {_range(run.seconds, '', _duration)}; "
+            f"on {workers} worker{'s' * (workers != 1)}: {_duration(run.seconds.expected)} "
+            f"expected, at most {_duration(run.seconds.high)}; "
             f"one worker: {_duration(run.serial.expected)} expected; {len(known)} {one}, the "
             f"longest {_duration(run.longest.expected)} expected (no number of workers "
             "makes the run shorter)",
