@@ -181,7 +181,7 @@ def run_on_cluster(
             return list(ray.get([a.probe.remote(request) for a in actors]))
 
         check(cluster, ask)
-        noun = "documents built" if call == "build" else "documents read"
+        noun = "documents read" if call == "read" else "documents built"
         bar = progress.task(noun, total=len(jobs))
         pool = _Pool(ray, actors, lambda: make.remote(recipe), bar, noun)
         return pool.run(call, jobs, on_result)
