@@ -10,10 +10,14 @@ One cluster for the module (``ray.init(num_cpus=2)``): the runs join it in-proce
 
 from __future__ import annotations
 
+import difflib
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,7 @@ from lcr.cluster.storage import NotSharedError, ProbeReply, ProbeRequest, check_
 from lcr.cluster.worker import BuildRecipe, JobResult
 from lcr.models.spec import ModelSpec
 from lcr.pipeline.plans import ParsedSets
+from tests.conftest import needs
 from tests.test_deterministic_build import comparable_manifest, files_by_method
 
 REPO = Path(__file__).resolve().parents[1]
@@ -57,8 +62,8 @@ def write_documents(folder: Path, count: int = 6) -> list[Path]:
     return paths
 
 
-def lcr(*args: str) -> Any:
-    return CliRunner().invoke(cli, list(args))
+def lcr(*args: str, input: str | None = None) -> Any:
+    return CliRunner().invoke(cli, list(args), input=input)
 
 
 def assert_same_indexes(one: Path, two: Path) -> None:
@@ -104,7 +109,8 @@ def serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def cluster() -> Iterator[None]:
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    # a GPU declared without hardware: LLM methods' workers claim it (Ray only counts it)
+    ray.init(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -216,16 +222,19 @@ def test_the_env_names_the_cluster_and_workers_need_it(
     (doc,) = write_documents(tmp_path, 1)
     monkeypatch.setenv("LCR_RAY_ADDRESS", "garbage")
     assert "is not an address" in lcr("index", str(doc)).output
-    done = lcr("index", str(doc), "-o", str(tmp_path / "here.idx"), "-m", "bm25", "-q")
-    assert done.exit_code == 0, done.output  # -o is not built on a cluster: built here
-    assert (tmp_path / "here.idx").is_dir()
+    done = lcr("index", str(doc), "-o", str(tmp_path / "all.idx"), "-m", "bm25")
+    assert done.exit_code == 2 and "is not an address" in done.output  # -o: read there
+    here = str(tmp_path / "here.idx")
+    done = lcr("index", "-", "-o", here, "-m", "bm25", "-q", input="A text to read.\n")
+    assert done.exit_code == 0, done.output  # stdin is not read on a cluster: built here
+    assert (tmp_path / "here.idx").is_dir() and not (tmp_path / "all.idx").exists()
     monkeypatch.delenv("LCR_RAY_ADDRESS")
     done = lcr("index", str(doc), "--workers", "2")
     assert done.exit_code == 2 and "give --ray ADDRESS too" in done.output
-    done = lcr("index", str(doc), "-o", str(tmp_path / "all.idx"), "--ray", "local")
-    assert done.exit_code == 2 and "not built on a cluster yet" in done.output
-    done = lcr("index", str(doc), "--estimate", "--workers", "2")
-    assert done.exit_code == 2 and "--workers is not priced yet" in done.output
+    done = lcr("index", "-", "-o", str(tmp_path / "all.idx"), "--ray", "local", input="text")
+    assert done.exit_code == 2 and "not stdin" in done.output
+    done = lcr("index", str(doc), "--add", "--ray", "local")
+    assert done.exit_code == 2 and "--add adds to the index given by -o" in done.output
     assert not (tmp_path / "doc0.idx").exists()
 
 
@@ -267,3 +276,242 @@ def test_a_source_a_worker_sees_otherwise_is_refused(tmp_path: Path) -> None:
         NotSharedError, match=r"a\.txt is not reachable from a Ray worker on node n2"
     ):
         check_storage([tmp_path], [source], stale)
+
+
+# ------------------------------------------------ one index over many (-o, --add)
+def index_tree(idx: Path) -> dict[str, bytes]:
+    """Every file of an index as ``diff -r`` sees it, the method folders named by their
+    method (their suffix is random), the manifest without its times, and no LLM cache
+    (each index signs its lines with a secret of its own)."""
+    raw = json.loads((idx / "manifest.json").read_text(encoding="utf-8"))
+    folders = {entry["dir"]: name for name, entry in raw["methods"].items()}
+    out = {}
+    for path in sorted(idx.rglob("*")):
+        rel = path.relative_to(idx).as_posix()
+        if path.is_file() and rel != "manifest.json" and not rel.startswith("cache/"):
+            first, _, rest = rel.partition("/")
+            out[f"{folders.get(first, first)}/{rest}" if rest else first] = path.read_bytes()
+    out["manifest.json"] = json.dumps(timeless(raw), sort_keys=True, indent=1).encode()
+    return out
+
+
+def timeless(value: Any) -> Any:
+    """A manifest without what differs between two runs of one build: when, how long,
+    the random suffix of a method's folder."""
+    if isinstance(value, dict):
+        drop = {"created", "at", "built_at", "added", "build_seconds", "seconds", "dir"}
+        return {k: timeless(v) for k, v in value.items() if k not in drop and not k.endswith("_s")}
+    if isinstance(value, list):
+        return [timeless(v) for v in value]
+    return value
+
+
+PAID = {"llm_usage", "llm_cached", "llm_calls", "llm_prompt_tokens", "llm_completion_tokens"}
+PAID |= {"llm_batches", "llm_seconds"}  # what a build paid, and how long it took
+
+
+def assert_same_tree(one: Path, two: Path, *, paid: bool = True) -> None:
+    """``paid=False``: the builds' accounting aside (a resumed build paid less)."""
+    a, b = index_tree(one), index_tree(two)
+    assert sorted(a) == sorted(b)
+    if not paid:
+        for tree in (a, b):
+            raw = json.loads(tree["manifest.json"])
+            for entry in raw["methods"].values():
+                entry["stats"] = {k: v for k, v in entry["stats"].items() if k not in PAID}
+            tree["manifest.json"] = json.dumps(raw, sort_keys=True, indent=1).encode()
+    differ = [rel for rel in a if a[rel] != b[rel]]
+    assert differ == [], "\n".join(
+        difflib.unified_diff(a[differ[0]].decode().splitlines(), b[differ[0]].decode().splitlines())
+    )
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_one_index_over_many_is_read_on_the_cluster_and_is_a_serial_runs(
+    cluster: None, tmp_path: Path
+) -> None:
+    docs = write_documents(tmp_path / "books", 5)
+    methods = [a for m in METHODS for a in ("-m", m)]
+    first, later = [str(tmp_path / "books" / "doc0.txt"), str(tmp_path / "books")], docs[3:]
+    serial, ray_built = str(tmp_path / "serial.idx"), str(tmp_path / "ray.idx")
+    walk = ["--exclude", "doc3.txt", "--exclude", "doc4.txt"]  # a file and a folder, named
+    assert lcr("index", *first, *walk, "-o", serial, *methods, "-q").exit_code == 0
+    done = lcr("index", *first, *walk, "-o", ray_built, "--ray", "local", *methods, "-q")
+    assert done.exit_code == 0, done.output
+    assert_same_tree(Path(serial), Path(ray_built))
+    sources = json.loads((Path(ray_built) / "manifest.json").read_text())["sources"]
+    assert len(sources) == 3, sources
+
+    for target in (serial, ray_built):  # a collection that grows, read on the cluster
+        ray_args = ["--ray", "local", "--workers", "2"] if target == ray_built else []
+        done = lcr("index", *map(str, later), "-o", target, "--add", *ray_args)
+        assert done.exit_code == 0, done.output
+        assert "added doc3.txt, doc4.txt" in done.output, done.output
+    assert_same_tree(Path(serial), Path(ray_built))
+    assert not list((tmp_path / "books").glob(".lcr-probe-*")), "the storage probes are removed"
+
+    (tmp_path / "books" / "bad.pdf").write_bytes(b"%PDF-1.7 not really a pdf")
+    named = lcr("index", str(docs[0]), str(tmp_path / "books" / "bad.pdf"), "-o",
+                str(tmp_path / "none.idx"), "--ray", "local", "-q")  # fmt: skip
+    assert named.exit_code != 0 and "bad.pdf is not a readable PDF" in named.output
+    assert len(named.output.splitlines()) == 1, named.output
+    assert not (tmp_path / "none.idx").exists()  # nothing written: as serially
+
+
+def test_workers_are_planned_from_what_the_cluster_offers() -> None:
+    from lcr.cluster.build import WorkerPlan, plan_workers
+    from lcr.errors import UsageError
+
+    assert plan_workers(8, 0, asked=None, jobs=100, llm=False) == WorkerPlan(8, 1, 0)
+    assert plan_workers(8, 2, asked=None, jobs=100, llm=False) == WorkerPlan(8, 1, 0)
+    assert plan_workers(8, 2, asked=None, jobs=100, llm=True) == WorkerPlan(2, 1, 1)
+    assert plan_workers(8, 0, asked=None, jobs=100, llm=True) == WorkerPlan(8, 1, 0)  # no GPU
+    assert plan_workers(8, 2, asked=1, jobs=100, llm=True) == WorkerPlan(1, 1, 1)
+    assert plan_workers(8, 4, asked=None, jobs=3, llm=True) == WorkerPlan(3, 1, 1)
+    assert plan_workers(2, 0, asked=None, jobs=0, llm=False) == WorkerPlan(1, 1, 0)
+    with pytest.raises(UsageError, match=r"^--workers 3: the cluster offers 2 GPUs, one for"):
+        plan_workers(8, 2, asked=3, jobs=100, llm=True)
+    with pytest.raises(UsageError, match=r"^--workers 9: the cluster offers 8 CPUs"):
+        plan_workers(8, 0, asked=9, jobs=100, llm=False)
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_llm_workers_claim_the_gpu_and_others_a_cpu(cluster: None, tmp_path: Path) -> None:
+    """The module's cluster declares one GPU (no hardware): a worker of an LLM method gets
+    it, a bm25 worker a CPU; what Ray assigned, asked of the workers themselves."""
+    import ray
+
+    from lcr.cluster.build import run_on_cluster
+
+    docs = write_documents(tmp_path, 3)
+    jobs = cluster_jobs([(str(d), d.with_suffix(".idx"), False) for d in docs])
+    counts: list[int] = []
+
+    def check(_cluster: Any, ask: Any) -> None:  # every worker answers the storage probe
+        counts.append(len(ask(ProbeRequest("t", ()))))
+
+    seen = {
+        llm: run_on_cluster(
+            "resources", jobs, recipe(), address="local", workers=None, check=check, llm=llm
+        )
+        for llm in (True, False)
+    }
+    assert ray.cluster_resources().get("GPU") == 1
+    assert counts == [1, 2]  # one worker per GPU, one per CPU
+    assert seen[True] == [{"CPU": 1.0, "GPU": 1.0}] * 3
+    assert seen[False] == [{"CPU": 1.0}] * 3
+    with pytest.raises(Exception, match=r"--workers 2: the cluster offers 1 GPU, one for each"):
+        run_on_cluster("pid", jobs, recipe(), address="local", workers=2, check=check, llm=True)
+
+
+RAPTOR = ["-m", "raptor", "--llm", "smollm2-135m", "--set", "raptor.chunk_tokens=25",
+          "--set", "raptor.summary_max_new_tokens=24", "-q"]  # fmt: skip
+
+
+@needs_ray
+@needs("smollm2-135m", "llamacpp")
+@pytest.mark.slow  # starts a Ray cluster, builds RAPTOR twice with smollm2 (minutes)
+def test_a_worker_killed_mid_build_pays_no_llm_call_twice(cluster: None, tmp_path: Path) -> None:
+    """RAPTOR's summaries are cached as each is written: the worker is killed (SIGKILL)
+    once the first is in the index's LLM cache, Ray restarts it, the build starts over
+    and reads that summary from the cache. The calls paid after the kill and the calls
+    read from the cache add up to a serial build's calls, and the index is the serial's."""
+    import psutil
+
+    (doc,) = write_documents(tmp_path, 1)
+    serial = tmp_path / "serial.idx"
+    done = lcr("index", str(doc), "-o", str(serial), *RAPTOR)
+    assert done.exit_code == 0, done.output
+    paid = json.loads((serial / "manifest.json").read_text())["methods"]["raptor"]["stats"]
+    assert paid["llm_usage"]["calls"] >= 2 and paid["llm_cached"] == 0, paid
+
+    cache = doc.with_suffix(".idx") / "cache" / "raptor.jsonl"
+    killed: list[int] = []
+    stop = threading.Event()
+
+    def kill_after_the_first_summary() -> None:
+        while not stop.is_set() and not killed:
+            if cache.is_file() and cache.read_text(encoding="utf-8").count("\n") >= 1:
+                for proc in psutil.process_iter(["cmdline"]):
+                    if "ray::BuildWorker" in " ".join(proc.info["cmdline"] or []):
+                        proc.kill()
+                        killed.append(proc.pid)
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=kill_after_the_first_summary, daemon=True)
+    watcher.start()
+    try:
+        done = lcr("index", str(doc), "--ray", "local", *RAPTOR)
+    finally:
+        stop.set()
+        watcher.join()
+    assert done.exit_code == 0, done.output
+    assert killed, "the worker was killed mid-build"
+    after = json.loads((doc.with_suffix(".idx") / "manifest.json").read_text())
+    stats = after["methods"]["raptor"]["stats"]
+    assert stats["llm_cached"] >= 1, stats  # what the killed worker paid was not paid again
+    assert stats["llm_usage"]["calls"] + stats["llm_cached"] == paid["llm_usage"]["calls"]
+    assert_same_tree(serial, doc.with_suffix(".idx"), paid=False)
+
+
+class Recorded:
+    """A progress that keeps what the cluster run told its one bar."""
+
+    def __init__(self) -> None:
+        self.bars: list[str] = []
+        self.done = 0.0
+
+    def task(self, description: str, total: float | None = None) -> Recorded:
+        self.bars.append(f"{description} /{total:g}")
+        return self
+
+    def advance(self, n: float = 1) -> None:
+        self.done += n
+
+    def update(self, *, total: float | None = None, description: str | None = None) -> None:
+        if description is not None:
+            self.bars.append(description)
+
+    def log(self, message: str) -> None:
+        return None
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_one_bar_counts_the_documents_and_the_workers_alive(cluster: None, tmp_path: Path) -> None:
+    from lcr.cluster.build import run_on_cluster
+
+    docs = write_documents(tmp_path, 4)
+    jobs = cluster_jobs([(str(d), d.with_suffix(".idx"), False) for d in docs])
+    bar = Recorded()
+    run_on_cluster("resources", jobs, recipe(), address="local", workers=2,
+                   check=lambda _c, ask: ask(ProbeRequest("t", ())), progress=bar)  # fmt: skip
+    assert bar.bars == ["documents built /4", "documents built (2 of 2 workers alive)"]
+    assert bar.done == 4
+
+
+def test_estimate_prices_n_workers_longest_document_first(tmp_path: Path) -> None:
+    from lcr.estimate.figures import Range
+    from lcr.estimate.workers import longest_first, spread
+
+    assert longest_first([5, 4, 3, 3, 3], 1) == 18
+    assert longest_first([5, 4, 3, 3, 3], 2) == 10  # 5+3 | 4+3+3, longest first
+    assert longest_first([5, 4, 3, 3, 3], 10) == 5  # the longest bounds it
+    assert longest_first([], 3) == 0
+    run = spread([Range(5, 8), Range(4, 4), Range(3, 6)], 2)
+    assert (run.seconds, run.serial, run.longest) == (Range(7, 10), Range(12, 18), Range(5, 8))
+
+    docs = write_documents(tmp_path, 3)
+    for extra in ([], ["--ray", "nohost.invalid:1"]):  # priced with --ray too, none joined
+        done = lcr("index", *map(str, docs), "--estimate", "--workers", "2", "-m", "bm25",
+                   *extra)  # fmt: skip
+        assert done.exit_code == 0, done.output
+        last = " ".join(done.output.split("estimate for")[-1].split())
+        assert "on 2 workers: " in last and "3 indexes, the longest" in last, done.output
+    done = lcr("index", *map(str, docs), "--estimate", "--json", "--workers", "3", "-m", "bm25")
+    assert done.exit_code == 0, done.output
+    priced = json.loads(done.output.splitlines()[-1])
+    assert priced["workers"] == 3 and priced["seconds"] == priced["longest_seconds"]
+    assert not list(tmp_path.glob("*.idx"))

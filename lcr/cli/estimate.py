@@ -74,8 +74,10 @@ def run_estimate(
     password: str | None,
     force: bool = False,
     quiet: bool = False,
+    workers: int | None = None,
 ) -> None:
-    """Estimate each index ``lcr index`` would build (``jobs``) and print the bills."""
+    """Estimate each index ``lcr index`` would build (``jobs``) and print the bills;
+    ``workers``: then the run's time on that many workers (:mod:`lcr.estimate.workers`)."""
     from lcr.cli.output import err
     from lcr.models.container import Models
     from lcr.pipeline.estimate import estimate_index
@@ -85,6 +87,7 @@ def run_estimate(
     extract = ExtractOptions(
         format=None if doc_format == "auto" else doc_format, password=password, warn=warn
     )
+    times: list[Range | None] = []
     for files, target, _walked in jobs:
         summary, bills = estimate_index(
             files,
@@ -103,6 +106,49 @@ def run_estimate(
                 _echo(json.dumps({**summary, **bill.to_json()}, ensure_ascii=False))
         else:
             print_bills(summary, bills)
+        times.append(_index_time(bills))
+    if workers is not None:
+        print_workers(times, workers, as_json)
+
+
+def _index_time(bills: Sequence[MethodBill]) -> Range | None:
+    """One index's build time, every method it builds (None: a method's time unknown)."""
+    from lcr.estimate.figures import ZERO
+
+    total = ZERO
+    for bill in bills:
+        if bill.up_to_date:
+            continue
+        if bill.seconds is None:
+            return None
+        total = total + bill.seconds
+    return total
+
+
+def print_workers(times: Sequence[Range | None], workers: int, as_json: bool) -> None:
+    """The run's time on ``workers`` workers, each index one worker's task, longest first."""
+    from lcr.estimate.workers import spread
+
+    known = [t for t in times if t is not None]
+    if len(known) < len(times):
+        _say(f"on {workers} workers: time unknown (a method's time is not known, above)")
+        return
+    run = spread(known, workers)
+    if as_json:
+        _echo(json.dumps(run.to_json()))
+        return
+    one = "index" if len(known) == 1 else "indexes"
+    _say(
+        textwrap.fill(
+            f"on {workers} worker{'s' * (workers != 1)}: {_duration(run.seconds.expected)} "
+            f"expected, at most {_duration(run.seconds.high)}; "
+            f"one worker: {_duration(run.serial.expected)} expected; {len(known)} {one}, the "
+            f"longest {_duration(run.longest.expected)} expected (no number of workers "
+            "makes the run shorter)",
+            WIDTH,
+            subsequent_indent="  ",
+        )
+    )
 
 
 def _n(value: float) -> str:

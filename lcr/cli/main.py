@@ -227,15 +227,17 @@ def cli() -> None:
     envvar="LCR_RAY_ADDRESS",
     default=None,
     metavar="ADDRESS",
-    help="Build the files' indexes (one beside each) on a Ray cluster: auto (the running "
-    "one), local (one started here) or HOST:PORT of its head; needs the ray extra "
-    "(docs/cluster.md). [env: LCR_RAY_ADDRESS]",
+    help="Build the files' indexes (one beside each) on a Ray cluster, or with -o read the "
+    "files there for one index built here: auto (the running one), local (one started "
+    "here) or HOST:PORT of its head; needs the ray extra (docs/cluster.md). "
+    "[env: LCR_RAY_ADDRESS]",
 )
 @click.option(
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="With --ray: this many workers (default: one per CPU the cluster offers).",
+    help="With --ray: this many workers (default: one per CPU the cluster offers, one per "
+    "GPU for LLM methods where it has GPUs). With --estimate: the time on N workers.",
 )
 @set_option
 @model_options
@@ -288,27 +290,27 @@ def index_cmd(
         jobs = [([alone(f)], default_index_path(f.path), f.found) for f in found]
         _refuse_shared_targets(jobs)
     estimate, as_json, price = est.pop_estimate(model)
-    if estimate and workers is not None:
-        raise UsageError("--estimate prices a run on this machine; --workers is not priced yet")
-    if estimate:  # the bill before paying: nothing built, written or called
+    if estimate:  # the bill before paying: nothing built, written or called, no cluster
         est.run_estimate(jobs, methods, pop_model_spec(model), parsed, as_json=as_json,
                          price=price, warn=warn, doc_format=doc_format, password=password,
-                         force=force, quiet=quiet)  # fmt: skip
+                         force=force, quiet=quiet, workers=workers)  # fmt: skip
         return
+    if add and (out is None or force):
+        raise UsageError("--add adds to the index given by -o (and takes no --force)")
     unprinted = UnprintedReports()
-    if _index_on_cluster(ray_address, workers, jobs, methods, parsed, model, unprinted,
-                         warn=warn, quiet=quiet, force=force, add=add, out=out,
-                         stdin="-" in files, doc_format=doc_format, password=password):  # fmt: skip
+    done, loaded = _index_on_cluster(ray_address, workers, jobs, methods, parsed, model,
+                                     unprinted, warn=warn, quiet=quiet, force=force, out=out,
+                                     stdin="-" in files, doc_format=doc_format,
+                                     password=password)  # fmt: skip
+    if done:
         return
     if "-" in files and out is None and not quiet:  # no file beside: say where it goes
         _err(f"indexing stdin into {default_index_path('-')} (-o OUT names another)")
-    build: Callable[..., object] = functools.partial(index_files, force=force)
+    build: Callable[..., object] = functools.partial(index_files, force=force, loaded=loaded)
     if add:  # a collection that grows: lcr.pipeline.collection
         from lcr.pipeline.collection import add_files
 
-        if out is None or force:
-            raise UsageError("--add adds to the index given by -o (and takes no --force)")
-        build = functools.partial(add_files, tell=_say)
+        build = functools.partial(add_files, tell=_say, loaded=loaded)
     with progress_for(progress_mode(quiet)) as progress:
         extract = ExtractOptions(
             format=None if doc_format == "auto" else doc_format,
@@ -352,28 +354,37 @@ def _index_on_cluster(
     model: dict[str, Any],
     unprinted: UnprintedReports,
     **options: Any,
-) -> bool:
-    """``lcr index --ray``: every job built on a Ray cluster (:mod:`lcr.cluster`, the
-    one place Ray is imported), its reports printed as a local build's are; False
-    when the run is this machine's (no ``--ray``, or ``LCR_RAY_ADDRESS`` set for a run
-    a cluster does not build: ``-o``, ``--add``, stdin)."""
+) -> tuple[bool, list[Any] | None]:
+    """``lcr index --ray`` (:mod:`lcr.cluster`, the one place Ray is imported): each
+    index beside its file built on the cluster, its reports printed as a local build's
+    are (True); or, for one index over many (``-o``, ``--add``), the documents read on
+    the cluster, for this process to build as the index's one writer (False, them).
+    (False, None): the run is this machine's (no ``--ray``, or ``LCR_RAY_ADDRESS`` set
+    for stdin, which a cluster does not read)."""
     from lcr.cli.collection import report_build
 
-    local = options["out"] is not None or options["add"] or options["stdin"]
-    if ray_address is not None and local:
+    if ray_address is not None and options["stdin"]:
         source = click.get_current_context().get_parameter_source("ray_address")
         if source is click.core.ParameterSource.ENVIRONMENT:
-            ray_address = None  # LCR_RAY_ADDRESS: what a cluster builds; -o is built here
+            ray_address = None  # LCR_RAY_ADDRESS: what a cluster builds; stdin is read here
     if ray_address is None and workers is None:
-        return False
-    from lcr.cluster.command import index_with_ray
+        return False, None
+    from lcr.cluster import command
 
-    index_with_ray(
+    out = options.pop("out")
+    if out is not None:
+        ((files, _target, _walked),) = jobs
+        keep = ("quiet", "stdin", "doc_format", "password")
+        return False, command.read_with_ray(
+            ray_address, workers, files, pop_model_spec(dict(model)), warn=options["warn"],
+            **{k: options[k] for k in keep},
+        )  # fmt: skip
+    command.index_with_ray(
         ray_address, workers, jobs, methods, parsed, pop_model_spec(model),
         on_report=lambda target, r: report_build(unprinted, target, r), note=_err, **options,
     )  # fmt: skip
     unprinted.warn()
-    return True
+    return True, None
 
 
 def _refuse_shared_targets(jobs: list[tuple[list[InputFile], Path, bool]]) -> None:

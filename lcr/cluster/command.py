@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lcr.cluster.build import cluster_jobs, index_on_cluster
-from lcr.cluster.worker import BuildRecipe, JobResult
+from lcr.cluster.worker import BuildJob, BuildRecipe, JobResult
 from lcr.errors import UsageError
 from lcr.models.spec import ModelSpec
 from lcr.pipeline.plans import ParsedSets
 
 if TYPE_CHECKING:
     from lcr.pipeline import BuildReport
+    from lcr.text.document import Document
     from lcr.text.inputs import InputFile
 
 
@@ -32,8 +33,6 @@ def index_with_ray(
     note: Callable[[str], None],
     quiet: bool,
     force: bool,
-    add: bool,
-    out: str | None,
     stdin: bool,
     doc_format: str,
     password: str | None,
@@ -45,16 +44,10 @@ def index_with_ray(
     from lcr.pipeline.plans import expand_methods, plan_builds
     from lcr.progress import progress_for, progress_mode
 
-    if address is None:
-        raise UsageError("--workers says how many Ray workers: give --ray ADDRESS too")
-    if out is not None or add:
-        raise UsageError(
-            "--ray builds one index beside each file; one index over many (-o, --add) "
-            "is not built on a cluster yet"
-        )
-    if stdin:
-        raise UsageError("--ray reads files the workers can reach, not stdin ('-')")
-    plan_builds(expand_methods(methods), Models(spec=spec), sets)  # refused here, not on a worker
+    where = refuse(address, stdin)
+    # refused here, not on a worker
+    plans = plan_builds(expand_methods(methods), Models(spec=spec), sets)
+    llm = any(p.needs.uses_llm for p in plans) and not spec.base_url  # a GPU each, if any
     recipe = BuildRecipe(
         spec,
         tuple(methods),
@@ -70,6 +63,7 @@ def index_with_ray(
     }
 
     def show(result: JobResult) -> None:
+        assert isinstance(result.job, BuildJob)
         for message in result.warnings:
             warn(message)
         for message in result.notes:
@@ -81,5 +75,47 @@ def index_with_ray(
 
     with progress_for(progress_mode(quiet)) as progress:
         index_on_cluster(
-            listed, recipe, address=address, workers=workers, progress=progress, on_result=show
+            listed, recipe, address=where, workers=workers, llm=llm, progress=progress,
+            on_result=show,
+        )  # fmt: skip
+
+
+def refuse(address: str | None, stdin: bool) -> str:
+    """The address, or one line: ``--workers`` without ``--ray``, or stdin."""
+    if address is None:
+        raise UsageError("--workers says how many Ray workers: give --ray ADDRESS too")
+    if stdin:
+        raise UsageError("--ray reads files the workers can reach, not stdin ('-')")
+    return address
+
+
+def read_with_ray(
+    address: str | None,
+    workers: int | None,
+    files: Sequence[InputFile],
+    spec: ModelSpec,
+    *,
+    warn: Callable[[str], None],
+    quiet: bool,
+    stdin: bool,
+    doc_format: str,
+    password: str | None,
+) -> list[Document]:
+    """One index over many files (``-o``, ``--add``): every file read and extracted on the
+    cluster, in the order and with the names of a serial run, for this process to build
+    and commit as the index's one writer."""
+    from lcr.cluster.build import read_on_cluster
+    from lcr.progress import progress_for, progress_mode
+
+    where = refuse(address, stdin)
+    recipe = BuildRecipe(
+        spec,
+        (),
+        ParsedSets(),
+        doc_format=None if doc_format == "auto" else doc_format,
+        password=password,
+    )
+    with progress_for(progress_mode(quiet)) as progress:
+        return read_on_cluster(
+            files, recipe, address=where, workers=workers, progress=progress, warn=warn
         )

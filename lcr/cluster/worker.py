@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from lcr.models.container import Models
     from lcr.pipeline import BuildReport
     from lcr.pipeline.plans import BuildPlan
+    from lcr.text.document import Document
 
 
 @dataclass(frozen=True)
@@ -46,14 +47,29 @@ class BuildJob:
     walked: bool = False
 
 
+@dataclass(frozen=True)
+class ReadJob:
+    """One document of a collection (``-o``, ``--add``) read and extracted on a worker:
+    ``source`` (absolute), named ``name`` as a serial run names it; ``walked``: a folder
+    walk found it (unreadable, it is skipped, as serially)."""
+
+    source: str
+    name: str
+    walked: bool = False
+
+
+Job = BuildJob | ReadJob
+
+
 @dataclass
 class JobResult:
-    job: BuildJob
+    job: Job
     worker_pid: int
     reports: list[BuildReport] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     error: str = ""  # one line: the build failed for good
+    document: Document | None = None  # a ReadJob's document (None: skipped or failed)
 
 
 def one_line(text: str) -> str:
@@ -81,6 +97,38 @@ class BuildWorker:
         except Exception:  # outside Ray (a test calling the class itself)
             node = ""
         return probe_here(request, node)
+
+    def resources(self, _job: object = None) -> dict[str, float]:
+        """What Ray gave this worker (``CPU``, ``GPU``), for the tests and the docs."""
+        import ray
+
+        return dict(ray.get_runtime_context().get_assigned_resources())
+
+    def read(self, job: ReadJob) -> JobResult:
+        """One document of a collection read and extracted here, as a serial run reads it."""
+        from lcr.pipeline import read_document
+        from lcr.text.formats import ExtractOptions
+        from lcr.text.inputs import InputFile
+
+        result = JobResult(job, os.getpid())
+        options = ExtractOptions(
+            format=self.recipe.doc_format,
+            password=self.recipe.password,
+            warn=result.warnings.append,
+        )
+        try:
+            given = InputFile(job.source, os.path.dirname(job.source), job.walked)
+            result.document = read_document(given, job.name, options)
+        except InputError as exc:
+            if not job.walked:
+                result.error = one_line(str(exc))
+            else:
+                result.warnings.append(f"skipped: {one_line(str(exc))}")
+        except LcrError as exc:
+            result.error = one_line(str(exc))
+        except Exception as exc:  # a bug: still one line, with the document
+            result.error = one_line(f"{type(exc).__name__}: {exc}")
+        return result
 
     def _ready(self) -> tuple[Models, list[BuildPlan]]:
         if self._models is None:

@@ -61,7 +61,6 @@ def load_documents(
     stops the run with its one-line reason."""
     from lcr.text.formats import ExtractOptions
     from lcr.text.inputs import document_names
-    from lcr.text.loading import load_document
 
     opts = options if options is not None else ExtractOptions()
     if opts.warn is None:
@@ -69,15 +68,27 @@ def load_documents(
     docs = []
     for f, name in zip(files, document_names(files), strict=True):
         try:
-            d = load_document(f.path, options=opts, name=name)
+            docs.append(read_document(f, name, opts))
         except InputError as exc:
             if not f.found:
                 raise
             if warn is not None:
                 warn(f"skipped: {exc}")
-            continue
-        where = "-" if str(f.path) == "-" else os.path.abspath(f.path)
-        docs.append(dataclasses.replace(d, path=where))
+    return some_documents(docs)
+
+
+def read_document(f: InputFile, name: str, options: ExtractOptions) -> DocumentInput:
+    """One file read as :func:`load_documents` reads it (a cluster's worker calls this):
+    named ``name``, its absolute path recorded."""
+    from lcr.text.loading import load_document
+
+    d = load_document(f.path, options=options, name=name)
+    where = "-" if str(f.path) == "-" else os.path.abspath(f.path)
+    return dataclasses.replace(d, path=where)
+
+
+def some_documents(docs: list[DocumentInput]) -> list[DocumentInput]:
+    """``docs``, or one line when a folder walk found nothing lcr could read."""
     if not docs:
         raise InputError("none of the files found could be read (see the warnings above)")
     return docs
@@ -253,14 +264,16 @@ def index_files(
     on_report: Callable[[BuildReport], None] | None = None,
     note: Callable[[str], None] | None = None,
     extract: ExtractOptions | None = None,
+    loaded: Sequence[DocumentInput] | None = None,
 ) -> tuple[Index, list[BuildReport]]:
     """Create (or reuse) the index of ``files`` (``lcr.text.inputs.expand_inputs``, once,
     where the paths were given) at ``out`` and build each of ``plans`` into it.
 
     A file named twice is indexed once, with a warning. An index this call created
     is removed again if its first build fails before anything was committed or paid.
+    ``loaded``: ``files`` already read (by a cluster's workers), in their order.
     """
-    docs = load_documents(files, warn=warn, options=extract)
+    docs = list(loaded) if loaded is not None else load_documents(files, warn, extract)
     # one writer from the first look at ``out`` to the commit: a concurrent run waits,
     # then builds on what this one committed (or refuses other documents, saying why)
     with writer_lock(Path(out), note):

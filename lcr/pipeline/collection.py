@@ -25,7 +25,7 @@ from lcr.models.base import Role
 from lcr.pipeline import BuildReport, build, expand_methods, load_documents
 from lcr.pipeline.plans import BUILD, NO_SETS, AnyMethod, ParsedSets, plan_build
 from lcr.progress import NULL_PROGRESS, Progress
-from lcr.store import Index
+from lcr.store import DocumentInput, Index
 from lcr.store.collection import Plan, plan_add, plan_remove, record_change
 from lcr.store.manifest import MethodEntry
 from lcr.store.writing import index_home, recover_swap, writer_lock
@@ -51,12 +51,14 @@ def add_files(
     note: Tell | None = None,
     tell: Tell | None = None,
     extract: ExtractOptions | None = None,
+    loaded: Sequence[DocumentInput] | None = None,
 ) -> Index:
     """Add the documents of ``files`` (expanded where the paths were given) to the index
     at ``out`` and rebuild its methods (and ``methods``, if not built yet) paying only
-    for what changed; ``tell`` hears one line per method of what it paid."""
+    for what changed; ``tell`` hears one line per method of what it paid. ``loaded``:
+    ``files`` already read (by a cluster's workers), in their order."""
     extra = expand_methods(methods) if methods else []
-    docs = load_documents(files, warn=warn, options=extract)
+    docs = list(loaded) if loaded is not None else load_documents(files, warn, extract)
     with writer_lock(Path(out), note):
         index = _open_for_change(out)
         plan = plan_add(index, docs)
