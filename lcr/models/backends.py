@@ -92,8 +92,6 @@ def llm_class_capabilities(name: str) -> frozenset[Capability]:
     raise CapabilityError(f"unknown backend {name!r}; choose one of {', '.join(BACKEND_CHOICES)}")
 
 
-
-
 def get_backend(name: str) -> Backend:
     backend = BACKENDS.get(name)
     if backend is None:
