@@ -264,7 +264,8 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
             extractor = ctx.generations(
                 prompt_version=prompts.PROMPT_VERSION,
                 max_new_tokens=s.extraction_max_new_tokens,
-                batch_size=0,  # every pending chunk: the backend batches what it can
+                # every pending chunk at once, as RAPTOR's summaries (docs/speed.md, issue 56)
+                batch_size=0,
                 what="extracting GraphReader facts",
             )
             task = ctx.progress.task("graphreader: extracting atomic facts", total=len(chunks))

@@ -228,7 +228,9 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
         summariser = ctx.generations(
             prompt_version=PROMPT_VERSION,
             max_new_tokens=s.summary_max_new_tokens,
-            batch_size=0,  # a whole layer: the backend batches what it can (docs/speed.md)
+            # a whole layer at once, the backend batching what it can: 5-7x on a GPU, no cost
+            # on a CPU (docs/speed.md#batched-generation-against-one-call-at-a-time-issue-56)
+            batch_size=0,
             what="summarising RAPTOR",
             require_text=True,
         )
