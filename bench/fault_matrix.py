@@ -2596,8 +2596,6 @@ def _max_iter(lab: Lab) -> None:
         "-q",
         "--set",
         "mixpr.max_iter=1000000000",
-        "--set",
-        "mixpr.tol=0",
         expect=(0, 2),
         timeout=30,
     )

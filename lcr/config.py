@@ -21,7 +21,7 @@ import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from lcr.errors import SettingError
 
@@ -313,12 +313,39 @@ def setting(
 
 
 @dataclass(frozen=True)
+class Fixed:
+    """A setting lcr 0.2.0 retired into a constant: the value it is fixed at (a build an
+    older lcr recorded at it still opens) and why, in a few words, for ``--set``'s refusal."""
+
+    value: SettingValue
+    why: str
+
+
+def retired(**settings: Fixed) -> Mapping[str, Fixed]:
+    """A settings class's ``fixed``: each retired setting's name and its :class:`Fixed`."""
+    return types.MappingProxyType(settings)
+
+
+@dataclass(frozen=True)
 class Settings:
     """Base of a method's settings for one phase (build or query): a frozen dataclass.
 
     Subclasses declare fields with :func:`setting`; fields declared without it are
-    not settings (``--set`` cannot reach them).
+    not settings (``--set`` cannot reach them). ``fixed`` names the settings retired
+    into constants, each with its :class:`Fixed` value.
     """
+
+    fixed: ClassVar[Mapping[str, Fixed]] = {}
+
+    @classmethod
+    def refuse_fixed(cls, name: str, label: str) -> None:
+        """A one-line :class:`SettingError` when ``name`` is a setting retired into a constant."""
+        found = cls.fixed.get(name)
+        if found is not None:
+            raise SettingError(
+                f"{label}.{name} is no longer a setting: lcr 0.2.0 fixed it at "
+                f"{value_text(found.value)} ({found.why})"
+            )
 
     @classmethod
     def declared(cls) -> tuple[Setting, ...]:
@@ -336,6 +363,7 @@ class Settings:
         checked: dict[str, Any] = {}
         for name, value in (values or {}).items():
             if name not in by_name:
+                cls.refuse_fixed(name, label)
                 valid = ", ".join(sorted(by_name)) or "none"
                 raise SettingError(f"unknown setting {label}.{name}; valid: {valid}")
             checked[name] = by_name[name].check(value, f"{label}.{name}")
@@ -356,7 +384,10 @@ class Settings:
         return cls(**values)
 
     def to_json(self) -> dict[str, SettingValue]:
-        return {s.name: getattr(self, s.name) for s in self.declared()}
+        """Every setting, and every one retired into a constant at its value: what an
+        index records and a run key reads, so a build tells what it was made with."""
+        values = {s.name: getattr(self, s.name) for s in self.declared()}
+        return {**values, **{name: f.value for name, f in self.fixed.items()}}
 
     def replace(self, **changes: Any) -> Self:
         return dataclasses.replace(self, **changes)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lcr.errors import LcrError
+from lcr.errors import LcrError, SettingError
 from lcr.text.chunking import (
     Chunk,
     paragraph_windows,
@@ -426,7 +426,7 @@ def test_bm25_chunks_follow_markdown_sections_and_old_indexes_stay_windows(
     tmp_path: Path,
 ) -> None:
     """A real build: each chunk within one section of layout.json, its heading with it;
-    an index recorded before the setting existed reads as the old windows."""
+    an index recorded before the setting existed, or with windows, is refused."""
     import lcr
     from lcr.methods import get_method
     from lcr.pipeline.integrity import retired_reading
@@ -442,11 +442,14 @@ def test_bm25_chunks_follow_markdown_sections_and_old_indexes_stay_windows(
     best = hits.evidence.items[0]
     assert best.text == "# Remove\n\nDelete the folder. Nothing else is left behind."
     assert best.citations[0].section == ("Remove",)
-    windows = lcr.index(
-        doc, tmp_path / "w.idx", methods=["bm25"], settings={"bm25.chunking": "windows"}
-    )
-    assert len(lcr.retrieve(windows, "How is it removed?", k=5).evidence.items) == 1  # one window
+    with pytest.raises(SettingError, match=r"bm25\.chunking is no longer a setting"):
+        lcr.index(doc, tmp_path / "w.idx", methods=["bm25"], settings={"bm25.chunking": "windows"})
     recorded = idx.methods["bm25"].settings
-    old = {key: value for key, value in recorded.items() if key != "chunking"}
+    assert recorded["chunking"] == "paragraphs"  # fixed in 0.2.0, and recorded
+    bm25 = get_method("bm25")
+    assert retired_reading(bm25, recorded) is None
     # an index from before the setting was cut into windows: not read as paragraphs
-    assert retired_reading(get_method("bm25"), old) == ("bm25.chunking=windows", "")
+    old = {key: value for key, value in recorded.items() if key != "chunking"}
+    assert retired_reading(bm25, old) == ("bm25.chunking=windows", "")
+    windows = {**recorded, "chunking": "windows"}
+    assert retired_reading(bm25, windows) == ("bm25.chunking=windows", "")

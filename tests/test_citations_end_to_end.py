@@ -174,21 +174,18 @@ def _expected_path(page: int) -> list[str]:
     return [title for _, title in path]
 
 
-@pytest.fixture(scope="module")
-def book(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
-    """A plain file then a 12-page book (pages i, ii, 1-10; headings by page), indexed
-    with small chunks; the book's layout is written into the index as extraction would.
-    Returns the index and each page's start within the book."""
-    root = tmp_path_factory.mktemp("book")
+def _book(root: Path, joined: str, methods: list[str]) -> tuple[Path, list[int]]:
+    """A plain file then a 12-page book (pages i, ii, 1-10; headings by page), its pages
+    ``joined`` by the given text, indexed with ``methods``; the book's layout is written
+    into the index as extraction would. Returns the index and each page's start."""
     shutil.copy(FIXTURES / "babi-qa2.txt", root / "first.txt")
     texts = [_page_text(n) for n in range(PAGES)]
-    starts = [sum(len(t) + 2 for t in texts[:n]) for n in range(PAGES)]
-    (root / "book.txt").write_text("\n\n".join(texts), encoding="utf-8")
+    starts = [sum(len(t) + len(joined) for t in texts[:n]) for n in range(PAGES)]
+    (root / "book.txt").write_text(joined.join(texts), encoding="utf-8")
     idx = root / "both.idx"
     args = ["index", str(root / "first.txt"), str(root / "book.txt"), "-o", str(idx), "-q"]
     with pytest.raises(SystemExit) as exc:
-        windows = ["--set", "tfidf.chunking=windows"]  # chunks across pages, to cite ranges
-        main([*args, "-m", "bm25", "--set", "bm25.chunk_tokens=12", "-m", "tfidf", *windows])
+        main([*args, *methods])
     assert exc.value.code == 0
     layout = DocumentLayout(
         pages=tuple(Page(s, label) for s, label in zip(starts, LABELS, strict=True)),
@@ -196,6 +193,13 @@ def book(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
     )
     write_layout(idx, [DocumentLayout(), layout])
     return idx, starts
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+    """The book a paragraph a page, indexed with bm25's small chunks."""
+    root = tmp_path_factory.mktemp("book")
+    return _book(root, "\n\n", ["-m", "bm25", "--set", "bm25.chunk_tokens=12"])
 
 
 def _page_of(starts: list[int], offset: int) -> int:
@@ -225,11 +229,12 @@ def test_page_n_text_is_cited_as_page_n(
 
 
 def test_chunks_over_several_pages_cite_the_range(
-    book: tuple[Path, list[int]], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """tfidf's windows (chunking=windows) hold about two pages: each cites exactly the
-    pages its text lies on, counted here from the pages' own offsets."""
-    idx, starts = book
+    """The book as one paragraph (its layout written after the build, as a PDF's pages
+    break inside paragraphs): tfidf's 128-token chunks hold about three pages each, and
+    each cites exactly the pages its text lies on, counted from the pages' own offsets."""
+    idx, starts = _book(tmp_path, " ", ["-m", "tfidf"])
     index = Index.open(idx)
     base = index.documents[1].start
     code, out, _ = run(["retrieve", str(idx), "cedar dune ember fjord", "-m", "tfidf", "--json",

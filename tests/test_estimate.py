@@ -232,12 +232,15 @@ def test_the_probe_at_a_length_splits_prefill_from_decoding(smollm: Any) -> None
 
 
 @needs("smollm2-135m")  # its tokenizer counts the batches
-def test_pecan_prices_its_batches_at_their_length(cinderella: Path, tmp_path: Path) -> None:
+def test_pecan_prices_its_batches_at_their_length(
+    cinderella: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The estimate's batches: the probe at the longest first-level batch, and their
     squares between those of equal batches and of every batch as long as the longest."""
     text = tmp_path / "c.txt"
     text.write_text(cinderella.read_text(encoding="utf-8"), encoding="utf-8")
-    sets = ["pecan.s=1024", "pecan.max_levels=1"]
+    monkeypatch.setattr("lcr.methods.pecan.estimate.MAX_LEVELS", 1)  # the first level alone
+    sets = ["pecan.s=1024"]
     work = _estimated(text, tmp_path / "e.idx", "pecan", sets).llm
     calls, prompt = work.calls.expected, work.prompt_tokens.expected
     assert calls >= 2 and work.calls.is_exact
@@ -287,8 +290,9 @@ def test_pecan_groups_a_levels_batches_and_a_gpu_estimate_prices_them(
     text.write_text(cinderella.read_text(encoding="utf-8"), encoding="utf-8")
     models = Models(spec=ModelSpec(llm="smollm2-135m"))
     bills = {}
+    monkeypatch.setattr("lcr.methods.pecan.estimate.MAX_LEVELS", 1)  # the first level alone
     for value in (0, 2):
-        sets = parse_sets(["pecan.s=512", "pecan.max_levels=1", f"pecan.llm_batch={value}"])
+        sets = parse_sets(["pecan.s=512", f"pecan.llm_batch={value}"])
         files = expand_inputs([text])
         _, (bills[value],) = estimate_index(
             files, tmp_path / "e.idx", ["pecan"], models, sets, timed=False

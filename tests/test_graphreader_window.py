@@ -58,7 +58,11 @@ def _long_graph(chunk_words: int = 3000) -> Graph:
     return build_graph(texts, [0] * 300, facts, table, list(range(len(table.normals))))
 
 
-def _run(llm: WideLLM, chunk_words: int = 3000, **settings: Any) -> Any:
+def _run(llm: WideLLM, chunk_words: int = 3000, shown: int = 50, **settings: Any) -> Any:
+    """The agent over a long graph; ``shown`` candidates and neighbours offered a step
+    (lcr's constants are 50), so a long list meets the window."""
+    from lcr.methods.graphreader import agent as module
+
     graph = _long_graph(chunk_words)
     agent = Agent(
         llm,
@@ -66,7 +70,10 @@ def _run(llm: WideLLM, chunk_words: int = 3000, **settings: Any) -> Any:
         GraphReaderQuery(initial_nodes=1, agent_max_new_tokens=REPLY, **settings),
         lambda text: list(range(graph.n_nodes)),
     )
-    return agent.run("Whom did Ella meet?")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(module, "CANDIDATES", shown)
+        patch.setattr(module, "MAX_NEIGHBORS", shown)
+        return agent.run("Whom did Ella meet?")
 
 
 def _script() -> WideLLM:
@@ -95,8 +102,7 @@ def test_the_papers_window_and_temperature_are_the_marked_defaults() -> None:
         window=query.window,
         temperature=query.temperature,
         seed=query.seed,
-        candidates=300,
-        max_neighbors=300,
+        shown=300,
     )
     budget = 4096 - REPLY - PROMPT_MARGIN_TOKENS
     sizes = [sum(llm.count_tokens(m["content"]) for m in prompt) for prompt in llm.prompts]
@@ -111,7 +117,7 @@ def test_the_papers_window_and_temperature_are_the_marked_defaults() -> None:
 
 def test_every_agent_call_fits_the_window_and_the_chunk_keeps_its_start() -> None:
     llm = _script()
-    result = _run(llm, window=1024, candidates=300, max_neighbors=300)
+    result = _run(llm, window=1024, shown=300)
     budget = 1024 - REPLY - PROMPT_MARGIN_TOKENS
     sizes = {
         stage: sum(llm.count_tokens(m["content"]) for m in prompt)
@@ -137,7 +143,7 @@ def test_every_agent_call_fits_the_window_and_the_chunk_keeps_its_start() -> Non
 
 def test_window_0_is_the_models_whole_window() -> None:
     llm = _script()
-    result = _run(llm, window=0, candidates=300)
+    result = _run(llm, window=0, shown=300)
     chunk_prompt = llm.prompts[llm.stages.index("chunk")][-1]["content"]
     assert "START w0" in chunk_prompt and "w2999 END" in chunk_prompt
     assert result.counters["window_cuts"] == 0

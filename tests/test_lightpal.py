@@ -232,10 +232,10 @@ def test_walk_restarts_only_on_the_initial_passages() -> None:
     assert not set(fill.initial) & set(fill.context)
 
 
-def test_restart_set_d_init_or_the_rankings_top_20_pick_different_context() -> None:
-    """A 20-passage ranking tells the two readings of section 5.1 apart: restarting on
-    D_init, the context is what D_init's passages point to; restarting on the ranking's
-    top 20, it is ranks 4-20 (the restart mass), whatever the graph says."""
+def test_the_walk_restarts_on_d_init_not_the_rankings_top_20() -> None:
+    """Section 5.1's walk restarts on D_init (lcr 0.2.0 fixed the reading): the context
+    is what D_init's passages point to, not the ranking's ranks 4-20, whatever restart
+    mass they would carry."""
     n = 30
     targets = [np.array([25]) for _ in range(3)]  # D_init (ranks 1-3) -> 25
     targets += [np.array([3 + (i - 2) % 17]) for i in range(3, 20)]  # ranks 4-20: a cycle
@@ -243,19 +243,13 @@ def test_restart_set_d_init_or_the_rankings_top_20_pick_different_context() -> N
     walk = Walk.from_edges(edge_matrix(n, targets, [np.ones(1)] * n))
     ranking = list(range(20))
     args = {"initial_share": 0.6, "restart_top": 20, "alpha": 0.2}
-    by_d_init = context_passages(walk, ranking, 5, restart_set="d_init", **args)
-    by_ranking = context_passages(walk, ranking, 5, restart_set="ranking", **args)
-    assert by_d_init.initial == by_ranking.initial == [0, 1, 2]
-    assert by_d_init.restart == [0, 1, 2] and by_ranking.restart == ranking
-    assert by_d_init.context == [25, 26]
-    assert set(by_ranking.context) <= set(range(3, 20))
-    assert by_d_init.from_ranking == by_ranking.from_ranking == 0
+    fill = context_passages(walk, ranking, 5, **args)
+    assert fill.initial == fill.restart == [0, 1, 2]
+    assert fill.context == [25, 26] and fill.from_ranking == 0
     # restart_top caps D_init too (it never exceeds it at the paper's K = 5, 10, 20)
-    capped = context_passages(walk, ranking, 5, restart_set="d_init", **{**args, "restart_top": 2})
+    capped = context_passages(walk, ranking, 5, **{**args, "restart_top": 2})
     assert capped.restart == [0, 1]
-    with pytest.raises(ValueError, match="restart_set"):
-        context_passages(walk, ranking, 5, restart_set="top", **args)  # type: ignore[arg-type]
-    assert LightPALQuery().restart == "d_init"
+    assert LightPALQuery.fixed["restart"].value == "d_init"
 
 
 def test_context_fill_falls_back_to_the_ranking_when_the_walk_runs_dry() -> None:

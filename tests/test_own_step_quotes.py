@@ -372,7 +372,7 @@ def test_graphreader_ask_json_with_both_checks(tmp_path: Path, smollm: Any, embe
     build = ["graphreader.chunk_tokens=120", "graphreader.extraction_max_new_tokens=48"]
     api.plan_and_build(index, ["graphreader"], models, build)
     query = ["graphreader.initial_nodes=1", "graphreader.max_calls=2",
-             "graphreader.agent_max_new_tokens=48", "graphreader.candidates=10"]  # fmt: skip
+             "graphreader.agent_max_new_tokens=48"]  # fmt: skip
     sets = [a for s in query for a in ("--set", s)]
     record = _ask_json(index.path, "graphreader", models, "--max-new-tokens", "64", *sets)
     step = "graphreader" if any(n.strip() for n in record["info"]["notebooks"]) else "shared"

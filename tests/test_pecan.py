@@ -234,10 +234,10 @@ def test_initial_nodes_follow_the_settings_and_k() -> None:
     settings = PecanQuery()
     assert initial_nodes(levels, cos, settings, None) == [3, 4, 5, 6]
     assert initial_nodes(levels, cos, settings, 2) == [4, 6]
-    fixed = settings.replace(progress_control=False, fixed_nodes=4)
-    assert initial_nodes(levels, cos, fixed, None) == [4, 6]  # 4 nodes over 2 levels
+    fixed = settings.replace(progress_control=False)
+    assert initial_nodes(levels, cos, fixed, 4) == [4, 6]  # -k 4: 4 nodes over 2 levels
     assert initial_nodes(levels, cos, fixed, 1) == [4]
-    assert initial_nodes(levels, cos, fixed.replace(fixed_nodes=10), None) == [3, 4, 5, 6]
+    assert initial_nodes(levels, cos, fixed, None) == [3, 4, 5, 6]  # FIXED_NODES, 10
 
 
 # --------------------------------------------------------- attention machinery
@@ -332,27 +332,24 @@ def test_a_node_past_the_embedders_window_is_embedded_whole(
     tmp_path: Path, smollm: Any, embedder: Any
 ) -> None:
     """A 600-token chunk of code-like lines is far over the embedder's 254 word pieces:
-    its row is pooled over pieces (its tail counts), unless pecan.embed_long=truncated
-    (the builds before: the embedder's cut). pecan.top=fit: the chunks alone, no call."""
+    its row is pooled over pieces (its tail counts), not the embedder's cut (the builds
+    before embed_long, fixed at pooled in 0.2.0). pecan.top=fit: the chunks alone, no call."""
     from lcr.methods.toolkit import embed_pooled
 
     lines = [f"key_{i:03d}_{'x' * (i % 7)} = value_{i * 37 % 1000:03d}_{i}" for i in range(90)]
     text = "\n".join(lines) + "\n"
     models = Models.with_objects(llm=smollm, embedder=embedder)
     sets = ["pecan.chunk_tokens=600", "pecan.s=4096", "pecan.top=fit"]
-    rows = {}
-    for how in ("pooled", "truncated"):
-        index = _index(tmp_path / f"{how}.idx", text)
-        api.plan_and_build(index, ["pecan"], models, [*sets, f"pecan.embed_long={how}"])
-        reader = Index.open(index.path).reader("pecan")
-        assert reader.stats["llm_batches"] == 0
-        texts = [n.text for n in reader.nodes()]
-        rows[how] = reader.array("embeddings")
+    index = _index(tmp_path / "pooled.idx", text)
+    api.plan_and_build(index, ["pecan"], models, sets)
+    reader = Index.open(index.path).reader("pecan")
+    assert reader.stats["llm_batches"] == 0
+    texts = [n.text for n in reader.nodes()]
+    rows = reader.array("embeddings")
     assert max(embedder.token_counts(texts)) > embedder.max_tokens  # the case at hand
-    assert np.array_equal(rows["pooled"], embed_pooled(embedder, texts))
-    assert np.array_equal(rows["truncated"], embedder.encode(texts))
+    assert np.array_equal(rows, embed_pooled(embedder, texts))
     long = [i for i, n in enumerate(embedder.token_counts(texts)) if n > embedder.max_tokens]
-    assert not np.allclose(rows["pooled"][long], rows["truncated"][long], atol=1e-3)
+    assert not np.allclose(rows[long], embedder.encode(texts)[long], atol=1e-3)
 
 
 def test_scripted_llm_is_refused_clearly(built: Index, embedder: Any) -> None:
@@ -476,7 +473,7 @@ def test_patience_k_and_ablations(built: Index, smollm: Any, embedder: Any) -> N
     )
     assert len(two.evidence.items) == len(one.evidence.items) + 1
     fixed = api.plan_and_retrieve(
-        built, "pecan", q, models, ["pecan.progress_control=false", "pecan.fixed_nodes=3"]
+        built, "pecan", q, models, ["pecan.progress_control=false", "pecan.max_nodes=3"]
     )
     assert len(fixed.evidence.items) == 3 and fixed.evidence.info["checks"] == []
     assert (
@@ -697,7 +694,7 @@ def test_the_answer_turn_follows_the_models_own_check(
     q = "What did the stepsisters do?"
     # the excerpt never writes "stepsisters" (only "sisters"): the term check would answer
     # "not found" before PECAN's turn, which is what this test reads
-    sets = ["pecan.progress_control=false", "pecan.fixed_nodes=2", "answer.term_zipf=0"]
+    sets = ["pecan.progress_control=false", "pecan.max_nodes=2", "answer.term_zipf=0"]
     for threshold, word in (("0", "Yes"), ("1", "No")):
         r = api.plan_and_ask(
             built,
@@ -819,7 +816,7 @@ def test_tree_ablation_gives_each_node_one_parent(monkeypatch: pytest.MonkeyPatc
 def test_eval_records_keep_the_nodes_each_search_read(
     built: Index, smollm: Any, embedder: Any
 ) -> None:
-    """``fixed_nodes`` stands for the average node count of the progress-controlled
+    """``FIXED_NODES`` stands for the average node count of the progress-controlled
     search, so each eval record keeps its count (``retrieval.nodes_read``): here the
     count -k allows, then the fixed ablation's count, and nothing for a method that
     keeps none."""
@@ -838,7 +835,7 @@ def test_eval_records_keep_the_nodes_each_search_read(
     capped = record("pecan", [*BUILD_SETS, "pecan.yes_threshold=1", unchecked], k=2)
     assert capped["retrieval"] == {"nodes_read": 2, "stop": "2 nodes visited"}
     fixed = record(
-        "pecan", [*BUILD_SETS, "pecan.progress_control=false", "pecan.fixed_nodes=3", unchecked]
+        "pecan", [*BUILD_SETS, "pecan.progress_control=false", "pecan.max_nodes=3", unchecked]
     )
     assert fixed["retrieval"]["nodes_read"] == 3 == len(fixed["evidence"])
     info = {"visited": 3}

@@ -326,7 +326,8 @@ def test_global_neighbours_follow_sqrt_n_minus_1_up_to_the_cap(
     assert report.global_neighbors == 7 == seen[0]  # int(sqrt(49))
     assert all(nn == 10 for nn in seen[1:])  # the local stage's n_neighbors
     seen.clear()
-    _, report = cluster_layer(emb, [10] * 50, RaptorBuild(global_neighbors_cap=4))
+    monkeypatch.setattr(clustering, "GLOBAL_NEIGHBORS_CAP", 4)
+    _, report = cluster_layer(emb, [10] * 50, RaptorBuild())
     assert report.global_neighbors == 4 == seen[0]
 
 
@@ -394,25 +395,23 @@ def test_same_seed_same_tree(tmp_path: Path, built: tuple[Index, ScriptedLLM]) -
 
 
 @pytest.mark.parametrize(
-    ("fail_with", "batch", "fail_after", "kept"),
-    [(KeyboardInterrupt, 1, 3, 3), (RuntimeError, 1, 2, 2), (RuntimeError, 4, 4, 4)],
+    ("fail_with", "fail_after", "kept"),
+    [(KeyboardInterrupt, 3, 3), (RuntimeError, 2, 2), (RuntimeError, 4, 4)],
 )
 def test_resume_pays_nothing_for_finished_summaries(
     tmp_path: Path,
     built: tuple[Index, ScriptedLLM],
     fail_with: type,
-    batch: int,
     fail_after: int,
     kept: int,
 ) -> None:
-    """Killed mid-build, the next build pays only for summaries not yet written.
-
-    A batch is cached as a whole when it completes, so a failure inside the
-    second batch keeps the first one.
+    """Killed mid-build, the next build pays only for summaries not yet written: the
+    whole layer goes to the backend at once, and each summary is cached as the backend
+    reports it, so a failure inside the layer keeps those before it.
     """
     total = built[1].calls
     assert total > kept
-    sets = [f"raptor.batch_size={batch}"]
+    sets: list[str] = []
     first = ScriptedLLM(fail_after=fail_after, fail_with=fail_with)
     expected = KeyboardInterrupt if fail_with is KeyboardInterrupt else LLMCallError
     with pytest.raises(expected):
@@ -443,7 +442,9 @@ def test_empty_summary_is_an_error(tmp_path: Path) -> None:
     assert not (tmp_path / "book.idx").exists()
 
 
-def test_batches_summaries(tmp_path: Path) -> None:
+def test_a_whole_layer_goes_to_the_backend_at_once(tmp_path: Path) -> None:
+    """raptor.batch_size is fixed in 0.2.0 at a whole layer: one batch a layer."""
+
     class Counting(ScriptedLLM):
         batch_sizes: ClassVar[list[int]] = []
 
@@ -452,8 +453,10 @@ def test_batches_summaries(tmp_path: Path) -> None:
             return super().generate_batch(conversations, **kw)
 
     llm = Counting()
-    _build(tmp_path, llm, ["raptor.batch_size=3"])
-    assert llm.batch_sizes and max(llm.batch_sizes) == 3
+    index = _build(tmp_path, llm)
+    stats = index.reader("raptor").stats
+    assert llm.batch_sizes == [n for n in stats["layers"][1:] if n > 1]
+    assert stats["llm_batches"] == len(stats["layers"]) - 1
 
 
 def test_short_text_is_leaves_only(tmp_path: Path) -> None:
@@ -609,7 +612,6 @@ REFERENCE_CODE = (
     "max_clusters",
     "cluster_max_tokens",
     "max_layers",
-    "local_neighbors",
     "seed",
 )
 

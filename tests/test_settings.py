@@ -50,7 +50,7 @@ def index(tmp_path_factory: pytest.TempPathFactory, cinderella: Path) -> Path:
         ("mixpr.top_k=-3", "mixpr.top_k must be at least 1"),
         ("bm25.top_k=0", "bm25.top_k must be at least 1"),
         ("mixpr.sim_share=7", "mixpr.sim_share must be between 0 and 1"),
-        ("mixpr.tol=nan", "mixpr.tol takes a finite number at least 0"),
+        ("mixpr.alpha_global=nan", "mixpr.alpha_global takes a finite number between 0 and 1"),
         ("mixpr.router_threshold=-1", "mixpr.router_threshold must be between 0 and 1"),
         ("raptor.top_k=0", "raptor.top_k must be at least 1"),
         ("hybrid.sparse_weight=1.5", "hybrid.sparse_weight must be between 0 and 1"),
@@ -154,7 +154,7 @@ def test_settings_list_shows_each_range(capsys: pytest.CaptureFixture[str]) -> N
     assert "bm25.chunk_tokens=128" in out and "[at least 1]" in out
     unwrapped = re.sub(r"\|\n\s+", "|", out)  # a long choice list wraps after a '|'
     assert "[one of auto|local|global]" in unwrapped
-    assert "mixpr.mode=local (measured)" in out and "mixpr.tol_rule=per-node (paper)" in out
+    assert "mixpr.mode=local (measured)" in out and "mixpr.question=last-chunks (paper)" in out
 
 
 def test_range_check_is_inclusive() -> None:
@@ -204,6 +204,34 @@ def test_version_0_2_retires_legacy_values_and_old_names() -> None:
         parse_sets(["mixpr.max_words=16"])
 
 
+@pytest.mark.parametrize(
+    ("assignment", "fixed_at"),
+    [
+        ("mixpr.tol_rule=total", "per-node"),
+        ("bm25.chunking=windows", "paragraphs"),
+        ("raptor.batch_size=2", "0"),
+        ("pecan.fixed_nodes=3", "10"),
+        ("lightpal.answer_words=50", "200"),
+    ],
+)
+def test_a_setting_fixed_in_0_2_is_refused_in_one_line_saying_so(
+    assignment: str, fixed_at: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A setting retired into a constant says so, with its value and why (exit 2), in
+    Python as on the command line, and before any work."""
+    from lcr.pipeline.plans import parse_sets, typed_sets
+
+    key = assignment.split("=")[0]
+    said = f"{key} is no longer a setting: lcr 0.2.0 fixed it at {fixed_at} ("  # then why
+    code, out, err = run(["retrieve", str(tmp_path / "none.idx"), "q", "--set", assignment], capsys)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and said in err, err
+    key, value = assignment.split("=")
+    with pytest.raises(SettingError, match="no longer a setting"):
+        parse_sets([assignment])
+    with pytest.raises(SettingError, match="no longer a setting"):
+        typed_sets({key: value})
+
+
 def test_recorded_settings_read_as_written_with_new_keys_at_their_default() -> None:
     old = Example.from_stored({"size": 16, "mode": "global", "words": 8})
     assert old == Example(size=16, mode="global")  # stem added since: its default
@@ -231,17 +259,34 @@ def old_index(tmp_path: Path, cinderella: Path) -> Path:
     return tmp_path / "cinderella.idx"
 
 
+@pytest.mark.parametrize(
+    ("method", "edit", "drop"),
+    [
+        ("mixpr", {"max_words": 32}, "chunk_words"),  # an old name at the new one's default
+        # settings 0.2.0 fixed, recorded at the value they are fixed at
+        ("bm25", {"chunking": "paragraphs"}, ""),
+    ],
+)
 def test_an_old_build_that_reads_truthfully_opens(
-    old_index: Path, capsys: pytest.CaptureFixture[str]
+    old_index: Path,
+    capsys: pytest.CaptureFixture[str],
+    method: str,
+    edit: dict[str, object],
+    drop: str,
 ) -> None:
-    """mixpr built before 0.2.0 recorded ``max_words``; at the default (32) reading it as
-    written (``chunk_words`` at its default) is the truth: it opens, and is up to date."""
-    _old_manifest(old_index, "mixpr", {"max_words": 32}, drop="chunk_words")
-    code, out, err = run(["retrieve", str(old_index), "glass slipper", "-m", "mixpr"], capsys)
-    assert code == 0 and out and not err, err
+    """A build an older lcr recorded that reads as the truth (an old name at the new one's
+    default, a retired setting at its constant) opens, answers as before, and is up to
+    date."""
+    args = ["retrieve", str(old_index), "glass slipper", "-m", method, "--json"]
+    code, before, err = run(args, capsys)
+    assert code == 0, err
+    _old_manifest(old_index, method, edit, drop=drop)
+    code, out, err = run(args, capsys)
+    assert code == 0 and not err, err
+    assert json.loads(out)["evidence"] == json.loads(before)["evidence"]  # ids, spans, scores
     story = str(old_index.with_suffix(".txt"))
-    code, out, err = run(["index", story, "-m", "mixpr"], capsys)
-    assert code == 0 and "mixpr up to date" in out, out + err
+    code, out, err = run(["index", story, "-m", method], capsys)
+    assert code == 0 and f"{method} up to date" in out, out + err
 
 
 @pytest.mark.parametrize(
@@ -257,6 +302,8 @@ def test_an_old_build_that_reads_truthfully_opens(
             "mixpr.max_words=16",
             "--set mixpr.chunk_words=16 --force",
         ),
+        # a setting 0.2.0 fixed, recorded at another value: the hint leaves it out
+        ("bm25", {"chunking": "windows"}, "", "bm25.chunking=windows", "--method bm25 --force"),
     ],
 )
 def test_an_old_build_that_cannot_read_truthfully_is_refused_naming_force(
@@ -269,16 +316,19 @@ def test_an_old_build_that_cannot_read_truthfully_is_refused_naming_force(
     hint: str,
 ) -> None:
     _old_manifest(old_index, method, edit, drop)
-    if method == "mixpr":  # its rebuild options, as that lcr recorded them
-        path = old_index / "manifest.json"
-        manifest = json.loads(path.read_text())
-        manifest["methods"]["mixpr"]["rebuild_args"] = ["--set mixpr.max_words=16"]
-        path.write_text(json.dumps(manifest))
+    # its rebuild options, as that lcr recorded them
+    path = old_index / "manifest.json"
+    manifest = json.loads(path.read_text())
+    unrecorded = drop == "stemmer"  # a setting that did not exist has no option to repeat
+    manifest["methods"][method]["rebuild_args"] = [] if unrecorded else [f"--set {said}"]
+    path.write_text(json.dumps(manifest))
     code, out, err = run(["retrieve", str(old_index), "glass slipper", "-m", method], capsys)
     assert code == 1 and out == ""
     assert len(err.strip().splitlines()) == 1, err
     assert f"its {method} build was made by lcr 0.1.0 with {said}, which lcr" in err, err
     assert "no longer reads since 0.2.0" in err and hint in err, err
+    if not drop:  # a fixed setting's old value is no option of the rebuild it suggests
+        assert f"--set {said}" not in err, err
     # `lcr index` does not count it as up to date: it builds it again, as today's
     story = str(old_index.with_suffix(".txt"))
     code, out, err = run(["index", story, "-m", method], capsys)
@@ -294,9 +344,11 @@ def test_every_retired_reading_names_a_setting_of_its_method() -> None:
     from lcr.pipeline.integrity import BUILT_UNRECORDED_BEFORE_0_2, OLD_NAMES_BEFORE_0_2
 
     for name, keys in BUILT_UNRECORDED_BEFORE_0_2.items():
-        declared = get_method(name).build_settings.by_name()
+        cls = get_method(name).build_settings
+        now = {k: s.default for k, s in cls.by_name().items()}
+        now.update({k: f.value for k, f in cls.fixed.items()})  # a setting fixed in 0.2.0
         for key, was in keys.items():
-            assert key in declared and declared[key].default != was, f"{name}.{key}"
+            assert key in now and now[key] != was, f"{name}.{key}"
     for name, names in OLD_NAMES_BEFORE_0_2.items():
         declared = get_method(name).build_settings.by_name()
         for old, new in names.items():
@@ -340,13 +392,14 @@ def test_a_defaults_origin_is_one_value() -> None:
     from lcr.config import Origin, Source
     from lcr.methods.mixpr import MixPRQuery
 
-    tol = MixPRQuery.by_name()["tol"]
-    assert tol.source == Origin(Source.LIBRARY, "networkx")
-    assert (tol.origin, tol.library, tol.paper, tol.measured_in) == (
-        "library",
-        "networkx",
-        False,
+    sim_share = MixPRQuery.by_name()["sim_share"]
+    measured = "docs/methods/mixpr.md#how-the-question-joins-the-graph"
+    assert sim_share.source == Origin(Source.MEASURED, measured)
+    assert (sim_share.origin, sim_share.library, sim_share.paper, sim_share.measured_in) == (
+        "lcr, measured",
         "",
+        False,
+        measured,
     )
     assert Origin.declared(measured="a.md#b") == Origin(Source.MEASURED, "a.md#b")
     assert Origin.declared() == Origin(Source.LCR)
@@ -360,12 +413,12 @@ def test_the_settings_json_keeps_its_shape(capsys: pytest.CaptureFixture[str]) -
     code, out, _ = run(["methods", "--settings", "--json"], capsys)
     assert code == 0
     rows = {r["name"]: r for r in map(json.loads, out.splitlines())}
-    tol = rows["mixpr"]["query_settings"]["tol"]
-    assert {k: tol[k] for k in ("paper", "reference_code", "origin", "library")} == {
+    k1 = rows["bm25"]["build_settings"]["k1"]
+    assert {k: k1[k] for k in ("paper", "reference_code", "origin", "library")} == {
         "paper": False,
         "reference_code": False,
         "origin": "library",
-        "library": "networkx",
+        "library": "bm25s",
     }
     seed = rows["raptor"]["build_settings"]["seed"]
     assert (seed["paper"], seed["reference_code"], seed["origin"]) == (
@@ -443,18 +496,12 @@ def test_the_defaults_still_plain_lcr_are_the_ones_the_pages_say(
                     plain.add(f"{row['name']}.{key}")
                 elif s["origin"] == "lcr, measured":
                     measured[f"{row['name']}.{key}"] = s["measured_in"]
-    assert plain == {"pecan.top", "pecan.embed_long", "raptor.embed_long"}
+    assert plain == {"pecan.top"}
     pecan = "docs/methods/pecan.md#"
     points = "information-points-replies-against-the-cap"
     assert measured["pecan.points_max_new_tokens"] == pecan + points
-    raptor = "docs/methods/raptor.md#"
-    large = "global_neighbors_cap-on-a-large-layer"
-    assert measured["raptor.global_neighbors_cap"] == raptor + large
-    fixed = "docs/methods/pecan.md#fixed_nodes-against-the-recorded-searches"
-    assert measured["pecan.fixed_nodes"] == fixed  # the held-out searches' nodes_read
     page = "docs/methods/graphreader.md#"
-    assert measured["graphreader.merge_threshold"] == page + "merge_threshold-on-a-graphs-key-forms"
-    for key in ("fallback", "candidates", "max_neighbors", "agent_max_new_tokens"):
+    for key in ("agent_max_new_tokens",):
         assert measured[f"graphreader.{key}"] == page + "caps-and-the-fallback-on-two-real-graphs"
     from lcr.methods.pecan.settings import PecanBuild
 

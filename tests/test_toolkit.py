@@ -52,9 +52,6 @@ def test_a_text_past_the_window_is_pooled_over_pieces_and_its_tail_counts() -> N
     assert np.allclose(np.linalg.norm(pooled, axis=1), 1.0, atol=1e-6)
     # a text read whole keeps the embedder's own row, bit for bit
     assert np.array_equal(pooled[2], embedder.encode(["short text"])[0])
-    # truncate: the builds before pooling, each text as the embedder cuts it
-    cut = embed_pooled(embedder, [one, two], truncate=True)
-    assert np.array_equal(cut[0], cut[1])
     pieces, owner = embedding_pieces(embedder, [one])
     assert len(pieces) > 1 and set(owner.tolist()) == {0}
     assert max(embedder.token_counts(pieces)) <= WINDOW
@@ -71,19 +68,18 @@ def _leaf_row(index: Index) -> np.ndarray:
     return rows[0]
 
 
-@pytest.mark.parametrize("how", ["pooled", "truncated"])
-def test_raptor_embeds_a_long_leaf_by_its_tail_unless_truncated(tmp_path: Path, how: str) -> None:
-    """Two texts that differ only past the embedder's window: pooled (the default)
-    their leaves' rows differ; truncated (the builds before) they are the same."""
+def test_raptor_embeds_a_long_leaf_by_its_tail(tmp_path: Path) -> None:
+    """Two texts that differ only past the embedder's window: pooled (fixed in 0.2.0)
+    their leaves' rows differ."""
     head = _words(WINDOW, "head") + "."
     rows = []
     for i, tail in enumerate(("tail", "other")):
         index = _raptor_index(tmp_path, f"t{i}", f"{head} {_words(30, tail)}.")
         models = Models.with_objects(llm=ScriptedLLM(), embedder=HashingEmbedder(64, WINDOW))
-        api.plan_and_build(index, ["raptor"], models, [f"raptor.embed_long={how}"])
+        api.plan_and_build(index, ["raptor"], models, [])
         assert Index.open(index.path).reader("raptor").nodes()[0].text.endswith("29.")
         rows.append(_leaf_row(index))
-    assert np.array_equal(rows[0], rows[1]) == (how == "truncated")
+    assert not np.array_equal(rows[0], rows[1])
 
 
 def test_an_index_from_before_pooling_is_rebuilt_paying_no_llm_call_twice(
@@ -97,18 +93,22 @@ def test_an_index_from_before_pooling_is_rebuilt_paying_no_llm_call_twice(
     api.plan_and_build(index, ["raptor"], Models.with_objects(llm=first, embedder=embedder), sets)
     assert first.usage.calls > 0
     before = (Index.open(index.path).path / "cache" / "raptor.jsonl").read_bytes()
-    # the manifest as lcr wrote it before embed_long existed: the record reads "truncated"
+    # 0.2.0 fixed embed_long at pooled, and records it so
     manifest = index.path / "manifest.json"
     data = json.loads(manifest.read_text())
-    del data["methods"]["raptor"]["settings"]["embed_long"]
+    settings = data["methods"]["raptor"]["settings"]
+    assert settings["embed_long"] == "pooled"
+    method = get_method("raptor")
+    asked = pipeline.build_settings(method, parse_sets(sets))
+    assert pipeline._same_settings(method, settings, asked)
+    assert not pipeline._same_settings(method, {**settings, "embed_long": "truncated"}, asked)
+    # the manifest as lcr wrote it before embed_long existed: it embedded "truncated"
+    del settings["embed_long"]
     manifest.write_text(json.dumps(data))
     old = Index.open(index.path)
-    # lcr 0.2.0 does not read it as truncated (retired): it is not up to date, whatever asked
+    assert not pipeline._same_settings(method, old.methods["raptor"].settings, asked)
     again = ScriptedLLM()
     models = Models.with_objects(llm=again, embedder=embedder)
-    method = get_method("raptor")
-    asked = pipeline.build_settings(method, parse_sets([*sets, "raptor.embed_long=truncated"]))
-    assert not pipeline._same_settings(method, old.methods["raptor"].settings, asked)
     # with today's default it is stale and rebuilt, every summary read from the cache
     [rebuilt] = api.plan_and_build(Index.open(index.path), ["raptor"], models, sets)
     assert rebuilt.built and again.usage.calls == 0
@@ -116,8 +116,8 @@ def test_an_index_from_before_pooling_is_rebuilt_paying_no_llm_call_twice(
     assert (index.path / "cache" / "raptor.jsonl").read_bytes() == before  # nothing new paid
 
 
-def test_pecan_records_how_it_embeds_and_an_old_record_is_not_up_to_date() -> None:
-    assert PecanBuild().embed_long == "pooled"
+def test_pecan_embeds_pooled_and_an_old_record_is_not_up_to_date() -> None:
+    assert PecanBuild.fixed["embed_long"].value == "pooled"
     method = get_method("pecan")
     fresh = pipeline.build_settings(method, parse_sets([]))
     assert not pipeline._same_settings(method, {"chunk_tokens": 300}, fresh)

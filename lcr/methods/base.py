@@ -129,7 +129,6 @@ class BuildContext(Generic[B]):
         description: str = "embedding",
         *,
         renormalise_whole: bool = False,
-        truncate: bool = False,
     ) -> np.ndarray:
         """One row per text by the embedder, a text longer than its window pooled over
         pieces that fit (never silently cut): :func:`lcr.methods.toolkit.embed_pooled`."""
@@ -139,7 +138,6 @@ class BuildContext(Generic[B]):
             self.progress,
             description,
             renormalise_whole=renormalise_whole,
-            truncate=truncate,
         )
 
     def llm_calls(self, kept: str = "replies") -> LLMCalls:

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import scipy.sparse as sp
 
-from lcr.config import Settings, SettingValue, setting
+from lcr.config import Fixed, Settings, SettingValue, retired, setting
 from lcr.errors import SettingError
 from lcr.evidence import Evidence
 from lcr.graph.pagerank import NETWORKX_TOL, PAPER_MAX_ITER, StoredGraph
@@ -61,23 +61,18 @@ ROUTER_INSTRUCTION = (
 
 # the stored plain PageRank is computed with the default query settings
 BUILD_MAX_ITER = PAPER_MAX_ITER
-BUILD_TOL = NETWORKX_TOL
-BUILD_TOL_RULE = "per-node"
-# what an index built before tol_rule existed stopped its stored PageRank by
+# Every walk stops as networkx's pagerank does, which the paper's PPR follows: once the
+# scores' L1 change is below nodes x 1e-6. lcr's old stop (1e-4 in all) kept one gold
+# sentence more in 150 HotpotQA dev questions at k = 100 (-0.002 [-0.005, 0.000]) for
+# twice the steps: bench/results/mixpr-log.md#when-the-walk-stops-networkxs-rule-and-lcrs-old-one
+WALK_TOL = NETWORKX_TOL
+STOP = f"per-node {WALK_TOL:g}"  # how the build's stats record that stop
+# what an index built before lcr recorded its stop stopped its stored PageRank by
 OLD_BUILD_STOP = "total 0.0001"
-
-
-def node_tolerance(tol: float, rule: str, nodes: int) -> float:
-    """The per-node tolerance the PageRank loop takes (it stops when the scores' L1
-    change falls below ``nodes`` x it): ``per-node`` is networkx's rule, which the paper's
-    walk follows (``tol`` per node, so the total grows with the graph); ``total`` stops
-    when the whole L1 change falls below ``tol``, whatever the graph's size."""
-    return tol if rule == "per-node" else tol / max(nodes, 1)
-
-
-def stop_text(tol: float, rule: str) -> str:
-    """How a walk was stopped, as the build's stats record it (``per-node 1e-06``)."""
-    return f"{rule} {tol:g}"
+# The chunks a question links to besides those over the threshold (link=threshold+topm),
+# chosen with the linking on QMSum meetings 1-8 and held out on 9-35 (0.252 against the
+# paper's linking's 0.158): bench/results/mixpr-log.md#how-the-question-joins-the-graph
+LINK_M = 5
 
 
 def _threads() -> int:
@@ -106,9 +101,7 @@ def router_messages(query: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": content}]
 
 
-def question_links(
-    sims: np.ndarray, how: str, threshold: float, m: int, ratio: float = 0.5
-) -> np.ndarray:
+def question_links(sims: np.ndarray, how: str, threshold: float, m: int = LINK_M) -> np.ndarray:
     """Edge weights from the question to every chunk under the ``link`` setting.
 
     Weights are the question-chunk cosines; only the chosen chunks get an edge.
@@ -123,9 +116,6 @@ def question_links(
         chosen |= sims >= threshold
     if how in ("topm", "threshold+topm") and m > 0:
         chosen[top_indices(sims, m)] = True
-    if how == "relative" and len(sims) and m > 0:
-        top = top_indices(sims, m)
-        chosen[top[sims[top] >= ratio * sims[top[0]]]] = True
     chosen &= positive
     links[chosen] = sims[chosen]
     return links
@@ -299,17 +289,6 @@ class MixPRQuery(Settings):
     # each step multiplies the whole graph: 10,000 steps are minutes at 10M tokens, and
     # more never helps (float rounding stops the scores changing long before)
     max_iter: int = setting(PAPER_MAX_ITER, "power-iteration cap", paper=True, low=1, high=10_000)
-    tol: float = setting(
-        NETWORKX_TOL,
-        "stop when the scores' L1 change is below nodes x this (networkx's, as the paper's PPR)",
-        library="networkx",  # networkx's pagerank default, which the paper's PPR follows
-        low=0,
-    )
-    tol_rule: Literal["per-node", "total"] = setting(
-        "per-node",
-        "per-node: networkx's rule, L1 change < nodes x tol (the paper's); total: < tol",
-        paper=True,
-    )
     top_k: int = setting(
         100, "chunks handed to the answer step (-k overrides; the paper's k)", paper=True, low=1
     )
@@ -319,23 +298,10 @@ class MixPRQuery(Settings):
         "whole: one node",
         paper=True,
     )
-    link: Literal["threshold", "topm", "threshold+topm", "relative", "all"] = setting(
+    link: Literal["threshold", "topm", "threshold+topm", "all"] = setting(
         "threshold+topm",
         "how the question joins the graph; 'threshold' (the paper's) can leave it alone",
         measured=f"{M}#how-the-question-joins-the-graph",
-    )
-    link_m: int = setting(
-        5,
-        "chunks the question links to under 'topm'/'threshold+topm'",
-        measured=f"{M}#how-the-question-joins-the-graph",
-        low=1,
-    )
-    link_ratio: float = setting(
-        0.5,
-        "under 'relative': link to the (at most link_m) chunks within this share of the best",
-        measured=f"{M}#link_ratio-under-relative",
-        low=0,
-        high=1,
     )
     sim_share: float = setting(
         0.5,
@@ -356,6 +322,12 @@ class MixPRQuery(Settings):
         "the router reads the first and last N chunks, then the question; 0 = question alone",
         paper=True,
         low=0,
+    )
+    fixed = retired(
+        tol=Fixed(WALK_TOL, "networkx's stop, as the paper's PPR"),
+        tol_rule=Fixed("per-node", "networkx's stop, as the paper's PPR"),
+        link_m=Fixed(LINK_M, "measured with the linking it belongs to"),
+        link_ratio=Fixed(0.5, "its link=relative is gone: it never beat threshold+topm"),
     )
 
 
@@ -457,7 +429,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
             )
             pr = graph_pagerank(
                 graph, alpha=0.0, max_iter=BUILD_MAX_ITER,
-                tol=node_tolerance(BUILD_TOL, BUILD_TOL_RULE, n_nodes), workers=_threads(),
+                tol=WALK_TOL, workers=_threads(),
             )  # fmt: skip
 
         with ctx.build_stage("write"):
@@ -478,7 +450,7 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
                 "capped_rows": gstats.capped_rows,
                 "graph_blocks": gstats.blocks,
                 "pagerank_iterations": pr.iterations,
-                "pagerank_stop": stop_text(BUILD_TOL, BUILD_TOL_RULE),
+                "pagerank_stop": STOP,
                 **{f"{k}_s": v for k, v in ctx.stages.to_json().items()},
             }
         )
@@ -512,10 +484,10 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
         if len(starts) > 1:
             sims = np.add.reduce([w * x for w, x in starts])
         alpha = s.alpha_local if mode == "local" else s.alpha_global
-        max_iter, stop = s.max_iter, stop_text(s.tol, s.tol_rule)
+        max_iter = s.max_iter
         built_stop = ctx.stored.stats.get("pagerank_stop", OLD_BUILD_STOP)
         info["alpha"] = alpha
-        if alpha == 0.0 and (max_iter, stop) == (BUILD_MAX_ITER, built_stop):
+        if alpha == 0.0 and max_iter == BUILD_MAX_ITER and built_stop == STOP:
             # Plain PageRank ignores the personalisation, and one extra node barely
             # moves it: the build already computed it over the chunk graph.
             walk = _stored_pagerank(ctx.stored, n)
@@ -530,12 +502,9 @@ class MixPR(Method[MixPRBuild, MixPRQuery]):
             # the walk is linear in its restart: two start chunks at 0.5 each are the
             # mean of the walks from each (each with its own question node)
             for weight, chunk_sims in starts:
-                links = question_links(
-                    chunk_sims, s.link, ctx.built.threshold, s.link_m, s.link_ratio
-                )
+                links = question_links(chunk_sims, s.link, ctx.built.threshold)
                 qg = QueryGraph(stored, None, links, self_weight)
-                tol = node_tolerance(s.tol, s.tol_rule, n + 1)  # n chunks and the question
-                result = qg.personalised(alpha, max_iter=max_iter, tol=tol)
+                result = qg.personalised(alpha, max_iter=max_iter, tol=WALK_TOL)
                 walk = result.scores[:n] if len(starts) == 1 else walk + weight * result.scores[:n]
                 steps.append(result.iterations)
                 converged = converged and result.converged

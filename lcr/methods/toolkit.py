@@ -97,7 +97,6 @@ def embed_pooled(
     description: str = "embedding",
     *,
     renormalise_whole: bool = False,
-    truncate: bool = False,
 ) -> np.ndarray:
     """One L2-normalised float32 row per text, whatever its length: a text longer than
     the embedder's window is the normalised mean of its pieces' rows
@@ -105,14 +104,8 @@ def embed_pooled(
 
     A text read whole keeps the embedder's own row; ``renormalise_whole`` normalises
     those rows again in float64 too, as LightPAL's builds always have (its indexes
-    stay byte-identical; the two differ in the last bit of some values).
-    ``truncate`` embeds every text as one piece, which the embedder cuts at its
-    window: how RAPTOR and PECAN embedded before pooling, kept so an index built
-    so (``embed_long=truncated``) is rebuilt as it was."""
-    if truncate:
-        pieces, owner = list(texts), np.arange(len(texts), dtype=np.int64)
-    else:
-        pieces, owner = embedding_pieces(embedder, texts)
+    stay byte-identical; the two differ in the last bit of some values)."""
+    pieces, owner = embedding_pieces(embedder, texts)
     if not pieces:
         return np.zeros((0, int(embedder.dim)), dtype=np.float32)
     task = progress.task(description, total=len(pieces))

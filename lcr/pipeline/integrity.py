@@ -4,6 +4,7 @@ settings typed, evidence served only where its spans are true, and everything
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -43,12 +44,19 @@ OLD_NAMES_BEFORE_0_2: Mapping[str, Mapping[str, str]] = {
 
 def retired_reading(method: AnyMethod, stored: Mapping[str, Any]) -> tuple[str, str] | None:
     """How an older lcr built ``method`` that this one cannot read back truthfully
-    (``("bm25.stemmer=none", "")``, or an old name and its new one's ``--set``
+    (``("bm25.stemmer=none", "")``: a value no setting gives now, unrecorded or of a
+    setting fixed since (``Settings.fixed``); or an old name and its new one's ``--set``
     spelling), or None: the recorded settings read as written."""
-    declared = method.build_settings.by_name()
+    fixed = method.build_settings.fixed
+    now = {k: s.default for k, s in method.build_settings.by_name().items()}
+    now.update({k: f.value for k, f in fixed.items()})
     for key, was in BUILT_UNRECORDED_BEFORE_0_2.get(method.name, {}).items():
-        if key in declared and key not in stored and was != declared[key].default:
+        if key in now and key not in stored and was != now[key]:
             return f"{method.name}.{key}={value_text(was)}", ""
+    for key, f in fixed.items():
+        if key in stored and stored[key] != f.value:
+            return f"{method.name}.{key}={value_text(stored[key])}", ""
+    declared = method.build_settings.by_name()
     for old, new in OLD_NAMES_BEFORE_0_2.get(method.name, {}).items():
         moved = old in stored and new in declared and new not in stored
         if moved and stored[old] != declared[new].default:
@@ -70,6 +78,8 @@ def refuse_retired(index: Index, method: AnyMethod, stored: Mapping[str, Any]) -
     hint = index.rebuild_hint(method.name)
     if renamed:
         hint = hint.replace(what, renamed)
+    else:  # a value no setting gives now: the rebuild leaves it out
+        hint = hint.replace(f" --set {shlex.quote(what)}", "")
     raise SchemaMismatchError(
         f"{index.path}: its {method.name} build was made by {made_by} with {what}, "
         f"which lcr no longer reads since {RETIRED_IN}; {hint}"

@@ -166,6 +166,8 @@ def _method_assignment(
         if name in cls.by_name():
             parsed = _read(cls.by_name()[name], value, is_text, f"{target}.{name}")
             return Assignment(target, name, name, parsed, phase)
+    for cls in (method.build_settings, method.query_settings):
+        cls.refuse_fixed(name, target)
     declared = {n for cls in (method.build_settings, method.query_settings) for n in cls.by_name()}
     raise SettingError(
         f"unknown setting {target}.{name}; valid: {', '.join(sorted(declared)) or 'none'}"

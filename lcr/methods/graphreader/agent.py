@@ -57,6 +57,16 @@ FALLBACK = {
 }
 
 
+# Key elements shown for initial node selection, the nearest by embedding to the question
+# and plan (the paper shows all): the best node a supporting sentence names ranked at most
+# 13th for 50 dev questions: docs/methods/graphreader.md#caps-and-the-fallback-on-two-real-graphs
+CANDIDATES = 50
+# Neighbours listed to the model a step (the paper lists all): 70% of the links between
+# supporting sentences' nodes at 145 key tokens at most a step, against 85% at 262 for
+# 100: docs/methods/graphreader.md#caps-and-the-fallback-on-two-real-graphs
+MAX_NEIGHBORS = 50
+
+
 class AgentSettings(Protocol):
     """The query settings the agent reads, by their names in
     :class:`~lcr.methods.graphreader.method.GraphReaderQuery`, which declares them
@@ -65,8 +75,6 @@ class AgentSettings(Protocol):
     @property
     def initial_nodes(self) -> int: ...
     @property
-    def candidates(self) -> int: ...
-    @property
     def max_calls(self) -> int: ...
     @property
     def rational_plan(self) -> bool: ...
@@ -74,8 +82,6 @@ class AgentSettings(Protocol):
     def node_selection(self) -> Literal["model", "random"]: ...
     @property
     def read_chunks(self) -> bool: ...
-    @property
-    def max_neighbors(self) -> int: ...
     @property
     def agent_max_new_tokens(self) -> int: ...
     @property
@@ -329,7 +335,7 @@ class Agent:
             )
             return chosen
         ranked = list(self.rank_candidates(question + ("\n" + plan if plan else "")))
-        shown = ranked[: self.s.candidates]
+        shown = ranked[:CANDIDATES]
 
         def build(keys: list[str]) -> list[Message]:
             at_least = max(prompts.FIGURE_8_AT_LEAST, n)
@@ -560,7 +566,7 @@ class Agent:
         if not neighbors:
             self._stop(path, st, "no unvisited neighbour")
             return
-        shown = neighbors[: self.s.max_neighbors]
+        shown = neighbors[:MAX_NEIGHBORS]
 
         def build(keys: list[str]) -> list[Message]:
             node = self.graph.keys[st.node]

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcr.answer.shared import AnswerResult
-from lcr.config import MOST_NEW_TOKENS, Settings, setting
+from lcr.config import MOST_NEW_TOKENS, Fixed, Settings, retired, setting
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import AnswerState, Evidence, EvidenceItem
 from lcr.methods.base import (
@@ -43,7 +43,7 @@ from lcr.methods.base import (
     top_indices,
 )
 from lcr.methods.graphreader import prompts
-from lcr.methods.graphreader.agent import Agent
+from lcr.methods.graphreader.agent import CANDIDATES, MAX_NEIGHBORS, Agent
 from lcr.methods.graphreader.extraction import (
     ExtractedFact,
     Extraction,
@@ -63,6 +63,10 @@ _FINAL_ANSWER_AT = re.compile(
 
 
 _DOCS = "docs/methods/graphreader.md"  # where each measured default is written up
+# Key elements at least this similar merge (the paper follows Lu et al. 2023, no number):
+# 0.85 merged mostly different things, 0.95 a quarter of 0.9's merges, neither clearly
+# better: docs/methods/graphreader.md#merge_threshold-on-a-graphs-key-forms
+MERGE_THRESHOLD = 0.9
 
 
 @dataclass(frozen=True)
@@ -77,24 +81,12 @@ class GraphReaderBuild(Settings):
         low=16,
         high=MOST_NEW_TOKENS,
     )
-    merge_threshold: float = setting(
-        0.9,
-        "merge normalised key elements whose embeddings are at least this similar (lcr's choice)",
-        measured=f"{_DOCS}#merge_threshold-on-a-graphs-key-forms",
-        low=0.0,
-        high=1.0,
-    )
-    fallback: Literal["sentences", "none"] = setting(
-        "sentences",
-        "a chunk with no parsed fact: its sentences become facts, "
-        "or it is left out (none: the paper)",
-        measured=f"{_DOCS}#caps-and-the-fallback-on-two-real-graphs",
-    )
-    batch_size: int = setting(
-        0,
-        "chunks per LLM batch; 0 = auto: every pending chunk, batched by the backend",
-        measured="docs/speed.md#batched-generation-against-one-call-at-a-time-issue-56",
-        low=0,
+    fixed = retired(
+        merge_threshold=Fixed(MERGE_THRESHOLD, "measured on a graph's key forms"),
+        # the paper's none changed no chunk with the default model and left smollm2's
+        # graph empty: docs/methods/graphreader.md#caps-and-the-fallback-on-two-real-graphs
+        fallback=Fixed("sentences", "the paper's none built the same graph or none at all"),
+        batch_size=Fixed(0, "every pending chunk goes to the backend, which batches"),
     )
 
 
@@ -104,12 +96,6 @@ class GraphReaderQuery(Settings):
         5,
         "initial nodes, one exploration path each (the paper's N; -k overrides)",
         paper=True,
-        low=1,
-    )
-    candidates: int = setting(
-        50,
-        "key elements shown for initial node selection (nearest by embedding to question and plan)",
-        measured=f"{_DOCS}#caps-and-the-fallback-on-two-real-graphs",
         low=1,
     )
     # each call is an LLM reply; a path ends when the model says so or at this cap
@@ -126,12 +112,6 @@ class GraphReaderQuery(Settings):
     )
     read_chunks: bool = setting(
         True, "read text chunks (false: only atomic facts, the coarse level alone)", paper=True
-    )
-    max_neighbors: int = setting(
-        50,
-        "neighbour nodes listed to the model per step",
-        measured=f"{_DOCS}#caps-and-the-fallback-on-two-real-graphs",
-        low=1,
     )
     agent_max_new_tokens: int = setting(
         384,
@@ -160,6 +140,10 @@ class GraphReaderQuery(Settings):
         paper=True,
         low=0,
         high=1_048_576,
+    )
+    fixed = retired(
+        candidates=Fixed(CANDIDATES, "measured on two real graphs"),
+        max_neighbors=Fixed(MAX_NEIGHBORS, "measured on two real graphs"),
     )
 
 
@@ -193,9 +177,9 @@ class ChunkFacts:
     fallback_chunks: int  # chunks whose sentences stand in for facts
 
 
-def chunk_facts(chunks: list[Node], replies: list[str], fallback: str) -> ChunkFacts:
+def chunk_facts(chunks: list[Node], replies: list[str]) -> ChunkFacts:
     """The facts of each chunk's extraction reply, kept only where grounded in the chunk;
-    a chunk left with none takes its sentences as facts under ``fallback=sentences``."""
+    a chunk left with none takes its sentences as facts."""
     out = ChunkFacts([], Extraction(), 0, 0)
     for chunk, reply in zip(chunks, replies, strict=True):
         ex = parse_extraction(reply)
@@ -203,7 +187,7 @@ def chunk_facts(chunks: list[Node], replies: list[str], fallback: str) -> ChunkF
         out.parsed.echoed += ex.echoed
         facts, dropped = grounded(ex.facts, chunk.text)
         out.ungrounded += dropped
-        if not facts and fallback == "sentences":
+        if not facts:
             facts = sentence_facts(chunk.text)
             out.fallback_chunks += 1
         out.facts.append(facts)
@@ -280,7 +264,8 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
             extractor = ctx.generations(
                 prompt_version=prompts.PROMPT_VERSION,
                 max_new_tokens=s.extraction_max_new_tokens,
-                batch_size=s.batch_size,
+                # every pending chunk at once, as RAPTOR's summaries (docs/speed.md, issue 56)
+                batch_size=0,
                 what="extracting GraphReader facts",
             )
             task = ctx.progress.task("graphreader: extracting atomic facts", total=len(chunks))
@@ -288,7 +273,7 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
             replies = extractor.run(
                 [prompts.extraction_messages(c.text, max_tokens) for c in chunks], task
             )
-        facts = chunk_facts(chunks, replies, s.fallback)
+        facts = chunk_facts(chunks, replies)
 
         with ctx.build_stage("keys"):
             table = key_table(facts.facts)
@@ -298,7 +283,7 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
                 emb = np.asarray(ctx.models.embedder.encode(shown), dtype=np.float32)
             else:
                 emb = np.zeros((0, dim), dtype=np.float32)
-            merge = merge_keys(emb, table.counts, s.merge_threshold)
+            merge = merge_keys(emb, table.counts, MERGE_THRESHOLD)
 
         with ctx.build_stage("graph"):
             texts, docs = [c.text for c in chunks], [c.doc for c in chunks]
@@ -385,7 +370,7 @@ class GraphReader(Method[GraphReaderBuild, GraphReaderQuery]):
                     f"key_embeddings have {emb.shape[1]} dimensions, the embedder {len(q)}"
                 )
             scores = emb.astype(np.float32) @ q
-            return [int(i) for i in top_indices(scores, min(settings.candidates, graph.n_nodes))]
+            return [int(i) for i in top_indices(scores, min(CANDIDATES, graph.n_nodes))]
 
         result = Agent(ctx.models.llm, graph, settings, rank).run(question)
 

@@ -7,16 +7,14 @@ Pure functions over arrays; the method (``method``) does the I/O.
   lcr with the index's embedder, MiniLM by default).
 - :func:`top_edges`: keep the ``k`` best-scored candidates as directed edges.
 - :func:`context_passages`: personalised PageRank on the graph with uniform
-  edge weights, restarting uniformly on D_init (or on the initial ranking's
-  top passages: :data:`RESTART_SETS`), then the best-ranked passages not
-  already chosen (section 4, 5.1).
+  edge weights, restarting uniformly on D_init, then the best-ranked passages
+  not already chosen (section 4, 5.1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,11 +26,10 @@ from lcr.graph.pagerank import PageRankResult, pagerank, transition_matrix
 PPR_MAX_ITER = 100
 PPR_TOL = 1e-6
 
-# Section 5.1: the walk jumps "uniformly to the top-20 of initial passages D_init".
-# d_init: D_init itself (at most 20 of it), what the sentence names; ranking: the
-# initial retriever's top 20, which reach past D_init (the top 60% of K).
-RestartSet = Literal["d_init", "ranking"]
-RESTART_SETS: tuple[RestartSet, ...] = ("d_init", "ranking")
+# Section 5.1: the walk jumps "uniformly to the top-20 of initial passages D_init": on
+# D_init itself (at most restart_top of it). The other reading, the initial ranking's
+# top 20, was never better, at any K on either retriever or graph (R@K on ODSum Story):
+# bench/results/lightpal-log.md#the-restart-set-on-odsum-story
 
 
 def dense_candidates(embeddings: np.ndarray, k: int, block: int = 1024) -> list[np.ndarray]:
@@ -121,15 +118,11 @@ def context_passages(
     initial_share: float,
     restart_top: int,
     alpha: float,
-    restart_set: RestartSet = "d_init",
 ) -> ContextFill:
     """D_init = the top ``initial_share`` of ``k`` from ``ranking``; the rest by PPR.
 
     The walk restarts uniformly with probability ``1 - alpha`` (``alpha`` =
-    0.2, the paper's) on the first ``restart_top`` passages of D_init
-    (``restart_set="d_init"``) or of the initial ranking (``"ranking"``): the
-    latter puts most of the walk's mass on ranks ``len(D_init)+1`` to
-    ``restart_top``, which then become the context passages. Context passages
+    0.2, the paper's) on the first ``restart_top`` passages of D_init. Context passages
     are the best PPR scores outside D_init; should the walk reach fewer than
     needed, the initial ranking fills the rest, so ``k`` passages come back
     whenever there are that many.
@@ -138,9 +131,7 @@ def context_passages(
     k = min(k, walk.n)
     n_init = min(len(ranking), max(1, round(initial_share * k))) if k else 0
     initial = ranking[:n_init]
-    if restart_set not in RESTART_SETS:
-        raise ValueError(f"restart_set must be one of {RESTART_SETS}, got {restart_set!r}")
-    restart = (initial if restart_set == "d_init" else ranking)[:restart_top]
+    restart = initial[:restart_top]
     if not restart or k == 0:
         return ContextFill(initial, [], np.zeros(walk.n), restart, 0, 0)
     personal = np.zeros(walk.n)

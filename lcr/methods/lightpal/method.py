@@ -8,8 +8,7 @@ ContextScore summed, the paper's, or per token: ``context_score``); the top
 with their scores. A BM25 index over the passages serves the initial step.
 
 Retrieve: the initial ranking (BM25 or dense) gives D_init, the top 60% of K;
-personalised PageRank on the graph, restarting on D_init (``lightpal.restart=
-d_init``) or on the ranking's top 20 (``ranking``), gives the rest. No LLM
+personalised PageRank on the graph, restarting on D_init, gives the rest. No LLM
 call at query time.
 """
 
@@ -23,7 +22,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from lcr.answer.shared import AnswerResult, answer
-from lcr.config import Settings, SettingValue, setting
+from lcr.config import Fixed, Settings, SettingValue, retired, setting
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence
 from lcr.methods.base import (
@@ -62,6 +61,10 @@ def _bm25_tokens(texts: list[str]) -> list[list[str]]:
 
 
 _DOCS = "docs/methods/lightpal.md"  # where lcr's measured defaults are written up
+# The paper prompt's "approximately N words" (the paper gives no N): between the median
+# (180) and the mean (226) of ODSum Story's 500 dev reference summaries:
+# docs/methods/lightpal.md#how-the-defaults-were-chosen
+ANSWER_WORDS = 200
 
 
 @dataclass(frozen=True)
@@ -132,24 +135,13 @@ class LightPALQuery(Settings):
         low=0.0,
         high=1.0,
     )
-    restart: Literal["d_init", "ranking"] = setting(
-        "d_init",
-        "the walk restarts on D_init (d_init) or the initial ranking's top restart_top (ranking)",
-        measured=f"{_DOCS}#the-restart-set-on-odsum-story",
-    )
     restart_top: int = setting(
-        20, "the walk restarts on at most this many passages of the restart set", paper=True, low=1
+        20, "the walk restarts on at most this many passages of D_init", paper=True, low=1
     )
     prompt: Literal["paper", "shared"] = setting(
         "paper",
         "answer prompt: paper (appendix A.2: sections under their story) or shared (lcr's prompt)",
         paper=True,
-    )
-    answer_words: int = setting(
-        200,
-        "the paper prompt's 'approximately N words' (ODSum Story summaries: ~1.3k chars)",
-        measured=f"{_DOCS}#how-the-defaults-were-chosen",
-        low=1,
     )
     alpha: float = setting(
         0.2,
@@ -157,6 +149,10 @@ class LightPALQuery(Settings):
         paper=True,
         low=0.0,
         high=1.0,
+    )
+    fixed = retired(
+        restart=Fixed("d_init", "the ranking's top 20 was never better on ODSum Story"),
+        answer_words=Fixed(ANSWER_WORDS, "ODSum Story's reference summaries' length"),
     )
 
 
@@ -311,8 +307,7 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
         scores = self._ranking(ctx, question, n)
         if len(scores) != n:
             raise ctx.stored.damage(f"the initial ranking scores {len(scores)} of {n} passages")
-        depth = max(want, s.restart_top) if s.restart == "ranking" else want
-        ranking = top_indices(scores, depth)
+        ranking = top_indices(scores, want)
         fill: ContextFill = context_passages(
             walk,
             ranking.tolist(),
@@ -320,7 +315,6 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             initial_share=s.initial_share,
             restart_top=s.restart_top,
             alpha=s.alpha,
-            restart_set=s.restart,
         )
         names = [d.name for d in ctx.documents]
         items = [
@@ -349,7 +343,6 @@ class LightPAL(Method[LightPALBuild, LightPALQuery]):
             "initial_passages": len(fill.initial),
             "context_passages": len(fill.context),
             "restart": len(fill.restart),
-            "restart_set": s.restart,
             "ppr_iterations": fill.iterations,
         }
         if fill.from_ranking:
@@ -369,7 +362,7 @@ class PaperPromptAnswer(AnswerStep[LightPALQuery, NoState]):
         self, ctx: AnswerContext[LightPALQuery], question: str, evidence: Evidence, state: NoState
     ) -> AnswerResult:
         names = [d.name for d in ctx.documents]
-        prompt = summary_prompt(names, ctx.settings.answer_words, ctx.quoting)
+        prompt = summary_prompt(names, ANSWER_WORDS, ctx.quoting)
         out = answer(
             question,
             evidence.in_document_order(),

@@ -47,7 +47,7 @@ from lcr.methods.pecan.prompts import (
     build_prompt,
     segment_line,
 )
-from lcr.methods.pecan.settings import PecanBuild
+from lcr.methods.pecan.settings import MAX_LEVELS, PecanBuild
 from lcr.methods.toolkit import LLMCalls, chunk_nodes
 from lcr.models.base import attention_batch_rows, generate_with_attention_batch
 from lcr.store import Node
@@ -188,8 +188,8 @@ def build_graph(ctx: BuildContext[PecanBuild], llm: AttentionLLM, calls: LLMCall
         if params.top == "fit" and sum(tokens) <= s:
             graph.stop = f"level {level} fits one batch of {s} tokens"
             break
-        if level >= params.max_levels:
-            graph.stop = f"pecan.max_levels ({params.max_levels}) reached"
+        if level >= MAX_LEVELS:
+            graph.stop = f"{MAX_LEVELS} levels reached"
             break
         batches = batch_nodes(tokens, s)
         task = ctx.progress.task(

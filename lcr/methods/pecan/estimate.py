@@ -7,7 +7,7 @@ the model wrote, so they are a range: expected replies of ``completion_share``
 of ``points_max_new_tokens``, at most all of it; a level of ``T`` tokens needs
 about ``T / s`` batches (at most twice that: a batch closes before the node that
 would pass ``s``), until one batch is left (``top=summary``) or the text fits
-(``top=fit``), the level stops shrinking, or ``max_levels``.
+(``top=fit``), the level stops shrinking, or ``MAX_LEVELS``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from lcr.estimate.calls import decode_context
 from lcr.estimate.figures import BuildEstimate, LLMWork, Range
 from lcr.methods.pecan.graph import batch_nodes
 from lcr.methods.pecan.prompts import build_overhead, build_prompt
+from lcr.methods.pecan.settings import MAX_LEVELS
 
 if TYPE_CHECKING:
     from lcr.methods.pecan.settings import PecanBuild
@@ -49,7 +50,7 @@ def _upper_levels(
     batches = calls_below
     below = level_tokens
     text = calls_below * reply  # the first level's points
-    for _ in range(1, p.max_levels):
+    for _ in range(1, MAX_LEVELS):
         if p.top == "summary" and batches == 1:
             break
         if text <= 0 or text >= below:
@@ -84,7 +85,7 @@ def estimate_graph(
     budget = p.points_max_new_tokens
     reply = reply_share[0] * budget
     first = len(batches)
-    if (p.top == "fit" and sum(leaf_tokens) <= s) or p.max_levels < 1:
+    if p.top == "fit" and sum(leaf_tokens) <= s:
         first, first_prompts = 0, []
     level_tokens = float(sum(leaf_tokens))
     up_e = _upper_levels(level_tokens, first, s, p, reply, 1) if first else (0, 0.0, 0.0, 0)

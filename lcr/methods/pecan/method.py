@@ -106,8 +106,7 @@ class Pecan(Method[PecanBuild, PecanQuery]):
             graph = build_graph(ctx, llm, calls)
         with ctx.build_stage("embedding"):
             texts = [n.text for n in graph.nodes]
-            truncate = ctx.settings.embed_long == "truncated"  # as builds before embed_long
-            emb = ctx.embed(texts, "pecan: embedding nodes", truncate=truncate)
+            emb = ctx.embed(texts, "pecan: embedding nodes")
         ctx.out.write_nodes(graph.nodes)
         ctx.out.write_csr("edges", edge_matrix(graph.edges, len(graph.nodes)))
         ctx.out.write_array("embeddings", emb)

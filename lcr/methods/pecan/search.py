@@ -25,7 +25,7 @@ from lcr.errors import ModelError
 from lcr.evidence import AnswerState
 from lcr.methods.pecan.graph import attention_scores, best_candidate, position_weighted
 from lcr.methods.pecan.prompts import SearchPrompt, search_prompt, segment_line
-from lcr.methods.pecan.settings import PecanQuery
+from lcr.methods.pecan.settings import FIXED_NODES, PecanQuery
 
 if TYPE_CHECKING:
     from lcr.models.base import AttentionLLM, NodeCache
@@ -76,9 +76,7 @@ def initial_nodes(
     at most budget / levels of them (at least 1), the most similar first chosen (Table 2's
     rule)."""
     top = [int(i) for i in np.flatnonzero(levels == levels.max())] if len(levels) else []
-    budget = max_nodes if settings.progress_control else settings.fixed_nodes
-    if max_nodes is not None:
-        budget = min(budget or max_nodes, max_nodes)
+    budget = max_nodes if settings.progress_control or max_nodes else FIXED_NODES
     if budget is None:
         return top
     n_levels = int(levels.max()) + 1 if len(levels) else 1
@@ -129,9 +127,7 @@ def dynamic_search(
     encoded = {"prefix": len(prompt.prefix), "nodes": 0, "checks": 0, "answer": 0}
     r = np.zeros(len(texts), dtype=np.float64)
     visited: set[int] = set()
-    budget = max_nodes if settings.progress_control else settings.fixed_nodes
-    if max_nodes is not None and budget is not None:
-        budget = min(budget, max_nodes)
+    budget = max_nodes if settings.progress_control or max_nodes else FIXED_NODES
 
     def visit(i: int, score: float, z: float | None) -> bool:
         ids = llm.encode(segment_line(texts[i]))

@@ -9,7 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from lcr.config import MOST_NEW_TOKENS, Settings, setting
+from lcr.config import MOST_NEW_TOKENS, Fixed, Settings, retired, setting
+
+# A guard the paper does not have: with the default s and points cap ten levels bind only
+# past 3.2 x 10^14 tokens: docs/methods/pecan.md#where-max_levels-binds
+MAX_LEVELS = 10
+# Table 2's fixed-node ablation reads -k nodes, else this many: the held-out SQuALITY
+# searches read 8.9 (6-11): docs/methods/pecan.md#fixed_nodes-against-the-recorded-searches
+FIXED_NODES = 10
 
 
 @dataclass(frozen=True)
@@ -48,13 +55,6 @@ class PecanBuild(Settings):
         "points: many-to-many IP graph (paper); tree: one summary per batch, Table 2's ablation",
         paper=True,
     )
-    max_levels: int = setting(
-        10,
-        "most levels above the chunks (a guard; the paper has none)",
-        measured="docs/methods/pecan.md#where-max_levels-binds",
-        low=1,
-        high=1000,
-    )
     # execution only: the same replies whatever the value (cached by prompt, not by batch)
     llm_batch: int = setting(
         0,
@@ -63,11 +63,10 @@ class PecanBuild(Settings):
         low=0,
         high=64,
     )
-    # lcr's, no measurement chose it: held out, pooled and truncated recall within chance;
-    # pooled keeps a chunk's tail (pecan.md, "How the defaults were chosen")
-    embed_long: Literal["pooled", "truncated"] = setting(
-        "pooled",
-        "a node past the embedder's window: mean of pieces that fit, or its start alone",
+    fixed = retired(
+        max_levels=Fixed(MAX_LEVELS, "a guard that binds past 10^14 tokens"),
+        # held out, pooled and truncated recall within chance (pecan.md#embed_long-on-pecans-chunks)
+        embed_long=Fixed("pooled", "truncated embedding was no better, held out"),
     )
 
 
@@ -93,7 +92,7 @@ class PecanQuery(Settings):
     )
     progress_control: bool = setting(
         True,
-        "ask the LLM Yes/No after each node (paper); false: Table 2's fixed pecan.fixed_nodes",
+        "ask the LLM Yes/No after each node (paper); false: Table 2's fixed count (-k, else 10)",
         paper=True,
     )
     max_nodes: int | None = setting(
@@ -101,13 +100,6 @@ class PecanQuery(Settings):
         "nodes the search visits at most (-k); none: until it stops or the window fills",
         paper=True,  # the paper's search has no node cap: progress control and s end it
         low=1,
-    )
-    fixed_nodes: int = setting(
-        10,
-        "nodes visited without progress control (the paper used its search's average)",
-        low=1,
-        # the held-out SQuALITY searches' average, 8.9 (6-11), from their nodes_read
-        measured="docs/methods/pecan.md#fixed_nodes-against-the-recorded-searches",
     )
     # Table A2's answer turn word for word, or with the question restated (prompts.SECOND_TURNS)
     second_turn: Literal["paper", "question"] = setting(
@@ -120,4 +112,7 @@ class PecanQuery(Settings):
         "search input window in tokens (the paper caps it by s = 8K); also capped by the model's",
         paper=True,
         low=256,
+    )
+    fixed = retired(
+        fixed_nodes=Fixed(FIXED_NODES, "-k, pecan.max_nodes, sets the ablation's count")
     )

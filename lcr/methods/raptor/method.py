@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from lcr.config import MOST_NEW_TOKENS, Settings, SettingValue, setting
+from lcr.config import MOST_NEW_TOKENS, Fixed, Settings, SettingValue, retired, setting
 from lcr.estimate.figures import BuildEstimate
 from lcr.evidence import Evidence, merge_spans
 from lcr.methods.base import (
@@ -85,27 +85,12 @@ class RaptorBuild(Settings):
         low=1,
     )
     max_layers: int = setting(5, "most summary layers above the leaves", reference_code=True, low=0)
-    local_neighbors: int = setting(
-        10, "UMAP n_neighbors inside a global cluster", reference_code=True, low=2
-    )
-    global_neighbors_cap: int = setting(
-        50,
-        "cap on the global UMAP n_neighbors = sqrt(n - 1), bounding time and memory",
-        measured="docs/methods/raptor.md#global_neighbors_cap-on-a-large-layer",
-        low=2,
-    )
     summary_max_new_tokens: int = setting(
         150,
         "most new tokens per summary (reference code: 100; the paper's average 131 tokens)",
         measured="docs/methods/raptor.md#summary-lengths-with-the-default-model",
         low=1,
         high=MOST_NEW_TOKENS,
-    )
-    batch_size: int = setting(
-        0,
-        "summaries per LLM batch; 0 = a whole layer (each summary is cached as it completes)",
-        measured="docs/speed.md#batched-generation-against-one-call-at-a-time-issue-56",
-        low=0,
     )
     seed: int = setting(
         224,
@@ -115,11 +100,11 @@ class RaptorBuild(Settings):
         low=0,
         high=2**32 - 1,
     )
-    # lcr's, no measurement chose it: it binds on no measured leaf or summary, and where
-    # it binds (PECAN) recall is within chance (raptor.md, "How the defaults were chosen")
-    embed_long: Literal["pooled", "truncated"] = setting(
-        "pooled",
-        "a node past the embedder's window: mean of pieces that fit, or its start alone",
+    fixed = retired(
+        local_neighbors=Fixed(10, "the reference code's UMAP n_neighbors in a cluster"),
+        global_neighbors_cap=Fixed(50, "bounds UMAP on a large layer; measured"),
+        batch_size=Fixed(0, "a whole layer goes to the backend, which batches what it can"),
+        embed_long=Fixed("pooled", "truncated embedding was no better, held out"),
     )
 
 
@@ -243,17 +228,18 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
         summariser = ctx.generations(
             prompt_version=PROMPT_VERSION,
             max_new_tokens=s.summary_max_new_tokens,
-            batch_size=s.batch_size,
+            # a whole layer at once, the backend batching what it can: 5-7x on a GPU, no cost
+            # on a CPU (docs/speed.md#batched-generation-against-one-call-at-a-time-issue-56)
+            batch_size=0,
             what="summarising RAPTOR",
             require_text=True,
         )
-        truncate = s.embed_long == "truncated"  # as builds before embed_long did
         with ctx.build_stage("chunking"):
             task = ctx.progress.task("raptor: chunking", total=len(ctx.documents))
             nodes = leaf_nodes(ctx.doc_texts(), s.chunk_tokens, task.advance)
         with ctx.build_stage("embedding"):
             texts = [n.text for n in nodes]
-            layer_emb = ctx.embed(texts, "raptor: embedding leaves", truncate=truncate)
+            layer_emb = ctx.embed(texts, "raptor: embedding leaves")
         tree = _Tree(nodes, [[i] for i in range(len(nodes))], [layer_emb])
         layer_nodes = list(range(len(nodes)))
         sizes = [len(nodes)]
@@ -284,7 +270,7 @@ class Raptor(Method[RaptorBuild, RaptorQuery]):
             layer_nodes = tree.add_layer(layer, members, texts, ctx)
             with ctx.build_stage("embedding"):
                 what = f"raptor: embedding layer {layer} summaries"
-                layer_emb = ctx.embed(texts, what, truncate=truncate)
+                layer_emb = ctx.embed(texts, what)
             tree.embeddings.append(layer_emb)
             sizes.append(len(layer_nodes))
 
