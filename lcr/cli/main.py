@@ -20,6 +20,7 @@ import click
 from lcr._version import __version__
 from lcr.cli import estimate as est
 from lcr.cli.answer import ResultOutput, answer_only_option, evidence_option, verbose_option
+from lcr.cli.cluster import ask_address, ask_with_ray, ray_options
 from lcr.cli.errors import (
     flush_stdout,
     one_line,
@@ -468,6 +469,7 @@ def _run_queries(
     max_new_tokens: int = 256,
     indexes: Sequence[Path] = (),
     each: bool = False,
+    ray: tuple[str, int | None] | None = None,
     **model: Any,
 ) -> int:
     """Shared body of ``ask`` and ``retrieve``: one result per question (and index,
@@ -493,6 +495,9 @@ def _run_queries(
         )
     index = Index.open(index_path)
     index.reader(method)  # a missing method fails before any model loads
+    if ray is not None:  # lcr ask INDEX - --ray: lcr.cli.cluster
+        spec = pop_model_spec(model)
+        return ask_with_ray(*ray, index_path, plan, questions, output, spec, _err)
     with progress_for(progress_mode(quiet)) as progress:
         models = command_models(pop_model_spec(model), progress)
         for asked in questions:
@@ -539,7 +544,14 @@ _EACH_HELP = "With several indexes: {} each alone, and say which index {}."
     "--max-new-tokens", type=int, default=256, show_default=True, help="Longest answer, in tokens."
 )
 @click.option("--each", is_flag=True, help=_EACH_HELP.format("answer from", "answered"))
-def ask_cmd(index_paths: tuple[str, ...], each: bool, **options: Any) -> None:
+@ray_options("Answer the questions of stdin ('-')")
+def ask_cmd(
+    index_paths: tuple[str, ...],
+    each: bool,
+    ray_address: str | None,
+    workers: int | None,
+    **options: Any,
+) -> None:
     """Retrieve evidence for QUESTION from INDEX and answer it with the LLM.
 
     QUESTION `-` reads one question per line from stdin (models load once). On a
@@ -548,9 +560,11 @@ def ask_cmd(index_paths: tuple[str, ...], each: bool, **options: Any) -> None:
     Several indexes (or a folder of indexes) are asked at once: their evidence is
     pooled and answered once, each piece naming its index; --each answers from each
     index alone; an index that cannot be asked is said in one line, the others
-    answered, and the exit code is 1.
+    answered, and the exit code is 1. With --ray, the questions of stdin are answered
+    on a Ray cluster and printed in their order.
     """
-    _run_many(index_paths, each, True, **options)
+    ray = ask_address(ray_address, workers, options["question"], index_paths, each)
+    _run_many(index_paths, each, True, **options, **({"ray": (ray, workers)} if ray else {}))
 
 
 @cli.command("retrieve")

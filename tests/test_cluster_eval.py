@@ -1,0 +1,248 @@
+"""``lcr eval --ray`` and ``lcr ask INDEX - --ray`` (lcr.cluster.questions, docs/cluster.md,
+issue #74): on a local Ray cluster a 20-question eval with smollm2-135m (bm25 and mixpr)
+writes the records of the serial run, in its order (timings and ``made_by`` aside, as
+bench/eval_identity.py compares them), also when a worker is killed midway; ``ask -``
+prints the serial answers in the input's order; the refusals are one line and exit 2;
+without --ray, Ray is never imported.
+
+One cluster for the module (``ray.init(num_cpus=2)``): the runs join it in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from bench.eval_identity import stable
+from lcr.cli.eval import eval_group
+from lcr.cli.main import cli
+from tests.conftest import FIXTURES
+
+REPO = Path(__file__).resolve().parents[1]
+try:
+    import ray  # noqa: F401
+
+    HAVE_RAY = True
+except ImportError:
+    HAVE_RAY = False
+needs_ray = pytest.mark.skipif(not HAVE_RAY, reason="needs the ray extra: pip install 'lcr[ray]'")
+
+CINDERELLA = [
+    ("Who fell sick at the start of the story?", "the wife of a rich man"),
+    ("What did the mother ask her daughter to be?", "good and pious"),
+    ("Where did the maiden go every day?", "her mother's grave"),
+    ("What spread a white sheet over the grave?", "the snow"),
+    ("How many daughters did the new wife bring?", "two"),
+    ("What did the sisters put on her?", "an old grey bedgown"),
+    ("What shoes was she given?", "wooden shoes"),
+    ("Where did she have to sleep?", "by the hearth in the cinders"),
+    ("What did the sisters empty into the ashes?", "peas and lentils"),
+    ("Where was the father going?", "to the fair"),
+    ("What did the first step-daughter ask for?", "beautiful dresses"),
+    ("What did the second step-daughter ask for?", "pearls and jewels"),
+    ("What did cinderella ask her father for?", "the first branch which knocks against your hat"),
+    ("What brushed against the father in the thicket?", "a hazel twig"),
+    ("Where did cinderella plant the branch?", "on her mother's grave"),
+    ("What watered the branch?", "her tears"),
+]
+METHODS = ["-m", "bm25", "-m", "mixpr"]
+MODEL = ["--llm", "smollm2-135m", "--device", "cpu", "--max-new-tokens", "12", "-k", "2"]
+
+
+def write_questions(folder: Path) -> Path:
+    """20 questions over real texts: 16 on a fairy tale (one index), and the SQuALITY
+    and QMSum fixtures' own (two indexes), as `lcr eval prepare` converts them."""
+    data = folder / "qa.jsonl"
+    lines = []
+    tale = (FIXTURES / "cinderella.txt").read_text(encoding="utf-8")
+    for n, (question, answer) in enumerate(CINDERELLA):
+        doc: dict[str, str] = {"id": "cinderella"}
+        if n == 0:
+            doc.update(title="Cinderella", text=tale)
+        lines.append({"id": f"c{n}", "question": question, "answers": [answer], "documents": [doc]})
+    for kind in ("squality", "qmsum"):
+        out = folder / f"{kind}.jsonl"
+        done = CliRunner().invoke(
+            eval_group, ["prepare", kind, str(FIXTURES / f"{kind}.jsonl"), "-o", str(out), "-q"]
+        )
+        assert done.exit_code == 0, done.output
+        lines += [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    data.write_text("".join(json.dumps(q) + "\n" for q in lines), encoding="utf-8")
+    assert len(lines) == 20
+    return data
+
+
+def stable_lines(path: Path) -> list[str]:
+    """Each record as bench/eval_identity.py compares it, in the file's order."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.dumps(stable(json.loads(line)), sort_keys=True) for line in lines]
+
+
+def in_process(args: list[str], stdin: str | None = None) -> tuple[str, str]:
+    """``lcr ARGS`` in a process of its own that also says whether Ray was imported."""
+    script = (
+        "import sys\nfrom lcr.cli.main import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print('exit', code, 'ray' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("LCR_RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    *out, last = done.stdout.splitlines()
+    assert last == "exit 0 False", done.stdout + done.stderr
+    return "\n".join(out) + "\n", done.stderr
+
+
+def eval_args(data: Path, out: Path) -> list[str]:
+    folder = out.with_suffix(".indexes")
+    return ["eval", str(data), *METHODS, *MODEL, "--out", str(out), "--index-dir", str(folder)]
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The serial run's results, made without --ray (and without importing Ray)."""
+    folder = tmp_path_factory.mktemp("serial")
+    data = write_questions(folder)
+    in_process([*eval_args(data, folder / "serial.jsonl"), "-q", "--json"])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[None]:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def lcr(*args: str, stdin: str | None = None) -> Any:
+    return CliRunner().invoke(cli, list(args), input=stdin)
+
+
+@needs_ray
+@pytest.mark.slow  # a Ray cluster and smollm2 answers
+def test_eval_on_the_cluster_writes_the_serial_records_in_order(
+    serial: Path, cluster: None, tmp_path: Path
+) -> None:
+    data = write_questions(tmp_path)
+    out = tmp_path / "ray.jsonl"
+    report = tmp_path / "ray.html"
+    done = lcr(*eval_args(data, out), "--ray", "local", "--workers", "2", "-q",
+               "--report", str(report))  # fmt: skip
+    assert done.exit_code == 0, done.output
+    want = stable_lines(serial / "serial.jsonl")
+    assert len(want) == 40
+    assert stable_lines(out) == want
+    assert report.is_file()
+    again = lcr(*eval_args(data, out), "--ray", "local", "-q", "--json")
+    assert again.exit_code == 0, again.output  # a rerun skips every question, starts no worker
+    assert json.loads(again.output.splitlines()[-1])["skipped"] == 40
+    assert stable_lines(out) == want
+
+
+@needs_ray
+@pytest.mark.slow  # a Ray cluster and smollm2 answers
+def test_a_worker_killed_midway_is_replaced_and_the_records_are_the_same(
+    serial: Path, cluster: None, tmp_path: Path
+) -> None:
+    from lcr.cluster.questions import Done, eval_executor
+    from lcr.eval import runner
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
+
+    data = write_questions(tmp_path)
+    out = tmp_path / "killed.jsonl"
+    spec = ModelSpec(llm="smollm2-135m", device="cpu")
+    pids: list[int] = []
+
+    def kill_first(done: Done) -> None:  # its worker holds its next batch: SIGKILL
+        if done.values and not pids:
+            os.kill(done.worker_pid, signal.SIGKILL)
+        pids.append(done.worker_pid)
+
+    opts = runner.RunOptions(
+        methods=["bm25", "mixpr"],
+        k=2,
+        max_new_tokens=12,
+        out=out,
+        index_dir=tmp_path / "killed.indexes",
+    )
+    execute = eval_executor("local", 2, spec, observe=kill_first)
+    outcome = runner.run(data, Models(spec=spec), opts, execute=execute)
+    assert outcome.new == 40
+    assert len(set(pids)) == 3, "the killed worker's place taken by a new process"
+    assert stable_lines(out) == stable_lines(serial / "serial.jsonl")
+
+
+@needs_ray
+@pytest.mark.slow  # a Ray cluster and smollm2 answers
+def test_ask_stdin_on_the_cluster_prints_the_serial_answers_in_order(
+    serial: Path, cluster: None
+) -> None:
+    index = next((serial / "serial.indexes").glob("cinderella-*.idx"))
+    asked = "".join(q + "\n" for q, _ in CINDERELLA[:6])
+    args = ["ask", str(index), "-", "-m", "bm25", *MODEL, "-q", "--answer-only"]
+    here, _ = in_process(args, stdin=asked)
+    assert len(here.splitlines()) == 6
+    done = lcr(*args, "--ray", "local", "--workers", "2", stdin=asked)
+    assert done.exit_code == 0, done.output
+    assert done.output == here
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--ray", "garbage"], "is not an address"),
+        (["--ray", "127.0.0.1:1"], "no Ray head reachable there"),
+        (["--workers", "2"], "give --ray ADDRESS too"),
+    ],
+)
+def test_eval_refusals_are_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str) -> None:
+    data = write_questions(tmp_path)
+    out = tmp_path / "r.jsonl"
+    done = lcr(*eval_args(data, out), *args, "-q")
+    assert done.exit_code == 2, done.output
+    assert len(done.output.splitlines()) == 1 and says in done.output, done.output
+    assert not out.exists()
+
+
+def test_ask_refusals_are_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = tmp_path / "tale.idx"
+    built = lcr("index", str(FIXTURES / "cinderella.txt"), "-o", str(index), "-m", "bm25", "-q")
+    assert built.exit_code == 0, built.output
+    question = ["ask", str(index), "Who?", "--answer-only"]
+    done = lcr(*question, "--ray", "local")
+    assert done.exit_code == 2 and "questions of stdin" in done.output, done.output
+    done = lcr("ask", str(index), "-", "--ray", "nohost.invalid:6379", stdin="Who?\n")
+    assert done.exit_code == 2, done.output
+    assert done.output == "lcr: --ray nohost.invalid:6379: no Ray head reachable there " \
+        "(the host nohost.invalid is not known)\n"  # fmt: skip
+    done = lcr("ask", str(index), "-", "--workers", "2", stdin="Who?\n")
+    assert done.exit_code == 2 and "give --ray ADDRESS too" in done.output
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails, as uninstalled
+    done = lcr("ask", str(index), "-", "--ray", "local", stdin="Who?\n")
+    assert done.exit_code == 2
+    assert done.output == "lcr: --ray needs Ray, an optional extra: pip install 'lcr[ray]'\n"
+    data = write_questions(tmp_path)
+    done = lcr(*eval_args(data, tmp_path / "r.jsonl"), "--ray", "local", "-q")
+    assert done.exit_code == 2
+    assert done.output == "lcr: --ray needs Ray, an optional extra: pip install 'lcr[ray]'\n"
