@@ -256,3 +256,92 @@ def test_ask_refusals_are_one_line_and_exit_2(
     done = lcr(*eval_args(data, tmp_path / "r.jsonl"), "--ray", "local", "-q")
     assert done.exit_code == 2
     assert done.output == "lcr: --ray needs Ray, an optional extra: pip install 'lcr[ray]'\n"
+
+
+class _Died(Exception):
+    """Ray's ``RayActorError`` in :class:`_FakeRay`: the actor's process is gone."""
+
+
+class _FakeRay:
+    """Just enough of Ray for :class:`lcr.cluster.pool.Pool`'s control flow: each call
+    runs when it is waited for, newest first (so tasks finish out of their order), and
+    an actor whose ``dead`` is set fails every call as a dead worker's would."""
+
+    class exceptions:  # as Ray names it
+        RayError = RuntimeError
+        RayActorError = _Died
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, str, tuple[Any, ...]]] = []
+        self.killed: list[Any] = []
+
+    def wait(self, refs: list[Any], num_returns: int) -> tuple[list[Any], list[Any]]:
+        return [refs[-1]], refs[:-1]
+
+    def get(self, ref: Any) -> Any:
+        actor, method, args = ref
+        if actor.dead:
+            raise _Died(method)
+        self.calls.append((actor.number, method, args))
+        return (method, *args)
+
+    def kill(self, actor: Any, no_restart: bool = True) -> None:
+        actor.dead = True
+        self.killed.append(actor)
+
+
+class _FakeActor:
+    made = 0
+
+    def __init__(self) -> None:
+        self.number = _FakeActor.made
+        _FakeActor.made += 1
+        self.dead = False
+
+    def __getattr__(self, method: str) -> Any:
+        actor = self
+
+        class Call:
+            @staticmethod
+            def remote(*args: Any) -> Any:
+                return (actor, method, args)
+
+        return Call
+
+
+def test_the_pool_keeps_each_batch_after_its_build_and_retries_a_dead_workers_tasks() -> None:
+    from lcr.cluster.pool import RETRIES, Pool, Task, TaskFailed
+
+    fake = _FakeRay()
+    pool = Pool(fake, _FakeActor, 2)
+    tasks = [Task(0, "build", ("a",), "a"), Task(1, "build", ("b",), "b")]
+    tasks += [Task(2 + n, "answer", (n,), f"batch {n}", after=n % 2) for n in range(4)]
+    seen: list[Any] = []
+
+    def on_done(task: Task, value: Any) -> None:
+        seen.append(value)
+        if value == ("answer", 1):  # the worker that answered it dies with its next task
+            for actor in pool.actors:
+                actor.dead = actor.dead or actor.number == fake.calls[-1][0]
+
+    pool.run(tasks, on_done)
+    assert sorted(seen) == sorted((t.method, *t.args) for t in tasks)  # each once
+    for n in range(4):  # no batch before its index's build
+        build = next(i for i, v in enumerate(seen) if v == ("build", "ab"[n % 2]))
+        assert seen.index(("answer", n)) > build
+    assert pool.replaced == 1 and len(fake.killed) == 1
+    assert fake.calls[-1][0] == _FakeActor.made - 1, "the rest ran on the fresh worker"
+
+    doomed = Pool(fake, _FakeActor, 1)
+    for actor in doomed.actors:
+        actor.dead = True
+    real_make = doomed.make
+
+    def make_dead() -> Any:
+        actor = real_make()
+        actor.dead = True
+        return actor
+
+    doomed.make = make_dead
+    with pytest.raises(TaskFailed, match=rf"^only: its worker died {RETRIES + 1} times"):
+        doomed.run([Task(0, "answer", (), "only")], lambda task, value: None)
