@@ -179,10 +179,12 @@ def test_a_worker_killed_midway_is_replaced_and_the_records_are_the_same(
     out = tmp_path / "killed.jsonl"
     spec = ModelSpec(llm="smollm2-135m", device="cpu")
     pids: list[int] = []
+    killed: list[int] = []
 
     def kill_first(done: Done) -> None:  # its worker holds its next batch: SIGKILL
-        if done.values and not pids:
+        if done.values and not killed:
             os.kill(done.worker_pid, signal.SIGKILL)
+            killed.append(done.worker_pid)
         pids.append(done.worker_pid)
 
     opts = runner.RunOptions(
