@@ -83,13 +83,10 @@ def write_questions(folder: Path) -> Path:
 
 def stable_lines(path: Path, ids: set[str] | None = None) -> list[str]:
     """Each record as bench/eval_identity.py compares it, in the file's order (those of
-    the questions ``ids`` names). The prompt tokens llama.cpp found in its KV cache
-    (``usage.cached_tokens``) are left out too: they depend on what the same process
-    asked before, which on a cluster is another question than serially."""
+    the questions ``ids`` names)."""
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines():
         record = stable(json.loads(line))
-        record["usage"].pop("cached_tokens", None)
         if ids is None or record["id"] in ids:
             lines.append(json.dumps(record, sort_keys=True))
     return lines

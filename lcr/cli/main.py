@@ -475,6 +475,7 @@ def _run_queries(
     """Shared body of ``ask`` and ``retrieve``: one result per question (and index,
     with several ``indexes``: lcr.cli.many); the exit code."""
     from lcr import pipeline
+    from lcr.pipeline.fresh import forget_prompts
     from lcr.progress import progress_for, progress_mode
     from lcr.store import Index
 
@@ -501,6 +502,7 @@ def _run_queries(
     with progress_for(progress_mode(quiet)) as progress:
         models = command_models(pop_model_spec(model), progress)
         for asked in questions:
+            forget_prompts(models)  # each answer the question's alone (lcr.pipeline.fresh)
             with output.screen(asked, answer) as screen:
                 if answer:
                     result = pipeline.ask_query(

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from lcr.cluster.connect import Cluster, connect
 from lcr.cluster.pool import IN_FLIGHT, Pool, Task, worker_count
 from lcr.cluster.storage import ProbeReply, ProbeRequest, check_storage, probe_here
-from lcr.errors import LcrError
+from lcr.errors import LcrError, UsageError
 from lcr.models.spec import ModelSpec
 from lcr.progress import NULL_PROGRESS, Progress
 
@@ -313,9 +313,21 @@ def _eval_recipe(spec: ModelSpec, work: EvalWork) -> EvalRecipe:
 
 
 def _check(cluster: Cluster, pool: Pool, folders: Sequence[Path], sources: Sequence[Path]) -> None:
-    """Every folder and source the same on every worker as here (:mod:`.storage`)."""
-    del cluster
-    check_storage(folders, sources, lambda request: pool.each("probe", request))
+    """Every worker started, and every folder and source the same on it as here
+    (:mod:`.storage`); a worker that cannot start (lcr missing on its node) is one line."""
+
+    def ask(request: ProbeRequest) -> list[ProbeReply]:
+        try:
+            return pool.each("probe", request)
+        except cluster.ray.exceptions.RayError as exc:
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            raise UsageError(
+                f"--ray {cluster.address}: a Ray worker could not start "
+                f"({lines[-1] if lines else type(exc).__name__}): every node needs the "
+                "same lcr, with its extras and models"
+            ) from None
+
+    check_storage(folders, sources, ask)
 
 
 # ------------------------------------------------------------------- lcr ask -
@@ -335,6 +347,7 @@ class AskWorker(_Worker):
 
     def ask(self, questions: list[str]) -> Done:
         from lcr import pipeline
+        from lcr.pipeline.fresh import forget_prompts
 
         def work(notes: list[str]) -> list[Any]:
             if self._state is None:
@@ -345,10 +358,12 @@ class AskWorker(_Worker):
                 index.reader(self.plan.method.name)
                 self._state = (index, Models(spec=self.spec))
             index, models = self._state
-            return [
-                pipeline.ask_query(index, self.plan, q, models, note=notes.append)
-                for q in questions
-            ]
+            results = []
+            for question in questions:
+                forget_prompts(models)  # as a serial ask - does: lcr.pipeline.fresh
+                asked = pipeline.ask_query(index, self.plan, question, models, note=notes.append)
+                results.append(asked)
+            return results
 
         return self._task(work)
 

@@ -40,6 +40,7 @@ from lcr.methods.base import Method
 from lcr.models.container import Models
 from lcr.pipeline import Result
 from lcr.pipeline.answering import answer_evidence
+from lcr.pipeline.fresh import forget_prompts
 from lcr.pipeline.plans import (
     BUILD,
     QUERY,
@@ -649,6 +650,7 @@ def run_one(
     gold: list[tuple[int, int] | None],
     gold_docs: list[int],
 ) -> dict[str, Any]:
+    forget_prompts(models)  # the record is this question's alone (lcr.pipeline.fresh)
     if plan.method is None or plan.plan is None:
         result, wall = gold_result(q, plan, index, models, gold, gold_docs)
         scores = score(q, result, gold, gold_docs, _llm_params(result, models), wall)
