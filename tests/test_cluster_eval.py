@@ -344,3 +344,39 @@ def test_the_pool_keeps_each_batch_after_its_build_and_retries_a_dead_workers_ta
     doomed.make = make_dead
     with pytest.raises(TaskFailed, match=rf"^only: its worker died {RETRIES + 1} times"):
         doomed.run([Task(0, "answer", (), "only")], lambda task, value: None)
+
+
+def test_each_question_is_answered_with_the_prompt_cache_forgotten(tmp_path: Path) -> None:
+    """A record is its question's alone: asked after another question (whose prompt
+    starts as its own) or in a process of its own, the same record. llama.cpp would
+    otherwise reuse the shared start from its cache, computed with other rounding,
+    and answer this question otherwise (smollm2 did, before lcr forgot the cache), so
+    a cluster's worker, a resumed run and a whole serial run would differ."""
+    from bench.eval_identity import stable
+    from lcr.eval import runner
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
+    from tests.conftest import require
+
+    require("smollm2-135m")
+    tale = (FIXTURES / "cinderella.txt").read_text(encoding="utf-8")
+    doc = {"id": "cinderella", "title": "Cinderella", "text": tale}
+    both = tmp_path / "both.jsonl"
+    lines = [
+        {"id": f"c{n}", "question": CINDERELLA[n][0], "answers": [CINDERELLA[n][1]],
+         "documents": [doc if n == 5 else {"id": "cinderella"}]}
+        for n in (5, 6)
+    ]  # fmt: skip
+    both.write_text("".join(json.dumps(q) + "\n" for q in lines), encoding="utf-8")
+    alone = tmp_path / "alone.jsonl"
+    alone.write_text(json.dumps({**lines[1], "documents": [doc]}) + "\n", encoding="utf-8")
+    records = {}
+    for data in (both, alone):
+        opts = runner.RunOptions(
+            methods=["bm25", "mixpr"], k=2, max_new_tokens=12, out=data.with_suffix(".out")
+        )
+        spec = ModelSpec(llm="smollm2-135m", device="cpu")
+        got = runner.run(data, Models(spec=spec), opts).records  # a fresh model each
+        records[data.stem] = [stable(r) for r in got if r["id"] == "c6"]
+    assert records["both"] == records["alone"]
+    assert [r["usage"]["cached_tokens"] for r in records["both"]] == [0, 0]
