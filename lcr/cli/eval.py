@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from lcr.cli.cluster import eval_execute, ray_options
 from lcr.cli.models import command_models, model_options, pop_model_spec
 from lcr.cli.output import NonEmptyPath, check_stdout, err, note
 from lcr.errors import OutOfMemoryError, OutputError
@@ -146,6 +147,7 @@ def _note(message: str, quiet: bool) -> None:
     metavar="DIR",
     help="Also save the report's charts as PNG and SVG files in DIR, for a paper.",
 )
+@ray_options("Build the indexes and answer the questions")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or notes on stderr.")
 def run_command(
@@ -163,6 +165,8 @@ def run_command(
     figures_dir: Path | None,
     as_json: bool,
     quiet: bool,
+    ray_address: str | None,
+    workers: int | None,
     **model: Any,
 ) -> None:
     """Run every --method on every question of DATA.jsonl and print the summary table.
@@ -199,9 +203,11 @@ def run_command(
         note=lambda message: _note(message, quiet),
         command=command_line(),
     )
+    spec = pop_model_spec(model)
+    execute = eval_execute(ray_address, workers, spec, opts.note or note)
     with progress_for(progress_mode(quiet, bars_need_stdout=False)) as progress:
-        models = command_models(pop_model_spec(model), progress)
-        outcome = runner.run(data, models, opts, progress=progress)
+        models = command_models(spec, progress)
+        outcome = runner.run(data, models, opts, progress=progress, execute=execute)
     names = [p.name for p in outcome.plans]
     result = summary.summarize(
         outcome.records, names, retrieval_only=retrieval_only, builds=outcome.builds

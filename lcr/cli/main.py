@@ -20,6 +20,7 @@ import click
 from lcr._version import __version__
 from lcr.cli import estimate as est
 from lcr.cli.answer import ResultOutput, answer_only_option, evidence_option, verbose_option
+from lcr.cli.cluster import ask_address, ask_with_ray, ray_options
 from lcr.cli.errors import (
     flush_stdout,
     one_line,
@@ -470,11 +471,13 @@ def _run_queries(
     max_new_tokens: int = 256,
     indexes: Sequence[Path] = (),
     each: bool = False,
+    ray: tuple[str, int | None] | None = None,
     **model: Any,
 ) -> int:
     """Shared body of ``ask`` and ``retrieve``: one result per question (and index,
     with several ``indexes``: lcr.cli.many); the exit code."""
     from lcr import pipeline
+    from lcr.pipeline.fresh import forget_prompts
     from lcr.pipeline.plans import parse_sets
     from lcr.progress import progress_for, progress_mode
     from lcr.store import Index
@@ -496,9 +499,13 @@ def _run_queries(
         )
     index = Index.open(index_path)
     index.reader(plan.method.name)  # a missing method fails before any model loads
+    if ray is not None:  # lcr ask INDEX - --ray: lcr.cli.cluster
+        spec = pop_model_spec(model)
+        return ask_with_ray(*ray, index_path, plan, questions, output, spec, _err)
     with progress_for(progress_mode(quiet)) as progress:
         models = command_models(pop_model_spec(model), progress)
         for asked in questions:
+            forget_prompts(models)  # each answer the question's alone (lcr.pipeline.fresh)
             with output.screen(asked, answer) as screen:
                 if answer:
                     result = pipeline.ask_query(
@@ -542,7 +549,14 @@ _EACH_HELP = "With several indexes: {} each alone, and say which index {}."
     "--max-new-tokens", type=int, default=256, show_default=True, help="Longest answer, in tokens."
 )
 @click.option("--each", is_flag=True, help=_EACH_HELP.format("answer from", "answered"))
-def ask_cmd(index_paths: tuple[str, ...], each: bool, **options: Any) -> None:
+@ray_options("Answer the questions of stdin ('-')")
+def ask_cmd(
+    index_paths: tuple[str, ...],
+    each: bool,
+    ray_address: str | None,
+    workers: int | None,
+    **options: Any,
+) -> None:
     """Retrieve evidence for QUESTION from INDEX and answer it with the LLM.
 
     QUESTION `-` reads one question per line from stdin (models load once). On a
@@ -551,9 +565,11 @@ def ask_cmd(index_paths: tuple[str, ...], each: bool, **options: Any) -> None:
     Several indexes (or a folder of indexes) are asked at once: their evidence is
     pooled and answered once, each piece naming its index; --each answers from each
     index alone; an index that cannot be asked is said in one line, the others
-    answered, and the exit code is 1.
+    answered, and the exit code is 1. With --ray, the questions of stdin are answered
+    on a Ray cluster and printed in their order.
     """
-    _run_many(index_paths, each, True, **options)
+    ray = ask_address(ray_address, workers, options["question"], index_paths, each)
+    _run_many(index_paths, each, True, **options, **({"ray": (ray, workers)} if ray else {}))
 
 
 @cli.command("retrieve")

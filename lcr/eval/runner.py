@@ -40,9 +40,11 @@ from lcr.methods.base import Method
 from lcr.models.container import Models
 from lcr.pipeline import Result
 from lcr.pipeline.answering import answer_evidence
+from lcr.pipeline.fresh import forget_prompts
 from lcr.pipeline.plans import (
     BUILD,
     QUERY,
+    BuildPlan,
     ParsedSets,
     QueryPlan,
     fixed_query,
@@ -463,14 +465,78 @@ class RunOutcome:
     out: Path
 
 
+@dataclass
+class EvalWork:
+    """What a run has left, in the order a serial run does it: each group of questions
+    sharing an index with the plans it still needs (``groups``), the (question id, run
+    key) pairs not done (``todo``), every build planned and the models bound for them."""
+
+    groups: list[tuple[list[Question], list[MethodPlan]]]
+    todo: set[tuple[str, str]]
+    builds: dict[str, BuildPlan]
+    models: Models
+    index_dir: Path
+    opts: RunOptions
+    progress: Progress = NULL_PROGRESS
+
+
+Execute = Callable[[EvalWork, Callable[[dict[str, Any]], None]], None]
+"""Runs an :class:`EvalWork` and hands each record to the writer in the serial order
+(:func:`execute_here` on this machine; ``lcr.cluster`` on a Ray cluster)."""
+
+
+def plan_run_builds(
+    plans: Sequence[MethodPlan], names: Sequence[str], models: Models
+) -> tuple[dict[str, BuildPlan], Models]:
+    """The builds of the plans ``names`` lists (checked together, once) and the models
+    bound for them, as a run with those builds to make uses them."""
+    building = [p for p in plans if p.method is not None and p.name in names]
+    planned = plan_together([(p.method, p.build) for p in building if p.method], models)
+    if planned:
+        models = dataclasses.replace(models, binding=planned[0].binding)
+    return {p.name: b for p, b in zip(building, planned, strict=True)}, models
+
+
+def build_group(group: Sequence[Question], plans: Sequence[MethodPlan], work: EvalWork) -> Index:
+    """The shared index of ``group``, created on first use, with ``plans``' builds."""
+    index = open_index(group[0], work.index_dir)
+    built = [work.builds[p.name] for p in plans if p.method is not None]
+    pipeline.build(index, built, work.models, progress=work.progress)
+    return index
+
+
+def answer_group(
+    index: Index, questions: Sequence[Question], plans: Sequence[MethodPlan], work: EvalWork
+) -> Iterator[dict[str, Any]]:
+    """Each of ``questions`` x ``plans`` not done yet, run and recorded, in that order."""
+    for q in questions:
+        gold, gold_docs = source_spans(q, index)
+        for plan in plans:
+            if (q.id, plan.key) not in work.todo:
+                continue
+            rec = run_one(q, plan, index, work.models, work.opts, gold, gold_docs)
+            rec["index"] = index.path.name  # its build cost, for a report
+            yield rec
+
+
+def execute_here(work: EvalWork, write: Callable[[dict[str, Any]], None]) -> None:
+    """The run on this machine: each group's index built, then its questions."""
+    for group, plans in work.groups:
+        index = build_group(group, plans, work)
+        for rec in answer_group(index, group, plans, work):
+            write(rec)
+
+
 def run(
     data: str | Path,
     models: Models,
     opts: RunOptions,
     *,
     progress: Progress = NULL_PROGRESS,
+    execute: Execute = execute_here,
 ) -> RunOutcome:
-    """Evaluate ``opts.methods`` on the questions of ``data``; see the module doc."""
+    """Evaluate ``opts.methods`` on the questions of ``data``; see the module doc.
+    ``execute`` does the work left (on this machine unless told otherwise)."""
     data_path = Path(data)
     if opts.limit is not None and opts.limit < 1:
         raise UsageError("--limit must be at least 1")
@@ -492,35 +558,29 @@ def run(
     new = 0
     # every build's needs checked once, before the first index is opened, and the
     # models bound once for all of them
-    building = [p for p in plans if p.method is not None and any(q is p for _, q in pending)]
-    planned = plan_together([(p.method, p.build) for p in building if p.method], models)
-    builds = {p.name: b for p, b in zip(building, planned, strict=True)}
-    if planned:
-        models = dataclasses.replace(models, binding=planned[0].binding)
+    wanted = {p.name for _, p in pending}
+    builds, models = plan_run_builds(plans, [p.name for p in plans if p.name in wanted], models)
     if pending:
         out.parent.mkdir(parents=True, exist_ok=True)
         task = progress.task("eval", total=len(pending))
         todo = {(q.id, p.key) for q, p in pending}
+        groups = [
+            (group, [p for p in plans if any((q.id, p.key) in todo for q in group)])
+            for group in _groups(questions)
+        ]
+        groups = [g for g in groups if g[1]]
+        work = EvalWork(groups, todo, builds, models, index_dir, opts, progress)
         with _results_file(out) as fh:
-            for group in _groups(questions):
-                group_plans = [p for p in plans if any((q.id, p.key) in todo for q in group)]
-                if not group_plans:
-                    continue
-                index = open_index(group[0], index_dir)
-                built = [builds[p.name] for p in group_plans if p.method is not None]
-                pipeline.build(index, built, models, progress=progress)
-                for q in group:
-                    gold, gold_docs = source_spans(q, index)
-                    for plan in group_plans:
-                        if (q.id, plan.key) not in todo:
-                            continue
-                        rec = run_one(q, plan, index, models, opts, gold, gold_docs)
-                        rec["index"] = index.path.name  # its build cost, for a report
-                        fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                        fh.flush()
-                        done[(q.id, plan.key)] = rec
-                        new += 1
-                        task.advance()
+
+            def write(rec: dict[str, Any]) -> None:
+                nonlocal new
+                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                fh.flush()
+                done[(rec["id"], rec["run"])] = rec
+                new += 1
+                task.advance()
+
+            execute(work, write)
     records = [done[(q.id, p.key)] for q in questions for p in plans if (q.id, p.key) in done]
     by_id = {q.id: q for q in questions}
     for rec in records:
@@ -590,6 +650,7 @@ def run_one(
     gold: list[tuple[int, int] | None],
     gold_docs: list[int],
 ) -> dict[str, Any]:
+    forget_prompts(models)  # the record is this question's alone (lcr.pipeline.fresh)
     if plan.method is None or plan.plan is None:
         result, wall = gold_result(q, plan, index, models, gold, gold_docs)
         scores = score(q, result, gold, gold_docs, _llm_params(result, models), wall)
