@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from lcr.answer.grounding import ground
-from lcr.answer.quotes import answer_keys, answer_quote, enough
+from lcr.answer.quotes import answer_keys, answer_quote, enough, missing_words
 from lcr.answer.shared import NOT_FOUND, AnswerResult, AnswerSettings
 from lcr.cli.main import main
 from lcr.evidence import EvidenceItem
@@ -158,3 +158,24 @@ def test_the_real_model_answer_is_quoted_under_it_on_the_cli(
     plain = capsys.readouterr().out
     for quote in record.get("quotes", []):
         assert "\u201c" + quote["text"].split()[0] in plain and "-- lighthouse.txt" in plain
+
+
+def test_the_questions_verb_in_another_tense_is_the_questions_word() -> None:
+    # #73: the README's --each example; "brought" is the question's "bring", so the
+    # quote must hold the answer's own words (branch, hazel, bush), not the verb's tense
+    source = (
+        "He broke off the branch and took it with him. When he reached home he gave to "
+        "the step-daughters the things which they had wished for, and to cinderella he "
+        "gave the branch from the hazel-bush."
+    )
+    gave = source[source.index("to cinderella") :]
+    evidence = [EvidenceItem("c0", 0, 0, 1.0, source, [(0, len(source))])]
+    question = "What did the father bring Cinderella from his journey?"
+    answer = AnswerResult("The father brought the branch from the hazel-bush.", evidence, 0)
+    shown = ground(question, answer, AnswerSettings(), source)
+    assert shown.text == answer.text, shown.info
+    (quote,) = shown.quotes
+    assert gave in quote.text
+    assert answer_keys("He brought it.", "What did he bring?") == (["bring"], True)
+    # a past tense the question does not give is still the answer's own word
+    assert "sold" in missing_words("She sold it.", "What did she do with the box?", [source])

@@ -124,8 +124,29 @@ def word_forms(text: str) -> list[str]:
     return [_NUMBERS.get(w, w.replace(",", "")) for w in words]
 
 
+_PAST_FORM_LIST = """bring brought; buy bought; catch caught; teach taught; think thought;
+fight fought; seek sought; give gave given; take took taken; get got gotten; go went gone;
+make made; say said; tell told; come came; keep kept; hold held; build built; send sent;
+spend spent; lose lost; pay paid; sell sold; stand stood; write wrote written; speak spoke
+spoken; break broke broken; choose chose chosen; drive drove driven; eat ate eaten; fall
+fell fallen; forget forgot forgotten; grow grew grown; know knew known; begin began begun;
+drink drank drunk; fly flew flown; hide hid hidden; steal stole stolen; wake woke woken;
+sleep slept; hear heard; mean meant; win won; run ran; throw threw
+thrown; wear wore worn; ride rode ridden; sing sang sung; swim swam swum;
+find found"""
+_BASE_FORMS = {
+    form: forms.split()[0] for forms in _PAST_FORM_LIST.split(";") for form in forms.split()[1:]
+}
+"""Irregular past forms and their verb ("brought" is "bring"), so that an answer's
+"brought" is the question's "bring" (#73); ambiguous forms (left, saw, born, felt) are
+left out, and so are forms that are also common names: rose, sat, met."""
+
+
 def stem(word: str) -> str:
-    """A word with a possessive or plural ending dropped, as quotes compare words."""
+    """A word with a possessive or plural ending dropped, and an irregular past form as
+    its verb (:data:`_BASE_FORMS`), as quotes compare words."""
+    if word in _BASE_FORMS:
+        return _BASE_FORMS[word]
     for ending in ("'s", "es", "s"):
         if word.endswith(ending) and len(word) - len(ending) >= 3:
             return word[: -len(ending)]
