@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from lcr.answer.quotes import answer_quote, asked_words, relates, unsupported
+from lcr.answer.quotes import RELATED_SHARE, answer_quote, asked_words, relates, unsupported
 from lcr.answer.wording import root
 from lcr.evidence import EvidenceItem
+from tests.benches import load_bench
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "data" / "number_support.json").read_text(encoding="utf-8")
@@ -69,3 +70,13 @@ def test_lcr_locates_the_sentence_that_states_the_number() -> None:
     item = EvidenceItem("c0", 0, 0, 1.0, text, [(0, len(text))])
     quote = answer_quote("8000", "Which port does ninja -t browse use by default?", [item], text)
     assert quote is not None and quote.text.startswith("By default port 8000 is used")
+
+
+def test_the_bench_judges_as_the_rule_does_and_never_reads_a_test_set(tmp_path: Path) -> None:
+    bench = load_bench("bench_number_support")
+    for case in CASES:
+        judged = bench.accepted(case["answer"], case["question"], case["quote"], RELATED_SHARE)
+        assert judged == (not unsupported(case["answer"], case["question"], [case["quote"]]))
+    held_out = tmp_path / "test.jsonl"
+    held_out.write_text("", encoding="utf-8")
+    assert bench.main([str(held_out)]) == 2
