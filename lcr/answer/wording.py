@@ -153,6 +153,25 @@ def stem(word: str) -> str:
     return word
 
 
+_MODAL_LIST = "can could may might must shall should will would"
+MODALS = frozenset(_MODAL_LIST.split())
+"""Modal verbs: function words when judging what a question asks ("What ... can it carry?"
+asks nothing of "can"; #73's first-hour measurement)."""
+
+
+def root(word: str) -> str:
+    """:func:`stem`, then an ``-ing`` or ``-ed`` ending and a final ``e`` dropped, so
+    that "used" is "use" and "loaded" is "load", "file" is "files": how a quote's
+    relatedness to the question compares words (coarser than :func:`stem`, which
+    compares an answer's own words)."""
+    base = stem(word)
+    for ending in ("ing", "ed"):
+        if base.endswith(ending) and len(base) - len(ending) >= 2:
+            base = base[: -len(ending)]
+            break
+    return base[:-1] if base.endswith("e") and len(base) >= 3 else base
+
+
 def content_words(text: str) -> list[str]:
     """The words of ``text`` that carry its meaning: function words dropped."""
     return [w for w in word_forms(text) if w not in _FUNCTION_WORDS]
