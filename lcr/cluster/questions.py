@@ -264,14 +264,7 @@ def _eval(
         said: set[str] = set()
 
         def on_done(task: Task, done: Done) -> None:
-            for message in done.notes:
-                if message not in said:
-                    said.add(message)
-                    note(message)
-            if observe is not None:
-                observe(done)
-            if done.error:
-                raise TaskError(done.error, done.exit_code)
+            _relay(done, said, note, observe)
             if task.method == "build":
                 bar.advance()
                 return
@@ -405,14 +398,7 @@ def ask_on_cluster(
         said: set[str] = set()
 
         def on_done(task: Task, done: Done) -> None:
-            for message in done.notes:
-                if message not in said:
-                    said.add(message)
-                    note(message)
-            if observe is not None:
-                observe(done)
-            if done.error:
-                raise TaskError(done.error, done.exit_code)
+            _relay(done, said, note, observe)
             finished[task.number] = done.values
             while shown[0] in finished:
                 for result in finished.pop(shown[0]):
@@ -425,3 +411,20 @@ def ask_on_cluster(
         if pool is not None:
             pool.kill_all()  # done, Ctrl-C or a failure: no worker goes on
         cluster.close()
+
+
+def _relay(
+    done: Done,
+    said: set[str],
+    note: Callable[[str], None],
+    observe: Callable[[Done], None] | None,
+) -> None:
+    """A finished task's notes said once each, shown to ``observe``; its error raised."""
+    for message in done.notes:
+        if message not in said:
+            said.add(message)
+            note(message)
+    if observe is not None:
+        observe(done)
+    if done.error:
+        raise TaskError(done.error, done.exit_code)

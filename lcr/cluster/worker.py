@@ -119,15 +119,8 @@ class BuildWorker:
         try:
             given = InputFile(job.source, os.path.dirname(job.source), job.walked)
             result.document = read_document(given, job.name, options)
-        except InputError as exc:
-            if not job.walked:
-                result.error = one_line(str(exc))
-            else:
-                result.warnings.append(f"skipped: {one_line(str(exc))}")
-        except LcrError as exc:
-            result.error = one_line(str(exc))
-        except Exception as exc:  # a bug: still one line, with the document
-            result.error = one_line(f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            _failed(result, exc, job.walked)
         return result
 
     def _ready(self) -> tuple[Models, list[BuildPlan]]:
@@ -163,13 +156,17 @@ class BuildWorker:
                     warn=result.warnings.append,
                 ),
             )
-        except InputError as exc:
-            if not job.walked:
-                result.error = one_line(str(exc))
-            else:
-                result.warnings.append(f"skipped: {one_line(str(exc))}")
-        except LcrError as exc:
-            result.error = one_line(str(exc))
-        except Exception as exc:  # a bug: still one line, with the document
-            result.error = one_line(f"{type(exc).__name__}: {exc}")
+        except Exception as exc:
+            _failed(result, exc, job.walked)
         return result
+
+
+def _failed(result: JobResult, exc: Exception, walked: bool) -> None:
+    """A document's failure as one line, as a serial run says it: a file found by walking
+    a folder that cannot be read is skipped with a warning; a bug is still one line."""
+    if isinstance(exc, InputError) and walked:
+        result.warnings.append(f"skipped: {one_line(str(exc))}")
+    elif isinstance(exc, LcrError):
+        result.error = one_line(str(exc))
+    else:
+        result.error = one_line(f"{type(exc).__name__}: {exc}")
