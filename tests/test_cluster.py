@@ -14,7 +14,6 @@ import difflib
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -33,6 +32,7 @@ from lcr.models.spec import ModelSpec
 from lcr.pipeline.plans import ParsedSets
 from tests.conftest import needs
 from tests.test_deterministic_build import comparable_manifest, files_by_method
+from tests.without_ray import in_process
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ("bm25", "mixpr")
@@ -91,17 +91,7 @@ def serial(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("serial")
     docs = write_documents(folder)
     args = ["index", *map(str, docs), "-q"] + [a for m in METHODS for a in ("-m", m)]
-    script = (
-        "import sys\nfrom lcr.cli.main import main\n"
-        f"try:\n    main({args!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
-        "print('exit', code, 'ray' in sys.modules)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("LCR_RAY_ADDRESS", None)
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300
-    )
-    assert done.stdout.splitlines()[-1] == "exit 0 False", done.stdout + done.stderr
+    in_process(args)  # asserts exit 0 and that Ray was never imported
     return folder
 
 

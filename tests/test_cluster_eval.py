@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from bench.eval_identity import stable
 from lcr.cli.eval import eval_group
 from lcr.cli.main import cli
 from tests.conftest import FIXTURES
+from tests.without_ray import in_process
 
 REPO = Path(__file__).resolve().parents[1]
 try:
@@ -92,31 +92,19 @@ def stable_lines(path: Path, ids: set[str] | None = None) -> list[str]:
     return lines
 
 
-def in_process(args: list[str], stdin: str | None = None) -> tuple[str, str]:
-    """``lcr ARGS`` in a process of its own that also says whether Ray was imported."""
-    script = (
-        "import sys\nfrom lcr.cli.main import main\n"
-        f"try:\n    main({args!r})\nexcept SystemExit as exc:\n    code = exc.code\n"
-        "print('exit', code, 'ray' in sys.modules)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("LCR_RAY_ADDRESS", None)
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    *out, last = done.stdout.splitlines()
-    assert last == "exit 0 False", done.stdout + done.stderr
-    return "\n".join(out) + "\n", done.stderr
-
-
 def eval_args(data: Path, out: Path) -> list[str]:
     folder = out.with_suffix(".indexes")
     return ["eval", str(data), *METHODS, *MODEL, "--out", str(out), "--index-dir", str(folder)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """llama.cpp's sums round by thread count, and its thread governor picks the count
+    from the machine's load: the serial run and the workers (Ray gives each one CPU)
+    must use the same count to answer alike, so both are fixed at one."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LCR_THREADS", "1")
+        yield
 
 
 @pytest.fixture(scope="module")
