@@ -382,7 +382,8 @@ def _index_on_cluster(
         )  # fmt: skip
     command.index_with_ray(
         ray_address, workers, jobs, methods, parsed, pop_model_spec(model),
-        on_report=lambda target, r: report_build(unprinted, target, r), note=_err, **options,
+        on_report=lambda target, r: report_build(unprinted, target, r, quiet=options["quiet"]),
+        note=_err, **options,
     )  # fmt: skip
     unprinted.warn()
     return True, None
