@@ -446,6 +446,21 @@ def test_labels_say_what_lcr_does() -> None:
     assert "random_state=seed" in source  # UMAP's and the mixtures' fits, both seeded
 
 
+@pytest.mark.parametrize("method", ["raptor", "pecan"])
+def test_embed_long_says_no_measurement_chose_it(method: str) -> None:
+    """Issue 71: raptor.md and pecan.md say no measurement chose ``embed_long=pooled``
+    (held out, ``truncated`` was within chance); the refusal of ``--set`` says the same,
+    not that a measurement found ``truncated`` worse."""
+    from lcr.pipeline.plans import parse_sets
+
+    with pytest.raises(SettingError) as refused:
+        parse_sets([f"{method}.embed_long=truncated"])
+    said = str(refused.value)
+    assert "no measurement chose it" in said and "within chance" in said, said
+    page = Path(__file__).resolve().parents[1] / "docs" / "methods" / f"{method}.md"
+    assert "no measurement chose it" in page.read_text(encoding="utf-8")
+
+
 def test_a_seed_is_arbitrary_and_a_stand_in_names_the_papers_value(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -66,7 +66,7 @@ class PecanBuild(Settings):
     fixed = retired(
         max_levels=Fixed(MAX_LEVELS, "a guard that binds past 10^14 tokens"),
         # held out, pooled and truncated recall within chance (pecan.md#embed_long-on-pecans-chunks)
-        embed_long=Fixed("pooled", "truncated embedding was no better, held out"),
+        embed_long=Fixed("pooled", "lcr's; no measurement chose it: truncated was within chance"),
     )
 
 
