@@ -141,7 +141,14 @@ class Evidence:
         return rank_order(self.items)
 
     def in_document_order(self) -> list[EvidenceItem]:
-        return sorted(self.items, key=lambda it: (min((s for s, _ in it.spans), default=0), it.id))
+        """:func:`document_order` of the items."""
+        return document_order(self.items)
+
+
+def document_order(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:
+    """Where they stand in source.txt (first span's start, then id): the view of rank
+    order that is shown or read in document order, never stored as the evidence's."""
+    return sorted(items, key=lambda it: (min((s for s, _ in it.spans), default=0), it.id))
 
 
 def rank_order(items: Sequence[EvidenceItem]) -> list[EvidenceItem]:

@@ -128,6 +128,22 @@ def _in_document_order(items: list[EvidenceItem]) -> list[EvidenceItem]:
     return sorted(items, key=lambda it: (min(s for s, _ in it.spans), it.id))
 
 
+def test_document_order_is_one_view_of_rank_order(two_parts: Index) -> None:
+    """Issue 71: the evidence is held best first; document order is one view
+    (:func:`lcr.evidence.document_order`), which the answer step's layout and a method's
+    own step both take, never a sort of their own."""
+    from lcr.answer.passages import merge_passages, ordered
+    from lcr.evidence import Evidence, document_order
+
+    items = _evidence(two_parts)
+    want = [it.id for it in _in_document_order(items)]
+    assert [it.id for it in document_order(items)] == want
+    assert [it.id for it in ordered(items, "document")] == want
+    assert [it.id for it in Evidence("bm25", items).in_document_order()] == want
+    merged = merge_passages(items, two_parts.source, _names(two_parts))
+    assert merged == document_order(merged)
+
+
 @pytest.mark.parametrize("order", ["document", "rank"])
 def test_chunks_prompt_keeps_spans_and_order(two_parts: Index, order: str) -> None:
     items = _evidence(two_parts)

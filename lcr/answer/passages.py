@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lcr.answer.selection import leaf_span, touching
-from lcr.evidence import EvidenceItem, merge_spans
+from lcr.evidence import EvidenceItem, document_order, merge_spans
 
 
 def merge_passages(
@@ -54,7 +54,7 @@ def merge_passages(
                 continue
         runs.append([(span, it)])
     merged = [_passage(run, source, name_of(run[0][1].doc)) for run in runs]
-    return sorted(merged + alone, key=_document_position)
+    return document_order(merged + alone)
 
 
 def _passage(
@@ -95,10 +95,6 @@ def excerpt_heading(item: EvidenceItem) -> str:
     return f"Document: {name}\n" if isinstance(name, str) else ""
 
 
-def _document_position(item: EvidenceItem) -> tuple[int, str]:
-    return (min((s for s, _ in item.spans), default=0), item.id)
-
-
 def ordered(items: Sequence[EvidenceItem], order: str) -> list[EvidenceItem]:
     """``document``: where they stand in the source; ``rank``: the method's best first
     (by ``extra["rank"]``, then score; ties keep the given order)."""
@@ -110,7 +106,7 @@ def ordered(items: Sequence[EvidenceItem], order: str) -> list[EvidenceItem]:
             return (float(rank) if isinstance(rank, int) else float("inf"), -it.score, position)
 
         return [it for _, it in sorted(enumerate(items), key=rank_key)]
-    return sorted(items, key=_document_position)
+    return document_order(items)
 
 
 def cut_to_tokens(text: str, max_tokens: int, count_tokens: Callable[[str], int]) -> str:
