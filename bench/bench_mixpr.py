@@ -35,7 +35,7 @@ from mixpr_tasks import DATA, hash_hop, variable_tracking
 
 from lcr import api
 from lcr.models.container import Models
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from lcr.text.tokens import count_tokens
 
 
@@ -107,7 +107,7 @@ def text_for(kind: str, tokens: int) -> str:
 
 def make(tmp: Path, text: str) -> Index:
     sha = hashlib.sha256(text.encode()).hexdigest()
-    return Index.create(tmp / "b.idx", [DocumentInput("b.txt", text, sha, len(text))])
+    return Index.create(tmp / "b.idx", [Document("b.txt", text, sha, len(text))])
 
 
 class PrintProgress:

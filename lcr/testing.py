@@ -61,7 +61,7 @@ from lcr.models.base import (
 from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
 from lcr.pipeline import integrity
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 
 if TYPE_CHECKING:
     import pytest
@@ -283,7 +283,7 @@ class MethodChecks:
         self._count += 1
         path = self.workdir / f"{self.name}-{self._count}.idx"
         raw = self.text.encode("utf-8")
-        doc = DocumentInput("text.txt", self.text, hashlib.sha256(raw).hexdigest(), len(raw))
+        doc = Document("text.txt", self.text, hashlib.sha256(raw).hexdigest(), len(raw))
         index = Index.create(path, [doc])
         api.plan_and_build(index, [self.name], self.models(), self.build_sets())
         return Index.open(path)

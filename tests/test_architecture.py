@@ -142,3 +142,16 @@ def test_the_store_keys_its_cache_without_the_model_layer() -> None:
     for path in sorted((PACKAGE / "store").rglob("*.py")):
         for line, name in imports_of(path):
             assert name.split(".")[:2] != ["lcr", "models"], f"{path.name}:{line} imports {name}"
+
+
+def test_one_document_record_under_one_name() -> None:
+    """Issue 71: a document is one record (lcr.text.document.Document) from reading the
+    file to the index, under one name: the store takes and gives that class, no alias."""
+    import lcr.store
+    import lcr.store.documents
+    from lcr.text.document import Document
+
+    assert lcr.store.Document is Document
+    for module in (lcr.store, lcr.store.documents):
+        aliases = [n for n, v in vars(module).items() if v is Document and n != "Document"]
+        assert aliases == [], f"{module.__name__} names the document record {aliases}"

@@ -386,7 +386,7 @@ def test_graphreader_facts_rest_on_their_chunks_spans(tmp_path: Path) -> None:
 def _doc(tmp: Path) -> Any:
     import hashlib
 
-    from lcr.store import DocumentInput
+    from lcr.store import Document
 
     raw = (FIXTURES / "cinderella.txt").read_bytes()
-    return DocumentInput("cinderella.txt", raw.decode(), hashlib.sha256(raw).hexdigest(), len(raw))
+    return Document("cinderella.txt", raw.decode(), hashlib.sha256(raw).hexdigest(), len(raw))

@@ -12,7 +12,7 @@ import pytest
 from lcr import api
 from lcr.methods.toolkit import embedding_pieces
 from lcr.models.container import Models
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 
 
 def hash_lines(count: int, seed: int = 0) -> list[str]:
@@ -46,7 +46,7 @@ def test_a_line_past_the_embedders_window_is_still_found(
     text = "\n".join(lines) + "\n"
     idx = Index.create(
         tmp_path / "hh.idx",
-        [DocumentInput("hh.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))],
+        [Document("hh.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))],
     )
     models = Models.with_objects(embedder=embedder)
     api.plan_and_build(idx, [method], models)
@@ -74,7 +74,7 @@ def test_the_index_names_the_query_embedder_and_the_user_hears_it(
     from lcr.models.spec import ModelSpec
 
     text = "The lighthouse keeper kept a cat. The boat came on Thursdays with stores."
-    doc = DocumentInput("t.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
+    doc = Document("t.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     index = Index.create(tmp_path / "t.idx", [doc])
     api.plan_and_build(index, ["dense"], Models.with_objects(embedder=embedder))
     built_with = index.methods["dense"].models["embedder"]

@@ -12,7 +12,7 @@ import pytest
 
 from lcr import api
 from lcr.models.container import Models
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 
 
 class Interrupted:
@@ -68,7 +68,7 @@ def _story(n: int) -> str:
 
 def _index(path: Path, text: str) -> Index:
     sha = hashlib.sha256(text.encode()).hexdigest()
-    return Index.create(path, [DocumentInput("story.txt", text, sha, len(text))])
+    return Index.create(path, [Document("story.txt", text, sha, len(text))])
 
 
 @pytest.mark.parametrize("method", ["dense", "hybrid"])

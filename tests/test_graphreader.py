@@ -39,7 +39,7 @@ from lcr.methods.graphreader.keys import merge_keys, normalise_key
 from lcr.methods.graphreader.method import GraphReaderQuery, final_answer
 from lcr.models.base import Generation, Message
 from lcr.models.container import Models
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from tests.asking import ask_with
 from tests.conftest import FIXTURES
 from tests.fakes import ScriptedLLM
@@ -563,7 +563,7 @@ def test_prompt_injection_changes_nothing_the_agent_can_do(tmp_path: Path, embed
     raw = INJECTION.encode()
     index = Index.create(
         tmp_path / "i.idx",
-        [DocumentInput("inj.txt", INJECTION, hashlib.sha256(raw).hexdigest(), len(raw))],
+        [Document("inj.txt", INJECTION, hashlib.sha256(raw).hexdigest(), len(raw))],
     )
     build_llm = ScriptedLLM(words=200)  # echoes the chunk: sentence fallback builds the graph
     api.plan_and_build(
@@ -595,9 +595,9 @@ def test_prompt_injection_changes_nothing_the_agent_can_do(tmp_path: Path, embed
 
 
 # ---------------------------------------------------------------- build & ask
-def _doc(text: str, name: str = "doc.txt") -> DocumentInput:
+def _doc(text: str, name: str = "doc.txt") -> Document:
     raw = text.encode()
-    return DocumentInput(name, text, hashlib.sha256(raw).hexdigest(), len(raw))
+    return Document(name, text, hashlib.sha256(raw).hexdigest(), len(raw))
 
 
 def test_build_resumes_without_paying_twice(tmp_path: Path, embedder: Any) -> None:

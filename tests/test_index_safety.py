@@ -26,14 +26,14 @@ from lcr.errors import (
     SchemaMismatchError,
     from_os_error,
 )
-from lcr.store import DocumentInput, Index, Node
+from lcr.store import Document, Index, Node
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def doc(name: str, text: str) -> DocumentInput:
+def doc(name: str, text: str) -> Document:
     data = text.encode()
-    return DocumentInput(name, text, hashlib.sha256(data).hexdigest(), len(data))
+    return Document(name, text, hashlib.sha256(data).hexdigest(), len(data))
 
 
 A = doc("a.txt", "Alpha went home. Beta stayed.")
@@ -77,10 +77,10 @@ def story(tmp_path: Path, cinderella: Path) -> Path:
 CREATOR = """
 import hashlib, os, sys, time
 from pathlib import Path
-from lcr.store import DocumentInput, Index, Node
+from lcr.store import Document, Index, Node
 target, start, i = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 text = "Alpha went home. Beta stayed."
-d = DocumentInput("a.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
+d = Document("a.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
 while not start.exists():
     time.sleep(0.001)
 index = Index.create(target, [d])

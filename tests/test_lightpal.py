@@ -39,7 +39,7 @@ from lcr.methods.lightpal.scoring import (
 from lcr.models.base import ContinuationScore
 from lcr.models.container import Models
 from lcr.progress import NULL_PROGRESS
-from lcr.store import DocumentInput, Index, LLMCache
+from lcr.store import Document, Index, LLMCache
 from tests.asking import ask_with
 from tests.conftest import FIXTURES, SHARED_DATA, needs_shared_data
 from tests.fakes import ScriptedLLM
@@ -47,9 +47,9 @@ from tests.fakes import ScriptedLLM
 FAST = ["lightpal.scorer=llm"]
 
 
-def _doc(name: str, text: str) -> DocumentInput:
+def _doc(name: str, text: str) -> Document:
     raw = text.encode("utf-8")
-    return DocumentInput(name, text, hashlib.sha256(raw).hexdigest(), len(raw))
+    return Document(name, text, hashlib.sha256(raw).hexdigest(), len(raw))
 
 
 def _cut(text: str, chars: int) -> str:

@@ -22,7 +22,7 @@ from lcr.methods.mixpr import MixPRBuild, MixPRQuery
 from lcr.models.base import Capability, Generation, Message
 from lcr.models.container import Models
 from lcr.pipeline.plans import parse_sets
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from lcr.text.chunking import split_sentences
 
 AUTO = ["mixpr.mode=auto"]  # the paper's router; lcr's default mode is local
@@ -112,7 +112,7 @@ def variable_chains(shared: Path, seed: int = 0) -> tuple[str, str, list[list[st
 
 
 def make_index(tmp: Path, text: str, methods: list[str], sets: Sequence[str] = ()) -> Index:
-    doc = DocumentInput("doc.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
+    doc = Document("doc.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     idx = Index.create(tmp / "doc.idx", [doc])
     api.plan_and_build(idx, methods, Models.with_objects(), list(sets))
     return idx
@@ -638,7 +638,7 @@ def test_a_repetitive_text_is_warned_about_before_its_graph_is_written(tmp_path:
     chunk) without a word. The warning says what, why and the setting that bounds it."""
     line = "request from host alpha served in 12 ms with status ok and no retries. "
     text = " ".join(f"{line}{i % 3}." for i in range(1200))
-    doc = DocumentInput("log.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
+    doc = Document("log.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     said: list[str] = []
     idx = Index.create(tmp_path / "log.idx", [doc])
     api.plan_and_build(idx, ["mixpr"], Models.with_objects(), [], warn=said.append)
@@ -652,7 +652,7 @@ def test_a_repetitive_text_is_warned_about_before_its_graph_is_written(tmp_path:
     )
     assert said == [] and capped.size_bytes("mixpr") < idx.size_bytes("mixpr") / 3
     story = (Path(__file__).resolve().parents[1] / "examples" / "lighthouse.txt").read_text()
-    prose = DocumentInput("l.txt", story, hashlib.sha256(story.encode()).hexdigest(), len(story))
+    prose = Document("l.txt", story, hashlib.sha256(story.encode()).hexdigest(), len(story))
     index = Index.create(tmp_path / "l.idx", [prose])
     api.plan_and_build(index, ["mixpr"], Models.with_objects(), [], warn=said.append)
     assert said == []

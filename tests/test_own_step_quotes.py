@@ -35,7 +35,7 @@ from lcr.models.base import Capability
 from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
 from lcr.pipeline.plans import answer_settings, parse_sets
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from tests.conftest import FIXTURES
 from tests.fakes import Replying, ScriptedLLM
 from tests.test_graphreader import StageLLM
@@ -49,9 +49,7 @@ FALSE_QUOTE = "The sisters named her Cinderella because of the ashes on her dres
 
 def _index(path: Path) -> Index:
     raw = TEXT.encode("utf-8")
-    return Index.create(
-        path, [DocumentInput(NAME, TEXT, hashlib.sha256(raw).hexdigest(), len(raw))]
-    )
+    return Index.create(path, [Document(NAME, TEXT, hashlib.sha256(raw).hexdigest(), len(raw))])
 
 
 def _chunks(source: str) -> list[EvidenceItem]:

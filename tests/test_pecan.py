@@ -56,7 +56,7 @@ from lcr.models.transformers_attend import span_mean_matrix
 from lcr.models.transformers_llm import NodeKVCache
 from lcr.pipeline.integrity import retired_reading
 from lcr.pipeline.plans import parse_sets
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from tests.conftest import FIXTURES, REPO
 from tests.eager import forward_with_attention
 from tests.fakes import ScriptedLLM
@@ -74,9 +74,7 @@ def _excerpt() -> str:
 
 def _index(path: Path, text: str) -> Index:
     raw = text.encode("utf-8")
-    return Index.create(
-        path, [DocumentInput("c.txt", text, hashlib.sha256(raw).hexdigest(), len(raw))]
-    )
+    return Index.create(path, [Document("c.txt", text, hashlib.sha256(raw).hexdigest(), len(raw))])
 
 
 @pytest.fixture(scope="module")

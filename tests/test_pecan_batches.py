@@ -23,7 +23,7 @@ from lcr.models import transformers_decode as decoding
 from lcr.models.container import Models
 from lcr.models.transformers_attend import span_mean_matrix
 from lcr.pipeline.plans import parse_sets
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from tests.conftest import FIXTURES
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -149,9 +149,7 @@ def test_gpu_attention_batches_follow_free_memory(
 def _index(path: Path) -> Index:
     text = (FIXTURES / "cinderella.txt").read_text(encoding="utf-8")[:1800]
     raw = text.encode("utf-8")
-    return Index.create(
-        path, [DocumentInput("c.txt", text, hashlib.sha256(raw).hexdigest(), len(raw))]
-    )
+    return Index.create(path, [Document("c.txt", text, hashlib.sha256(raw).hexdigest(), len(raw))])
 
 
 def test_the_index_does_not_depend_on_llm_batch(tmp_path: Path, smollm: Any, embedder: Any) -> None:

@@ -21,12 +21,12 @@ from lcr.errors import (
     SchemaMismatchError,
     SourceMismatchError,
 )
-from lcr.store import DocumentInput, Index, LLMCache, Node, cache_key
+from lcr.store import Document, Index, LLMCache, Node, cache_key
 
 
-def doc(name: str, text: str) -> DocumentInput:
+def doc(name: str, text: str) -> Document:
     data = text.encode()
-    return DocumentInput(name, text, hashlib.sha256(data).hexdigest(), len(data))
+    return Document(name, text, hashlib.sha256(data).hexdigest(), len(data))
 
 
 A = doc("a.txt", "Alpha went home. Beta stayed.")
@@ -91,7 +91,7 @@ def test_failed_build_keeps_previous(tmp_path: Path) -> None:
 
 CRASH_SCRIPT = """
 import hashlib, os, sys
-from lcr.store import DocumentInput, Index, Node
+from lcr.store import Document, Index, Node
 index = Index.open(sys.argv[1])
 with index.building("demo", settings={"marker": "new"}, models={}) as out:
     out.write_nodes([Node("n0", 0, "new", [(0, 3)], 0)])

@@ -27,7 +27,7 @@ from lcr.scoring.tfidf import (
     term_counts,
     tokenise,
 )
-from lcr.store import DocumentInput, Index, MethodWriter
+from lcr.store import Document, Index, MethodWriter
 from lcr.store.index import _dir_digests, _dir_files
 from lcr.text.chunking import sentence_word_chunks, split_sentences
 
@@ -202,7 +202,7 @@ def test_a_vocabulary_saved_before_the_stop_word_list_loads_the_same(
 
 
 def make_index(tmp: Path, text: str, methods: list[str]) -> Index:
-    doc = DocumentInput("doc.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
+    doc = Document("doc.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     idx = Index.create(tmp / "doc.idx", [doc])
     api.plan_and_build(idx, methods, Models.with_objects(), [])
     return idx

@@ -29,7 +29,7 @@ from lcr.models.base import llm_configuration
 from lcr.models.container import Models
 from lcr.models.hashing import HashingEmbedder
 from lcr.pipeline.plans import parse_sets
-from lcr.store import DocumentInput, Index, LLMCache, cache_key
+from lcr.store import Document, Index, LLMCache, cache_key
 from lcr.testing import ScriptedLLM
 from lcr.text.chunking import token_windows
 
@@ -58,7 +58,7 @@ def test_a_text_past_the_window_is_pooled_over_pieces_and_its_tail_counts() -> N
 
 
 def _raptor_index(tmp_path: Path, name: str, text: str) -> Index:
-    doc = DocumentInput(f"{name}.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
+    doc = Document(f"{name}.txt", text, hashlib.sha256(text.encode()).hexdigest(), len(text))
     return Index.create(tmp_path / f"{name}.idx", [doc])
 
 

@@ -193,7 +193,7 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
     from lcr import api
     from lcr.eval.convert import odsum
     from lcr.models.container import Models
-    from lcr.store import DocumentInput, Index
+    from lcr.store import Document, Index
 
     if args.unscored:
         _skip_scorer(args.set)
@@ -209,7 +209,7 @@ def bench_odsum(args: argparse.Namespace) -> dict[str, Any]:
         index = Index.open(path)
     else:
         inputs = [
-            DocumentInput(
+            Document(
                 d.id, d.text, hashlib.sha256(d.text.encode()).hexdigest(), len(d.text.encode())
             )
             for d in docs

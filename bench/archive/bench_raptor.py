@@ -40,18 +40,18 @@ from lcr import api
 from lcr.methods.raptor.method import USER_PROMPT
 from lcr.models.container import Models
 from lcr.models.spec import ModelSpec
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from lcr.text.tokens import count_tokens
 from tests.fakes import ScriptedLLM
 
 DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "squality" / "dev.jsonl"
 
 
-def squality_text(target_tokens: int) -> list[DocumentInput]:
+def squality_text(target_tokens: int) -> list[Document]:
     """Whole stories, in file order, until ``target_tokens`` is reached."""
     import hashlib
 
-    docs: list[DocumentInput] = []
+    docs: list[Document] = []
     total = 0
     with DATA.open(encoding="utf-8") as fh:
         for line in fh:
@@ -61,7 +61,7 @@ def squality_text(target_tokens: int) -> list[DocumentInput]:
                 continue  # the file repeats a story per question set
             data = text.encode("utf-8")
             name = f"squality-{len(docs)}"
-            docs.append(DocumentInput(name, text, hashlib.sha256(data).hexdigest(), len(data)))
+            docs.append(Document(name, text, hashlib.sha256(data).hexdigest(), len(data)))
             total += count_tokens(text)
             if total >= target_tokens:
                 break
@@ -77,7 +77,7 @@ PROMPT_TAIL = USER_PROMPT.split("{context}", 1)[0]
 
 
 def build_once(
-    docs: list[DocumentInput], models: Models, sets: list[str], workdir: Path
+    docs: list[Document], models: Models, sets: list[str], workdir: Path
 ) -> dict[str, Any]:
     index = Index.create(workdir / f"bench-{time.time_ns()}.idx", docs)
     started = time.perf_counter()

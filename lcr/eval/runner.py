@@ -52,7 +52,7 @@ from lcr.pipeline.plans import (
     plan_together,
 )
 from lcr.progress import NULL_PROGRESS, Progress
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from lcr.store.manifest import Manifest
 from lcr.text.tokens import count_tokens
 
@@ -241,7 +241,7 @@ def index_path(q: Question, index_dir: Path) -> Path:
 
 def open_index(q: Question, index_dir: Path) -> Index:
     """The shared index of ``q``'s documents, created on first use."""
-    docs = [DocumentInput(d.id, d.text, d.sha256, len(d.text.encode("utf-8"))) for d in q.documents]
+    docs = [Document(d.id, d.text, d.sha256, len(d.text.encode("utf-8"))) for d in q.documents]
     return Index.create(index_path(q, index_dir), docs)
 
 

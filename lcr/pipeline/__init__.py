@@ -43,7 +43,7 @@ from lcr.pipeline.plans import plan_query as plan_query
 from lcr.pipeline.plans import query_settings as query_settings
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.result import Result, cite
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from lcr.store.writing import writer_lock
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def load_documents(
     files: Sequence[InputFile],
     warn: Callable[[str], None] | None = None,
     options: ExtractOptions | None = None,
-) -> list[DocumentInput]:
+) -> list[Document]:
     """Read every file, named relative to the inputs' common folder. A file a folder
     walk found that lcr cannot read is skipped with a warning; one given by name
     stops the run with its one-line reason."""
@@ -77,7 +77,7 @@ def load_documents(
     return some_documents(docs)
 
 
-def read_document(f: InputFile, name: str, options: ExtractOptions) -> DocumentInput:
+def read_document(f: InputFile, name: str, options: ExtractOptions) -> Document:
     """One file read as :func:`load_documents` reads it (a cluster's worker calls this):
     named ``name``, its absolute path recorded."""
     from lcr.text.loading import load_document
@@ -87,7 +87,7 @@ def read_document(f: InputFile, name: str, options: ExtractOptions) -> DocumentI
     return dataclasses.replace(d, path=where)
 
 
-def some_documents(docs: list[DocumentInput]) -> list[DocumentInput]:
+def some_documents(docs: list[Document]) -> list[Document]:
     """``docs``, or one line when a folder walk found nothing lcr could read."""
     if not docs:
         raise InputError("none of the files found could be read (see the warnings above)")
@@ -264,7 +264,7 @@ def index_files(
     on_report: Callable[[BuildReport], None] | None = None,
     note: Callable[[str], None] | None = None,
     extract: ExtractOptions | None = None,
-    loaded: Sequence[DocumentInput] | None = None,
+    loaded: Sequence[Document] | None = None,
 ) -> tuple[Index, list[BuildReport]]:
     """Create (or reuse) the index of ``files`` (``lcr.text.inputs.expand_inputs``, once,
     where the paths were given) at ``out`` and build each of ``plans`` into it.

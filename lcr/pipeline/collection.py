@@ -25,7 +25,7 @@ from lcr.models.base import Role
 from lcr.pipeline import BuildReport, build, expand_methods, load_documents
 from lcr.pipeline.plans import BUILD, NO_SETS, AnyMethod, ParsedSets, plan_build
 from lcr.progress import NULL_PROGRESS, Progress
-from lcr.store import DocumentInput, Index
+from lcr.store import Document, Index
 from lcr.store.collection import Plan, plan_add, plan_remove, record_change
 from lcr.store.manifest import MethodEntry
 from lcr.store.writing import index_home, recover_swap, writer_lock
@@ -51,7 +51,7 @@ def add_files(
     note: Tell | None = None,
     tell: Tell | None = None,
     extract: ExtractOptions | None = None,
-    loaded: Sequence[DocumentInput] | None = None,
+    loaded: Sequence[Document] | None = None,
 ) -> Index:
     """Add the documents of ``files`` (expanded where the paths were given) to the index
     at ``out`` and rebuild its methods (and ``methods``, if not built yet) paying only

@@ -16,16 +16,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from lcr.errors import UsageError
-from lcr.store.documents import DocumentInput
 from lcr.store.index import Index
 from lcr.store.manifest import Manifest
+from lcr.text.document import Document
 
 
 def now_utc() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def stored_documents(index: Index) -> list[DocumentInput]:
+def stored_documents(index: Index) -> list[Document]:
     """Every document of ``index`` as it was extracted (never read again from its file,
     which may have changed or gone), with the time it joined the index."""
     source = index.source
@@ -34,7 +34,7 @@ def stored_documents(index: Index) -> list[DocumentInput]:
     paths = index.manifest.source_paths
     paths = paths if len(paths) == len(docs) else [""] * len(docs)
     return [
-        DocumentInput(
+        Document(
             d.name,
             source[d.start : d.end],
             d.sha256,
@@ -55,21 +55,21 @@ def stored_documents(index: Index) -> list[DocumentInput]:
 class Plan:
     """The documents after a change, and what the change is, in names."""
 
-    documents: list[DocumentInput]
+    documents: list[Document]
     added: list[str]
     removed: list[str]
     already: list[str]  # given to add, but already there with the same content
     at: str = dataclasses.field(default_factory=now_utc)  # when the change was asked for
 
 
-def plan_add(index: Index, new: Sequence[DocumentInput]) -> Plan:
+def plan_add(index: Index, new: Sequence[Document]) -> Plan:
     """``new`` after the index's documents. A name already there with the same content
     is nothing to add; with other content it is refused (exit 2): a document is
     replaced by removing it first, so no one replaces one by mistake."""
     kept = stored_documents(index)
     by_name = {d.name: d for d in kept}
     when = now_utc()
-    added: list[DocumentInput] = []
+    added: list[Document] = []
     already: list[str] = []
     for doc in new:
         there = by_name.get(doc.name)

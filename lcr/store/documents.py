@@ -11,11 +11,7 @@ from lcr.text.document import Document
 DOC_SEPARATOR = "\n\n"
 
 
-# what ``Index.create`` takes: the one document record, as lcr.text.loading makes it
-DocumentInput = Document
-
-
-def join_documents(docs: Sequence[DocumentInput]) -> tuple[str, list[SourceDoc]]:
+def join_documents(docs: Sequence[Document]) -> tuple[str, list[SourceDoc]]:
     """The documents' text in their order (a document added later comes last, so the
     offsets of those before it stay), and each one's record for the manifest."""
     parts: list[str] = []

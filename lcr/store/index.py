@@ -49,7 +49,7 @@ from lcr.errors import (
 )
 from lcr.store import hints
 from lcr.store.cache import LLMCache
-from lcr.store.documents import DOC_SEPARATOR, DocumentInput, join_documents
+from lcr.store.documents import DOC_SEPARATOR, join_documents
 from lcr.store.manifest import Manifest, MethodEntry, SourceDoc
 from lcr.store.method_writer import MethodWriter
 from lcr.store.nodes import span_problem
@@ -68,6 +68,7 @@ from lcr.store.writing import (
     unmark,
     writer_lock,
 )
+from lcr.text.document import Document
 from lcr.text.layout import (
     LAYOUT_FILE,
     DocumentLayout,
@@ -294,7 +295,7 @@ class Index:
     def create(
         cls,
         path: str | Path,
-        documents: Sequence[DocumentInput],
+        documents: Sequence[Document],
         *,
         force: bool = False,
         note: Note | None = None,
@@ -344,7 +345,7 @@ class Index:
             return cls._write_new(p, source, docs, documents, staged=True)
 
     @classmethod
-    def stage(cls, path: str | Path, documents: Sequence[DocumentInput]) -> Index:
+    def stage(cls, path: str | Path, documents: Sequence[Document]) -> Index:
         """A new index of ``documents`` staged beside the one at ``path``, sharing its LLM
         cache, for :meth:`commit` to swap in (documents added or removed: lcr.pipeline.collection).
         The caller holds :func:`writer_lock` of ``path`` until the commit."""
@@ -359,7 +360,7 @@ class Index:
         p: Path,
         source: str,
         docs: list[SourceDoc],
-        inputs: Sequence[DocumentInput],
+        inputs: Sequence[Document],
         *,
         staged: bool = False,
     ) -> Index:
