@@ -271,22 +271,6 @@ def _split_table(split: dict[str, dict[str, Any]]) -> Any:
     return table
 
 
-def markdown_split(summary: dict[str, Any]) -> str:
-    """The found / not-found split as a Markdown table (empty when there is none)."""
-    split = summary.get("split") or {}
-    if not split:
-        return ""
-    cols = split_columns()
-    lines = [
-        "| method | " + " | ".join(h for _, _, h in cols) + " |",
-        "|---|" + "---:|" * len(cols),
-    ]
-    for method, row in split.items():
-        cells = " | ".join(split_cell(row[part], metric, " ") for part, metric, _ in cols)
-        lines.append(f"| {method} | {cells} |")
-    return "\n".join(lines) + "\n"
-
-
 def build_columns(build: dict[str, dict[str, Any]]) -> list[str]:
     """Build time always; LLM columns only when some method built with an LLM."""
     return [m for m, _ in BUILD_METRICS if any(m in row for row in build.values())]
