@@ -79,6 +79,30 @@ def test_ask_of_several_questions_parses_each_set_once(
     assert sorted(parsed) == ["answer.order=document", "bm25.top_k=2"]
 
 
+def test_an_ask_reads_its_methods_build_once_a_question(
+    text: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 71: the method's reader is looked up once a question by the pipeline (for
+    the index's embedder and the retrieval alike), besides the command's check before
+    any model loads: not once for each."""
+    idx = tmp_path / "tale.idx"
+    lcr(["index", str(text), "-o", str(idx), "-q"])
+    asked: list[str] = []
+    real = Index.reader
+
+    def reader(self: Index, name: str) -> Any:
+        asked.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(Index, "reader", reader)
+    out = lcr(["ask", str(idx), "-", "--json"], stdin="\n".join(QUESTIONS[:2]) + "\n")
+    assert len(out.splitlines()) == 2
+    assert asked == ["bm25"] * 3  # the command's check, then one a question
+    asked.clear()
+    lcr(["retrieve", str(idx), QUESTIONS[0], "--json"])
+    assert asked == ["bm25"] * 2
+
+
 def test_eval_of_several_questions_and_methods_parses_each_set_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -43,7 +43,7 @@ from lcr.pipeline.plans import plan_query as plan_query
 from lcr.pipeline.plans import query_settings as query_settings
 from lcr.progress import NULL_PROGRESS, Progress
 from lcr.result import Result, cite
-from lcr.store import Document, Index
+from lcr.store import Document, Index, MethodReader
 from lcr.store.writing import writer_lock
 
 if TYPE_CHECKING:
@@ -355,12 +355,14 @@ def retrieve_query(
     keeps what the method's own answer step needs (``evidence.state``) for
     :func:`ask_query`."""
     models = require(models, query.needs, f"{query.method.name} retrieval")
-    roles = query_models(index.reader(query.method.name).entry.models, query, models, note)
-    return _retrieve(index, query, question, roles, progress, note, keep_state)
+    reader = index.reader(query.method.name)
+    roles = query_models(reader.entry.models, query, models, note)
+    return _retrieve(index, reader, query, question, roles, progress, note, keep_state)
 
 
 def _retrieve(
     index: Index,
+    reader: MethodReader,
     query: QueryPlan,
     question: str,
     models: Models,
@@ -368,9 +370,9 @@ def _retrieve(
     note: Callable[[str], None] | None,
     keep_state: bool,
 ) -> Result:
-    """The retrieval itself, with ``models`` already checked and bound for it."""
+    """The retrieval itself, from the method's ``reader``, with ``models`` already checked
+    and bound for it."""
     method = query.method
-    reader = index.reader(method.name)
     _ = index.layouts  # a damaged layout.json fails here, before any retrieval is paid for
     needs = query.needs
     message = retrieval_llm_note(query, models)
@@ -425,9 +427,9 @@ def ask_query(
     planned = plan_answer(query, models, note)
     query = planned.pool or planned.query
     # the roles bound once for the whole ask: checked above, the index's embedder here
-    reader_models = index.reader(query.method.name).entry.models
-    roles = query_models(reader_models, query, planned.models, note)
-    result = _retrieve(index, query, question, roles, progress, note, keep_state=True)
+    reader = index.reader(query.method.name)
+    roles = query_models(reader.entry.models, query, planned.models, note)
+    result = _retrieve(index, reader, query, question, roles, progress, note, keep_state=True)
 
     return answer_evidence(
         index,
