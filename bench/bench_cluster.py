@@ -24,7 +24,8 @@ Fixed cost apart from the per-unit cost: each round also times a 1-document (and
 1-question) run of every configuration, and starting and shutting down a local cluster
 by itself (``lcr.cluster.connect``). Ray's overhead is printed as the ratio and as
 "fixed seconds + per-unit %": fixed, the 1-unit runs' difference; per unit, the slope
-from 1 to N units against serial's.
+from 1 to N units against serial's (meaningful at the full sizes, noise at small ones).
+A 1-unit run with ``--workers 2`` starts one worker: lcr starts no more than its tasks.
 
 Reported: each configuration's wall time (median over the rounds), the ratios, the load
 average around each run, and each Ray worker's peak resident memory (psutil over the
