@@ -18,6 +18,12 @@ from lcr.errors import MissingExtraError, UsageError
 
 RAY_EXTRA = "pip install 'lcr[ray]'"
 REACH_TIMEOUT_S = 5.0  # a head's port not answering within this is refused
+# A cluster started here for one run (``local``) starts no idle Ray workers when lcr
+# connects: Ray's default starts one per CPU, each importing Ray on the very cores the
+# driver and lcr's own workers are starting on, and lcr's workers are actors that Ray
+# starts anyway (bench/ray_start.py measured this about 1 s faster a run on 2 cores).
+# A cluster lcr joins (``auto``, an address) keeps the settings it was started with.
+LOCAL_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 
 
 class RayMissingError(MissingExtraError, UsageError):
@@ -111,7 +117,7 @@ def connect(text: str, workers: int | None = None) -> Cluster:
         return Cluster(ray, text, owned=False)
     if address.kind == "local":
         cpus = os.cpu_count() or 1
-        _quiet_init(ray, num_cpus=max(cpus, workers or 0))
+        _quiet_init(ray, num_cpus=max(cpus, workers or 0), _system_config=dict(LOCAL_SYSTEM_CONFIG))
         return Cluster(ray, text, owned=True)
     try:
         _quiet_init(ray, address=address.text)
