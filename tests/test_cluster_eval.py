@@ -252,7 +252,9 @@ class _FakeRay:
         self.calls: list[tuple[int, str, tuple[Any, ...]]] = []
         self.killed: list[Any] = []
 
-    def wait(self, refs: list[Any], num_returns: int) -> tuple[list[Any], list[Any]]:
+    def wait(
+        self, refs: list[Any], num_returns: int, timeout: float | None = None
+    ) -> tuple[list[Any], list[Any]]:
         return [refs[-1]], refs[:-1]
 
     def get(self, ref: Any) -> Any:
@@ -322,6 +324,33 @@ def test_the_pool_keeps_each_batch_after_its_build_and_retries_a_dead_workers_ta
     doomed.make = make_dead
     with pytest.raises(TaskFailed, match=rf"^only: its worker died {RETRIES + 1} times"):
         doomed.run([Task(0, "answer", (), "only")], lambda task, value: None)
+
+
+def test_with_on_failed_a_task_failed_for_good_is_told_and_the_others_finish() -> None:
+    """As ``lcr index --ray`` runs its builds: a document whose every worker dies under
+    it is reported, the others are built."""
+    from lcr.cluster.pool import RETRIES, Pool, Task
+
+    fake = _FakeRay()
+    real_get = fake.get
+
+    def get(ref: Any) -> Any:  # the task "poison" kills whichever worker runs it
+        actor, _method, args = ref
+        if args == ("poison",):
+            actor.dead = True
+        return real_get(ref)
+
+    fake.get = get  # type: ignore[method-assign]
+    pool = Pool(fake, _FakeActor, 2)
+    tasks = [Task(n, "build", (name,), name) for n, name in enumerate(["a", "poison", "b", "c"])]
+    done: list[Any] = []
+    failed: list[tuple[str, str]] = []
+    pool.run(
+        tasks, lambda t, v: done.append(v), on_failed=lambda t, why: failed.append((t.label, why))
+    )
+    assert sorted(done) == [("build", "a"), ("build", "b"), ("build", "c")]
+    assert failed == [("poison", f"its worker died {RETRIES + 1} times (_Died)")]
+    assert pool.replaced == RETRIES + 1
 
 
 def test_each_question_is_answered_with_the_prompt_cache_forgotten(tmp_path: Path) -> None:
