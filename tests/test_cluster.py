@@ -442,6 +442,52 @@ def test_each_worker_runs_as_many_threads_as_it_claims_cpus(
     )
 
 
+@needs_ray
+@needs("smollm2-135m", "llamacpp")
+@pytest.mark.slow  # starts a Ray cluster, answers with smollm2
+def test_eval_and_ask_workers_claim_the_gpu_when_they_answer_with_a_local_llm(
+    cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module's cluster declares one GPU: a worker answering with a local model holds
+    it (so two are refused), one that only retrieves (eval --retrieval-only) does not."""
+    import ray
+
+    from lcr.cluster.questions import ask_on_cluster
+    from lcr.pipeline.plans import plan_query
+    from tests.conftest import FIXTURES
+
+    monkeypatch.setenv("LCR_THREADS", "1")
+    tale = FIXTURES / "cinderella.txt"
+    index = tmp_path / "tale.idx"
+    assert lcr("index", str(tale), "-o", str(index), "-m", "bm25", "-q").exit_code == 0
+    model = ["--llm", "smollm2-135m", "--max-new-tokens", "4", "-m", "bm25"]
+    done = lcr("ask", str(index), "-", *model, "--ray", "local", "--workers", "2", input="Who?\n")
+    assert done.exit_code == 2, done.output
+    assert done.output == (
+        "lcr: --workers 2: the cluster offers 1 GPU, one for each worker running a local LLM\n"
+    )
+    data = tmp_path / "qa.jsonl"
+    rows = [{"id": f"q{n}", "question": q, "answers": ["x"], "documents": [{"id": "tale"}]}
+            for n, q in enumerate(["Who fell sick?", "Where did she sleep?"])]  # fmt: skip
+    rows[0]["documents"][0]["text"] = tale.read_text(encoding="utf-8")
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = ["--out", str(tmp_path / "r.jsonl"), "--ray", "local", "--workers", "2", "-q"]
+    done = lcr("eval", str(data), *model, *out)
+    assert done.exit_code == 2 and "offers 1 GPU, one for each worker" in done.output
+    done = lcr("eval", str(data), *model, *out, "--retrieval-only")
+    assert done.exit_code == 0, done.output  # two workers: no GPU claimed
+
+    free: list[float] = []
+
+    def gpus_free(_done: object) -> None:
+        free.append(ray.available_resources().get("GPU", 0))
+
+    ask_on_cluster("local", None, ModelSpec(llm="smollm2-135m"), str(index),
+                   plan_query("bm25", max_new_tokens=4), ["Who?", "Where?"],
+                   show=lambda r: None, observe=gpus_free)  # fmt: skip
+    assert free and set(free) == {0}, free  # the worker holds the one GPU while it answers
+
+
 RAPTOR = ["-m", "raptor", "--llm", "smollm2-135m", "--set", "raptor.chunk_tokens=25",
           "--set", "raptor.summary_max_new_tokens=24", "-q"]  # fmt: skip
 

@@ -90,7 +90,7 @@ def plan_workers(
     if gpu and asked is not None and asked > gpus:
         raise UsageError(
             f"--workers {asked}: the cluster offers {gpus} GPU{'s' * (gpus != 1)}, "
-            "one for each worker of an LLM method"
+            "one for each worker running a local LLM"
         )
     share = threads or 1  # the driver's count, or one CPU each until the CPUs are shared
     fit = min(gpus, cpus // share) if gpu else cpus // share
