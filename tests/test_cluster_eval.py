@@ -387,3 +387,67 @@ def test_each_question_is_answered_with_the_prompt_cache_forgotten(tmp_path: Pat
         records[data.stem] = [stable(r) for r in got if r["id"] == "c6"]
     assert records["both"] == records["alone"]
     assert [r["usage"]["cached_tokens"] for r in records["both"]] == [0, 0]
+
+
+def test_the_workers_alive_are_counted_once_a_second_not_once_a_task() -> None:
+    """Counting them asks Ray's control store of every worker: on short tasks, once a
+    task would cost the driver more than the tasks."""
+    from lcr.cluster.pool import ALIVE_S, Pool, Task
+    from tests.test_cluster import Recorded
+
+    class Counted(Pool):
+        asked = 0
+
+        def _count_alive(self) -> int:
+            Counted.asked += 1
+            return len(self.actors)
+
+    waits: list[float | None] = []
+    fake = _FakeRay()
+    real_wait = fake.wait
+
+    def wait(refs: list[Any], num_returns: int, timeout: float | None = None) -> Any:
+        waits.append(timeout)
+        return real_wait(refs, num_returns)
+
+    fake.wait = wait  # type: ignore[method-assign]
+    bar = Recorded()
+    pool = Counted(fake, _FakeActor, 2)
+    pool.run([Task(n, "answer", (n,)) for n in range(200)], lambda t, v: bar.advance(),
+             bar=bar, noun="questions answered")  # fmt: skip
+    assert Counted.asked == 1  # 200 tasks well within a second
+    assert bar.bars == ["questions answered (2 of 2 workers alive)"] and bar.done == 200
+    assert all(w is not None and 0 <= w <= ALIVE_S for w in waits)  # a wait ends for the next
+
+
+@needs_ray
+@pytest.mark.slow  # a Ray cluster and smollm2 answers
+def test_eval_and_ask_show_one_bar_of_questions_answered_and_workers_alive(
+    serial: Path, cluster: None, tmp_path: Path
+) -> None:
+    """As a serial eval's bar, eval's counts the records written; ask -'s the answers
+    shown; each says the workers alive, as lcr index --ray's does."""
+    from lcr.cluster.questions import ask_on_cluster, eval_executor
+    from lcr.eval import runner
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
+    from lcr.pipeline.plans import plan_query
+    from tests.test_cluster import Recorded
+
+    data = write_questions(tmp_path)
+    spec = ModelSpec(llm="smollm2-135m", device="cpu")
+    opts = runner.RunOptions(methods=["bm25", "mixpr"], retrieval_only=True, limit=4,
+                             out=tmp_path / "r.jsonl", index_dir=tmp_path / "indexes")  # fmt: skip
+    bar = Recorded()
+    execute = eval_executor("local", 2, spec)
+    runner.run(data, Models(spec=spec), opts, progress=bar, execute=execute)
+    assert bar.bars == ["eval /8", "questions answered (2 of 2 workers alive)"]
+    assert bar.done == 8
+
+    index = next((serial / "serial.indexes").glob("cinderella-*.idx"))
+    bar = Recorded()
+    shown: list[Any] = []
+    ask_on_cluster("local", 1, spec, str(index), plan_query("bm25", max_new_tokens=4),
+                   ["Who?", "Where?", "When?"], show=shown.append, progress=bar)  # fmt: skip
+    assert len(shown) == 3 and bar.done == 3
+    assert bar.bars == ["questions answered /3", "questions answered (1 of 1 workers alive)"]

@@ -236,7 +236,6 @@ def _eval(
     def on_done(task: Task, done: Done) -> None:
         _relay(done, said, note, observe)
         if task.method == "build":
-            bar.advance()
             return
         finished[task.number] = done.values
         while written[0] in finished:  # every record as soon as all before it are
@@ -248,8 +247,7 @@ def _eval(
         with pool_on(address, workers, EvalWorker, (_eval_recipe(spec, work),), tasks=asked,
                      llm=llm, folders=[work.index_dir]) as pool:  # fmt: skip
             tasks = _eval_tasks(work, len(pool.actors), pool.ray.put)
-            bar = work.progress.task("indexes", total=len(work.groups))
-            pool.run(tasks, on_done)
+            pool.run(tasks, on_done, bar=work.bar, noun="questions answered")
     except BaseException:
         for number in sorted(finished):  # what finished is kept: a rerun skips it
             for rec in finished[number]:
@@ -333,7 +331,8 @@ def ask_on_cluster(
     finished: dict[int, list[Result]] = {}
     shown = [0]
     said: set[str] = set()
-    bar = progress.task("questions", total=len(questions))
+    noun = "questions answered"
+    bar = progress.task(noun, total=len(questions))
 
     def on_done(task: Task, done: Done) -> None:
         _relay(done, said, note, observe)
@@ -353,7 +352,7 @@ def ask_on_cluster(
             Task(n, "ask", (list(questions[s : s + size]),), _lines(s, size, len(questions)))
             for n, s in enumerate(range(0, len(questions), size))
         ]
-        pool.run(tasks, on_done)
+        pool.run(tasks, on_done, bar=bar, noun=noun)
 
 
 def _relay(
