@@ -129,6 +129,17 @@ def test_the_cluster_builds_what_a_serial_run_builds(
 
 @needs_ray
 @pytest.mark.slow  # starts a Ray cluster
+def test_quiet_prints_nothing_as_a_serial_quiet_run(cluster: None, tmp_path: Path) -> None:
+    docs = write_documents(tmp_path, 2)
+    serial = lcr("index", *map(str, docs), "-m", "bm25", "-q", "--force")
+    assert serial.exit_code == 0 and serial.stdout == "", serial.output
+    done = lcr("index", *map(str, docs), "-m", "bm25", "-q", "--force", "--ray", "local")
+    assert done.exit_code == 0, done.output
+    assert done.stdout == ""
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
 def test_ctrl_c_leaves_every_index_verifying_and_a_killed_worker_is_retried(
     serial: Path, cluster: None, tmp_path: Path
 ) -> None:
