@@ -241,8 +241,9 @@ class _Died(Exception):
 
 class _FakeRay:
     """Just enough of Ray for :class:`lcr.cluster.pool.Pool`'s control flow: each call
-    runs when it is waited for, newest first (so tasks finish out of their order), and
-    an actor whose ``dead`` is set fails every call as a dead worker's would."""
+    runs when it is waited for, the newest worker's first (so tasks finish out of their
+    order), each worker's in the order they were sent, and an actor whose ``dead`` is
+    set fails every call as a dead worker's would."""
 
     class exceptions:  # as Ray names it
         RayError = RuntimeError
@@ -255,7 +256,8 @@ class _FakeRay:
     def wait(
         self, refs: list[Any], num_returns: int, timeout: float | None = None
     ) -> tuple[list[Any], list[Any]]:
-        return [refs[-1]], refs[:-1]
+        first = next(r for r in refs if r[0] is refs[-1][0])
+        return [first], [r for r in refs if r is not first]
 
     def get(self, ref: Any) -> Any:
         actor, method, args = ref
@@ -299,7 +301,7 @@ def test_the_pool_keeps_each_batch_after_its_build_and_retries_a_dead_workers_ta
 
     def on_done(task: Task, value: Any) -> None:
         seen.append(value)
-        if value == ("answer", 1):  # the worker that answered it dies with its next task
+        if value == ("answer", 0):  # the worker that answered it dies with its next task
             for actor in pool.actors:
                 actor.dead = actor.dead or actor.number == fake.calls[-1][0]
 
@@ -332,17 +334,21 @@ def test_with_on_failed_a_task_failed_for_good_is_told_and_the_others_finish() -
     from lcr.cluster.pool import RETRIES, Pool, Task
 
     fake = _FakeRay()
-    real_get = fake.get
+    real_wait = fake.wait
 
-    def get(ref: Any) -> Any:  # the task "poison" kills whichever worker runs it
-        actor, _method, args = ref
-        if args == ("poison",):
-            actor.dead = True
-        return real_get(ref)
+    def wait(refs: list[Any], num_returns: int, timeout: float | None = None) -> Any:
+        for ref in refs:  # "poison" runs (its worker's oldest) and takes the worker down
+            if ref[2] == ("poison",) and ref is next(r for r in refs if r[0] is ref[0]):
+                ref[0].dead = True
+        dead = [r for r in refs if r[0].dead]  # a dead worker's calls fail in any order
+        if dead:
+            return [dead[-1]], [r for r in refs if r is not dead[-1]]
+        return real_wait(refs, num_returns)
 
-    fake.get = get  # type: ignore[method-assign]
+    fake.wait = wait  # type: ignore[method-assign]
     pool = Pool(fake, _FakeActor, 2)
-    tasks = [Task(n, "build", (name,), name) for n, name in enumerate(["a", "poison", "b", "c"])]
+    # "a" waits behind "poison" on its worker, dies with it, and is not charged for it
+    tasks = [Task(n, "build", (name,), name) for n, name in enumerate(["poison", "a", "b", "c"])]
     done: list[Any] = []
     failed: list[tuple[str, str]] = []
     pool.run(
@@ -351,6 +357,7 @@ def test_with_on_failed_a_task_failed_for_good_is_told_and_the_others_finish() -
     assert sorted(done) == [("build", "a"), ("build", "b"), ("build", "c")]
     assert failed == [("poison", f"its worker died {RETRIES + 1} times (_Died)")]
     assert pool.replaced == RETRIES + 1
+    assert [t.deaths for t in tasks] == [RETRIES + 1, 0, 0, 0]  # "a" died with it, uncharged
 
 
 def test_each_question_is_answered_with_the_prompt_cache_forgotten(tmp_path: Path) -> None:

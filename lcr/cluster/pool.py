@@ -175,12 +175,15 @@ class Pool:
             done, _ = ray.wait(list(flying), num_returns=1, timeout=wait_s)
             if not done:
                 continue
-            task, slot, actor = flying.pop(done[0])
+            task, slot, actor = flying[done[0]]
+            # an actor runs its tasks in turn: the oldest it holds is the one it died in
+            running = next(t for t, _, a in flying.values() if a is actor)
+            del flying[done[0]]
             try:
                 value = ray.get(done[0])
             except ray.exceptions.RayActorError as exc:
                 if actor is self.actors[slot]:  # the first to hear of it: a fresh worker
-                    task.deaths += 1
+                    running.deaths += 1
                     self._replace(slot)
                 if task.deaths > RETRIES:
                     failed(task, f"its worker died {task.deaths} times ({type(exc).__name__})")
