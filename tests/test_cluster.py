@@ -1,7 +1,7 @@
 """``lcr index FILE... --ray`` (lcr.cluster, docs/cluster.md, issue #74): on a local Ray
 cluster the indexes are byte-for-byte a serial run's (the manifest's timestamps, build
 ids and timings aside, as in tests/test_deterministic_build.py), a worker killed midway
-is restarted and its tasks run again, Ctrl-C leaves every index verifying and the same
+is replaced and its tasks run again, Ctrl-C leaves every index verifying and the same
 command finishes it; without the extra, with a bad address or on storage a worker does
 not share, one line and exit 2; without --ray, Ray is never imported.
 
@@ -115,16 +115,27 @@ def test_the_cluster_builds_what_a_serial_run_builds(
     serial: Path, cluster: None, tmp_path: Path
 ) -> None:
     docs = write_documents(tmp_path)
-    args = ["index", *map(str, docs), "--ray", "local", "-q"]
+    args = ["index", *map(str, docs), "--ray", "local"]
     done = lcr(*args, *[a for m in METHODS for a in ("-m", m)])
     assert done.exit_code == 0, done.output
-    lines = done.output.splitlines()  # each build's line, as a serial run prints it
+    lines = done.stdout.splitlines()  # each build's line, as a serial run prints it
     assert len(lines) == len(docs) * len(METHODS), done.output
     for d in docs:
         for m in METHODS:
             assert any(line.startswith(f"{d.with_suffix('.idx')}: {m} built in") for line in lines)
     assert_same_indexes(serial, tmp_path)
     assert not list(tmp_path.glob(".lcr-probe-*")), "the storage probes are removed"
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_quiet_prints_nothing_as_a_serial_quiet_run(cluster: None, tmp_path: Path) -> None:
+    docs = write_documents(tmp_path, 2)
+    serial = lcr("index", *map(str, docs), "-m", "bm25", "-q", "--force")
+    assert serial.exit_code == 0 and serial.stdout == "", serial.output
+    done = lcr("index", *map(str, docs), "-m", "bm25", "-q", "--force", "--ray", "local")
+    assert done.exit_code == 0, done.output
+    assert done.stdout == ""
 
 
 @needs_ray
@@ -350,20 +361,38 @@ def test_one_index_over_many_is_read_on_the_cluster_and_is_a_serial_runs(
 
 
 def test_workers_are_planned_from_what_the_cluster_offers() -> None:
-    from lcr.cluster.build import WorkerPlan, plan_workers
+    from lcr.cluster.pool import WorkerPlan, plan_workers
     from lcr.errors import UsageError
 
-    assert plan_workers(8, 0, asked=None, jobs=100, llm=False) == WorkerPlan(8, 1, 0)
-    assert plan_workers(8, 2, asked=None, jobs=100, llm=False) == WorkerPlan(8, 1, 0)
-    assert plan_workers(8, 2, asked=None, jobs=100, llm=True) == WorkerPlan(2, 1, 1)
-    assert plan_workers(8, 0, asked=None, jobs=100, llm=True) == WorkerPlan(8, 1, 0)  # no GPU
-    assert plan_workers(8, 2, asked=1, jobs=100, llm=True) == WorkerPlan(1, 1, 1)
-    assert plan_workers(8, 4, asked=None, jobs=3, llm=True) == WorkerPlan(3, 1, 1)
-    assert plan_workers(2, 0, asked=None, jobs=0, llm=False) == WorkerPlan(1, 1, 0)
+    def plan(cpus: int, gpus: int, node: int = 8, **kw: Any) -> WorkerPlan:
+        return plan_workers(cpus, gpus, node, **{"asked": None, "tasks": 100, "llm": False, **kw})
+
+    assert plan(8, 0) == WorkerPlan(8, 1, 0, 1)  # one per CPU
+    assert plan(8, 2) == WorkerPlan(8, 1, 0, 1)
+    assert plan(8, 2, llm=True) == WorkerPlan(2, 1, 1, 1)  # one per GPU
+    assert plan(8, 0, llm=True) == WorkerPlan(8, 1, 0, 1)  # no GPU: as the others
+    assert plan(8, 2, asked=1, llm=True) == WorkerPlan(1, 1, 1, 1)
+    assert plan(8, 4, tasks=3, llm=True) == WorkerPlan(3, 1, 1, 1)
+    assert plan(2, 0, 2, tasks=0) == WorkerPlan(1, 2, 0, 2)
+    # fewer workers than CPUs: each an equal share, and as many threads, within a node
+    assert plan(2, 0, 2, asked=1) == WorkerPlan(1, 2, 0, 2)
+    assert plan(8, 0, 8, asked=3) == WorkerPlan(3, 2, 0, 2)
+    assert plan(16, 0, 4, asked=2) == WorkerPlan(2, 4, 0, 4)  # two nodes of 4 (and 12)
+    assert plan(8, 0, 8, tasks=2) == WorkerPlan(2, 4, 0, 4)
+    # the driver's LCR_THREADS: each worker claims and runs that many
+    assert plan(8, 0, threads=3) == WorkerPlan(2, 3, 0, 3)
+    assert plan(8, 0, threads=2, asked=1) == WorkerPlan(1, 2, 0, 2)
+    assert plan(8, 2, threads=2, llm=True) == WorkerPlan(2, 2, 1, 2)
     with pytest.raises(UsageError, match=r"^--workers 3: the cluster offers 2 GPUs, one for"):
-        plan_workers(8, 2, asked=3, jobs=100, llm=True)
-    with pytest.raises(UsageError, match=r"^--workers 9: the cluster offers 8 CPUs"):
-        plan_workers(8, 0, asked=9, jobs=100, llm=False)
+        plan(8, 2, asked=3, llm=True)
+    with pytest.raises(UsageError, match=r"^--workers 9: the cluster offers 8 CPUs, one for each"):
+        plan(8, 0, asked=9)
+    with pytest.raises(UsageError, match=r"^--workers 3: the cluster offers 8 CPUs, 3 for each "):
+        plan(8, 0, asked=3, threads=3)
+    with pytest.raises(UsageError, match=r"^LCR_THREADS=5: no node of the cluster has that many"):
+        plan(16, 0, 4, threads=5)
+    with pytest.raises(UsageError, match=r"^--ray x: the cluster offers no CPU"):
+        plan(0, 0, address="x")
 
 
 @needs_ray
@@ -377,23 +406,97 @@ def test_llm_workers_claim_the_gpu_and_others_a_cpu(cluster: None, tmp_path: Pat
 
     docs = write_documents(tmp_path, 3)
     jobs = cluster_jobs([(str(d), d.with_suffix(".idx"), False) for d in docs])
-    counts: list[int] = []
-
-    def check(_cluster: Any, ask: Any) -> None:  # every worker answers the storage probe
-        counts.append(len(ask(ProbeRequest("t", ()))))
-
     seen = {
-        llm: run_on_cluster(
-            "resources", jobs, recipe(), address="local", workers=None, check=check, llm=llm
-        )
+        llm: run_on_cluster("claims", jobs, recipe(), address="local", workers=None, llm=llm)
         for llm in (True, False)
     }
     assert ray.cluster_resources().get("GPU") == 1
-    assert counts == [1, 2]  # one worker per GPU, one per CPU
-    assert seen[True] == [{"CPU": 1.0, "GPU": 1.0}] * 3
-    assert seen[False] == [{"CPU": 1.0}] * 3
+    assert len({c.pop("pid") for c in seen[True]}) == 1  # one worker per GPU
+    assert len({c.pop("pid") for c in seen[False]}) == 2  # one per CPU
+    assert seen[True] == [{"CPU": 1.0, "GPU": 1.0, "threads": "1"}] * 3
+    assert seen[False] == [{"CPU": 1.0, "threads": "1"}] * 3
     with pytest.raises(Exception, match=r"--workers 2: the cluster offers 1 GPU, one for each"):
-        run_on_cluster("pid", jobs, recipe(), address="local", workers=2, check=check, llm=True)
+        run_on_cluster("claims", jobs, recipe(), address="local", workers=2, llm=True)
+
+
+@needs_ray
+@pytest.mark.slow  # starts a Ray cluster
+def test_each_worker_runs_as_many_threads_as_it_claims_cpus(
+    cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One worker on the module's two CPUs claims both and runs two threads, as an idle
+    serial run would; two claim one each. The driver's LCR_THREADS reaches every worker
+    (set after the cluster started: no worker could inherit it from its environment)."""
+    from lcr.cluster.build import run_on_cluster
+
+    docs = write_documents(tmp_path, 4)  # two tasks held by each of two workers
+    jobs = cluster_jobs([(str(d), d.with_suffix(".idx"), False) for d in docs])
+
+    def claims(workers: int | None) -> list[tuple[float, str]]:
+        seen = run_on_cluster("claims", jobs, recipe(), address="local", workers=workers)
+        return sorted({(c["CPU"], c["threads"], c["pid"]) for c in seen})
+
+    monkeypatch.delenv("LCR_THREADS", raising=False)
+    assert [c[:2] for c in claims(1)] == [(2.0, "2")]
+    assert [c[:2] for c in claims(2)] == [(1.0, "1"), (1.0, "1")]
+    monkeypatch.setenv("LCR_THREADS", "2")
+    assert [c[:2] for c in claims(None)] == [(2.0, "2")]  # two threads each: one worker
+    monkeypatch.setenv("LCR_THREADS", "1")
+    assert [c[:2] for c in claims(1)] == [(1.0, "1")]
+    done = lcr("index", *map(str, docs), "--ray", "local", "--workers", "2", "-q")
+    assert done.exit_code == 0, done.output
+    monkeypatch.setenv("LCR_THREADS", "2")
+    done = lcr("index", *map(str, docs), "--ray", "local", "--workers", "2", "-q")
+    assert done.exit_code == 2, done.output
+    assert done.output == (
+        "lcr: --workers 2: the cluster offers 2 CPUs, 2 for each worker (LCR_THREADS=2)\n"
+    )
+
+
+@needs_ray
+@needs("smollm2-135m", "llamacpp")
+@pytest.mark.slow  # starts a Ray cluster, answers with smollm2
+def test_eval_and_ask_workers_claim_the_gpu_when_they_answer_with_a_local_llm(
+    cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The module's cluster declares one GPU: a worker answering with a local model holds
+    it (so two are refused), one that only retrieves (eval --retrieval-only) does not."""
+    import ray
+
+    from lcr.cluster.questions import ask_on_cluster
+    from lcr.pipeline.plans import plan_query
+    from tests.conftest import FIXTURES
+
+    monkeypatch.setenv("LCR_THREADS", "1")
+    tale = FIXTURES / "cinderella.txt"
+    index = tmp_path / "tale.idx"
+    assert lcr("index", str(tale), "-o", str(index), "-m", "bm25", "-q").exit_code == 0
+    model = ["--llm", "smollm2-135m", "--max-new-tokens", "4", "-m", "bm25"]
+    done = lcr("ask", str(index), "-", *model, "--ray", "local", "--workers", "2", input="Who?\n")
+    assert done.exit_code == 2, done.output
+    assert done.output == (
+        "lcr: --workers 2: the cluster offers 1 GPU, one for each worker running a local LLM\n"
+    )
+    data = tmp_path / "qa.jsonl"
+    rows = [{"id": f"q{n}", "question": q, "answers": ["x"], "documents": [{"id": "tale"}]}
+            for n, q in enumerate(["Who fell sick?", "Where did she sleep?"])]  # fmt: skip
+    rows[0]["documents"][0]["text"] = tale.read_text(encoding="utf-8")
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = ["--out", str(tmp_path / "r.jsonl"), "--ray", "local", "--workers", "2", "-q"]
+    done = lcr("eval", str(data), *model, *out)
+    assert done.exit_code == 2 and "offers 1 GPU, one for each worker" in done.output
+    done = lcr("eval", str(data), *model, *out, "--retrieval-only")
+    assert done.exit_code == 0, done.output  # two workers: no GPU claimed
+
+    free: list[float] = []
+
+    def gpus_free(_done: object) -> None:
+        free.append(ray.available_resources().get("GPU", 0))
+
+    ask_on_cluster("local", None, ModelSpec(llm="smollm2-135m"), str(index),
+                   plan_query("bm25", max_new_tokens=4), ["Who?", "Where?"],
+                   show=lambda r: None, observe=gpus_free)  # fmt: skip
+    assert free and set(free) == {0}, free  # the worker holds the one GPU while it answers
 
 
 RAPTOR = ["-m", "raptor", "--llm", "smollm2-135m", "--set", "raptor.chunk_tokens=25",
@@ -403,13 +506,17 @@ RAPTOR = ["-m", "raptor", "--llm", "smollm2-135m", "--set", "raptor.chunk_tokens
 @needs_ray
 @needs("smollm2-135m", "llamacpp")
 @pytest.mark.slow  # starts a Ray cluster, builds RAPTOR twice with smollm2 (minutes)
-def test_a_worker_killed_mid_build_pays_no_llm_call_twice(cluster: None, tmp_path: Path) -> None:
+def test_a_worker_killed_mid_build_pays_no_llm_call_twice(
+    cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """RAPTOR's summaries are cached as each is written: the worker is killed (SIGKILL)
-    once the first is in the index's LLM cache, Ray restarts it, the build starts over
-    and reads that summary from the cache. The calls paid after the kill and the calls
+    once the first is in the index's LLM cache, a fresh worker takes its place, the build
+    starts over and reads that summary from the cache. The calls paid after the kill and the calls
     read from the cache add up to a serial build's calls, and the index is the serial's."""
     import psutil
 
+    # the serial build and the worker run one llama.cpp thread each: their sums round alike
+    monkeypatch.setenv("LCR_THREADS", "1")
     (doc,) = write_documents(tmp_path, 1)
     serial = tmp_path / "serial.idx"
     done = lcr("index", str(doc), "-o", str(serial), *RAPTOR)
@@ -476,8 +583,7 @@ def test_one_bar_counts_the_documents_and_the_workers_alive(cluster: None, tmp_p
     docs = write_documents(tmp_path, 4)
     jobs = cluster_jobs([(str(d), d.with_suffix(".idx"), False) for d in docs])
     bar = Recorded()
-    run_on_cluster("resources", jobs, recipe(), address="local", workers=2,
-                   check=lambda _c, ask: ask(ProbeRequest("t", ())), progress=bar)  # fmt: skip
+    run_on_cluster("claims", jobs, recipe(), address="local", workers=2, progress=bar)
     assert bar.bars == ["documents built /4", "documents built (2 of 2 workers alive)"]
     assert bar.done == 4
 

@@ -241,8 +241,9 @@ class _Died(Exception):
 
 class _FakeRay:
     """Just enough of Ray for :class:`lcr.cluster.pool.Pool`'s control flow: each call
-    runs when it is waited for, newest first (so tasks finish out of their order), and
-    an actor whose ``dead`` is set fails every call as a dead worker's would."""
+    runs when it is waited for, the newest worker's first (so tasks finish out of their
+    order), each worker's in the order they were sent, and an actor whose ``dead`` is
+    set fails every call as a dead worker's would."""
 
     class exceptions:  # as Ray names it
         RayError = RuntimeError
@@ -252,8 +253,11 @@ class _FakeRay:
         self.calls: list[tuple[int, str, tuple[Any, ...]]] = []
         self.killed: list[Any] = []
 
-    def wait(self, refs: list[Any], num_returns: int) -> tuple[list[Any], list[Any]]:
-        return [refs[-1]], refs[:-1]
+    def wait(
+        self, refs: list[Any], num_returns: int, timeout: float | None = None
+    ) -> tuple[list[Any], list[Any]]:
+        first = next(r for r in refs if r[0] is refs[-1][0])
+        return [first], [r for r in refs if r is not first]
 
     def get(self, ref: Any) -> Any:
         actor, method, args = ref
@@ -297,7 +301,7 @@ def test_the_pool_keeps_each_batch_after_its_build_and_retries_a_dead_workers_ta
 
     def on_done(task: Task, value: Any) -> None:
         seen.append(value)
-        if value == ("answer", 1):  # the worker that answered it dies with its next task
+        if value == ("answer", 0):  # the worker that answered it dies with its next task
             for actor in pool.actors:
                 actor.dead = actor.dead or actor.number == fake.calls[-1][0]
 
@@ -322,6 +326,38 @@ def test_the_pool_keeps_each_batch_after_its_build_and_retries_a_dead_workers_ta
     doomed.make = make_dead
     with pytest.raises(TaskFailed, match=rf"^only: its worker died {RETRIES + 1} times"):
         doomed.run([Task(0, "answer", (), "only")], lambda task, value: None)
+
+
+def test_with_on_failed_a_task_failed_for_good_is_told_and_the_others_finish() -> None:
+    """As ``lcr index --ray`` runs its builds: a document whose every worker dies under
+    it is reported, the others are built."""
+    from lcr.cluster.pool import RETRIES, Pool, Task
+
+    fake = _FakeRay()
+    real_wait = fake.wait
+
+    def wait(refs: list[Any], num_returns: int, timeout: float | None = None) -> Any:
+        for ref in refs:  # "poison" runs (its worker's oldest) and takes the worker down
+            if ref[2] == ("poison",) and ref is next(r for r in refs if r[0] is ref[0]):
+                ref[0].dead = True
+        dead = [r for r in refs if r[0].dead]  # a dead worker's calls fail in any order
+        if dead:
+            return [dead[-1]], [r for r in refs if r is not dead[-1]]
+        return real_wait(refs, num_returns)
+
+    fake.wait = wait  # type: ignore[method-assign]
+    pool = Pool(fake, _FakeActor, 2)
+    # "a" waits behind "poison" on its worker, dies with it, and is not charged for it
+    tasks = [Task(n, "build", (name,), name) for n, name in enumerate(["poison", "a", "b", "c"])]
+    done: list[Any] = []
+    failed: list[tuple[str, str]] = []
+    pool.run(
+        tasks, lambda t, v: done.append(v), on_failed=lambda t, why: failed.append((t.label, why))
+    )
+    assert sorted(done) == [("build", "a"), ("build", "b"), ("build", "c")]
+    assert failed == [("poison", f"its worker died {RETRIES + 1} times (_Died)")]
+    assert pool.replaced == RETRIES + 1
+    assert [t.deaths for t in tasks] == [RETRIES + 1, 0, 0, 0]  # "a" died with it, uncharged
 
 
 def test_each_question_is_answered_with_the_prompt_cache_forgotten(tmp_path: Path) -> None:
@@ -358,3 +394,67 @@ def test_each_question_is_answered_with_the_prompt_cache_forgotten(tmp_path: Pat
         records[data.stem] = [stable(r) for r in got if r["id"] == "c6"]
     assert records["both"] == records["alone"]
     assert [r["usage"]["cached_tokens"] for r in records["both"]] == [0, 0]
+
+
+def test_the_workers_alive_are_counted_once_a_second_not_once_a_task() -> None:
+    """Counting them asks Ray's control store of every worker: on short tasks, once a
+    task would cost the driver more than the tasks."""
+    from lcr.cluster.pool import ALIVE_S, Pool, Task
+    from tests.test_cluster import Recorded
+
+    class Counted(Pool):
+        asked = 0
+
+        def _count_alive(self) -> int:
+            Counted.asked += 1
+            return len(self.actors)
+
+    waits: list[float | None] = []
+    fake = _FakeRay()
+    real_wait = fake.wait
+
+    def wait(refs: list[Any], num_returns: int, timeout: float | None = None) -> Any:
+        waits.append(timeout)
+        return real_wait(refs, num_returns)
+
+    fake.wait = wait  # type: ignore[method-assign]
+    bar = Recorded()
+    pool = Counted(fake, _FakeActor, 2)
+    pool.run([Task(n, "answer", (n,)) for n in range(200)], lambda t, v: bar.advance(),
+             bar=bar, noun="questions answered")  # fmt: skip
+    assert Counted.asked == 1  # 200 tasks well within a second
+    assert bar.bars == ["questions answered (2 of 2 workers alive)"] and bar.done == 200
+    assert all(w is not None and 0 <= w <= ALIVE_S for w in waits)  # a wait ends for the next
+
+
+@needs_ray
+@pytest.mark.slow  # a Ray cluster and smollm2 answers
+def test_eval_and_ask_show_one_bar_of_questions_answered_and_workers_alive(
+    serial: Path, cluster: None, tmp_path: Path
+) -> None:
+    """As a serial eval's bar, eval's counts the records written; ask -'s the answers
+    shown; each says the workers alive, as lcr index --ray's does."""
+    from lcr.cluster.questions import ask_on_cluster, eval_executor
+    from lcr.eval import runner
+    from lcr.models.container import Models
+    from lcr.models.spec import ModelSpec
+    from lcr.pipeline.plans import plan_query
+    from tests.test_cluster import Recorded
+
+    data = write_questions(tmp_path)
+    spec = ModelSpec(llm="smollm2-135m", device="cpu")
+    opts = runner.RunOptions(methods=["bm25", "mixpr"], retrieval_only=True, limit=4,
+                             out=tmp_path / "r.jsonl", index_dir=tmp_path / "indexes")  # fmt: skip
+    bar = Recorded()
+    execute = eval_executor("local", 2, spec)
+    runner.run(data, Models(spec=spec), opts, progress=bar, execute=execute)
+    assert bar.bars == ["eval /8", "questions answered (2 of 2 workers alive)"]
+    assert bar.done == 8
+
+    index = next((serial / "serial.indexes").glob("cinderella-*.idx"))
+    bar = Recorded()
+    shown: list[Any] = []
+    ask_on_cluster("local", 1, spec, str(index), plan_query("bm25", max_new_tokens=4),
+                   ["Who?", "Where?", "When?"], show=shown.append, progress=bar)  # fmt: skip
+    assert len(shown) == 3 and bar.done == 3
+    assert bar.bars == ["questions answered /3", "questions answered (1 of 1 workers alive)"]

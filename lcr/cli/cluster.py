@@ -27,7 +27,8 @@ def ray_options(what: str) -> Callable[[Any], Any]:
             "--workers",
             type=click.IntRange(min=1),
             default=None,
-            help="With --ray: this many workers (default: one per CPU the cluster offers).",
+            help="With --ray: this many workers, sharing the cluster's CPUs (default: one "
+            "per CPU, one per GPU where it has GPUs when a local model answers).",
         )(f)
         return click.option(
             "--ray",

@@ -237,8 +237,8 @@ def cli() -> None:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="With --ray: this many workers (default: one per CPU the cluster offers, one per "
-    "GPU for LLM methods where it has GPUs). With --estimate: the time on N workers.",
+    help="With --ray: this many workers, sharing the cluster's CPUs (default: one per CPU, "
+    "one per GPU for LLM methods where it has GPUs). With --estimate: the time on N workers.",
 )
 @set_option
 @model_options

@@ -87,8 +87,12 @@ class Cluster:
     address: str
     owned: bool
 
-    def cpus(self) -> int:
-        return int(self.ray.cluster_resources().get("CPU", 0))
+    def offer(self) -> tuple[int, int, int]:
+        """The CPUs and GPUs the cluster offers, and the CPUs of its largest node."""
+        total = self.ray.cluster_resources()
+        nodes = [n.get("Resources", {}) for n in self.ray.nodes() if n.get("Alive")]
+        node = max((int(r.get("CPU", 0)) for r in nodes), default=0)
+        return int(total.get("CPU", 0)), int(total.get("GPU", 0)), node
 
     def close(self) -> None:
         if self.owned:

@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lcr.cluster.connect import Cluster, connect
-from lcr.cluster.pool import IN_FLIGHT, Pool, Task, worker_count
-from lcr.cluster.storage import ProbeReply, ProbeRequest, check_storage, probe_here
-from lcr.errors import LcrError, UsageError
+from lcr.cluster.pool import IN_FLIGHT, Task, pool_on
+from lcr.cluster.worker import Worker
+from lcr.errors import LcrError
 from lcr.models.spec import ModelSpec
 from lcr.progress import NULL_PROGRESS, Progress
 
@@ -67,33 +66,15 @@ def batch_size(questions: int, workers: int) -> int:
     return max(1, min(MAX_BATCH, math.ceil(questions / (IN_FLIGHT * max(1, workers)))))
 
 
-def _node() -> str:
+def _task(work: Callable[[list[str]], list[Any]]) -> Done:
+    """A task run on a worker, its failure as a value, in one line, never a traceback."""
+    notes: list[str] = []
     try:
-        import ray
-
-        return str(ray.util.get_node_ip_address())
-    except Exception:  # outside Ray (a test calling the class itself)
-        return ""
-
-
-class _Worker:
-    """What every question worker does: say its process, answer a storage probe, and
-    run a task with its failure as a value, in one line, never a traceback."""
-
-    def pid(self) -> int:
-        return os.getpid()
-
-    def probe(self, request: ProbeRequest) -> ProbeReply:
-        return probe_here(request, _node())
-
-    def _task(self, work: Callable[[list[str]], list[Any]]) -> Done:
-        notes: list[str] = []
-        try:
-            return Done(os.getpid(), work(notes), notes)
-        except LcrError as exc:
-            return Done(os.getpid(), [], notes, " ".join(str(exc).split()), exc.exit_code)
-        except Exception as exc:  # a bug: still one line
-            return Done(os.getpid(), [], notes, f"{type(exc).__name__}: {exc}", 1)
+        return Done(os.getpid(), work(notes), notes)
+    except LcrError as exc:
+        return Done(os.getpid(), [], notes, " ".join(str(exc).split()), exc.exit_code)
+    except Exception as exc:  # a bug: still one line
+        return Done(os.getpid(), [], notes, f"{type(exc).__name__}: {exc}", 1)
 
 
 # ------------------------------------------------------------------------ lcr eval
@@ -113,11 +94,12 @@ class EvalRecipe:
     keys: tuple[str, ...]  # the run keys the driver planned: each planned alike here
 
 
-class EvalWorker(_Worker):
+class EvalWorker(Worker):
     """One eval worker: the run planned and the models bound on its first task, kept
     (loaded once) for every later one."""
 
-    def __init__(self, recipe: EvalRecipe) -> None:
+    def __init__(self, threads: int, recipe: EvalRecipe) -> None:
+        super().__init__(threads)
         self.recipe = recipe
         self._work: EvalWork | None = None
         self._plans: dict[str, MethodPlan] = {}
@@ -160,7 +142,7 @@ class EvalWorker(_Worker):
             build_group(group, [self._plans[k] for k in keys], run)
             return []
 
-        return self._task(work)
+        return _task(work)
 
     def answer(
         self,
@@ -182,7 +164,7 @@ class EvalWorker(_Worker):
             self._notes.clear()
             return records
 
-        return self._task(work)
+        return _task(work)
 
 
 def eval_executor(
@@ -244,48 +226,33 @@ def _eval(
     note: Callable[[str], None],
     observe: Callable[[Done], None] | None,
 ) -> None:
-    cluster = connect(address, workers)
-    ray = cluster.ray
-    pool: Pool | None = None
     finished: dict[int, list[dict[str, Any]]] = {}  # batch number -> its records
-    written = [0]  # the batches written so far: every one numbered below this
+    written = [len(work.groups)]  # the batches written so far: every one numbered below
+    said: set[str] = set()
+    asked = sum(len(g) for g, _ in work.groups)
+    llm = not spec.base_url and any("llm" in p.models for _, plans in work.groups for p in plans)
+    work.index_dir.mkdir(parents=True, exist_ok=True)
+
+    def on_done(task: Task, done: Done) -> None:
+        _relay(done, said, note, observe)
+        if task.method == "build":
+            return
+        finished[task.number] = done.values
+        while written[0] in finished:  # every record as soon as all before it are
+            for rec in finished.pop(written[0]):
+                write(rec)
+            written[0] += 1
+
     try:
-        asked = sum(len(g) for g, _ in work.groups)
-        count = worker_count(cluster.cpus(), address, workers, asked)
-        tasks = _eval_tasks(work, count, ray.put)
-        first_batch = len(work.groups)
-        written[0] = first_batch
-        recipe = _eval_recipe(spec, work)
-        make = ray.remote(num_cpus=1, max_restarts=0)(EvalWorker)
-        pool = Pool(ray, lambda: make.remote(recipe), count)
-        work.index_dir.mkdir(parents=True, exist_ok=True)
-        _check(cluster, pool, [work.index_dir], [])
-        bar = work.progress.task("indexes", total=len(work.groups))
-        said: set[str] = set()
-
-        def on_done(task: Task, done: Done) -> None:
-            _relay(done, said, note, observe)
-            if task.method == "build":
-                bar.advance()
-                return
-            finished[task.number] = done.values
-            while written[0] in finished:  # every record as soon as all before it are
-                for rec in finished.pop(written[0]):
-                    write(rec)
-                written[0] += 1
-
-        pool.run(tasks, on_done)
+        with pool_on(address, workers, EvalWorker, (_eval_recipe(spec, work),), tasks=asked,
+                     llm=llm, folders=[work.index_dir]) as pool:  # fmt: skip
+            tasks = _eval_tasks(work, len(pool.actors), pool.ray.put)
+            pool.run(tasks, on_done, bar=work.bar, noun="questions answered")
     except BaseException:
-        if pool is not None:
-            pool.kill_all()  # Ctrl-C or a failure: no worker goes on
         for number in sorted(finished):  # what finished is kept: a rerun skips it
             for rec in finished[number]:
                 write(rec)
         raise
-    finally:
-        if pool is not None:
-            pool.kill_all()
-        cluster.close()
 
 
 def _eval_recipe(spec: ModelSpec, work: EvalWork) -> EvalRecipe:
@@ -305,34 +272,17 @@ def _eval_recipe(spec: ModelSpec, work: EvalWork) -> EvalRecipe:
     )
 
 
-def _check(cluster: Cluster, pool: Pool, folders: Sequence[Path], sources: Sequence[Path]) -> None:
-    """Every worker started, and every folder and source the same on it as here
-    (:mod:`.storage`); a worker that cannot start (lcr missing on its node) is one line."""
-
-    def ask(request: ProbeRequest) -> list[ProbeReply]:
-        try:
-            return pool.each("probe", request)
-        except cluster.ray.exceptions.RayError as exc:
-            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-            raise UsageError(
-                f"--ray {cluster.address}: a Ray worker could not start "
-                f"({lines[-1] if lines else type(exc).__name__}): every node needs the "
-                "same lcr, with its extras and models"
-            ) from None
-
-    check_storage(folders, sources, ask)
-
-
 # ------------------------------------------------------------------- lcr ask -
 def _lines(start: int, size: int, total: int) -> str:
     last = min(start + size, total)
     return f"question {last}" if last == start + 1 else f"questions {start + 1}-{last}"
 
 
-class AskWorker(_Worker):
+class AskWorker(Worker):
     """One ``ask`` worker: the index opened and the models loaded on its first batch."""
 
-    def __init__(self, spec: ModelSpec, index: str, plan: QueryPlan) -> None:
+    def __init__(self, threads: int, spec: ModelSpec, index: str, plan: QueryPlan) -> None:
+        super().__init__(threads)
         self.spec = spec
         self.index_path = index
         self.plan = plan
@@ -358,7 +308,7 @@ class AskWorker(_Worker):
                 results.append(asked)
             return results
 
-        return self._task(work)
+        return _task(work)
 
 
 def ask_on_cluster(
@@ -378,39 +328,31 @@ def ask_on_cluster(
     result in the questions' order, as soon as every one before it is shown."""
     if not questions:
         return
-    cluster = connect(address, workers)
-    ray = cluster.ray
-    pool: Pool | None = None
-    try:
-        count = worker_count(cluster.cpus(), address, workers, len(questions))
-        size = batch_size(len(questions), count)
+    finished: dict[int, list[Result]] = {}
+    shown = [0]
+    said: set[str] = set()
+    noun = "questions answered"
+    bar = progress.task(noun, total=len(questions))
+
+    def on_done(task: Task, done: Done) -> None:
+        _relay(done, said, note, observe)
+        finished[task.number] = done.values
+        while shown[0] in finished:
+            for result in finished.pop(shown[0]):
+                show(result)
+                bar.advance()
+            shown[0] += 1
+
+    path = os.path.abspath(index)
+    manifest = [Path(path) / "manifest.json"]
+    with pool_on(address, workers, AskWorker, (spec, path, plan), tasks=len(questions),
+                 llm=not spec.base_url, sources=manifest) as pool:  # fmt: skip
+        size = batch_size(len(questions), len(pool.actors))
         tasks = [
             Task(n, "ask", (list(questions[s : s + size]),), _lines(s, size, len(questions)))
             for n, s in enumerate(range(0, len(questions), size))
         ]
-        path = os.path.abspath(index)
-        make = ray.remote(num_cpus=1, max_restarts=0)(AskWorker)
-        pool = Pool(ray, lambda: make.remote(spec, path, plan), count)
-        _check(cluster, pool, [], [Path(path) / "manifest.json"])
-        bar = progress.task("questions", total=len(questions))
-        finished: dict[int, list[Result]] = {}
-        shown = [0]
-        said: set[str] = set()
-
-        def on_done(task: Task, done: Done) -> None:
-            _relay(done, said, note, observe)
-            finished[task.number] = done.values
-            while shown[0] in finished:
-                for result in finished.pop(shown[0]):
-                    show(result)
-                    bar.advance()
-                shown[0] += 1
-
-        pool.run(tasks, on_done)
-    finally:
-        if pool is not None:
-            pool.kill_all()  # done, Ctrl-C or a failure: no worker goes on
-        cluster.close()
+        pool.run(tasks, on_done, bar=bar, noun=noun)
 
 
 def _relay(

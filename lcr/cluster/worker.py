@@ -2,7 +2,7 @@
 per task (every method asked for, so the index's lock and LLM cache stay in one
 place), through the same :func:`lcr.pipeline.index_files` a serial run calls.
 
-A plain class: :mod:`lcr.cluster.build` makes it an actor (``ray.remote``) only when
+Plain classes: :func:`lcr.cluster.pool.pool_on` makes them actors (``ray.remote``) only when
 ``--ray`` is given. What a build says (reports, warnings, notes) comes back as data
 and the driver prints it; an error comes back as one line, never as a traceback.
 """
@@ -76,17 +76,13 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-class BuildWorker:
-    """One worker's state: the recipe, and the models and plans made from it on its
-    first task (loaded once, reused by every later one)."""
+class Worker:
+    """What every worker does: run ``threads`` threads in llama.cpp and torch (set before
+    any model loads, :mod:`lcr.models.llamacpp_threads`), answer a storage probe, and
+    say what it was given."""
 
-    def __init__(self, recipe: BuildRecipe) -> None:
-        self.recipe = recipe
-        self._models: Models | None = None
-        self._plans: list[BuildPlan] = []
-
-    def pid(self) -> int:
-        return os.getpid()
+    def __init__(self, threads: int) -> None:
+        os.environ["LCR_THREADS"] = str(threads)
 
     def probe(self, request: ProbeRequest) -> ProbeReply:
         node = ""
@@ -98,11 +94,24 @@ class BuildWorker:
             node = ""
         return probe_here(request, node)
 
-    def resources(self, _job: object = None) -> dict[str, float]:
-        """What Ray gave this worker (``CPU``, ``GPU``), for the tests and the docs."""
+    def claims(self, *_task: object) -> dict[str, object]:
+        """What Ray gave this worker (``CPU``, ``GPU``), its threads and its process,
+        for the tests and the docs."""
         import ray
 
-        return dict(ray.get_runtime_context().get_assigned_resources())
+        given = dict(ray.get_runtime_context().get_assigned_resources())
+        return {**given, "threads": os.environ["LCR_THREADS"], "pid": os.getpid()}
+
+
+class BuildWorker(Worker):
+    """One worker's state: the recipe, and the models and plans made from it on its
+    first task (loaded once, reused by every later one)."""
+
+    def __init__(self, threads: int, recipe: BuildRecipe) -> None:
+        super().__init__(threads)
+        self.recipe = recipe
+        self._models: Models | None = None
+        self._plans: list[BuildPlan] = []
 
     def read(self, job: ReadJob) -> JobResult:
         """One document of a collection read and extracted here, as a serial run reads it."""

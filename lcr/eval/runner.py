@@ -51,7 +51,7 @@ from lcr.pipeline.plans import (
     parse_sets,
     plan_together,
 )
-from lcr.progress import NULL_PROGRESS, Progress
+from lcr.progress import NULL_PROGRESS, Progress, Task
 from lcr.store import Document, Index
 from lcr.store.manifest import Manifest
 from lcr.text.tokens import count_tokens
@@ -478,6 +478,7 @@ class EvalWork:
     index_dir: Path
     opts: RunOptions
     progress: Progress = NULL_PROGRESS
+    bar: Task = field(default_factory=lambda: NULL_PROGRESS.task("eval"))  # one per record
 
 
 Execute = Callable[[EvalWork, Callable[[dict[str, Any]], None]], None]
@@ -569,7 +570,7 @@ def run(
             for group in _groups(questions)
         ]
         groups = [g for g in groups if g[1]]
-        work = EvalWork(groups, todo, builds, models, index_dir, opts, progress)
+        work = EvalWork(groups, todo, builds, models, index_dir, opts, progress, task)
         with _results_file(out) as fh:
 
             def write(rec: dict[str, Any]) -> None:
