@@ -23,7 +23,7 @@ from lcr.cluster.connect import connect
 
 cluster = connect("local", 1)
 config = ray._private.state.state.get_system_config()
-owned, cpus = cluster.owned, cluster.cpus()
+owned, (cpus, _gpus, _largest) = cluster.owned, cluster.offer()
 cluster.close()
 print(json.dumps({"config": config, "owned": owned, "cpus": cpus,
                   "up_after_close": ray.is_initialized()}))
