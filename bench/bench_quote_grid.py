@@ -15,7 +15,7 @@ over all questions of F1 (answerable) or 1 for "not found" (unanswerable), as SQ
 2.0 scores unanswerable questions. ``failures`` prints the answerable replies one
 configuration withholds, with why, to be read by hand. ``apply`` scores one
 configuration (by default lcr's own: the frozen settings) on records and writes them
-again as that configuration would have answered, for ``bench/bench_quotes.py``::
+again as that configuration would have answered, for ``bench/archive/bench_quotes.py``::
 
     python bench/bench_quote_grid.py grid --index-dir IDX --answerable A.jsonl \\
         --unanswerable U.jsonl
@@ -286,7 +286,7 @@ def failures(replies: Sequence[Reply], tol: Tolerance, fallback: str) -> None:
 
 def apply(path: str, index_dir: str, out: str, tol: Tolerance, fallback: str) -> None:
     """Records rewritten as ``tol`` and ``fallback`` would have answered (F1, EM, answer,
-    ``withheld_answer``), for ``bench/bench_quotes.py``."""
+    ``withheld_answer``), for ``bench/archive/bench_quotes.py``."""
     replies = {r.id: r for r in load(path, True, index_dir)}
     lines = []
     done: set[str] = set()

@@ -3,7 +3,9 @@ variant, abstaining, the not-found normaliser on real replies, validation and re
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -478,3 +480,59 @@ def test_the_chain_declares_each_setting_once_in_its_stage_and_the_docs_draw_it(
         assert f"{n}. {stage.name}" in reference and f"{module}.py" in reference
         for s in stage.settings.declared():
             assert f"`answer.{s.name}`" in reference
+
+
+_CHOSEN_BY = re.compile(r"((?:bench/results|docs)/[\w./-]+\.md|bench/[\w/]+\.py)(?:#([\w-]+))?")
+
+
+def _numeric_constants(path: Path) -> list[tuple[str, str]]:
+    """Each module-level UPPER_CASE name given a number in ``path``, with the words beside
+    it: its docstring, its line's comment, and the comment lines just above it (above the
+    run of such constants it ends, so a comment may speak for several fitted together)."""
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    body = ast.parse(source).body
+    numeric: set[int] = set()
+    found = []
+    for i, node in enumerate(body):
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.UnaryOp):
+            value = value.operand
+        if not (isinstance(target, ast.Name) and isinstance(value, ast.Constant)):
+            continue
+        if not re.fullmatch(r"_?[A-Z][A-Z0-9_]*", target.id) or isinstance(value.value, bool):
+            continue
+        if not isinstance(value.value, (int, float)):
+            continue
+        numeric.add(node.lineno)
+        words = [lines[node.lineno - 1].partition("#")[2]]
+        after = body[i + 1] if i + 1 < len(body) else None
+        if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant):
+            words.append(str(after.value.value))
+        row = node.lineno - 2
+        while row >= 0 and (row + 1 in numeric or lines[row].lstrip().startswith("#")):
+            words.append(lines[row].partition("#")[2])
+            row -= 1
+        found.append((target.id, " ".join(words)))
+    return found
+
+
+def test_every_answer_constant_says_what_chose_it() -> None:
+    """Issue 71: every tolerance of the answer step that is not a setting is a named constant
+    with a line saying which measurement chose it (a results page and its section, or the
+    script that measured it, that exist) or that none did ("not measured")."""
+    from tests.test_docs import _anchors
+
+    root = Path(__file__).resolve().parents[1]
+    silent = []
+    for path in sorted((root / "lcr" / "answer").glob("*.py")):
+        for name, words in _numeric_constants(path):
+            said = " ".join(words.split())
+            pages = _CHOSEN_BY.findall(said)
+            for page, anchor in pages:
+                assert (root / page).is_file(), f"{path.name} {name}: no {page}"
+                assert not anchor or anchor in _anchors(root / page), f"{name}: {page}#{anchor}"
+            if not pages and "not measured" not in said:
+                silent.append(f"{path.name}:{name}")
+    assert not silent, f"constants that say nothing of what chose them: {silent}"

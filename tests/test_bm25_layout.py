@@ -19,6 +19,14 @@ import pytest
 from lcr import api
 from lcr.models.container import Models
 from lcr.scoring.bm25 import BM25Index, bm25_token_ids, bm25_tokenize, bm25s_module
+from lcr.store.arrays import (
+    DamagedArrayError,
+    Parts,
+    check_csr,
+    read_csr,
+    write_arrays,
+    write_csr,
+)
 from tests.fakes import ForbiddenLLM
 
 DOCS = ["The cat sat on the mat.", "A dog chased the cat.", "Birds sing in the morning."]
@@ -54,6 +62,7 @@ STORED_VOCAB = {
     "num_docs": 3,
 }
 QUERY_SCORES = [0.58033311, 0.18800145, 0.0]  # "cat on a mat"
+_PARTS = ("data", "indices", "indptr")
 
 
 class MemoryStore:
@@ -66,15 +75,18 @@ class MemoryStore:
     def write_array(self, name: str, array: np.ndarray) -> None:
         self.arrays[name] = np.array(array)
 
-    def write_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        for name, array in arrays.items():
-            self.write_array(name, array)
+    def write_csr(self, name: str, parts: Parts, *, loose: bool) -> None:
+        assert loose  # bm25's loose arrays, each under its own name
+        for part, array in zip(_PARTS, parts, strict=True):
+            self.write_array(f"{name}_{part}", array)
 
     def write_json(self, name: str, obj: Any) -> None:
         self.jsons[name] = obj
 
-    def array(self, name: str) -> np.ndarray:
-        return self.arrays[name]
+    def csr(self, name: str, *, loose: int) -> Parts:
+        data, indices, indptr = (self.arrays[f"{name}_{part}"] for part in _PARTS)
+        check_csr(Path(name), (len(indptr) - 1, loose), data, indices, indptr)
+        return data, indices, indptr
 
     def json(self, name: str) -> Any:
         return self.jsons[name]
@@ -202,3 +214,28 @@ def test_token_ids_of_texts_without_a_term_are_empty() -> None:
     ids, vocab = bm25_token_ids(["the a", "", "of"], "en", "english")
     assert ids == [[], [], []] and vocab == {}
     assert BM25Index.fit_ids(ids, vocab).scores(["cat"], 3).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_bm25s_matrix_goes_through_the_stores_one_sparse_pair(tmp_path: Path) -> None:
+    """Issue 71: one home for sparse matrices. bm25s's CSC score matrix is written and read
+    by :func:`lcr.store.arrays.write_csr` / :func:`~lcr.store.arrays.read_csr` (their
+    loose layout), as the very files bm25 always stored (three zarr arrays written
+    together), read back as stored and checked there; no other module checks a matrix."""
+    parts = tuple(STORED[f"bm25_{part}"] for part in _PARTS)
+    before = tmp_path / "before"
+    before.mkdir()
+    write_arrays({before / f"{name}.zarr": array for name, array in STORED.items()})
+    after = tmp_path / "after"
+    after.mkdir()
+    write_csr(after / "bm25", (parts[0], parts[1], parts[2]), loose=True)
+    files = sorted(p.relative_to(before) for p in before.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(after) for p in after.rglob("*") if p.is_file())
+    assert all((before / f).read_bytes() == (after / f).read_bytes() for f in files)
+    read = read_csr(before / "bm25", loose=3)
+    for got, stored in zip(read, parts, strict=True):
+        assert got.dtype == stored.dtype and np.array_equal(got, stored)
+    with pytest.raises(DamagedArrayError, match="outside its 2 columns"):
+        read_csr(before / "bm25", loose=2)  # a text index past the texts counted
+    root = Path(__file__).resolve().parents[1] / "lcr"
+    checkers = [p.name for p in root.rglob("*.py") if "check_csr(" in p.read_text("utf-8")]
+    assert checkers == ["arrays.py"]

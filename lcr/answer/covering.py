@@ -53,16 +53,27 @@ from lcr.answer.quotes import (
 from lcr.evidence import EvidenceItem
 
 LONG_FROM = 4
-"""The fewest answer words (stems the question does not give) for the several-quote
-rule: below it the single-run rule of :func:`lcr.answer.quotes.enough` decides alone."""
+"""The fewest answer words (stems the question does not give) for the several-quote rule: below
+it the single-run rule of :func:`lcr.answer.quotes.enough` decides alone. Chosen by hand, not
+measured: of the 86 stored HotpotQA answers none reaches it
+(bench/results/answer-step-log.md#quotes-for-long-answers-issue-53)."""
 MAX_QUOTES = 4
-"""The most quotes one answer is grounded by."""
+"""The most quotes one answer is grounded by. Chosen by hand on SQuALITY dev's 12 own answers,
+not measured against another value
+(bench/results/answer-step-log.md#quotes-for-long-answers-issue-53)."""
 MIN_NEW = 2
-"""The fewest answer words a quote must add to those the earlier quotes hold."""
+"""The fewest answer words a quote must add to those the earlier quotes hold. Chosen by hand,
+not measured against another value
+(bench/results/answer-step-log.md#quotes-for-long-answers-issue-53)."""
 RUN_SENTENCES = 2
-"""The most consecutive sentences of one evidence item one quote spans."""
+"""The most consecutive sentences of one evidence item one quote spans: the located quote's
+(:data:`lcr.answer.quotes.LOCATE_SENTENCES`), chosen by hand, not measured
+(bench/results/answer-step-log.md#quotes-for-long-answers-issue-53)."""
 COVER_SHARE = 0.75
-"""The share of the answer's words the quotes must hold for the answer to be grounded."""
+"""The share of the answer's words the quotes must hold for the answer to be grounded. Chosen by
+hand on SQuALITY dev's 12 own answers, not measured against another value: with it no own answer
+met another story's evidence grounded (top share 0.33)
+(bench/results/answer-step-log.md#quotes-for-long-answers-issue-53)."""
 LOCATED_FLOOR = 0.25
 """``answer.located_floor``'s default: below this share of its own words in the quotes (a
 short answer's: anywhere in the excerpts read), an answer was not read but written from the

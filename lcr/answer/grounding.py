@@ -219,9 +219,14 @@ def compared(name: str, question: str) -> bool:
 
 PASSAGE_REACH = 1500
 """The most characters either side of a quote that its passage reaches, within its
-paragraph: a text with no blank lines (a book as one paragraph) still has a passage."""
+paragraph: a text with no blank lines (a book as one paragraph) still has a passage.
+Chosen by hand, not measured against another value; ``related_floor`` was measured with it
+(bench/results/answer-step-log.md#a-quote-about-the-question-issue-53)."""
 PASSAGE_FLOOR = 200
-"""A paragraph shorter than this is a term or a heading: its passage takes in the next."""
+"""A paragraph shorter than this is a term or a heading: its passage takes in the next.
+Chosen by hand; taking in the next paragraph was measured on four held-out manual questions
+("not found" from 70 of 83 other documents, 67 taking in paragraphs until 200 characters
+both ways): bench/results/answer-step-log.md#no-answer-without-a-quote-issue-53."""
 
 
 def passage_around(source: str, start: int, end: int, reach: int = PASSAGE_REACH) -> str:

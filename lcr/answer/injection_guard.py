@@ -33,10 +33,15 @@ import re
 from lcr.text.chunking import split_sentences
 
 STUFFED_REPEATS = 4
-"""A sentence the document writes this many times, word for word, is no quote."""
+"""A sentence the document writes this many times, word for word, is no quote. Chosen by hand
+on tests/data/injection.json and bench/data/injection54.json, not swept; with the guard,
+attacks obeyed 9 -> 1 of tests/data/injection30.json's 30
+(bench/results/answer-step-log.md#text-that-speaks-to-the-model-is-never-a-quote-issue-72)."""
 
 STUFFED_MIN_WORDS = 5
-"""Shorter sentences ("Yes.", "See above.", a heading) repeat in honest documents."""
+"""Shorter sentences ("Yes.", "See above.", a heading) repeat in honest documents. Chosen by
+hand, not measured
+(bench/results/answer-step-log.md#text-that-speaks-to-the-model-is-never-a-quote-issue-72)."""
 
 _AI = (
     r"(?:ai|a\.i\.|assistants?|chat ?bots?|bots?|language models?|llms?|(?:the |any |reader )"

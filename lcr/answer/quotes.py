@@ -93,7 +93,9 @@ def reply_form(read: str = "excerpts", answer: str = "Answer: <the answer>") -> 
 
 
 MIN_QUOTE_WORDS = 3
-"""A quote shorter than this (a bare name or number) shows only that the word occurs."""
+"""A quote shorter than this (a bare name or number) shows only that the word occurs. The dev
+grid (2, 3, 4) barely mattered at its top once ``both`` held
+(bench/results/answer-step-log.md#the-quote-checks-tolerance-chosen-on-dev-replies)."""
 
 QUOTE_LABEL = re.compile(
     r"(?:^|(?<=[.!?\"'\u201d)\]]))[ \t]*[-*>]?[ \t]*\**quotes?\**[ \t]*(?:\d+[ \t]*)?:\**[ \t]*",
@@ -144,15 +146,22 @@ class Quote:
 
 
 MIN_RUN_WORDS = 2
-"""The shortest run of the quote's words that counts as found: one word is anywhere."""
+"""The shortest run of the quote's words that counts as found: one word is anywhere. Chosen by
+hand, not measured."""
 MAX_ADDED_WORDS = 2
-"""Words of its own a model may add to a quote (a name for "he", a joining "and"):
-never counted as the document's, so they cannot carry the answer."""
+"""Words of its own a model may add to a quote (a name for "he", a joining "and"): never counted
+as the document's, so they cannot carry the answer. The dev grid (0, 2, 4, 8) barely mattered at
+its top once ``both`` held
+(bench/results/answer-step-log.md#the-quote-checks-tolerance-chosen-on-dev-replies)."""
 MAX_PIECES = 3
-"""Runs a quote may be made of (elided between, in the document's order)."""
+"""Runs a quote may be made of (elided between, in the document's order). The dev grid (1, 2, 3,
+4, 6) barely mattered at its top once ``both`` held
+(bench/results/answer-step-log.md#the-quote-checks-tolerance-chosen-on-dev-replies)."""
 MAX_SPREAD = 400
-"""The most characters of the text read (the item's) a quote of several runs may span:
-pieces of the document the selection set side by side count as near."""
+"""The most characters of the text read (the item's) a quote of several runs may span: pieces of
+the document the selection set side by side count as near. The dev grid (200, 400, 800, any)
+barely mattered at its top once ``both`` held
+(bench/results/answer-step-log.md#the-quote-checks-tolerance-chosen-on-dev-replies)."""
 
 AnswerIn = Literal["quote", "item", "evidence"]
 Align = Literal["greedy", "blocks"]
@@ -426,7 +435,8 @@ RELATED_SHARE = 0.5
 alone (a count, a status, a year, a date): a number stands in too many places (a table of
 contents, a list, the status of something else) to be support on its own. Kept at 0.5 by
 #73's measurement on HotpotQA dev's 16 number answers: 0.4 passes 8 right (0.5: 4) but
-accepts 54 of 412 other numbers' sentences that share two question words (0.5: 33)."""
+accepts 54 of 412 other numbers' sentences that share two question words (0.5: 33), by
+``python bench/bench_number_support.py ../shared/data/hotpotqa/dev.jsonl --share 0.5 0.4``."""
 
 
 def numeric_answer(answer: str, question: str) -> bool:
@@ -588,7 +598,8 @@ def is_yes_or_no(answer: str) -> bool:
 
 LOCATE_SENTENCES = 2
 """The most consecutive sentences of one evidence item a located quote spans: a fact and
-the sentence that names what it is about (HotpotQA's supporting facts are one or two)."""
+the sentence that names what it is about (HotpotQA's supporting facts are one or two). Chosen
+by hand, not measured."""
 
 
 def answer_keys(answer: str, question: str) -> tuple[list[str], bool]:

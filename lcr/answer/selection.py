@@ -27,7 +27,8 @@ from lcr.text.chunking import split_sentences
 Span = tuple[int, int]
 
 RRF_K = 60
-"""Reciprocal-rank fusion's constant (Cormack et al., 2009): rank r counts 1 / (60 + r)."""
+"""Reciprocal-rank fusion's constant (Cormack et al., 2009): rank r counts 1 / (60 + r). The
+paper's value, not measured here."""
 
 
 @dataclass(frozen=True)
@@ -285,7 +286,9 @@ def fused_scorer(*scorers: SentenceScorer) -> SentenceScorer:
 
 
 LLM_CANDIDATES = 16
-"""Sentences the LLM judges (``answer.select=llm``): BM25's best, one short call each."""
+"""Sentences the LLM judges (``answer.select=llm``): BM25's best, one short call each. Chosen by
+hand, not measured against another value (bench/results/answer-step-log.md#measured-issue-27
+measured ``llm`` with it)."""
 
 RELEVANCE_SYSTEM = "You judge whether a sentence from a document helps answer a question."
 

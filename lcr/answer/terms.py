@@ -86,7 +86,9 @@ _OTHER = frozenset(_OTHER_WORDS.split())
 Scandinavian languages that English does not use as words of its own ("die", "war",
 "son", "do" and "no" left out)."""
 _SHORTEST_TERM = 3
+"""A shorter word is never a term. Chosen by hand, not measured."""
 _SHORTEST_TYPO = 5  # a term this long or longer is written when a word is one edit away
+"""Chosen by hand, not measured."""
 _WORD = re.compile(r"[^\W_]+")
 _OTHER_SCRIPT = re.compile(r"[^\W\d_\x00-\u024f\u1e00-\u1eff]")
 """A letter of another script than Latin (after :func:`~lcr.text.folding.fold`)."""
@@ -99,11 +101,13 @@ _ROMAN = re.compile(r"m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3
 # word begins with what is left, in either number
 _IRREGULAR = ("ices", "ae", "us", "um", "a", "i", "is", "es", "ex", "ix", "on", "en")
 _SHORTEST_ROOT = 4
+"""The fewest letters left of a term with a Latin or Greek plural's ending dropped. Chosen
+by hand, not measured."""
 SYNONYM_ZIPF = 1.5
 """A lower-case question word at least this common in English is a word of the language
 ("skiff"), which a document may say in other words ("boat"): it is never a term, and the
 model is asked. Names ("Kell"), programs ("gnuplot", "debconf") and words the list lacks
-are terms."""
+are terms. Chosen by hand, not measured."""
 
 
 @functools.cache
@@ -244,7 +248,9 @@ def absent_terms(terms: Sequence[str], text: str) -> list[str]:
 OTHER_SCRIPT_SHARE = 0.01
 """The share of a text's words in a script other than Latin, Cyrillic or Greek (Han, Arabic,
 Hebrew, ...) from which a term it never writes in Latin letters may stand in that script:
-a passage in that script, not a name quoted once in it."""
+a passage in that script, not a name quoted once in it. Chosen by hand, not measured against
+another value: with it 131 of HotpotQA dev's 300 questions asked of another text are still
+"not found" without a call (148 before; commit 01ab10c)."""
 
 
 @functools.lru_cache(maxsize=4)

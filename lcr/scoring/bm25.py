@@ -2,8 +2,9 @@
 LightPAL's initial retrieval) and one stored layout, so a question is tokenised
 and scored exactly as the chunks were indexed.
 
-The index is stored as the store's own arrays (``bm25_data``, ``bm25_indices``,
-``bm25_indptr``: bm25s's precomputed score matrix in CSC form) and a JSON
+The index is stored through the store's one sparse-matrix writer and reader
+(:func:`lcr.store.arrays.write_csr`'s loose layout: ``bm25_data``, ``bm25_indices``,
+``bm25_indptr``, bm25s's precomputed score matrix in CSC form, as it is) and a JSON
 vocabulary, not with ``bm25s.BM25.save``, which writes ``.npy`` files into a
 directory of its own beside the store's zarr arrays. Restoring sets the
 attributes bm25s's own ``load`` sets (``scores``, ``vocab_dict``,
@@ -18,7 +19,6 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from itertools import chain
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -87,9 +87,6 @@ def bm25_token_ids(
     return [[word_id[w] for w in doc] for doc in docs], vocab
 
 
-STORED_ARRAYS = ("data", "indices", "indptr")  # bm25s's score matrix, CSC
-
-
 class BM25Index:
     """A bm25s index (Lucene BM25) over tokenised texts, saved into and loaded from a store."""
 
@@ -131,7 +128,12 @@ class BM25Index:
 
     def save(self, out: MethodWriter, prefix: str = "bm25") -> None:
         scores = self.retriever.scores
-        out.write_arrays({f"{prefix}_{k}": np.asarray(scores[k]) for k in STORED_ARRAYS})
+        parts = (
+            np.asarray(scores["data"]),
+            np.asarray(scores["indices"]),
+            np.asarray(scores["indptr"]),
+        )
+        out.write_csr(prefix, parts, loose=True)  # bm25s's CSC matrix, its arrays as they are
         out.write_json(
             f"{prefix}_vocabulary",
             {"vocab": self.retriever.vocab_dict, "num_docs": int(scores["num_docs"])},
@@ -145,12 +147,7 @@ class BM25Index:
         applied when the score matrix was computed). Checked as it loads: the score
         matrix's structure, its vocabulary's ids, and its ``documents`` texts (when
         given), so no stored content reaches bm25s's compiled scoring out of bounds."""
-        from lcr.store.arrays import DamagedArrayError, check_csr
-
         meta = stored.json(f"{prefix}_vocabulary")
-        data = stored.array(f"{prefix}_data")
-        indices = stored.array(f"{prefix}_indices")
-        indptr = stored.array(f"{prefix}_indptr")
         where = f"{prefix}_vocabulary.json"
         vocab = meta.get("vocab") if isinstance(meta, dict) else None
         num_docs = meta.get("num_docs") if isinstance(meta, dict) else None
@@ -158,16 +155,14 @@ class BM25Index:
             raise stored.damage(f"{where} has no vocab object and num_docs count")
         if documents is not None and num_docs != documents:
             raise stored.damage(f"{where} counts {num_docs} texts, not the {documents} chunks")
+        # checked as it reads: one pointer per term, indices are texts (bm25s's CSC)
+        data, indices, indptr = stored.csr(prefix, loose=num_docs)
         terms = max(len(indptr) - 1, 0)
         ids = list(vocab.values())
         # bm25s numbers its empty token one past the score columns, and never scores it
         columns = [i for t, i in vocab.items() if t != "" or i != terms]
         if not all(type(i) is int and 0 <= i < terms for i in columns) or len(set(ids)) != len(ids):
             raise stored.damage(f"{where} has token ids outside its {terms} score columns")
-        try:  # bm25s's matrix is CSC: one pointer per term, row indices are texts
-            check_csr(Path(f"{prefix}_indptr"), (terms, num_docs), data, indices, indptr)
-        except DamagedArrayError as exc:
-            raise stored.damage(f"{prefix} score arrays: {exc.problem}") from None
         retriever = bm25s_module().BM25()
         retriever.scores = {"data": data, "indices": indices, "indptr": indptr,
                             "num_docs": num_docs}  # fmt: skip

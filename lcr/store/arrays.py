@@ -8,6 +8,12 @@ pays for the pages it touches instead of decoding every entry first. Which
 layout a reader finds decides how it reads, so indexes written before the
 mapped layout existed still open.
 
+A sparse matrix is written by :func:`write_csr` and read by :func:`read_csr`, in one
+of three forms: a zarr folder (``name.zarr/`` with its three arrays and
+``shape.json``), a mapped folder (``name.csr/``), or bm25's loose arrays
+(``name_data.zarr``, ``name_indices.zarr``, ``name_indptr.zarr`` side by side, no
+shape file: bm25s's CSC score matrix, kept as the bm25 method has always stored it).
+
 Reading checks structure, whatever the layout: numbers only, and a CSR matrix
 whose row pointers climb from 0 to its entry count and whose column indices lie
 inside its shape, so no array content can send a compiled product (scipy's,
@@ -22,7 +28,7 @@ import json
 import threading
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import scipy.sparse as sp
@@ -172,20 +178,32 @@ def read_mapped_array(path: Path) -> np.ndarray:
 
 _CSR_PARTS = ("data", "indices", "indptr")
 
+Parts = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""A compressed sparse matrix's ``(data, indices, indptr)``, as scipy takes them."""
+
 
 def write_csr(
-    path: Path, matrix: sp.spmatrix | sp.sparray, *, mapped: bool = False,
-    dtype: type | None = None,
+    path: Path, matrix: sp.spmatrix | sp.sparray | Parts, *, mapped: bool = False,
+    dtype: type | None = None, loose: bool = False,
 ) -> None:  # fmt: skip
     """A CSR matrix as a folder of its three arrays plus its shape: zarr arrays, or with
     ``mapped`` ``.npy`` files with sorted indices and values as ``dtype`` (float64 lets a
-    product use the mapped values as they are)."""
+    product use the mapped values as they are).
+
+    ``loose``: bm25's layout. The three arrays exactly as given (``matrix`` as its
+    ``(data, indices, indptr)``: bm25s's CSC score matrix, whose dtypes and order the
+    files keep), each a zarr array beside the others (``path.name`` + ``_data.zarr``,
+    ``_indices.zarr``, ``_indptr.zarr``, written on one loop), with no shape file: the
+    caller keeps the count of the matrix's index dimension (:func:`read_csr`)."""
+    if loose:
+        parts = matrix if isinstance(matrix, tuple) else _parts(sp.csr_array(matrix))
+        write_arrays({_loose(path, name): a for name, a in zip(_CSR_PARTS, parts, strict=True)})
+        return
     csr = sp.csr_array(matrix)
     if mapped and not csr.has_sorted_indices:
         csr = csr.sorted_indices()  # a copy: the caller's arrays stay as they are
     path.mkdir(parents=True, exist_ok=False)
-    for part in _CSR_PARTS:
-        array = getattr(csr, part)
+    for part, array in zip(_CSR_PARTS, _parts(csr), strict=True):
         if part == "data" and dtype is not None:
             array = array.astype(dtype, copy=False)
         if mapped:
@@ -195,9 +213,22 @@ def write_csr(
     (path / "shape.json").write_text(json.dumps({"shape": list(csr.shape)}))
 
 
-def read_csr(path: Path, *, mapped: bool = False) -> sp.csr_array:
+@overload
+def read_csr(path: Path, *, mapped: bool = False) -> sp.csr_array: ...
+@overload
+def read_csr(path: Path, *, loose: int) -> Parts: ...
+def read_csr(path: Path, *, mapped: bool = False, loose: int | None = None) -> sp.csr_array | Parts:
     """The matrix of :func:`write_csr`; ``mapped``: over read-only memory maps (nothing
-    copied)."""
+    copied). ``loose``: bm25's loose arrays, given the count of their index dimension
+    (bm25s's documents), returned as they are stored, once checked as the CSR matrix of
+    one row per pointer (bm25s's terms) by ``loose`` columns, so no product over them
+    reads outside memory."""
+    if loose is not None:
+        parts = tuple(read_array(_loose(path, name)) for name in _CSR_PARTS)
+        data, indices, indptr = parts
+        rows = max(len(indptr) - 1, 0)
+        check_csr(_loose(path, "indptr"), (rows, loose), data, indices, indptr)
+        return data, indices, indptr
     shape = _shape(path)
     if mapped:
         data, indices, indptr = (read_mapped_array(path / f"{p}.npy") for p in _CSR_PARTS)
@@ -208,6 +239,15 @@ def read_csr(path: Path, *, mapped: bool = False) -> sp.csr_array:
     if mapped:
         m.has_sorted_indices = True  # written sorted; never sorted in place (read-only maps)
     return m
+
+
+def _parts(csr: sp.csr_array) -> Parts:
+    return csr.data, csr.indices, csr.indptr
+
+
+def _loose(path: Path, part: str) -> Path:
+    """Where bm25's loose layout keeps one part of the matrix ``path`` names."""
+    return path.with_name(f"{path.name}_{part}.zarr")
 
 
 def _shape(path: Path) -> tuple[int, int]:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from lcr.store.arrays import write_array, write_arrays, write_csr, write_mapped_array
+from lcr.store.arrays import Parts, write_array, write_csr, write_mapped_array
 from lcr.store.nodes import Node, write_nodes
 
 
@@ -45,15 +45,15 @@ class MethodWriter:
         else:
             write_array(self.dir / f"{name}.zarr", array)
 
-    def write_arrays(self, arrays: dict[str, np.ndarray]) -> None:
-        """Zarr arrays written together (:func:`~lcr.store.arrays.write_arrays`)."""
-        write_arrays({self.dir / f"{name}.zarr": a for name, a in arrays.items()})
-
     def write_csr(
-        self, name: str, matrix: sp.spmatrix | sp.sparray, *, mapped: bool = False,
-        dtype: type | None = None,
+        self, name: str, matrix: sp.spmatrix | sp.sparray | Parts, *, mapped: bool = False,
+        dtype: type | None = None, loose: bool = False,
     ) -> None:  # fmt: skip
-        """``mapped``: ``.npy`` arrays a reader memory-maps (values as ``dtype``), not zarr."""
+        """``mapped``: ``.npy`` arrays a reader memory-maps (values as ``dtype``), not zarr;
+        ``loose``: bm25's loose arrays (:func:`~lcr.store.arrays.write_csr`)."""
+        if loose:
+            write_csr(self.dir / name, matrix, loose=True)
+            return
         where = self.dir / (f"{name}.csr" if mapped else f"{name}.zarr")
         write_csr(where, matrix, mapped=mapped, dtype=dtype)
 

@@ -10,7 +10,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 import numpy as np
 import scipy.sparse as sp
@@ -18,6 +18,7 @@ import scipy.sparse as sp
 from lcr.errors import IndexDamagedError, LcrError
 from lcr.store.arrays import (
     DamagedArrayError,
+    Parts,
     read_array,
     read_csr,
     read_mapped_array,
@@ -165,17 +166,31 @@ class MethodReader:
             self._loaded[key] = arr
         return self._loaded[key]
 
-    def csr(self, name: str) -> sp.csr_array:
+    @overload
+    def csr(self, name: str) -> sp.csr_array: ...
+    @overload
+    def csr(self, name: str, *, loose: int) -> Parts: ...
+    def csr(self, name: str, *, loose: int | None = None) -> sp.csr_array | Parts:
+        """The sparse matrix ``name`` as :meth:`MethodWriter.write_csr` wrote it; ``loose``:
+        bm25's loose arrays, given their documents (:func:`~lcr.store.arrays.read_csr`)."""
         key = f"csr:{name}"
         if key not in self._loaded:
             try:
-                mapped = (self.dir / f"{name}.csr").is_dir()
-                m = read_csr(self._file(f"{name}.csr" if mapped else f"{name}.zarr"), mapped=mapped)
+                if loose is not None:
+                    for part in ("data", "indices", "indptr"):
+                        self._file(f"{name}_{part}.zarr")
+                    parts = read_csr(self.dir / name, loose=loose)
+                else:
+                    mapped = (self.dir / f"{name}.csr").is_dir()
+                    m = read_csr(
+                        self._file(f"{name}.csr" if mapped else f"{name}.zarr"), mapped=mapped
+                    )
+                    parts = (m.data, m.indices, m.indptr)
             except DamagedArrayError as exc:
                 raise self._array_damage(exc) from None
-            for part in (m.data, m.indices, m.indptr):
-                part.flags.writeable = False
-            self._loaded[key] = m
+            for array in parts:
+                array.flags.writeable = False
+            self._loaded[key] = parts if loose is not None else m
         return self._loaded[key]
 
     def memoised(self, key: str, make: Callable[[], Any]) -> Any:

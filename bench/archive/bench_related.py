@@ -1,6 +1,6 @@
 """Issue 53: what ``answer.related_floor`` costs right answers.
 
-    python bench/bench_related.py ../shared/data/hotpotqa/dev.jsonl --work DIR
+    python bench/archive/bench_related.py ../shared/data/hotpotqa/dev.jsonl --work DIR
 
 Each question's gold answer stands as the reply to the evidence lcr's default answer
 step reads for it (bm25's retrieval and sentence selection run for real; the LLM is
@@ -9,7 +9,7 @@ scripted, so no model is loaded and nothing is generated). The step's own ground
 the share of the question's words in that quote's passage. Printed: how many located
 right answers each ``--floors`` value would withhold, and the ones the default withholds.
 What the floor catches (wrong answers from texts without the answer) is measured on eval
-records by ``bench/bench_located.py``.
+records by ``bench/archive/bench_located.py``.
 
 Each corpus (a question's first document) is indexed once under ``--work``.
 """
@@ -23,7 +23,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: bench_quote_grid
 
 from bench_quote_grid import evidence_items
 

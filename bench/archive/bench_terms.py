@@ -2,8 +2,8 @@
 (``answer.term_zipf``, :mod:`lcr.answer.terms`), with no model and no index: each
 question against the text it is answered from, and against every other text of its set.
 
-    python bench/bench_terms.py ../shared/data/hotpotqa/dev.jsonl --floor 2.5 --floor 3
-    python bench/bench_terms.py ../shared/data/squality/dev.jsonl --floor 3
+    python bench/archive/bench_terms.py ../shared/data/hotpotqa/dev.jsonl --floor 2.5 --floor 3
+    python bench/archive/bench_terms.py ../shared/data/squality/dev.jsonl --floor 3
 
 HotpotQA files (``documents``: each question names its corpus; the corpus text is given
 once), SQuALITY files (one story and its questions a line) and QMSum files (one meeting's
@@ -18,8 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: many_documents
 
 from many_documents import wilson
 

@@ -7,9 +7,10 @@ This script applies that rule to records already made, and prints, for answerabl
 unanswerable questions, F1 (answerable), "not found" on each kind, and the share of given
 answers lcr located a quote for, beside the records as they were::
 
-    python bench/bench_located.py --index-dir IDX --answerable A.jsonl --unanswerable U.jsonl
-    python bench/bench_located.py --kind quote --index-dir IDX --answerable A.jsonl ...
-    python bench/bench_located.py --recheck --index-dir IDX --answerable A.jsonl ...
+    python bench/archive/bench_located.py --index-dir IDX --answerable A.jsonl \\
+        --unanswerable U.jsonl
+    python bench/archive/bench_located.py --kind quote --index-dir IDX --answerable A.jsonl ...
+    python bench/archive/bench_located.py --recheck --index-dir IDX --answerable A.jsonl ...
 
 ``--recheck``: records made with ``answer.support=0`` (every answer given) are decided by
 today's support check first. The last row applies ``answer.located_floor`` (the step's own
@@ -26,11 +27,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Literal
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: bench_quote_grid
 
 from bench_quote_grid import evidence_items
 

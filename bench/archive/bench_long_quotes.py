@@ -2,8 +2,8 @@
 call: :func:`lcr.answer.grounding.ground` reads only the answer, the question, the
 evidence read and source.txt).
 
-    python bench/bench_long_quotes.py RECORDS.jsonl [RECORDS.jsonl ...] [--show]
-    python bench/bench_long_quotes.py RECORDS.jsonl --pairs   # own answers, other story
+    python bench/archive/bench_long_quotes.py RECORDS.jsonl [RECORDS.jsonl ...] [--show]
+    python bench/archive/bench_long_quotes.py RECORDS.jsonl --pairs   # own answers, other story
 
 Each record is an ``lcr ask --json`` object (or an ``lcr.ask(...).to_json()`` one) with
 its ``index`` (the index path, whose source.txt the spans point into; ``--index``
@@ -26,9 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: bench_quote_grid
 
 from bench_quote_grid import evidence_items
 

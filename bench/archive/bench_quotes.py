@@ -7,7 +7,7 @@ answered "not found in the document", prompt and completion tokens per answer an
 the median seconds of the answer step; and, for the configurations' common
 questions, F1 after minus before (paired bootstrap)::
 
-    python bench/bench_quotes.py --label before --answerable base.A.jsonl \
+    python bench/archive/bench_quotes.py --label before --answerable base.A.jsonl \
         --unanswerable base.U.jsonl --label after --answerable after.A.jsonl \
         --unanswerable after.U.jsonl
 
@@ -19,8 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout's lcr
 
 from lcr.answer.shared import NOT_FOUND
 from lcr.eval import dataset, metrics
