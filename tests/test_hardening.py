@@ -403,15 +403,20 @@ def test_sigterm_and_sighup_end_with_one_line(tmp_path: Path, sig: str) -> None:
     import time
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    number = getattr(signal, sig)
+
+    def default_disposition() -> None:  # a suite run under nohup ignores SIGHUP, and so would lcr
+        signal.signal(number, signal.SIG_DFL)
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "lcr", "index", "-", "-o", str(tmp_path / "s.idx"), "-m", "bm25"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=default_disposition,
     )  # fmt: skip
     assert proc.stdin is not None
     proc.stdin.write("The keeper rowed out to the rock. " * 50)
     proc.stdin.flush()  # stdin stays open: lcr waits for the rest of the document
     time.sleep(4)
-    number = getattr(signal, sig)
     proc.send_signal(number)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + number, err
