@@ -436,7 +436,7 @@ alone (a count, a status, a year, a date): a number stands in too many places (a
 contents, a list, the status of something else) to be support on its own. Kept at 0.5 by
 #73's measurement on HotpotQA dev's 16 number answers: 0.4 passes 8 right (0.5: 4) but
 accepts 54 of 412 other numbers' sentences that share two question words (0.5: 33), by
-``python bench/bench_number_support.py $LCR_SHARED_DATA/hotpotqa/dev.jsonl --share 0.5 0.4``."""
+``python bench/bench_number_support.py HOTPOTQA_DEV.jsonl --share 0.5 0.4``."""
 
 
 def numeric_answer(answer: str, question: str) -> bool:
